@@ -1,0 +1,158 @@
+//! The Isthmus storage engine: the `Store` interface with S3 semantics (buckets, objects with
+//! metadata, conditional and ranged reads, streaming atomic writes, ordered listing) and its
+//! `PosixStore` backend, where buckets are directories and objects are plain files.
+//!
+//! The engine is synchronous and does plain syscalls; it has no HTTP types, so every door
+//! (HTTP gateway, embedded library, benchmarks) calls the same code.
+
+pub mod conditions;
+pub mod error;
+pub mod key;
+mod list;
+pub mod meta;
+pub mod posix;
+mod resolve;
+
+use std::io::Read;
+use std::time::SystemTime;
+
+pub use conditions::{ByteRange, Conditions, ETagMatch};
+pub use error::{StoreError, StoreResult};
+pub use meta::{MetadataMode, ObjectMeta};
+pub use posix::{Durability, PosixStore, StoreOptions};
+
+/// A bucket as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketInfo {
+    pub name: String,
+    pub created: SystemTime,
+}
+
+/// What HEAD returns about an object, and what a listing returns per key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    pub last_modified: SystemTime,
+    /// The MD5 of the content in hex, without quotes.
+    pub etag: String,
+    pub meta: ObjectMeta,
+}
+
+/// A PUT: the metadata to store and the conditions the write depends on.
+#[derive(Debug, Clone, Default)]
+pub struct PutRequest {
+    pub meta: ObjectMeta,
+    /// `If-Match`: replace only an existing object with one of these ETags.
+    pub if_match: Option<ETagMatch>,
+    /// `If-None-Match: *`: create only if no object exists under the key.
+    pub if_none_match: Option<ETagMatch>,
+}
+
+/// A GET: the byte range wanted and the conditions on the current object.
+#[derive(Debug, Clone, Default)]
+pub struct GetRequest {
+    pub range: Option<ByteRange>,
+    pub conditions: Conditions,
+}
+
+/// A server-side copy.
+#[derive(Debug, Clone, Default)]
+pub struct CopyRequest {
+    /// `None` keeps the source's metadata (directive COPY); `Some` replaces it (REPLACE).
+    pub replace_meta: Option<ObjectMeta>,
+    /// Conditions on the source object (`x-amz-copy-source-if-*`).
+    pub source_conditions: Conditions,
+}
+
+/// One page of a listing request.
+#[derive(Debug, Clone, Default)]
+pub struct ListRequest {
+    pub prefix: String,
+    pub delimiter: Option<String>,
+    /// Only keys (and common prefixes) strictly after this one are returned.
+    pub start_after: Option<String>,
+    pub max_keys: usize,
+}
+
+/// One page of a listing, in UTF-8 byte order of the keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
+    pub objects: Vec<ObjectInfo>,
+    pub common_prefixes: Vec<String>,
+    pub is_truncated: bool,
+    /// The last key or common prefix of this page: the marker for the next page.
+    pub next_marker: Option<String>,
+}
+
+/// The bytes of an object being read: a reader positioned at the start of the range.
+pub trait ObjectRead: Read + Send {
+    /// Bytes left to read.
+    fn remaining(&self) -> u64;
+}
+
+/// An object being written. Nothing is visible until `commit`; dropping it without commit
+/// discards everything that was written.
+pub trait ObjectWrite: Send {
+    fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()>;
+    /// Makes the object visible atomically and returns what HEAD would now report.
+    fn commit(self) -> StoreResult<ObjectInfo>;
+}
+
+/// What a GET returns: the object's description, the reader, and the byte range served
+/// (`first..=last` of `size`) when a range was requested.
+pub struct GetResponse<R> {
+    pub info: ObjectInfo,
+    pub body: R,
+    pub range: Option<(u64, u64)>,
+}
+
+/// The engine interface, with S3 semantics. Every door calls this and nothing else.
+pub trait Store: Send + Sync + 'static {
+    type Reader: ObjectRead + 'static;
+    type Writer: ObjectWrite + 'static;
+
+    fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>>;
+    fn create_bucket(&self, bucket: &str) -> StoreResult<()>;
+    fn head_bucket(&self, bucket: &str) -> StoreResult<()>;
+    fn delete_bucket(&self, bucket: &str) -> StoreResult<()>;
+
+    fn put_object(&self, bucket: &str, key: &str, request: PutRequest)
+    -> StoreResult<Self::Writer>;
+    fn get_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: &GetRequest,
+    ) -> StoreResult<GetResponse<Self::Reader>>;
+    fn head_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        conditions: &Conditions,
+    ) -> StoreResult<ObjectInfo>;
+    /// Deleting a key that does not exist succeeds, as in S3.
+    fn delete_object(&self, bucket: &str, key: &str) -> StoreResult<()>;
+    fn copy_object(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+        request: &CopyRequest,
+    ) -> StoreResult<ObjectInfo>;
+    fn list_objects(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
+
+    /// Convenience: a whole object from a buffer.
+    fn put_bytes(
+        &self,
+        bucket: &str,
+        key: &str,
+        bytes: &[u8],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let mut writer = self.put_object(bucket, key, request)?;
+        writer.write_all(bytes)?;
+        writer.commit()
+    }
+}

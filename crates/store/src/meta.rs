@@ -1,0 +1,265 @@
+//! Object metadata: the record kept with each object (ETag, HTTP headers, user metadata) and the
+//! file identity (inode, size, mtime) it was computed for. It lives in one `user.` extended
+//! attribute, or in a hashed sidecar file under `.isthmus/meta` where xattrs are unavailable.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use md5::{Digest, Md5};
+use rustix::fs::{Mode, OFlags, XattrFlags};
+use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+
+use crate::error::StoreResult;
+use crate::key::INTERNAL_DIR;
+
+/// The extended attribute holding an object's metadata record.
+pub const XATTR_NAME: &str = "user.isthmus";
+
+/// The ETag of an empty object (MD5 of nothing).
+pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
+
+/// Where metadata records are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MetadataMode {
+    /// Extended attributes when the file system supports them, sidecar files otherwise.
+    #[default]
+    Auto,
+    /// Always an extended attribute (`user.isthmus`) on the object's file.
+    Xattr,
+    /// Always a sidecar file under the bucket's `.isthmus/meta` directory.
+    Sidecar,
+}
+
+/// HTTP headers and user metadata stored with an object, returned unchanged on GET and HEAD.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_disposition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_language: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// The `Expires` header as the client sent it (an HTTP date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+    /// `x-amz-meta-*` pairs, names without the prefix, lower case.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user: BTreeMap<String, String>,
+}
+
+/// What makes a stored ETag trustworthy: the file it was computed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileIdentity {
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+impl FileIdentity {
+    pub fn of(stat: &rustix::fs::Stat) -> Self {
+        Self {
+            ino: stat.st_ino,
+            size: stat.st_size as u64,
+            mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec),
+        }
+    }
+}
+
+/// The record stored per object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaRecord {
+    pub etag: String,
+    pub identity: FileIdentity,
+    #[serde(flatten)]
+    pub meta: ObjectMeta,
+}
+
+/// Reads and writes metadata records for one bucket.
+pub struct MetaStore<'a> {
+    pub mode: MetadataMode,
+    /// The bucket directory (base of the sidecar directory).
+    pub bucket: BorrowedFd<'a>,
+}
+
+impl MetaStore<'_> {
+    /// Loads the record of the object open as `file`, whose key is `key`.
+    pub fn load(&self, file: BorrowedFd<'_>, key: &str) -> Option<MetaRecord> {
+        let bytes = match self.mode {
+            MetadataMode::Sidecar => self.read_sidecar(key)?,
+            MetadataMode::Xattr => read_xattr(file)?,
+            MetadataMode::Auto => read_xattr(file).or_else(|| self.read_sidecar(key))?,
+        };
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Stores `record` for the object open as `file`. In auto mode a file system without
+    /// xattr support falls back to the sidecar.
+    pub fn save(&self, file: BorrowedFd<'_>, key: &str, record: &MetaRecord) -> StoreResult<()> {
+        let bytes = serde_json::to_vec(record).expect("metadata serializes");
+        match self.mode {
+            MetadataMode::Sidecar => self.write_sidecar(key, &bytes),
+            MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(
+                file,
+                XATTR_NAME,
+                &bytes,
+                XattrFlags::empty(),
+            )?),
+            MetadataMode::Auto => {
+                match rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty()) {
+                    Ok(()) => Ok(()),
+                    Err(Errno::NOTSUP | Errno::PERM | Errno::NOSPC | Errno::TOOBIG) => {
+                        self.write_sidecar(key, &bytes)
+                    }
+                    Err(err) => Err(err.into()),
+                }
+            }
+        }
+    }
+
+    /// Removes the sidecar of `key`, if there is one (xattrs go with their file).
+    pub fn remove_sidecar(&self, key: &str) {
+        if self.mode != MetadataMode::Xattr {
+            let _ =
+                rustix::fs::unlinkat(self.bucket, sidecar_path(key), rustix::fs::AtFlags::empty());
+        }
+    }
+
+    fn read_sidecar(&self, key: &str) -> Option<Vec<u8>> {
+        let fd = rustix::fs::openat(
+            self.bucket,
+            sidecar_path(key),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .ok()?;
+        let mut bytes = Vec::with_capacity(512);
+        std::fs::File::from(fd).read_to_end(&mut bytes).ok()?;
+        Some(bytes)
+    }
+
+    fn write_sidecar(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
+        let path = sidecar_path(key);
+        let (dir, name) = path.rsplit_once('/').expect("sidecar path has directories");
+        let dir_fd = crate::resolve::create_dirs_beneath(self.bucket, dir, false)?;
+        let tmp = format!("{name}.{}", crate::posix::unique_suffix());
+        let fd = rustix::fs::openat(
+            &dir_fd,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let result = write_all(fd.as_fd(), bytes)
+            .and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
+        }
+        result
+    }
+}
+
+fn read_xattr(file: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        match rustix::fs::fgetxattr(file, XATTR_NAME, &mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Some(buf);
+            }
+            Err(Errno::RANGE) if buf.len() < 65536 => buf.resize(buf.len() * 4, 0),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The sidecar location of `key`: hashed, so no key can collide with another or with a directory.
+fn sidecar_path(key: &str) -> String {
+    let digest = hex::encode(Md5::digest(key.as_bytes()));
+    format!("{INTERNAL_DIR}/meta/{}/{digest}", &digest[..2])
+}
+
+pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> StoreResult<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Computes the MD5 ETag of a whole open file by reading it from the start.
+pub fn compute_etag(file: BorrowedFd<'_>) -> StoreResult<String> {
+    let mut hasher = Md5::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    loop {
+        let n = match rustix::io::pread(file, &mut buf, offset) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(Errno::INTR) => continue,
+            Err(err) => return Err(err.into()),
+        };
+        hasher.update(&buf[..n]);
+        offset += n as u64;
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_through_json() {
+        let mut meta = ObjectMeta {
+            content_type: Some("text/plain".into()),
+            expires: Some("Thu, 01 Dec 1994 16:00:00 GMT".into()),
+            ..ObjectMeta::default()
+        };
+        meta.user.insert("experiment".into(), "run-42 ü".into());
+        let record = MetaRecord {
+            etag: EMPTY_ETAG.into(),
+            identity: FileIdentity {
+                ino: 7,
+                size: 0,
+                mtime_ns: 1_700_000_000_123_456_789,
+            },
+            meta,
+        };
+        let bytes = serde_json::to_vec(&record).unwrap();
+        let back: MetaRecord = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(back, record);
+    }
+
+    #[test]
+    fn sidecar_paths_are_hashed_and_distinct() {
+        let a = sidecar_path("a/b");
+        let b = sidecar_path("a/b/");
+        assert_ne!(a, b);
+        assert!(a.starts_with(".isthmus/meta/"));
+        assert!(!a.contains("a/b"));
+    }
+
+    #[test]
+    fn compute_etag_is_md5_of_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"hello world").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(
+            compute_etag(file.as_fd()).unwrap(),
+            "5eb63bbbe01eeed093cb22bb8f5acdc3"
+        );
+        std::fs::write(&path, b"").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(compute_etag(file.as_fd()).unwrap(), EMPTY_ETAG);
+    }
+}

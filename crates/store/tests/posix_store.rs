@@ -1,0 +1,588 @@
+//! Behaviour of PosixStore on a real temporary directory.
+
+use std::io::Read;
+use std::time::Duration;
+
+use isthmus_store::{
+    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, ListRequest,
+    MetadataMode, ObjectMeta, ObjectWrite, PosixStore, PutRequest, Store, StoreError, StoreOptions,
+};
+
+fn store_with(metadata: MetadataMode) -> (tempfile::TempDir, PosixStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        metadata,
+        ..StoreOptions::default()
+    };
+    let store = PosixStore::open(dir.path(), options).unwrap();
+    store.create_bucket("bkt").unwrap();
+    (dir, store)
+}
+
+fn store() -> (tempfile::TempDir, PosixStore) {
+    store_with(MetadataMode::Auto)
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    use md5::Digest;
+    hex::encode(md5::Md5::digest(bytes))
+}
+
+fn read_all(store: &PosixStore, key: &str, request: &GetRequest) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .get_object("bkt", key, request)
+        .unwrap()
+        .body
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn put(store: &PosixStore, key: &str, bytes: &[u8]) {
+    store
+        .put_bytes("bkt", key, bytes, PutRequest::default())
+        .unwrap();
+}
+
+fn list_all(
+    store: &PosixStore,
+    prefix: &str,
+    delimiter: Option<&str>,
+    page: usize,
+) -> (Vec<String>, Vec<String>) {
+    let mut keys = Vec::new();
+    let mut prefixes = Vec::new();
+    let mut marker = None;
+    loop {
+        let req = ListRequest {
+            prefix: prefix.into(),
+            delimiter: delimiter.map(Into::into),
+            start_after: marker.clone(),
+            max_keys: page,
+        };
+        let p = store.list_objects("bkt", &req).unwrap();
+        assert!(p.objects.len() + p.common_prefixes.len() <= page);
+        keys.extend(p.objects.into_iter().map(|o| o.key));
+        prefixes.extend(p.common_prefixes);
+        if !p.is_truncated {
+            return (keys, prefixes);
+        }
+        marker = p.next_marker;
+    }
+}
+
+#[test]
+fn put_is_a_plain_file_with_md5_etag_and_metadata() {
+    let (dir, store) = store();
+    let mut meta = ObjectMeta {
+        content_type: Some("text/csv".into()),
+        ..Default::default()
+    };
+    meta.user.insert("run".into(), "42".into());
+    let info = store
+        .put_bytes(
+            "bkt",
+            "results/2026/a.csv",
+            b"x,y\n1,2\n",
+            PutRequest {
+                meta: meta.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(info.etag, md5_hex(b"x,y\n1,2\n"));
+    assert_eq!(
+        std::fs::read(dir.path().join("bkt/results/2026/a.csv")).unwrap(),
+        b"x,y\n1,2\n"
+    );
+    let head = store
+        .head_object("bkt", "results/2026/a.csv", &Conditions::default())
+        .unwrap();
+    assert_eq!(head.meta, meta);
+    assert_eq!(head.size, 8);
+    assert_eq!(head.etag, info.etag);
+    // No temporary file is left behind.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn posix_written_and_changed_files_get_correct_etags() {
+    let (dir, store) = store();
+    std::fs::write(dir.path().join("bkt/sim.out"), b"step 1").unwrap();
+    assert_eq!(
+        store
+            .head_object("bkt", "sim.out", &Conditions::default())
+            .unwrap()
+            .etag,
+        md5_hex(b"step 1")
+    );
+    put(&store, "via-s3", b"original");
+    std::thread::sleep(Duration::from_millis(20));
+    // Same size, different bytes: the identity (mtime) changes, so the ETag is recomputed.
+    std::fs::write(dir.path().join("bkt/via-s3"), b"ORIGINAL").unwrap();
+    let head = store
+        .head_object("bkt", "via-s3", &Conditions::default())
+        .unwrap();
+    assert_eq!(head.etag, md5_hex(b"ORIGINAL"));
+    assert_eq!(
+        read_all(&store, "via-s3", &GetRequest::default()),
+        b"ORIGINAL"
+    );
+}
+
+#[test]
+fn ranges_and_conditions() {
+    let (_dir, store) = store();
+    put(&store, "r", b"0123456789");
+    let get = |range| {
+        read_all(
+            &store,
+            "r",
+            &GetRequest {
+                range: Some(range),
+                ..Default::default()
+            },
+        )
+    };
+    assert_eq!(
+        get(ByteRange::FromTo {
+            first: 2,
+            last: Some(4)
+        }),
+        b"234"
+    );
+    assert_eq!(get(ByteRange::Suffix(3)), b"789");
+    assert_eq!(
+        get(ByteRange::FromTo {
+            first: 8,
+            last: None
+        }),
+        b"89"
+    );
+    let bad = store.get_object(
+        "bkt",
+        "r",
+        &GetRequest {
+            range: Some(ByteRange::FromTo {
+                first: 10,
+                last: None,
+            }),
+            ..Default::default()
+        },
+    );
+    assert!(matches!(bad, Err(StoreError::InvalidRange { size: 10 })));
+    let etag = md5_hex(b"0123456789");
+    let cond = |c: Conditions| store.head_object("bkt", "r", &c);
+    assert!(
+        cond(Conditions {
+            if_match: Some(ETagMatch::Tags(vec![etag.clone()])),
+            ..Default::default()
+        })
+        .is_ok()
+    );
+    assert!(matches!(
+        cond(Conditions {
+            if_none_match: Some(ETagMatch::Tags(vec![etag])),
+            ..Default::default()
+        }),
+        Err(StoreError::NotModified)
+    ));
+}
+
+#[test]
+fn conditional_puts() {
+    let (_dir, store) = store();
+    let create_only = || PutRequest {
+        if_none_match: Some(ETagMatch::Any),
+        ..Default::default()
+    };
+    store
+        .put_bytes("bkt", "once", b"first", create_only())
+        .unwrap();
+    assert!(matches!(
+        store.put_bytes("bkt", "once", b"second", create_only()),
+        Err(StoreError::PreconditionFailed)
+    ));
+    assert_eq!(read_all(&store, "once", &GetRequest::default()), b"first");
+    let if_match = |etag: &str| PutRequest {
+        if_match: Some(ETagMatch::Tags(vec![etag.into()])),
+        ..Default::default()
+    };
+    assert!(matches!(
+        store.put_bytes("bkt", "once", b"x", if_match("nope")),
+        Err(StoreError::PreconditionFailed)
+    ));
+    store
+        .put_bytes("bkt", "once", b"third", if_match(&md5_hex(b"first")))
+        .unwrap();
+    assert_eq!(read_all(&store, "once", &GetRequest::default()), b"third");
+}
+
+#[test]
+fn abandoned_writes_leave_nothing() {
+    let (dir, store) = store();
+    put(&store, "k", b"old");
+    let mut writer = store.put_object("bkt", "k", PutRequest::default()).unwrap();
+    writer.write_all(b"half of the new").unwrap();
+    drop(writer);
+    assert_eq!(read_all(&store, "k", &GetRequest::default()), b"old");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn listing_is_in_byte_order_across_directories() {
+    let (_dir, store) = store();
+    let keys = [
+        "a-c", "a/b/c-d", "a/b/c/d", "a0", "b", "a/b-", "é/x", "Z", "a/a",
+    ];
+    for k in keys {
+        put(&store, k, b"x");
+    }
+    let (listed, _) = list_all(&store, "", None, 1000);
+    let mut expected = listed.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+    assert!(listed.contains(&"a-c".to_string()) && listed.contains(&"a/b-".to_string()));
+    // Every page size yields the same sequence.
+    for page in [1, 2, 3, 7] {
+        assert_eq!(
+            list_all(&store, "", None, page).0,
+            listed,
+            "page size {page}"
+        );
+    }
+    // Delimiter rolls directories up into common prefixes, in order with the keys.
+    let (top, prefixes) = list_all(&store, "", Some("/"), 2);
+    assert_eq!(top, ["Z", "a-c", "a0", "b"]);
+    assert_eq!(prefixes, ["a/", "é/"]);
+    let (inner, inner_prefixes) = list_all(&store, "a/", Some("/"), 1);
+    assert_eq!(inner, ["a/a", "a/b-"]);
+    assert_eq!(inner_prefixes, ["a/b/"]);
+    // A prefix that is not a whole segment.
+    assert_eq!(
+        list_all(&store, "a/b", None, 2).0,
+        ["a/b-", "a/b/c-d", "a/b/c/d"]
+    );
+    // Other delimiters roll up on the full key.
+    let (dash, dash_prefixes) = list_all(&store, "", Some("-"), 100);
+    assert_eq!(dash_prefixes, ["a-", "a/b-", "a/b/c-"]);
+    assert!(!dash.iter().any(|k| k.contains('-')));
+    // Start-after in the middle of a directory.
+    let req = ListRequest {
+        start_after: Some("a/b/c-d".into()),
+        max_keys: 10,
+        ..Default::default()
+    };
+    let p = store.list_objects("bkt", &req).unwrap();
+    let after: Vec<_> = p.objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(
+        after,
+        ["a/b/c/d", "a0", "b", "Z", "é/x"]
+            .iter()
+            .copied()
+            .filter(|k| *k > "a/b/c-d")
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn file_directory_conflicts_get_errors() {
+    let (_dir, store) = store();
+    put(&store, "f", b"file");
+    assert!(matches!(
+        store.put_bytes("bkt", "f/child", b"x", PutRequest::default()),
+        Err(StoreError::ParentIsObject(_))
+    ));
+    put(&store, "d/child", b"x");
+    assert!(matches!(
+        store.put_bytes("bkt", "d", b"x", PutRequest::default()),
+        Err(StoreError::ObjectIsDirectory(_))
+    ));
+    assert!(matches!(
+        store.head_object("bkt", "d", &Conditions::default()),
+        Err(StoreError::NoSuchKey)
+    ));
+}
+
+#[test]
+fn directory_objects_and_pruning() {
+    let (dir, store) = store();
+    let info = store
+        .put_bytes("bkt", "folder/", b"", PutRequest::default())
+        .unwrap();
+    assert_eq!(info.etag, "d41d8cd98f00b204e9800998ecf8427e");
+    assert!(dir.path().join("bkt/folder").is_dir());
+    put(&store, "folder/x", b"1");
+    put(&store, "deep/er/y", b"2");
+    let (keys, _) = list_all(&store, "", None, 10);
+    assert_eq!(keys, ["deep/er/y", "folder/", "folder/x"]);
+    store.delete_object("bkt", "deep/er/y").unwrap();
+    assert!(
+        !dir.path().join("bkt/deep").exists(),
+        "empty parents are pruned"
+    );
+    store.delete_object("bkt", "folder/x").unwrap();
+    assert!(
+        dir.path().join("bkt/folder").is_dir(),
+        "a directory object stays"
+    );
+    store.delete_object("bkt", "folder/").unwrap();
+    assert!(!dir.path().join("bkt/folder").exists());
+    // Deleting what is not there succeeds.
+    store.delete_object("bkt", "never/was").unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn planted_symlinks_do_not_leak_outside_data() {
+    let (dir, store) = store();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("bkt/leak")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("bkt/leakdir")).unwrap();
+    assert!(matches!(
+        store.get_object("bkt", "leak", &GetRequest::default()),
+        Err(StoreError::NoSuchKey)
+    ));
+    assert!(matches!(
+        store.get_object("bkt", "leakdir/secret", &GetRequest::default()),
+        Err(StoreError::NoSuchKey)
+    ));
+    assert!(
+        store
+            .put_bytes("bkt", "leakdir/new", b"x", PutRequest::default())
+            .is_err()
+    );
+    assert!(!outside.path().join("new").exists());
+    let (keys, _) = list_all(&store, "", None, 100);
+    assert!(keys.is_empty(), "{keys:?}");
+    // Overwriting the symlink replaces the link, not its target.
+    put(&store, "leak", b"mine");
+    assert_eq!(
+        std::fs::read(outside.path().join("secret")).unwrap(),
+        b"secret"
+    );
+}
+
+#[test]
+fn copy_keeps_or_replaces_metadata() {
+    let (_dir, store) = store();
+    store.create_bucket("other").unwrap();
+    let meta = ObjectMeta {
+        content_type: Some("image/png".into()),
+        ..Default::default()
+    };
+    store
+        .put_bytes(
+            "bkt",
+            "src",
+            b"pixels",
+            PutRequest {
+                meta: meta.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let copied = store
+        .copy_object("bkt", "src", "other", "dst", &CopyRequest::default())
+        .unwrap();
+    assert_eq!(copied.etag, md5_hex(b"pixels"));
+    assert_eq!(
+        store
+            .head_object("other", "dst", &Conditions::default())
+            .unwrap()
+            .meta,
+        meta
+    );
+    let replaced = ObjectMeta {
+        content_type: Some("text/plain".into()),
+        ..Default::default()
+    };
+    store
+        .copy_object(
+            "bkt",
+            "src",
+            "bkt",
+            "dst2",
+            &CopyRequest {
+                replace_meta: Some(replaced.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        store
+            .head_object("bkt", "dst2", &Conditions::default())
+            .unwrap()
+            .meta,
+        replaced
+    );
+    let mut out = Vec::new();
+    store
+        .get_object("other", "dst", &GetRequest::default())
+        .unwrap()
+        .body
+        .read_to_end(&mut out)
+        .unwrap();
+    assert_eq!(out, b"pixels");
+}
+
+#[test]
+fn sidecar_mode_keeps_metadata_outside_the_file() {
+    let (dir, store) = store_with(MetadataMode::Sidecar);
+    let meta = ObjectMeta {
+        content_type: Some("a/b".into()),
+        ..Default::default()
+    };
+    store
+        .put_bytes(
+            "bkt",
+            "k/v",
+            b"data",
+            PutRequest {
+                meta: meta.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(xattr_absent(&dir.path().join("bkt/k/v")));
+    assert_eq!(
+        store
+            .head_object("bkt", "k/v", &Conditions::default())
+            .unwrap()
+            .meta,
+        meta
+    );
+    store.delete_object("bkt", "k/v").unwrap();
+    let sidecars = walk_files(&dir.path().join("bkt/.isthmus/meta"));
+    assert!(sidecars.is_empty(), "{sidecars:?}");
+}
+
+fn xattr_absent(path: &std::path::Path) -> bool {
+    let mut buf = [0u8; 256];
+    rustix::fs::getxattr(path, "user.isthmus", &mut buf).is_err()
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.path().is_dir() {
+                out.extend(walk_files(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn buckets_lifecycle() {
+    let (dir, store) = store();
+    assert!(matches!(
+        store.create_bucket("bkt"),
+        Err(StoreError::BucketAlreadyOwnedByYou)
+    ));
+    assert!(matches!(
+        store.create_bucket("Bad_Name"),
+        Err(StoreError::InvalidBucketName(_))
+    ));
+    store.create_bucket("zeta").unwrap();
+    std::fs::create_dir(dir.path().join("made-by-posix")).unwrap();
+    std::fs::create_dir(dir.path().join("Not_A_Bucket")).unwrap();
+    let names: Vec<_> = store
+        .list_buckets()
+        .unwrap()
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    assert_eq!(names, ["bkt", "made-by-posix", "zeta"]);
+    put(&store, "x", b"1");
+    assert!(matches!(
+        store.delete_bucket("bkt"),
+        Err(StoreError::BucketNotEmpty)
+    ));
+    store.delete_object("bkt", "x").unwrap();
+    store.delete_bucket("bkt").unwrap();
+    assert!(matches!(
+        store.head_bucket("bkt"),
+        Err(StoreError::NoSuchBucket)
+    ));
+    assert!(matches!(
+        store.get_object("nope", "x", &GetRequest::default()),
+        Err(StoreError::NoSuchBucket)
+    ));
+}
+
+#[test]
+fn concurrent_writers_of_one_key_leave_one_whole_version() {
+    let (_dir, store) = store();
+    let store = std::sync::Arc::new(store);
+    let payloads: Vec<Vec<u8>> = (0..4u8).map(|i| vec![b'a' + i; 3 << 20]).collect();
+    std::thread::scope(|s| {
+        for p in &payloads {
+            let store = store.clone();
+            s.spawn(move || {
+                for _ in 0..3 {
+                    let mut w = store
+                        .put_object("bkt", "race", PutRequest::default())
+                        .unwrap();
+                    for chunk in p.chunks(64 << 10) {
+                        w.write_all(chunk).unwrap();
+                    }
+                    w.commit().unwrap();
+                }
+            });
+        }
+    });
+    let got = read_all(&store, "race", &GetRequest::default());
+    assert!(payloads.contains(&got));
+    assert_eq!(
+        store
+            .head_object("bkt", "race", &Conditions::default())
+            .unwrap()
+            .etag,
+        md5_hex(&got)
+    );
+}
+
+#[test]
+fn relaxed_durability_and_stale_temporaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = PosixStore::open(
+        dir.path(),
+        StoreOptions {
+            durability: Durability::Relaxed,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    store.create_bucket("bkt").unwrap();
+    store
+        .put_bytes("bkt", "k", b"v", PutRequest::default())
+        .unwrap();
+    std::fs::write(
+        dir.path().join("bkt/.isthmus/tmp/crashed-writer"),
+        b"partial",
+    )
+    .unwrap();
+    assert_eq!(
+        store
+            .clean_stale_temporaries(Duration::from_secs(3600))
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.clean_stale_temporaries(Duration::ZERO).unwrap(), 1);
+}
