@@ -794,7 +794,8 @@ impl Store for PosixStore {
             match rustix::fs::unlinkat(&parent, path.leaf(), AtFlags::empty()) {
                 Ok(()) => {}
                 // A directory is not the object `key` (that would be `key/`): nothing to delete.
-                Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) if !matches!(rustix::fs::statat(&parent, path.leaf(), AtFlags::SYMLINK_NOFOLLOW), Ok(ref s) if is_file(s)) => {
+                Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) if !matches!(rustix::fs::statat(&parent, path.leaf(), AtFlags::SYMLINK_NOFOLLOW), Ok(ref s) if is_file(s)) =>
+                {
                     return Ok(());
                 }
                 Err(err) => return Err(err.into()),

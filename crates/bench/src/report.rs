@@ -1,0 +1,143 @@
+//! Results: the terminal table with each figure's ratio to the raw POSIX baseline of the same
+//! run, and the JSON file kept for later comparison.
+
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
+
+use crate::units::format_size;
+use crate::workload::{Op, OpResult};
+
+/// A whole benchmark run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Seconds since the Unix epoch when the run started.
+    pub started_unix: u64,
+    pub host: String,
+    pub durability: String,
+    pub results: Vec<OpResult>,
+}
+
+/// The figure a workload is judged by: keys/s for listings, ops/s otherwise (for a fixed
+/// object size, the ops/s ratio is also the bandwidth ratio).
+fn figure(r: &OpResult) -> f64 {
+    if r.op == Op::List {
+        r.keys_per_s
+    } else {
+        r.ops_per_s
+    }
+}
+
+/// `r` as a fraction of the POSIX result for the same operation, size and workers.
+pub fn ratio_to_posix(results: &[OpResult], r: &OpResult) -> Option<f64> {
+    let base = results.iter().find(|b| {
+        b.kind == "posix"
+            && b.op == r.op
+            && b.object_size == r.object_size
+            && b.workers == r.workers
+    })?;
+    let base = figure(base);
+    (base > 0.0).then(|| figure(r) / base)
+}
+
+impl Report {
+    pub fn table(&self) -> String {
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED);
+        table.set_header([
+            "op", "size", "workers", "target", "ops/s", "MiB/s", "keys/s", "p50 ms", "p99 ms",
+            "errors", "vs POSIX",
+        ]);
+        for r in &self.results {
+            let ratio = ratio_to_posix(&self.results, r)
+                .map_or_else(|| "-".to_string(), |x| format!("{:.1} %", x * 100.0));
+            table.add_row([
+                r.op.to_string(),
+                if r.op == Op::List {
+                    "-".into()
+                } else {
+                    format_size(r.object_size)
+                },
+                r.workers.to_string(),
+                r.kind.clone(),
+                format!("{:.0}", r.ops_per_s),
+                if r.bytes > 0 {
+                    format!("{:.1}", r.mib_per_s)
+                } else {
+                    "-".into()
+                },
+                if r.op == Op::List {
+                    format!("{:.0}", r.keys_per_s)
+                } else {
+                    "-".into()
+                },
+                format!("{:.3}", r.p50_us as f64 / 1000.0),
+                format!("{:.3}", r.p99_us as f64 / 1000.0),
+                r.errors.to_string(),
+                ratio,
+            ]);
+        }
+        let mut out = table.to_string();
+        for r in self.results.iter().filter(|r| r.errors > 0) {
+            out.push_str(&format!(
+                "\n{} {} on {}: first error: {}",
+                r.op,
+                format_size(r.object_size),
+                r.kind,
+                r.first_error.as_deref().unwrap_or("?")
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(kind: &str, op: Op, ops_per_s: f64, keys_per_s: f64) -> OpResult {
+        OpResult {
+            target: kind.into(),
+            kind: kind.into(),
+            op,
+            object_size: 4096,
+            workers: 2,
+            ops: 10,
+            bytes: 0,
+            keys: 0,
+            errors: 0,
+            first_error: None,
+            seconds: 1.0,
+            ops_per_s,
+            mib_per_s: 0.0,
+            keys_per_s,
+            p50_us: 1,
+            p99_us: 2,
+            max_us: 3,
+        }
+    }
+
+    #[test]
+    fn ratios_compare_like_with_like() {
+        let results = vec![
+            result("posix", Op::Put, 1000.0, 0.0),
+            result("s3", Op::Put, 600.0, 0.0),
+            result("posix", Op::List, 5.0, 100_000.0),
+            result("s3", Op::List, 50.0, 50_000.0),
+            result("s3", Op::Get, 10.0, 0.0),
+        ];
+        assert_eq!(ratio_to_posix(&results, &results[1]), Some(0.6));
+        assert_eq!(ratio_to_posix(&results, &results[3]), Some(0.5));
+        assert_eq!(ratio_to_posix(&results, &results[4]), None);
+        let report = Report {
+            started_unix: 0,
+            host: "h".into(),
+            durability: "strict".into(),
+            results,
+        };
+        let table = report.table();
+        assert!(
+            table.contains("60.0 %") && table.contains("50.0 %"),
+            "{table}"
+        );
+    }
+}

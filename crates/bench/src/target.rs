@@ -1,0 +1,549 @@
+//! Targets: the systems a workload runs against. Each worker thread opens its own connection
+//! (`Target::connect`) and calls plain blocking operations on it, so the same workload code
+//! measures raw POSIX file operations, any S3 endpoint over HTTP, and the engine in-process.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rustix::fs::{Mode, OFlags};
+
+/// Why a benchmark operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("HTTP: {0}")]
+    Http(String),
+    #[error("engine: {0}")]
+    Store(#[from] isthmus_store::StoreError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl From<rustix::io::Errno> for BenchError {
+    fn from(e: rustix::io::Errno) -> Self {
+        Self::Io(e.into())
+    }
+}
+
+pub type BenchResult<T> = Result<T, BenchError>;
+
+/// One worker's handle on a system under test. Keys are relative (`w3/o17`).
+pub trait Connection: Send {
+    fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()>;
+    /// Reads the whole object, returning its size.
+    fn get(&mut self, key: &str) -> BenchResult<u64>;
+    fn head(&mut self, key: &str) -> BenchResult<()>;
+    fn delete(&mut self, key: &str) -> BenchResult<()>;
+    /// Lists one page of up to `max` keys under `prefix` after `after`; returns the number of
+    /// keys and the marker of the next page, if any.
+    fn list_page(
+        &mut self,
+        prefix: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> BenchResult<(usize, Option<String>)>;
+}
+
+/// A system under test.
+pub trait Target: Send + Sync {
+    /// A short label for reports: `posix`, `s3`, `embedded`.
+    fn kind(&self) -> &'static str;
+    fn describe(&self) -> String;
+    /// Creates the bucket or directory the run uses.
+    fn prepare(&self) -> BenchResult<()>;
+    fn connect(&self) -> BenchResult<Box<dyn Connection>>;
+    /// Removes what the run created.
+    fn cleanup(&self) -> BenchResult<()>;
+}
+
+const READ_BUF: usize = 1 << 20;
+
+// ---------------------------------------------------------------------------------------------
+// Raw POSIX
+
+/// The baseline: the file operations an S3 request maps to, done directly.
+/// put = create temp + write + rename (+ fsync of file and directory when `sync`), get = open +
+/// read, head = stat, delete = unlink (+ fsync of the directory), list = readdir + stat.
+pub struct PosixTarget {
+    pub dir: PathBuf,
+    pub sync: bool,
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+struct PosixConnection {
+    dir: PathBuf,
+    sync: bool,
+    buf: Vec<u8>,
+}
+
+impl PosixConnection {
+    fn fsync_parent(&self, path: &Path) -> BenchResult<()> {
+        if self.sync {
+            let parent = path.parent().unwrap_or(&self.dir);
+            let fd = rustix::fs::open(
+                parent,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            rustix::fs::fsync(&fd)?;
+        }
+        Ok(())
+    }
+}
+
+impl Connection for PosixConnection {
+    fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
+        let path = self.dir.join(key);
+        let parent = path.parent().expect("keys have a parent");
+        let tmp = parent.join(format!(
+            ".tmp.{}.{}",
+            std::process::id(),
+            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(parent)?;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&tmp)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        file.write_all(data)?;
+        if self.sync {
+            file.sync_all()?;
+        }
+        drop(file);
+        std::fs::rename(&tmp, &path)?;
+        self.fsync_parent(&path)
+    }
+
+    fn get(&mut self, key: &str) -> BenchResult<u64> {
+        let mut file = std::fs::File::open(self.dir.join(key))?;
+        self.buf.resize(READ_BUF, 0);
+        let mut total = 0u64;
+        loop {
+            let n = file.read(&mut self.buf)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n as u64;
+        }
+    }
+
+    fn head(&mut self, key: &str) -> BenchResult<()> {
+        rustix::fs::stat(self.dir.join(key))?;
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &str) -> BenchResult<()> {
+        let path = self.dir.join(key);
+        std::fs::remove_file(&path)?;
+        self.fsync_parent(&path)
+    }
+
+    fn list_page(
+        &mut self,
+        prefix: &str,
+        _after: Option<&str>,
+        _max: usize,
+    ) -> BenchResult<(usize, Option<String>)> {
+        // The fastest POSIX listing there is: one readdir pass with a stat per entry (`ls -l`
+        // without sorting), all in one "page". S3 listings are sorted and paged on top of this.
+        let dir = self.dir.join(prefix.trim_end_matches('/'));
+        let fd = rustix::fs::open(
+            &dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let mut count = 0;
+        for entry in rustix::fs::Dir::read_from(fd.as_fd())? {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                rustix::fs::statat(&fd, name, rustix::fs::AtFlags::empty())?;
+                count += 1;
+            }
+        }
+        Ok((count, None))
+    }
+}
+
+impl Target for PosixTarget {
+    fn kind(&self) -> &'static str {
+        "posix"
+    }
+    fn describe(&self) -> String {
+        format!(
+            "posix://{} ({})",
+            self.dir.display(),
+            if self.sync { "fsync" } else { "no fsync" }
+        )
+    }
+    fn prepare(&self) -> BenchResult<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        Ok(())
+    }
+    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
+        Ok(Box::new(PosixConnection {
+            dir: self.dir.clone(),
+            sync: self.sync,
+            buf: Vec::new(),
+        }))
+    }
+    fn cleanup(&self) -> BenchResult<()> {
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// S3 over HTTP
+
+/// Any S3 endpoint, with SigV4 (presigned URLs) and one keep-alive connection per worker.
+pub struct S3Target {
+    bucket: rusty_s3::Bucket,
+    credentials: rusty_s3::Credentials,
+    endpoint: String,
+}
+
+const SIGN_FOR: Duration = Duration::from_secs(3600);
+
+impl S3Target {
+    pub fn new(
+        endpoint: &str,
+        bucket: &str,
+        access_key: &str,
+        secret_key: &str,
+    ) -> BenchResult<Self> {
+        let url: url::Url = endpoint
+            .parse()
+            .map_err(|e| BenchError::Setup(format!("invalid endpoint {endpoint:?}: {e}")))?;
+        let bucket = rusty_s3::Bucket::new(
+            url,
+            rusty_s3::UrlStyle::Path,
+            bucket.to_string(),
+            "us-east-1",
+        )
+        .map_err(|e| BenchError::Setup(format!("invalid endpoint or bucket: {e}")))?;
+        Ok(Self {
+            bucket,
+            credentials: rusty_s3::Credentials::new(access_key, secret_key),
+            endpoint: endpoint.to_string(),
+        })
+    }
+
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_idle_connections_per_host(4)
+            .build()
+            .into()
+    }
+}
+
+struct S3Connection {
+    bucket: rusty_s3::Bucket,
+    credentials: rusty_s3::Credentials,
+    agent: ureq::Agent,
+    buf: Vec<u8>,
+}
+
+fn http_err(e: ureq::Error) -> BenchError {
+    BenchError::Http(e.to_string())
+}
+
+fn check(
+    mut resp: ureq::http::Response<ureq::Body>,
+    what: &str,
+) -> BenchResult<ureq::http::Response<ureq::Body>> {
+    let status = resp.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(resp);
+    }
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    Err(BenchError::Http(format!(
+        "{what}: HTTP {status}: {}",
+        body.chars().take(300).collect::<String>()
+    )))
+}
+
+impl S3Connection {
+    fn drain(&mut self, resp: ureq::http::Response<ureq::Body>) -> BenchResult<u64> {
+        let mut reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
+        self.buf.resize(READ_BUF, 0);
+        let mut total = 0u64;
+        loop {
+            let n = reader.read(&mut self.buf)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n as u64;
+        }
+    }
+}
+
+impl Connection for S3Connection {
+    fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
+        use rusty_s3::S3Action;
+        let url = self
+            .bucket
+            .put_object(Some(&self.credentials), key)
+            .sign(SIGN_FOR);
+        let resp = self.agent.put(url.as_str()).send(data).map_err(http_err)?;
+        let resp = check(resp, "PUT")?;
+        self.drain(resp).map(drop)
+    }
+
+    fn get(&mut self, key: &str) -> BenchResult<u64> {
+        use rusty_s3::S3Action;
+        let url = self
+            .bucket
+            .get_object(Some(&self.credentials), key)
+            .sign(SIGN_FOR);
+        let resp = self.agent.get(url.as_str()).call().map_err(http_err)?;
+        let resp = check(resp, "GET")?;
+        self.drain(resp)
+    }
+
+    fn head(&mut self, key: &str) -> BenchResult<()> {
+        use rusty_s3::S3Action;
+        let url = self
+            .bucket
+            .head_object(Some(&self.credentials), key)
+            .sign(SIGN_FOR);
+        let resp = self.agent.head(url.as_str()).call().map_err(http_err)?;
+        check(resp, "HEAD").map(drop)
+    }
+
+    fn delete(&mut self, key: &str) -> BenchResult<()> {
+        use rusty_s3::S3Action;
+        let url = self
+            .bucket
+            .delete_object(Some(&self.credentials), key)
+            .sign(SIGN_FOR);
+        let resp = self.agent.delete(url.as_str()).call().map_err(http_err)?;
+        let resp = check(resp, "DELETE")?;
+        self.drain(resp).map(drop)
+    }
+
+    fn list_page(
+        &mut self,
+        prefix: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> BenchResult<(usize, Option<String>)> {
+        use rusty_s3::S3Action;
+        let mut action = self.bucket.list_objects_v2(Some(&self.credentials));
+        action.with_prefix(prefix);
+        action.with_max_keys(max);
+        if let Some(token) = after {
+            action.with_continuation_token(token);
+        }
+        let url = action.sign(SIGN_FOR);
+        let resp = self.agent.get(url.as_str()).call().map_err(http_err)?;
+        let mut resp = check(resp, "LIST")?;
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .map_err(http_err)?;
+        let parsed = rusty_s3::actions::ListObjectsV2::parse_response(&text)
+            .map_err(|e| BenchError::Http(format!("LIST response: {e}")))?;
+        Ok((parsed.contents.len(), parsed.next_continuation_token))
+    }
+}
+
+impl Target for S3Target {
+    fn kind(&self) -> &'static str {
+        "s3"
+    }
+    fn describe(&self) -> String {
+        format!("{} bucket {}", self.endpoint, self.bucket.name())
+    }
+    fn prepare(&self) -> BenchResult<()> {
+        use rusty_s3::S3Action;
+        let url = self.bucket.create_bucket(&self.credentials).sign(SIGN_FOR);
+        let resp = Self::agent()
+            .put(url.as_str())
+            .send_empty()
+            .map_err(http_err)?;
+        // An existing bucket of ours is fine.
+        if resp.status().as_u16() == 409 {
+            return Ok(());
+        }
+        check(resp, "CreateBucket").map(drop)
+    }
+    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
+        Ok(Box::new(S3Connection {
+            bucket: self.bucket.clone(),
+            credentials: self.credentials.clone(),
+            agent: Self::agent(),
+            buf: Vec::new(),
+        }))
+    }
+    fn cleanup(&self) -> BenchResult<()> {
+        let mut conn = S3Connection {
+            bucket: self.bucket.clone(),
+            credentials: self.credentials.clone(),
+            agent: Self::agent(),
+            buf: Vec::new(),
+        };
+        loop {
+            use rusty_s3::S3Action;
+            let mut action = self.bucket.list_objects_v2(Some(&self.credentials));
+            action.with_max_keys(1000);
+            let url = action.sign(SIGN_FOR);
+            let mut resp = check(
+                conn.agent.get(url.as_str()).call().map_err(http_err)?,
+                "LIST",
+            )?;
+            let text = resp
+                .body_mut()
+                .with_config()
+                .limit(64 << 20)
+                .read_to_string()
+                .map_err(http_err)?;
+            let parsed = rusty_s3::actions::ListObjectsV2::parse_response(&text)
+                .map_err(|e| BenchError::Http(e.to_string()))?;
+            if parsed.contents.is_empty() {
+                break;
+            }
+            for object in parsed.contents {
+                conn.delete(&object.key)?;
+            }
+        }
+        use rusty_s3::S3Action;
+        let url = self.bucket.delete_bucket(&self.credentials).sign(SIGN_FOR);
+        check(
+            conn.agent.delete(url.as_str()).call().map_err(http_err)?,
+            "DeleteBucket",
+        )
+        .map(drop)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine in-process
+
+/// The Isthmus engine called directly, without HTTP: what the embedded door costs.
+pub struct EmbeddedTarget {
+    pub store: std::sync::Arc<isthmus_store::PosixStore>,
+    pub bucket: String,
+}
+
+struct EmbeddedConnection {
+    store: std::sync::Arc<isthmus_store::PosixStore>,
+    bucket: String,
+    buf: Vec<u8>,
+}
+
+impl Connection for EmbeddedConnection {
+    fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
+        use isthmus_store::Store;
+        self.store.put_bytes(
+            &self.bucket,
+            key,
+            data,
+            isthmus_store::PutRequest::default(),
+        )?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &str) -> BenchResult<u64> {
+        use isthmus_store::Store;
+        let mut body = self
+            .store
+            .get_object(&self.bucket, key, &isthmus_store::GetRequest::default())?
+            .body;
+        self.buf.resize(READ_BUF, 0);
+        let mut total = 0u64;
+        loop {
+            let n = body.read(&mut self.buf)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n as u64;
+        }
+    }
+
+    fn head(&mut self, key: &str) -> BenchResult<()> {
+        use isthmus_store::Store;
+        self.store
+            .head_object(&self.bucket, key, &isthmus_store::Conditions::default())?;
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &str) -> BenchResult<()> {
+        use isthmus_store::Store;
+        self.store.delete_object(&self.bucket, key)?;
+        Ok(())
+    }
+
+    fn list_page(
+        &mut self,
+        prefix: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> BenchResult<(usize, Option<String>)> {
+        use isthmus_store::Store;
+        let request = isthmus_store::ListRequest {
+            prefix: prefix.to_string(),
+            delimiter: None,
+            start_after: after.map(str::to_string),
+            max_keys: max,
+        };
+        let page = self.store.list_objects(&self.bucket, &request)?;
+        Ok((
+            page.objects.len() + page.common_prefixes.len(),
+            page.next_marker,
+        ))
+    }
+}
+
+impl Target for EmbeddedTarget {
+    fn kind(&self) -> &'static str {
+        "embedded"
+    }
+    fn describe(&self) -> String {
+        format!(
+            "embedded://{} bucket {}",
+            self.store.root().display(),
+            self.bucket
+        )
+    }
+    fn prepare(&self) -> BenchResult<()> {
+        use isthmus_store::Store;
+        match self.store.create_bucket(&self.bucket) {
+            Ok(()) | Err(isthmus_store::StoreError::BucketAlreadyOwnedByYou) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
+        Ok(Box::new(EmbeddedConnection {
+            store: self.store.clone(),
+            bucket: self.bucket.clone(),
+            buf: Vec::new(),
+        }))
+    }
+    fn cleanup(&self) -> BenchResult<()> {
+        match std::fs::remove_dir_all(self.store.root().join(&self.bucket)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}

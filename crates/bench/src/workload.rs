@@ -1,0 +1,297 @@
+//! Workloads: PUT, GET, HEAD, DELETE and LIST with a chosen object size, worker count and
+//! duration, run the same way against any `Target`. Setup (populating objects to read, stat,
+//! delete or list) is not timed; each timed operation goes into a latency histogram.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::target::{BenchError, BenchResult, Connection, Target};
+
+/// The operation a workload repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Put,
+    Get,
+    Head,
+    Delete,
+    List,
+}
+
+impl std::str::FromStr for Op {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "put" => Ok(Self::Put),
+            "get" => Ok(Self::Get),
+            "head" => Ok(Self::Head),
+            "delete" => Ok(Self::Delete),
+            "list" => Ok(Self::List),
+            other => Err(format!(
+                "unknown operation {other:?}: use put, get, head, delete or list"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            Self::Put => "put",
+            Self::Get => "get",
+            Self::Head => "head",
+            Self::Delete => "delete",
+            Self::List => "list",
+        };
+        f.write_str(name)
+    }
+}
+
+/// One measured workload.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub op: Op,
+    pub object_size: u64,
+    pub workers: usize,
+    pub duration: Duration,
+    /// Objects populated beforehand for get/head (shared), delete (split among workers) and list
+    /// (one flat prefix).
+    pub objects: usize,
+}
+
+/// What one workload measured on one target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpResult {
+    pub target: String,
+    pub kind: String,
+    pub op: Op,
+    pub object_size: u64,
+    pub workers: usize,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Keys returned, for list.
+    pub keys: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+    pub mib_per_s: f64,
+    pub keys_per_s: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// Per-worker tallies.
+struct Tally {
+    ops: u64,
+    bytes: u64,
+    keys: u64,
+    errors: u64,
+    first_error: Option<String>,
+    latency: Histogram<u64>,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Self {
+            ops: 0,
+            bytes: 0,
+            keys: 0,
+            errors: 0,
+            first_error: None,
+            latency: Histogram::new(3).expect("valid precision"),
+        }
+    }
+
+    fn record(&mut self, started: Instant, outcome: BenchResult<(u64, u64)>) {
+        match outcome {
+            Ok((bytes, keys)) => {
+                self.ops += 1;
+                self.bytes += bytes;
+                self.keys += keys;
+                let _ = self
+                    .latency
+                    .record(started.elapsed().as_micros().max(1) as u64);
+            }
+            Err(err) => {
+                self.errors += 1;
+                self.first_error.get_or_insert_with(|| err.to_string());
+            }
+        }
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.ops += other.ops;
+        self.bytes += other.bytes;
+        self.keys += other.keys;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        let _ = self.latency.add(&other.latency);
+    }
+}
+
+/// A worker gives up after this many failed operations.
+const MAX_ERRORS: u64 = 100;
+
+/// Deterministic, incompressible-looking payload.
+pub fn payload(size: u64) -> Vec<u8> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    (0..size)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+fn data_key(i: usize) -> String {
+    format!("data/o{i:08}")
+}
+
+fn delete_key(worker: usize, i: usize) -> String {
+    format!("del/w{worker}/o{i:08}")
+}
+
+fn list_prefix() -> &'static str {
+    "list/"
+}
+
+/// Runs `f(worker, connection)` on `workers` threads and merges their tallies.
+fn on_workers<F>(target: &dyn Target, workers: usize, f: F) -> BenchResult<Tally>
+where
+    F: Fn(usize, &mut dyn Connection) -> Tally + Sync,
+{
+    let mut connections = (0..workers)
+        .map(|_| target.connect())
+        .collect::<BenchResult<Vec<_>>>()?;
+    let f = &f;
+    let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        let handles: Vec<_> = connections
+            .iter_mut()
+            .enumerate()
+            .map(|(w, conn)| scope.spawn(move || f(w, conn.as_mut())))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("benchmark worker panicked"))
+            .collect()
+    });
+    let mut total = Tally::new();
+    for t in tallies {
+        total.merge(t);
+    }
+    Ok(total)
+}
+
+/// Creates `count` objects with keys from `key`, spread over the workers, untimed.
+fn populate(
+    target: &dyn Target,
+    workers: usize,
+    count: usize,
+    size: u64,
+    key: impl Fn(usize) -> String + Sync,
+) -> BenchResult<()> {
+    let data = payload(size);
+    let tally = on_workers(target, workers, |w, conn| {
+        let mut t = Tally::new();
+        for i in (w..count).step_by(workers) {
+            let started = Instant::now();
+            t.record(started, conn.put(&key(i), &data).map(|()| (0, 0)));
+            if t.errors > 0 {
+                break;
+            }
+        }
+        t
+    })?;
+    match tally.first_error {
+        Some(err) => Err(BenchError::Setup(format!(
+            "populating objects failed: {err}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+impl Workload {
+    /// Runs the workload against `target` (which must be prepared) and reports it.
+    pub fn run(&self, target: &dyn Target) -> BenchResult<OpResult> {
+        let workers = self.workers.max(1);
+        let size = self.object_size;
+        match self.op {
+            Op::Get | Op::Head => populate(target, workers, self.objects.max(1), size, data_key)?,
+            Op::Delete => populate(target, workers, self.objects.max(workers), size, |i| {
+                delete_key(i % workers, i / workers)
+            })?,
+            Op::List => populate(target, workers, self.objects.max(1), 0, |i| {
+                format!("{}o{i:08}", list_prefix())
+            })?,
+            Op::Put => {}
+        }
+        let data = Arc::new(payload(if self.op == Op::Put { size } else { 0 }));
+        let objects = self.objects.max(1);
+        let per_worker_deletes = self.objects.max(workers) / workers;
+        let start = Instant::now();
+        let deadline = start + self.duration;
+        let tally = on_workers(target, workers, |w, conn| {
+            let mut t = Tally::new();
+            let mut n = 0usize;
+            let mut marker: Option<String> = None;
+            while Instant::now() < deadline && t.errors < MAX_ERRORS {
+                let started = Instant::now();
+                let outcome = match self.op {
+                    Op::Put => conn
+                        .put(&format!("put/w{w}/o{n:08}"), &data)
+                        .map(|()| (size, 0)),
+                    Op::Get => conn
+                        .get(&data_key((w + n * workers) % objects))
+                        .map(|b| (b, 0)),
+                    Op::Head => conn
+                        .head(&data_key((w + n * workers) % objects))
+                        .map(|()| (0, 0)),
+                    Op::Delete => {
+                        if n >= per_worker_deletes {
+                            break;
+                        }
+                        conn.delete(&delete_key(w, n)).map(|()| (0, 0))
+                    }
+                    Op::List => conn.list_page(list_prefix(), marker.as_deref(), 1000).map(
+                        |(keys, next)| {
+                            marker = next;
+                            (0, keys as u64)
+                        },
+                    ),
+                };
+                t.record(started, outcome);
+                n += 1;
+            }
+            t
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(OpResult {
+            target: target.describe(),
+            kind: target.kind().to_string(),
+            op: self.op,
+            object_size: size,
+            workers,
+            ops: tally.ops,
+            bytes: tally.bytes,
+            keys: tally.keys,
+            errors: tally.errors,
+            first_error: tally.first_error,
+            seconds,
+            ops_per_s: tally.ops as f64 / seconds,
+            mib_per_s: tally.bytes as f64 / seconds / f64::from(1 << 20),
+            keys_per_s: tally.keys as f64 / seconds,
+            p50_us: tally.latency.value_at_quantile(0.5),
+            p99_us: tally.latency.value_at_quantile(0.99),
+            max_us: tally.latency.max(),
+        })
+    }
+}

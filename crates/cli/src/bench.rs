@@ -1,0 +1,236 @@
+//! `isthmus bench`: runs the chosen workloads on the raw POSIX baseline and on each target in
+//! the same run, prints the table with ratios, and writes JSON.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use isthmus_bench::units::{parse_duration, parse_size};
+use isthmus_bench::{EmbeddedTarget, Op, PosixTarget, Report, S3Target, Target, Workload};
+use isthmus_store::{Durability, PosixStore, StoreOptions};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Targets besides the POSIX baseline: http(s)://host:port (keys from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY) or embedded:///path (the engine in-process). Repeatable.
+    #[arg(long = "target")]
+    pub targets: Vec<String>,
+    /// Start an Isthmus gateway on this data root for the run (same durability) and add it as
+    /// a target
+    #[arg(long)]
+    pub serve: Option<PathBuf>,
+    /// Operations, comma-separated: put,get,head,delete,list
+    #[arg(
+        long,
+        default_value = "put,get,head,delete,list",
+        value_delimiter = ','
+    )]
+    pub ops: Vec<Op>,
+    /// Object sizes, comma-separated (4KiB,64MiB)
+    #[arg(long, default_value = "4KiB", value_delimiter = ',', value_parser = parse_size)]
+    pub size: Vec<u64>,
+    /// Worker counts, comma-separated
+    #[arg(long, default_value = "4", value_delimiter = ',')]
+    pub workers: Vec<usize>,
+    /// How long each timed workload runs
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Objects populated for get/head/delete [default: as many as fit in 1 GiB, at most 2000]
+    #[arg(long)]
+    pub objects: Option<usize>,
+    /// Objects in the flat prefix that list pages through
+    #[arg(long, default_value_t = 100_000)]
+    pub list_objects: usize,
+    /// Directory for the raw POSIX baseline; put it on the file system under test
+    /// [default: DATA/.isthmus/bench-posix, DATA being --serve or ./data]
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// strict: the baseline fsyncs files and directories as the gateway does; relaxed: no fsync
+    #[arg(long, default_value = "strict")]
+    pub durability: Durability,
+    /// Bucket used on S3 and embedded targets
+    #[arg(long, default_value = "isthmus-bench")]
+    pub bucket: String,
+    /// Write the results as JSON to this file
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// A gateway started for the run; stopped when dropped.
+struct SpawnedGateway(Child);
+
+impl Drop for SpawnedGateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_gateway(
+    root: &PathBuf,
+    durability: Durability,
+) -> Result<(SpawnedGateway, String, String, String), String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let user = isthmus_s3::User::generate("bench");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .args([
+            "serve",
+            "--address",
+            &format!("127.0.0.1:{port}"),
+            "--log-level",
+            "warn",
+            "--durability",
+        ])
+        .arg(match durability {
+            Durability::Strict => "strict",
+            Durability::Relaxed => "relaxed",
+        })
+        .arg("--root")
+        .arg(root)
+        .env("ISTHMUS_ROOT_ACCESS_KEY", &user.access_key)
+        .env("ISTHMUS_ROOT_SECRET_KEY", &user.secret_key)
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the gateway: {e}"))?;
+    let gateway = SpawnedGateway(child);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok((gateway, endpoint, user.access_key, user.secret_key));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err("the gateway did not start listening within 5 s".into())
+}
+
+fn open_target(url: &str, bucket: &str, durability: Durability) -> Result<Box<dyn Target>, String> {
+    if let Some(path) = url.strip_prefix("embedded://") {
+        let options = StoreOptions {
+            durability,
+            ..StoreOptions::default()
+        };
+        let store =
+            PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
+        return Ok(Box::new(EmbeddedTarget {
+            store: Arc::new(store),
+            bucket: bucket.to_string(),
+        }));
+    }
+    if url.starts_with("http://") || url.starts_with("https://") {
+        let key = std::env::var("AWS_ACCESS_KEY_ID").map_err(|_| {
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for HTTP targets".to_string()
+        })?;
+        let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
+            .map_err(|_| "set AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
+        return Ok(Box::new(
+            S3Target::new(url, bucket, &key, &secret).map_err(|e| e.to_string())?,
+        ));
+    }
+    Err(format!(
+        "unknown target {url:?}: use http://host:port, https://host:port or embedded:///path"
+    ))
+}
+
+fn default_objects(size: u64) -> usize {
+    ((1u64 << 30) / size.max(1)).clamp(16, 2000) as usize
+}
+
+pub fn run(args: BenchArgs) -> Result<(), String> {
+    let data_root = args
+        .serve
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./data"));
+    let baseline_dir = args
+        .baseline
+        .clone()
+        .unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
+    let mut targets: Vec<Box<dyn Target>> = vec![Box::new(PosixTarget {
+        dir: baseline_dir,
+        sync: args.durability == Durability::Strict,
+    })];
+    let _gateway = match &args.serve {
+        Some(root) => {
+            let (gateway, endpoint, key, secret) = spawn_gateway(root, args.durability)?;
+            targets.push(Box::new(
+                S3Target::new(&endpoint, &args.bucket, &key, &secret).map_err(|e| e.to_string())?,
+            ));
+            Some(gateway)
+        }
+        None => None,
+    };
+    for url in &args.targets {
+        targets.push(open_target(url, &args.bucket, args.durability)?);
+    }
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut results = Vec::new();
+    for &size in &args.size {
+        for target in &targets {
+            target
+                .cleanup()
+                .map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+            target
+                .prepare()
+                .map_err(|e| format!("{}: {e}", target.describe()))?;
+        }
+        for &op in &args.ops {
+            if op == Op::List && size != args.size[0] {
+                continue;
+            }
+            for &workers in &args.workers {
+                let objects = match op {
+                    Op::List => args.list_objects,
+                    _ => args.objects.unwrap_or_else(|| default_objects(size)),
+                };
+                let workload = Workload {
+                    op,
+                    object_size: size,
+                    workers,
+                    duration: args.duration,
+                    objects,
+                };
+                for target in &targets {
+                    eprintln!(
+                        "running {op} size={} workers={workers} on {}",
+                        isthmus_bench::units::format_size(size),
+                        target.describe()
+                    );
+                    let result = workload
+                        .run(target.as_ref())
+                        .map_err(|e| format!("{}: {e}", target.describe()))?;
+                    results.push(result);
+                }
+            }
+        }
+    }
+    for target in &targets {
+        if let Err(e) = target.cleanup() {
+            eprintln!("warning: {}: cleanup failed: {e}", target.describe());
+        }
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let durability = format!("{:?}", args.durability).to_lowercase();
+    let report = Report {
+        started_unix,
+        host,
+        durability,
+        results,
+    };
+    println!("{}", report.table());
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! `isthmus serve` settings: command-line flags over the TOML configuration file over defaults,
+//! and the root credentials from the environment or the data root.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use isthmus_s3::User;
+use isthmus_store::{Durability, MetadataMode};
+use serde::Deserialize;
+
+pub const DEFAULT_ROOT: &str = "./data";
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:9000";
+
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// Data root: every top-level directory is a bucket [default: ./data]
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:9000]
+    #[arg(long)]
+    pub address: Option<SocketAddr>,
+    /// strict: fsync data and directory entry before acknowledging a write; relaxed: leave it
+    /// to the file system [default: strict]
+    #[arg(long)]
+    pub durability: Option<Durability>,
+    /// Where object metadata lives: auto, xattr or sidecar [default: auto]
+    #[arg(long)]
+    pub metadata: Option<MetadataMode>,
+    /// Log level: error, warn, info, debug (debug logs every request) [default: info]
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// TOML configuration file (see README); flags given here override it
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// The configuration file.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub root: Option<PathBuf>,
+    pub address: Option<SocketAddr>,
+    pub durability: Option<Durability>,
+    pub metadata: Option<MetadataMode>,
+    pub log_level: Option<String>,
+    pub domain: Option<String>,
+    /// Root credentials; otherwise from the environment or the data root.
+    pub root_user: Option<User>,
+    #[serde(default)]
+    pub users: Vec<User>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text)
+            .map_err(|e| format!("config file {}: {}", path.display(), e.message()))
+    }
+}
+
+/// Everything `serve` needs, resolved.
+#[derive(Debug)]
+pub struct ServeSettings {
+    pub root: PathBuf,
+    pub address: SocketAddr,
+    pub durability: Durability,
+    pub metadata: MetadataMode,
+    pub log_level: String,
+    pub domain: Option<String>,
+    pub root_user: Option<User>,
+    pub users: Vec<User>,
+}
+
+impl ServeSettings {
+    pub fn resolve(
+        args: ServeArgs,
+        env_keys: (Option<String>, Option<String>),
+    ) -> Result<Self, String> {
+        let file = match &args.config {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        let root_user = match env_keys {
+            (Some(access_key), Some(secret_key)) => Some(User {
+                access_key,
+                secret_key,
+                display_name: "root".into(),
+            }),
+            (None, None) => file.root_user,
+            _ => {
+                return Err(
+                    "set both ISTHMUS_ROOT_ACCESS_KEY and ISTHMUS_ROOT_SECRET_KEY, or neither"
+                        .into(),
+                );
+            }
+        };
+        let log_level = args
+            .log_level
+            .or(file.log_level)
+            .unwrap_or_else(|| "info".into());
+        if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
+            return Err(format!(
+                "unknown log level {log_level:?}: use error, warn, info, debug or trace"
+            ));
+        }
+        for user in root_user.iter().chain(&file.users) {
+            if user.access_key.len() < 3 || user.secret_key.len() < 8 {
+                return Err(format!(
+                    "user {:?}: access keys need 3+ characters and secret keys 8+",
+                    user.access_key
+                ));
+            }
+        }
+        Ok(Self {
+            root: args
+                .root
+                .or(file.root)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT)),
+            address: args
+                .address
+                .or(file.address)
+                .unwrap_or_else(|| DEFAULT_ADDRESS.parse().expect("valid default")),
+            durability: args.durability.or(file.durability).unwrap_or_default(),
+            metadata: args.metadata.or(file.metadata).unwrap_or_default(),
+            log_level,
+            domain: args.domain.or(file.domain),
+            root_user,
+            users: file.users,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_file_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("isthmus.toml");
+        std::fs::write(
+            &path,
+            r#"
+root = "/srv/data"
+address = "127.0.0.1:9100"
+durability = "relaxed"
+[[users]]
+access_key = "alice"
+secret_key = "alice-secret-123"
+display_name = "Alice"
+"#,
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            address: Some("127.0.0.1:9200".parse().unwrap()),
+            ..Default::default()
+        };
+        let s = ServeSettings::resolve(args, (None, None)).unwrap();
+        assert_eq!(s.root, PathBuf::from("/srv/data"));
+        assert_eq!(s.address.port(), 9200);
+        assert_eq!(s.durability, Durability::Relaxed);
+        assert_eq!(s.users.len(), 1);
+        assert!(s.root_user.is_none());
+
+        let defaults = ServeSettings::resolve(
+            ServeArgs::default(),
+            (Some("AK123".into()), Some("secret-123".into())),
+        )
+        .unwrap();
+        assert_eq!(defaults.root, PathBuf::from("./data"));
+        assert_eq!(defaults.address.to_string(), "127.0.0.1:9000");
+        assert_eq!(defaults.durability, Durability::Strict);
+        assert_eq!(defaults.root_user.unwrap().access_key, "AK123");
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_a_reason() {
+        assert!(
+            ServeSettings::resolve(ServeArgs::default(), (Some("AK".into()), None))
+                .unwrap_err()
+                .contains("both")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "rooot = 1").unwrap();
+        let err = ServeSettings::resolve(
+            ServeArgs {
+                config: Some(path),
+                ..Default::default()
+            },
+            (None, None),
+        )
+        .unwrap_err();
+        assert!(err.contains("rooot"), "{err}");
+    }
+}

@@ -1,0 +1,64 @@
+//! The `isthmus` command: `serve` runs the S3 gateway over a directory, `bench` measures it
+//! against the raw file system.
+
+mod bench;
+mod config;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "isthmus",
+    version,
+    about = "One copy of scientific data, reachable as POSIX files and as S3 objects"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a directory over S3 (every top-level directory is a bucket)
+    Serve(config::ServeArgs),
+    /// Measure S3 and embedded targets against the raw POSIX file system in one run
+    Bench(bench::BenchArgs),
+}
+
+fn init_logging(level: &str) {
+    // ISTHMUS_LOG (a tracing filter) wins; otherwise our crates log at `level`, libraries at warn.
+    let filter = std::env::var("ISTHMUS_LOG").unwrap_or_else(|_| {
+        format!("warn,isthmus={level},isthmus_s3={level},isthmus_store={level}")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => {
+            let env = (
+                std::env::var("ISTHMUS_ROOT_ACCESS_KEY").ok(),
+                std::env::var("ISTHMUS_ROOT_SECRET_KEY").ok(),
+            );
+            config::ServeSettings::resolve(args, env).and_then(|settings| {
+                init_logging(&settings.log_level);
+                serve::run(settings)
+            })
+        }
+        Command::Bench(args) => {
+            init_logging("warn");
+            bench::run(args)
+        }
+    };
+    if let Err(message) = result {
+        eprintln!("isthmus: error: {message}");
+        std::process::exit(1);
+    }
+}

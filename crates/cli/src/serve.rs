@@ -1,0 +1,74 @@
+//! `isthmus serve`: opens the data root, sets up credentials, and runs the S3 gateway.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use isthmus_s3::auth::{credentials_path, load_or_create_root};
+use isthmus_s3::{GatewayConfig, UserDirectory};
+use isthmus_store::{PosixStore, StoreOptions};
+
+use crate::config::ServeSettings;
+
+/// Temporary files older than this are left over from crashed writers.
+const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
+
+pub fn run(settings: ServeSettings) -> Result<(), String> {
+    let options = StoreOptions {
+        durability: settings.durability,
+        metadata: settings.metadata,
+        ..StoreOptions::default()
+    };
+    let store = PosixStore::open(&settings.root, options)
+        .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
+    let (root_user, announce) = match settings.root_user.clone() {
+        Some(user) => (user, None),
+        None => {
+            let path = credentials_path(&store.internal_dir());
+            let (user, created) = load_or_create_root(&path).map_err(|e| e.to_string())?;
+            (user, Some((path, created)))
+        }
+    };
+    let mut users = vec![root_user.clone()];
+    users.extend(settings.users.iter().cloned());
+    let users = UserDirectory::new(users);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(settings.address).await.map_err(|e| format!("cannot listen on {}: {e} (choose another with --address)", settings.address))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let store = Arc::new(store);
+        let service = isthmus_s3::build_service(store.clone(), users, settings.domain.as_deref())?;
+        let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
+        println!("Isthmus serves {} on http://{local}", root.display());
+        println!("  durability: {:?}, metadata: {:?}", settings.durability, store.metadata_mode());
+        match announce {
+            Some((path, true)) => {
+                println!("Root credentials were created and saved in {} (mode 0600). They are shown only now:", path.display());
+                println!("  AWS_ACCESS_KEY_ID={}", root_user.access_key);
+                println!("  AWS_SECRET_ACCESS_KEY={}", root_user.secret_key);
+            }
+            Some((path, false)) => println!("Root credentials: access key {} (secret in {})", root_user.access_key, path.display()),
+            None => println!("Root credentials: access key {} (from the environment or config file)", root_user.access_key),
+        }
+        let cleaner = store.clone();
+        tokio::task::spawn_blocking(move || match cleaner.clean_stale_temporaries(STALE_TEMPORARY_AGE) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "removed stale temporary files"),
+            Err(err) => tracing::warn!(error = %err, "could not clean stale temporary files"),
+        });
+        isthmus_s3::serve(listener, service, GatewayConfig::default(), shutdown_signal()).await;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

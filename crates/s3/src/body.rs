@@ -1,0 +1,179 @@
+//! Streaming object bodies between hyper and the synchronous engine, with bounded memory:
+//! bytes move in 1 MiB chunks through a channel of two, so a request holds at most a few MiB
+//! whatever the object size. Small objects go in one blocking call, without a channel.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt};
+use isthmus_store::{ObjectInfo, ObjectRead, ObjectWrite, StoreError, StoreResult};
+use s3s::dto::StreamingBlob;
+use s3s::stream::{ByteStream, RemainingLength};
+use s3s::{S3Error, S3ErrorCode, StdError};
+use tokio::sync::mpsc;
+
+use crate::error::{blocking, join_error, s3_error};
+
+/// The unit of transfer between the network and the file system.
+pub const CHUNK: usize = 1 << 20;
+
+/// A GET body as the engine produced it: whole (small objects, read in the same blocking call
+/// that opened the file) or still to be streamed.
+pub enum ObjectBody<R> {
+    Whole(Bytes),
+    Stream(R),
+}
+
+impl<R: ObjectRead + 'static> ObjectBody<R> {
+    /// Reads small bodies right away; called on the blocking pool.
+    pub fn prefetch(mut reader: R) -> StoreResult<Self> {
+        let remaining = reader.remaining();
+        if remaining > CHUNK as u64 {
+            return Ok(Self::Stream(reader));
+        }
+        let mut buf = vec![0u8; remaining as usize];
+        reader.read_exact(&mut buf).map_err(StoreError::from)?;
+        Ok(Self::Whole(Bytes::from(buf)))
+    }
+
+    pub fn into_blob(self) -> StreamingBlob {
+        match self {
+            Self::Whole(bytes) => {
+                let len = bytes.len() as u64;
+                let (tx, rx) = mpsc::channel(1);
+                tx.try_send(Ok(bytes)).expect("a fresh channel has room");
+                StreamingBlob::new(ChannelBody { rx, remaining: len })
+            }
+            Self::Stream(reader) => {
+                let remaining = reader.remaining();
+                let (tx, rx) = mpsc::channel(2);
+                tokio::task::spawn_blocking(move || pump_reader(reader, &tx));
+                StreamingBlob::new(ChannelBody { rx, remaining })
+            }
+        }
+    }
+}
+
+/// Reads the object chunk by chunk into the channel until done, or until the client is gone.
+fn pump_reader<R: ObjectRead>(mut reader: R, tx: &mpsc::Sender<Result<Bytes, std::io::Error>>) {
+    while reader.remaining() > 0 {
+        let want = reader.remaining().min(CHUNK as u64) as usize;
+        let mut buf = BytesMut::zeroed(want);
+        let result = reader.read_exact(&mut buf).map(|()| buf.freeze());
+        let failed = result.is_err();
+        if tx.blocking_send(result).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// A response body fed by a blocking reader, with its exact length known up front.
+struct ChannelBody {
+    rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    remaining: u64,
+}
+
+impl Stream for ChannelBody {
+    type Item = Result<Bytes, StdError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Ok(bytes))) => {
+                self.remaining = self.remaining.saturating_sub(bytes.len() as u64);
+                Poll::Ready(Some(Ok(bytes)))
+            }
+            Poll::Ready(Some(Err(err))) => {
+                tracing::warn!(error = %err, "object read failed mid-stream");
+                Poll::Ready(Some(Err(Box::new(err))))
+            }
+            Poll::Ready(None) => Poll::Ready(Some(Err("object reader stopped early".into()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, None)
+    }
+}
+
+impl ByteStream for ChannelBody {
+    fn remaining_length(&self) -> RemainingLength {
+        RemainingLength::new_exact(self.remaining as usize)
+    }
+}
+
+/// The error a failed request body becomes: the S3 error s3s raised (bad chunk signature,
+/// checksum), or an incomplete body.
+fn body_error(err: StdError) -> S3Error {
+    match err.downcast::<S3Error>() {
+        Ok(s3) => *s3,
+        Err(other) => S3Error::with_message(
+            S3ErrorCode::IncompleteBody,
+            format!("The request body ended early or was malformed: {other}"),
+        ),
+    }
+}
+
+/// Collects up to `CHUNK` bytes; returns the bytes and whether the body ended.
+async fn fill(body: &mut StreamingBlob, buf: &mut BytesMut) -> Result<bool, S3Error> {
+    while buf.len() < CHUNK {
+        match body.next().await {
+            Some(Ok(bytes)) => buf.extend_from_slice(&bytes),
+            Some(Err(err)) => return Err(body_error(err)),
+            None => return Ok(true),
+        }
+    }
+    Ok(false)
+}
+
+/// Streams a request body into a new object. `open` creates the engine writer (on the blocking
+/// pool); the object becomes visible only after the whole body arrived and `commit` succeeded.
+/// Any failure discards the temporary file.
+pub async fn write_object<W, F>(mut body: StreamingBlob, open: F) -> Result<ObjectInfo, S3Error>
+where
+    W: ObjectWrite + 'static,
+    F: FnOnce() -> StoreResult<W> + Send + 'static,
+{
+    let mut buf = BytesMut::with_capacity(CHUNK);
+    if fill(&mut body, &mut buf).await? {
+        let bytes = buf.freeze();
+        return blocking(move || {
+            let mut writer = open()?;
+            writer.write_all(&bytes)?;
+            writer.commit()
+        })
+        .await;
+    }
+    let (tx, mut rx) = mpsc::channel::<Bytes>(2);
+    let task = tokio::task::spawn_blocking(move || -> StoreResult<W> {
+        let mut writer = open()?;
+        while let Some(chunk) = rx.blocking_recv() {
+            writer.write_all(&chunk)?;
+        }
+        Ok(writer)
+    });
+    let received: Result<(), S3Error> = async {
+        loop {
+            let done = fill(&mut body, &mut buf).await?;
+            if !buf.is_empty() && tx.send(buf.split().freeze()).await.is_err() {
+                // The writer failed; its error is reported below.
+                return Ok(());
+            }
+            if done {
+                return Ok(());
+            }
+            buf.reserve(CHUNK);
+        }
+    }
+    .await;
+    drop(tx);
+    let writer = task.await.map_err(join_error)?;
+    // A body error wins over the writer's result: the writer is dropped, which discards it.
+    received?;
+    let writer = writer.map_err(s3_error)?;
+    blocking(move || writer.commit()).await
+}

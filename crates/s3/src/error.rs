@@ -1,0 +1,44 @@
+//! Maps engine errors to S3 errors (code, message, HTTP status) at the edge.
+
+use isthmus_store::StoreError;
+use s3s::{S3Error, S3ErrorCode};
+
+/// Turns an engine error into the S3 error the client sees. Internal I/O details are logged,
+/// not sent.
+pub fn s3_error(err: StoreError) -> S3Error {
+    let code =
+        S3ErrorCode::from_bytes(err.s3_code().as_bytes()).unwrap_or(S3ErrorCode::InternalError);
+    let message = match &err {
+        StoreError::Io(io) => {
+            tracing::error!(error = %io, "internal I/O error");
+            "We encountered an internal error. Please try again.".to_string()
+        }
+        other => other.to_string(),
+    };
+    let mut s3 = S3Error::with_message(code, message);
+    if let Ok(status) = hyper::StatusCode::from_u16(err.http_status()) {
+        s3.set_status_code(status);
+    }
+    s3
+}
+
+/// A blocking-pool task that panicked or was cancelled.
+pub fn join_error(err: tokio::task::JoinError) -> S3Error {
+    tracing::error!(error = %err, "engine task failed");
+    S3Error::with_message(
+        S3ErrorCode::InternalError,
+        "We encountered an internal error. Please try again.",
+    )
+}
+
+/// Runs an engine call on the blocking pool and maps its error.
+pub async fn blocking<T, F>(f: F) -> Result<T, S3Error>
+where
+    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(join_error)?
+        .map_err(s3_error)
+}

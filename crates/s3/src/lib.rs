@@ -1,0 +1,127 @@
+//! The Isthmus S3 HTTP gateway: the S3 protocol (s3s: routing, XML, SigV4, aws-chunked) on
+//! hyper + tokio, in front of any engine `Store`. Each family of operations has its module;
+//! this file wires them into the `S3` trait and builds the service.
+
+pub mod auth;
+mod body;
+mod bucket;
+pub mod convert;
+pub mod error;
+mod list;
+mod object;
+pub mod server;
+
+use std::sync::Arc;
+
+use isthmus_store::Store;
+use s3s::dto::*;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::{S3, S3Request, S3Response, S3Result};
+
+pub use auth::{User, UserDirectory};
+pub use server::{GatewayConfig, serve};
+
+/// The S3 front of an engine.
+pub struct Gateway<S: Store> {
+    store: Arc<S>,
+}
+
+impl<S: Store> Gateway<S> {
+    pub fn new(store: Arc<S>) -> Self {
+        Self { store }
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: Store> S3 for Gateway<S> {
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        bucket::list_buckets(&self.store, req).await
+    }
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        bucket::create_bucket(&self.store, req).await
+    }
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        bucket::head_bucket(&self.store, req).await
+    }
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        bucket::delete_bucket(&self.store, req).await
+    }
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        bucket::get_bucket_location(&self.store, req).await
+    }
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        object::put_object(&self.store, req).await
+    }
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        object::get_object(&self.store, req).await
+    }
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        object::head_object(&self.store, req).await
+    }
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        object::delete_object(&self.store, req).await
+    }
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        object::copy_object(&self.store, req).await
+    }
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        list::list_objects(&self.store, req).await
+    }
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        list::list_objects_v2(&self.store, req).await
+    }
+}
+
+/// Builds the S3 service: the gateway, SigV4 authentication against `users`, and
+/// virtual-hosted-style addressing under `domain` when one is given (path style always works).
+pub fn build_service<S: Store>(
+    store: Arc<S>,
+    users: UserDirectory,
+    domain: Option<&str>,
+) -> Result<S3Service, String> {
+    let mut builder = S3ServiceBuilder::new(Gateway::new(store));
+    builder.set_auth(users);
+    if let Some(domain) = domain {
+        builder.set_host(
+            s3s::host::SingleDomain::new(domain)
+                .map_err(|e| format!("invalid domain {domain:?}: {e}"))?,
+        );
+    }
+    Ok(builder.build())
+}

@@ -1,0 +1,198 @@
+//! Object operations: PutObject, GetObject, HeadObject, DeleteObject, CopyObject.
+
+use std::sync::Arc;
+
+use isthmus_store::{Conditions, CopyRequest, GetRequest, ObjectInfo, PutRequest, Store};
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, s3_error};
+
+use crate::body::{ObjectBody, write_object};
+use crate::convert::{
+    self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata,
+};
+use crate::error::blocking;
+use crate::meta_headers;
+
+pub async fn put_object<S: Store>(
+    store: &Arc<S>,
+    req: S3Request<PutObjectInput>,
+) -> S3Result<S3Response<PutObjectOutput>> {
+    let input = req.input;
+    if input.write_offset_bytes.is_some() {
+        return Err(s3_error!(
+            NotImplemented,
+            "Appending with x-amz-write-offset-bytes is not supported"
+        ));
+    }
+    let request = PutRequest {
+        if_match: etag_match(input.if_match.clone()),
+        if_none_match: etag_match(input.if_none_match.clone()),
+        meta: meta_headers!(input).into_meta(),
+    };
+    if request
+        .if_none_match
+        .as_ref()
+        .is_some_and(|m| *m != isthmus_store::ETagMatch::Any)
+    {
+        return Err(s3_error!(
+            NotImplemented,
+            "If-None-Match on PUT supports only '*'"
+        ));
+    }
+    let body = input.body.unwrap_or_else(|| {
+        StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
+    });
+    let (bucket, key) = (input.bucket, input.key);
+    let store = store.clone();
+    let info = write_object(body, move || store.put_object(&bucket, &key, request)).await?;
+    Ok(S3Response::new(PutObjectOutput {
+        e_tag: Some(etag(&info.etag)),
+        ..Default::default()
+    }))
+}
+
+fn expires(info: &ObjectInfo) -> Option<Timestamp> {
+    info.meta.expires.as_deref().and_then(parse_http_date)
+}
+
+pub async fn get_object<S: Store>(
+    store: &Arc<S>,
+    req: S3Request<GetObjectInput>,
+) -> S3Result<S3Response<GetObjectOutput>> {
+    let input = req.input;
+    let request = GetRequest {
+        range: byte_range(input.range),
+        conditions: conditions(
+            input.if_match,
+            input.if_none_match,
+            input.if_modified_since,
+            input.if_unmodified_since,
+        ),
+    };
+    let store = store.clone();
+    let (bucket, key) = (input.bucket, input.key);
+    let (response, body) = blocking(move || {
+        let response = store.get_object(&bucket, &key, &request)?;
+        let body = ObjectBody::prefetch(response.body)?;
+        Ok(((response.info, response.range), body))
+    })
+    .await?;
+    let (info, range) = response;
+    let content_length = range.map_or(info.size, |(first, last)| last - first + 1);
+    let output = GetObjectOutput {
+        body: Some(body.into_blob()),
+        content_length: Some(content_length as i64),
+        content_range: range.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(etag(&info.etag)),
+        last_modified: Some(Timestamp::from(info.last_modified)),
+        metadata: user_metadata(&info.meta),
+        expires: expires(&info),
+        content_type: info.meta.content_type,
+        content_encoding: info.meta.content_encoding,
+        content_disposition: info.meta.content_disposition,
+        content_language: info.meta.content_language,
+        cache_control: info.meta.cache_control,
+        ..Default::default()
+    };
+    Ok(S3Response::new(output))
+}
+
+pub async fn head_object<S: Store>(
+    store: &Arc<S>,
+    req: S3Request<HeadObjectInput>,
+) -> S3Result<S3Response<HeadObjectOutput>> {
+    let input = req.input;
+    let conditions = conditions(
+        input.if_match,
+        input.if_none_match,
+        input.if_modified_since,
+        input.if_unmodified_since,
+    );
+    let store = store.clone();
+    let (bucket, key) = (input.bucket, input.key);
+    let info = blocking(move || store.head_object(&bucket, &key, &conditions)).await?;
+    let output = HeadObjectOutput {
+        content_length: Some(info.size as i64),
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(etag(&info.etag)),
+        last_modified: Some(Timestamp::from(info.last_modified)),
+        metadata: user_metadata(&info.meta),
+        expires: expires(&info),
+        content_type: info.meta.content_type,
+        content_encoding: info.meta.content_encoding,
+        content_disposition: info.meta.content_disposition,
+        content_language: info.meta.content_language,
+        cache_control: info.meta.cache_control,
+        ..Default::default()
+    };
+    Ok(S3Response::new(output))
+}
+
+pub async fn delete_object<S: Store>(
+    store: &Arc<S>,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let store = store.clone();
+    let (bucket, key) = (req.input.bucket, req.input.key);
+    blocking(move || store.delete_object(&bucket, &key)).await?;
+    Ok(S3Response::new(DeleteObjectOutput::default()))
+}
+
+pub async fn copy_object<S: Store>(
+    store: &Arc<S>,
+    req: S3Request<CopyObjectInput>,
+) -> S3Result<S3Response<CopyObjectOutput>> {
+    let input = req.input;
+    let CopySource::Bucket {
+        bucket: src_bucket,
+        key: src_key,
+        version_id,
+    } = &input.copy_source
+    else {
+        return Err(s3_error!(
+            NotImplemented,
+            "Copying from an access point is not supported"
+        ));
+    };
+    if version_id.as_deref().is_some_and(|v| v != "null") {
+        return Err(s3_error!(
+            NoSuchVersion,
+            "This gateway keeps only the current (null) version"
+        ));
+    }
+    let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
+    let replace = input
+        .metadata_directive
+        .as_ref()
+        .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    if !replace && src_bucket == input.bucket && src_key == input.key {
+        return Err(s3_error!(
+            InvalidRequest,
+            "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata."
+        ));
+    }
+    let source_conditions: Conditions = conditions(
+        input.copy_source_if_match.clone(),
+        input.copy_source_if_none_match.clone(),
+        input.copy_source_if_modified_since,
+        input.copy_source_if_unmodified_since,
+    );
+    let (bucket, key) = (input.bucket.clone(), input.key.clone());
+    let request = CopyRequest {
+        replace_meta: replace.then(|| meta_headers!(input).into_meta()),
+        source_conditions,
+    };
+    let store = store.clone();
+    let info =
+        blocking(move || store.copy_object(&src_bucket, &src_key, &bucket, &key, &request)).await?;
+    let result = CopyObjectResult {
+        e_tag: Some(convert::etag(&info.etag)),
+        last_modified: Some(Timestamp::from(info.last_modified)),
+        ..Default::default()
+    };
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(result),
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,155 @@
+//! The HTTP server: accepts connections on hyper, gives every request an id (returned as
+//! `x-amz-request-id` and attached to its log lines), and shuts down gracefully.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper::service::Service;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use s3s::service::S3Service;
+use tokio::net::TcpListener;
+use tracing::Instrument;
+
+/// How the server listens.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The longest a client may take to send request headers.
+    pub header_timeout: Duration,
+    /// How long in-flight requests get to finish on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+struct RequestIds {
+    prefix: u32,
+    counter: AtomicU64,
+}
+
+impl RequestIds {
+    fn new() -> Self {
+        let mut bytes = [0u8; 4];
+        getrandom::fill(&mut bytes).expect("the OS random source works");
+        Self {
+            prefix: u32::from_le_bytes(bytes),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    fn next(&self) -> String {
+        format!(
+            "{:08X}{:08X}",
+            self.prefix,
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+#[derive(Clone)]
+struct LoggedService {
+    inner: S3Service,
+    ids: Arc<RequestIds>,
+    peer: SocketAddr,
+}
+
+impl Service<hyper::Request<Incoming>> for LoggedService {
+    type Response = s3s::HttpResponse;
+    type Error = s3s::HttpError;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+        let id = self.ids.next();
+        let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path(), peer = %self.peer);
+        let inner = self.inner.clone();
+        Box::pin(
+            async move {
+                let start = Instant::now();
+                let result = inner.call(req.map(s3s::Body::from)).await;
+                let elapsed_us = start.elapsed().as_micros() as u64;
+                match result {
+                    Ok(mut resp) => {
+                        if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
+                            resp.headers_mut().insert("x-amz-request-id", value);
+                        }
+                        let status = resp.status().as_u16();
+                        if status >= 500 {
+                            tracing::warn!(status, elapsed_us, "done");
+                        } else {
+                            tracing::debug!(status, elapsed_us, "done");
+                        }
+                        Ok(resp)
+                    }
+                    Err(err) => {
+                        tracing::warn!(elapsed_us, error = ?err, "failed");
+                        Err(err)
+                    }
+                }
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// Serves `service` on `listener` until `shutdown` resolves, then lets in-flight requests
+/// finish for the configured grace period.
+pub async fn serve(
+    listener: TcpListener,
+    service: S3Service,
+    config: GatewayConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let mut builder = ConnBuilder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .keep_alive(true);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let ids = Arc::new(RequestIds::new());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(err) => {
+                    tracing::warn!(error = %err, "accept failed");
+                    // Out of file descriptors or similar: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = socket.set_nodelay(true);
+        let svc = LoggedService {
+            inner: service.clone(),
+            ids: ids.clone(),
+            peer,
+        };
+        let conn = builder
+            .serve_connection(TokioIo::new(socket), svc)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(err) = conn.await {
+                tracing::debug!(error = %err, "connection ended with an error");
+            }
+        });
+    }
+    tracing::info!("shutting down");
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("in-flight requests did not finish in time"),
+    }
+}

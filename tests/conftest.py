@@ -1,0 +1,137 @@
+"""Fixtures that start the real `isthmus` binary on a free 127.0.0.1 port over a temporary
+data root, and clients (boto3, the aws CLI) pointed at it."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+REPO = Path(__file__).resolve().parent.parent
+ACCESS_KEY = "ISTHMUSTESTACCESSKEY"
+SECRET_KEY = "isthmus-test-secret-key-0123456789abcdef"
+
+
+def binary() -> Path:
+    path = Path(os.environ.get("ISTHMUS_BIN", REPO / "target" / "release" / "isthmus"))
+    if not path.exists():
+        pytest.exit(f"{path} not found: build it with `cargo build --release` (or set ISTHMUS_BIN)", returncode=2)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A running gateway: its endpoint, data root and process."""
+
+    def __init__(self, root: Path, extra_args=(), env=None):
+        self.root = root
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = open(root.parent / f"server-{self.port}.log", "w+")
+        full_env = dict(os.environ)
+        full_env.update({"ISTHMUS_ROOT_ACCESS_KEY": ACCESS_KEY, "ISTHMUS_ROOT_SECRET_KEY": SECRET_KEY})
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [str(binary()), "serve", "--root", str(root), "--address", f"127.0.0.1:{self.port}", *extra_args],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early: {self.output()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("server did not start")
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def rss_peak_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmHWM")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def make_client(endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY, **config):
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}, **config),
+    )
+
+
+@pytest.fixture
+def server(tmp_path):
+    root = tmp_path / "data"
+    srv = Server(root)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def s3(server):
+    return make_client(server.endpoint)
+
+
+@pytest.fixture
+def bucket(s3):
+    s3.create_bucket(Bucket="test-bucket")
+    return "test-bucket"
+
+
+@pytest.fixture
+def aws(server, tmp_path):
+    """Runs the aws CLI against the server with its default settings."""
+    exe = shutil.which("aws")
+    if exe is None:
+        pytest.fail("the aws CLI is not installed: run the README's test command, which installs it")
+    env = dict(os.environ)
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-credentials"),
+        }
+    )
+
+    def run(*args, check=True):
+        result = subprocess.run([exe, "--endpoint-url", server.endpoint, *args], env=env, capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"aws {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    return run

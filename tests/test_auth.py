@@ -1,0 +1,97 @@
+"""Authentication: wrong or missing signatures, unknown keys and anonymous requests are refused;
+root credentials are created once, private, on first start."""
+
+import os
+import stat
+import subprocess
+
+import pytest
+import requests
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from conftest import Server, binary, free_port, make_client
+
+
+def code(excinfo):
+    return excinfo.value.response["Error"]["Code"]
+
+
+def test_wrong_secret_is_refused(server):
+    s3 = make_client(server.endpoint, secret_key="not-the-right-secret-key")
+    with pytest.raises(ClientError) as e:
+        s3.list_buckets()
+    assert code(e) == "SignatureDoesNotMatch"
+
+
+def test_unknown_access_key_is_refused(server):
+    s3 = make_client(server.endpoint, access_key="NOBODYHASTHISKEY0000")
+    with pytest.raises(ClientError) as e:
+        s3.list_buckets()
+    assert code(e) == "InvalidAccessKeyId"
+
+
+def test_anonymous_requests_are_refused(server, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"v")
+    anon = make_client(server.endpoint, signature_version=UNSIGNED)
+    with pytest.raises(ClientError) as e:
+        anon.get_object(Bucket=bucket, Key="k")
+    assert code(e) == "AccessDenied"
+    assert requests.get(f"{server.endpoint}/{bucket}/k", timeout=10).status_code == 403
+    assert requests.put(f"{server.endpoint}/{bucket}/k2", data=b"x", timeout=10).status_code == 403
+    assert not (server.root / bucket / "k2").exists()
+
+
+def test_config_file_users(tmp_path):
+    config = tmp_path / "isthmus.toml"
+    config.write_text('[[users]]\naccess_key = "alice"\nsecret_key = "alice-secret-0123"\ndisplay_name = "Alice"\n')
+    srv = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    try:
+        alice = make_client(srv.endpoint, access_key="alice", secret_key="alice-secret-0123")
+        alice.create_bucket(Bucket="alices")
+        assert [b["Name"] for b in alice.list_buckets()["Buckets"]] == ["alices"]
+        # The root user from the environment still works alongside.
+        assert make_client(srv.endpoint).list_buckets()["Buckets"][0]["Name"] == "alices"
+    finally:
+        srv.stop()
+
+
+def test_root_credentials_created_once_and_private(tmp_path):
+    root = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_ROOT_")}
+    port = free_port()
+    proc = subprocess.Popen([str(binary()), "serve", "--root", str(root), "--address", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = [proc.stdout.readline() for _ in range(5)]
+        key = next(l.split("=", 1)[1].strip() for l in lines if l.strip().startswith("AWS_ACCESS_KEY_ID="))
+        secret = next(l.split("=", 1)[1].strip() for l in lines if l.strip().startswith("AWS_SECRET_ACCESS_KEY="))
+        creds = root / ".isthmus" / "credentials.toml"
+        assert stat.S_IMODE(creds.stat().st_mode) == 0o600
+        assert secret in creds.read_text()
+        s3 = make_client(f"http://127.0.0.1:{port}", access_key=key, secret_key=secret)
+        assert s3.list_buckets()["Buckets"] == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # Second start: the secret is not printed again.
+    proc = subprocess.Popen([str(binary()), "serve", "--root", str(root), "--address", f"127.0.0.1:{free_port()}"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert not any(secret in l for l in lines)
+        assert any(key in l for l in lines)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_insecure_credentials_file_is_refused(tmp_path):
+    root = tmp_path / "data"
+    (root / ".isthmus").mkdir(parents=True)
+    creds = root / ".isthmus" / "credentials.toml"
+    creds.write_text('access_key = "AAAAAAAAAAAAAAAAAAAA"\nsecret_key = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"\n')
+    creds.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_ROOT_")}
+    result = subprocess.run([str(binary()), "serve", "--root", str(root), "--address", "127.0.0.1:0"], capture_output=True, text=True, env=env, timeout=20)
+    assert result.returncode == 1
+    assert "chmod 600" in result.stderr
