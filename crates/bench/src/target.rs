@@ -346,15 +346,33 @@ impl Connection for S3Connection {
         after: Option<&str>,
         max: usize,
     ) -> BenchResult<(usize, Option<String>)> {
+        let page = self
+            .list_v2(prefix, after, max)?
+            .ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
+        Ok((page.contents.len(), page.next_continuation_token))
+    }
+}
+
+impl S3Connection {
+    /// One ListObjectsV2 page; `None` when the bucket does not exist.
+    fn list_v2(
+        &mut self,
+        prefix: &str,
+        token: Option<&str>,
+        max: usize,
+    ) -> BenchResult<Option<rusty_s3::actions::ListObjectsV2Response>> {
         use rusty_s3::S3Action;
         let mut action = self.bucket.list_objects_v2(Some(&self.credentials));
         action.with_prefix(prefix);
         action.with_max_keys(max);
-        if let Some(token) = after {
+        if let Some(token) = token {
             action.with_continuation_token(token);
         }
         let url = action.sign(SIGN_FOR);
         let resp = self.agent.get(url.as_str()).call().map_err(http_err)?;
+        if resp.status().as_u16() == 404 {
+            return Ok(None);
+        }
         let mut resp = check(resp, "LIST")?;
         let text = resp
             .body_mut()
@@ -362,9 +380,9 @@ impl Connection for S3Connection {
             .limit(64 << 20)
             .read_to_string()
             .map_err(http_err)?;
-        let parsed = rusty_s3::actions::ListObjectsV2::parse_response(&text)
-            .map_err(|e| BenchError::Http(format!("LIST response: {e}")))?;
-        Ok((parsed.contents.len(), parsed.next_continuation_token))
+        rusty_s3::actions::ListObjectsV2::parse_response(&text)
+            .map(Some)
+            .map_err(|e| BenchError::Http(format!("LIST response: {e}")))
     }
 }
 
@@ -403,37 +421,21 @@ impl Target for S3Target {
             agent: Self::agent(),
             buf: Vec::new(),
         };
-        loop {
-            use rusty_s3::S3Action;
-            let mut action = self.bucket.list_objects_v2(Some(&self.credentials));
-            action.with_max_keys(1000);
-            let url = action.sign(SIGN_FOR);
-            let mut resp = check(
-                conn.agent.get(url.as_str()).call().map_err(http_err)?,
-                "LIST",
-            )?;
-            let text = resp
-                .body_mut()
-                .with_config()
-                .limit(64 << 20)
-                .read_to_string()
-                .map_err(http_err)?;
-            let parsed = rusty_s3::actions::ListObjectsV2::parse_response(&text)
-                .map_err(|e| BenchError::Http(e.to_string()))?;
-            if parsed.contents.is_empty() {
+        while let Some(page) = conn.list_v2("", None, 1000)? {
+            if page.contents.is_empty() {
                 break;
             }
-            for object in parsed.contents {
+            for object in page.contents {
                 conn.delete(&object.key)?;
             }
         }
         use rusty_s3::S3Action;
         let url = self.bucket.delete_bucket(&self.credentials).sign(SIGN_FOR);
-        check(
-            conn.agent.delete(url.as_str()).call().map_err(http_err)?,
-            "DeleteBucket",
-        )
-        .map(drop)
+        let resp = conn.agent.delete(url.as_str()).call().map_err(http_err)?;
+        if resp.status().as_u16() == 404 {
+            return Ok(());
+        }
+        check(resp, "DeleteBucket").map(drop)
     }
 }
 

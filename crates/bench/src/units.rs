@@ -36,7 +36,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Formats a byte size compactly: 4KiB, 64MiB, 1000B.
 pub fn format_size(n: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

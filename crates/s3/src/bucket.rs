@@ -46,7 +46,6 @@ pub async fn create_bucket<S: Store>(
     blocking(move || store.create_bucket(&bucket)).await?;
     Ok(S3Response::new(CreateBucketOutput {
         location: Some(location),
-        ..Default::default()
     }))
 }
 

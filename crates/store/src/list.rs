@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn entries_sort_in_full_key_byte_order() {
         // "a-c" < "a/..." < "a0" < "ab" because '-' < '/' < '0' < 'b'.
-        let mut v = vec![
+        let mut v = [
             e("ab", false),
             e("a", true),
             e("a0", false),
