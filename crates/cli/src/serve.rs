@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use isthmus_s3::auth::{credentials_path, load_or_create_root};
-use isthmus_s3::{GatewayConfig, UserDirectory};
-use isthmus_store::{PosixStore, StoreOptions};
+use isthmus_s3::{GatewayConfig, IoPolicy, UserDirectory};
+use isthmus_store::{Durability, PosixStore, StoreOptions};
 
 use crate::config::ServeSettings;
 
@@ -40,10 +40,21 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let listener = tokio::net::TcpListener::bind(settings.address).await.map_err(|e| format!("cannot listen on {}: {e} (choose another with --address)", settings.address))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let store = Arc::new(store);
-        let service = isthmus_s3::build_service(store.clone(), users, settings.domain.as_deref())?;
+        let filesystem = store.filesystem();
+        let io = IoPolicy {
+            inline_reads: filesystem.is_local(),
+            inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
+        };
+        let service = isthmus_s3::build_service(store.clone(), io, users, settings.domain.as_deref())?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
-        println!("  durability: {:?}, metadata: {:?}", settings.durability, store.metadata_mode());
+        println!(
+            "  file system: {} ({}), durability: {:?}, metadata: {:?}",
+            filesystem.name(),
+            if filesystem.is_local() { "local: short reads run inline" } else { "shared: all I/O on the blocking pool" },
+            settings.durability,
+            store.metadata_mode()
+        );
         match announce {
             Some((path, true)) => {
                 println!("Root credentials were created and saved in {} (mode 0600). They are shown only now:", path.display());

@@ -7,7 +7,9 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
-use isthmus_store::{ObjectInfo, ObjectRead, ObjectWrite, StoreError, StoreResult};
+use isthmus_store::{ObjectInfo, ObjectRead, ObjectWrite, Store, StoreError, StoreResult};
+
+use crate::Gateway;
 use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
 use s3s::{S3Error, S3ErrorCode, StdError};
@@ -39,12 +41,7 @@ impl<R: ObjectRead + 'static> ObjectBody<R> {
 
     pub fn into_blob(self) -> StreamingBlob {
         match self {
-            Self::Whole(bytes) => {
-                let len = bytes.len() as u64;
-                let (tx, rx) = mpsc::channel(1);
-                tx.try_send(Ok(bytes)).expect("a fresh channel has room");
-                StreamingBlob::new(ChannelBody { rx, remaining: len })
-            }
+            Self::Whole(bytes) => StreamingBlob::new(WholeBody(Some(bytes))),
             Self::Stream(reader) => {
                 let remaining = reader.remaining();
                 let (tx, rx) = mpsc::channel(2);
@@ -65,6 +62,23 @@ fn pump_reader<R: ObjectRead>(mut reader: R, tx: &mpsc::Sender<Result<Bytes, std
         if tx.blocking_send(result).is_err() || failed {
             return;
         }
+    }
+}
+
+/// A response body already in memory.
+struct WholeBody(Option<Bytes>);
+
+impl Stream for WholeBody {
+    type Item = Result<Bytes, StdError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.0.take().map(Ok))
+    }
+}
+
+impl ByteStream for WholeBody {
+    fn remaining_length(&self) -> RemainingLength {
+        RemainingLength::new_exact(self.0.as_ref().map_or(0, Bytes::len))
     }
 }
 
@@ -133,24 +147,30 @@ async fn fill(body: &mut StreamingBlob, buf: &mut BytesMut) -> Result<bool, S3Er
 /// Streams a request body into a new object. `open` creates the engine writer (on the blocking
 /// pool); the object becomes visible only after the whole body arrived and `commit` succeeded.
 /// Any failure discards the temporary file.
-pub async fn write_object<W, F>(mut body: StreamingBlob, open: F) -> Result<ObjectInfo, S3Error>
+pub async fn write_object<S, F>(
+    gw: &Gateway<S>,
+    mut body: StreamingBlob,
+    open: F,
+) -> Result<ObjectInfo, S3Error>
 where
-    W: ObjectWrite + 'static,
-    F: FnOnce() -> StoreResult<W> + Send + 'static,
+    S: Store,
+    F: FnOnce(&S) -> StoreResult<S::Writer> + Send + 'static,
 {
     let mut buf = BytesMut::with_capacity(CHUNK);
     if fill(&mut body, &mut buf).await? {
         let bytes = buf.freeze();
-        return blocking(move || {
-            let mut writer = open()?;
-            writer.write_all(&bytes)?;
-            writer.commit()
-        })
-        .await;
+        return gw
+            .write(move |store| {
+                let mut writer = open(store)?;
+                writer.write_all(&bytes)?;
+                writer.commit()
+            })
+            .await;
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(2);
-    let task = tokio::task::spawn_blocking(move || -> StoreResult<W> {
-        let mut writer = open()?;
+    let store = gw.store.clone();
+    let task = tokio::task::spawn_blocking(move || -> StoreResult<S::Writer> {
+        let mut writer = open(&store)?;
         while let Some(chunk) = rx.blocking_recv() {
             writer.write_all(&chunk)?;
         }
@@ -175,5 +195,6 @@ where
     // A body error wins over the writer's result: the writer is dropped, which discards it.
     received?;
     let writer = writer.map_err(s3_error)?;
+    // Committing fsyncs in strict mode: always off the async workers.
     blocking(move || writer.commit()).await
 }

@@ -1,20 +1,17 @@
 //! Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation.
 
-use std::sync::Arc;
-
 use isthmus_store::Store;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result};
 
-use crate::error::blocking;
+use crate::Gateway;
 
 pub async fn list_buckets<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<ListBucketsInput>,
 ) -> S3Result<S3Response<ListBucketsOutput>> {
-    let store = store.clone();
     let prefix = req.input.prefix.clone();
-    let buckets = blocking(move || store.list_buckets()).await?;
+    let buckets = gw.read(|store| store.list_buckets()).await?;
     let buckets = buckets
         .into_iter()
         .filter(|b| prefix.as_deref().is_none_or(|p| b.name.starts_with(p)))
@@ -37,42 +34,41 @@ pub async fn list_buckets<S: Store>(
 }
 
 pub async fn create_bucket<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
-    let store = store.clone();
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
-    blocking(move || store.create_bucket(&bucket)).await?;
+    gw.write(move |store| store.create_bucket(&bucket)).await?;
     Ok(S3Response::new(CreateBucketOutput {
         location: Some(location),
     }))
 }
 
 pub async fn head_bucket<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<HeadBucketInput>,
 ) -> S3Result<S3Response<HeadBucketOutput>> {
-    let store = store.clone();
-    blocking(move || store.head_bucket(&req.input.bucket)).await?;
+    gw.read(move |store| store.head_bucket(&req.input.bucket))
+        .await?;
     Ok(S3Response::new(HeadBucketOutput::default()))
 }
 
 pub async fn delete_bucket<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<DeleteBucketInput>,
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
-    let store = store.clone();
-    blocking(move || store.delete_bucket(&req.input.bucket)).await?;
+    gw.write(move |store| store.delete_bucket(&req.input.bucket))
+        .await?;
     Ok(S3Response::new(DeleteBucketOutput::default()))
 }
 
 pub async fn get_bucket_location<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<GetBucketLocationInput>,
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-    let store = store.clone();
-    blocking(move || store.head_bucket(&req.input.bucket)).await?;
+    gw.read(move |store| store.head_bucket(&req.input.bucket))
+        .await?;
     // us-east-1 is reported as an empty constraint, which every client accepts.
     Ok(S3Response::new(GetBucketLocationOutput {
         location_constraint: None,

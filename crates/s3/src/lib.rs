@@ -13,22 +13,44 @@ pub mod server;
 
 use std::sync::Arc;
 
-use isthmus_store::Store;
+use isthmus_store::{Store, StoreResult};
 use s3s::dto::*;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Request, S3Response, S3Result};
 
 pub use auth::{User, UserDirectory};
+pub use error::IoPolicy;
 pub use server::{GatewayConfig, serve};
 
 /// The S3 front of an engine.
 pub struct Gateway<S: Store> {
     store: Arc<S>,
+    io: IoPolicy,
 }
 
 impl<S: Store> Gateway<S> {
-    pub fn new(store: Arc<S>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<S>, io: IoPolicy) -> Self {
+        Self { store, io }
+    }
+
+    /// Runs a short engine call that only reads.
+    async fn read<T, F>(&self, f: F) -> S3Result<T>
+    where
+        F: FnOnce(&S) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.store.clone();
+        IoPolicy::run(self.io.inline_reads, move || f(&store)).await
+    }
+
+    /// Runs a short engine call that changes something.
+    async fn write<T, F>(&self, f: F) -> S3Result<T>
+    where
+        F: FnOnce(&S) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.store.clone();
+        IoPolicy::run(self.io.inline_writes, move || f(&store)).await
     }
 }
 
@@ -38,73 +60,73 @@ impl<S: Store> S3 for Gateway<S> {
         &self,
         req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
-        bucket::list_buckets(&self.store, req).await
+        bucket::list_buckets(self, req).await
     }
     async fn create_bucket(
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
-        bucket::create_bucket(&self.store, req).await
+        bucket::create_bucket(self, req).await
     }
     async fn head_bucket(
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        bucket::head_bucket(&self.store, req).await
+        bucket::head_bucket(self, req).await
     }
     async fn delete_bucket(
         &self,
         req: S3Request<DeleteBucketInput>,
     ) -> S3Result<S3Response<DeleteBucketOutput>> {
-        bucket::delete_bucket(&self.store, req).await
+        bucket::delete_bucket(self, req).await
     }
     async fn get_bucket_location(
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        bucket::get_bucket_location(&self.store, req).await
+        bucket::get_bucket_location(self, req).await
     }
     async fn put_object(
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        object::put_object(&self.store, req).await
+        object::put_object(self, req).await
     }
     async fn get_object(
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        object::get_object(&self.store, req).await
+        object::get_object(self, req).await
     }
     async fn head_object(
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        object::head_object(&self.store, req).await
+        object::head_object(self, req).await
     }
     async fn delete_object(
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        object::delete_object(&self.store, req).await
+        object::delete_object(self, req).await
     }
     async fn copy_object(
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
-        object::copy_object(&self.store, req).await
+        object::copy_object(self, req).await
     }
     async fn list_objects(
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
-        list::list_objects(&self.store, req).await
+        list::list_objects(self, req).await
     }
     async fn list_objects_v2(
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        list::list_objects_v2(&self.store, req).await
+        list::list_objects_v2(self, req).await
     }
 }
 
@@ -112,10 +134,11 @@ impl<S: Store> S3 for Gateway<S> {
 /// virtual-hosted-style addressing under `domain` when one is given (path style always works).
 pub fn build_service<S: Store>(
     store: Arc<S>,
+    io: IoPolicy,
     users: UserDirectory,
     domain: Option<&str>,
 ) -> Result<S3Service, String> {
-    let mut builder = S3ServiceBuilder::new(Gateway::new(store));
+    let mut builder = S3ServiceBuilder::new(Gateway::new(store, io));
     builder.set_auth(users);
     if let Some(domain) = domain {
         builder.set_host(

@@ -1,8 +1,6 @@
 //! ListObjects (v1) and ListObjectsV2: one engine listing, two response shapes, with
 //! continuation tokens and `encoding-type=url`.
 
-use std::sync::Arc;
-
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use isthmus_store::{ListPage, ListRequest, Store};
@@ -10,8 +8,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
+use crate::Gateway;
 use crate::convert::etag;
-use crate::error::blocking;
 
 const MAX_KEYS: i32 = 1000;
 
@@ -63,12 +61,12 @@ fn max_keys(requested: Option<i32>) -> S3Result<usize> {
 }
 
 async fn list_page<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     bucket: String,
     request: ListRequest,
 ) -> S3Result<ListPage> {
-    let store = store.clone();
-    blocking(move || store.list_objects(&bucket, &request)).await
+    gw.read(move |store| store.list_objects(&bucket, &request))
+        .await
 }
 
 fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefix>) {
@@ -95,7 +93,7 @@ fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefi
 }
 
 pub async fn list_objects<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<ListObjectsInput>,
 ) -> S3Result<S3Response<ListObjectsOutput>> {
     let input = req.input;
@@ -107,7 +105,7 @@ pub async fn list_objects<S: Store>(
         start_after: input.marker.clone().filter(|m| !m.is_empty()),
         max_keys: max,
     };
-    let mut page = list_page(store, input.bucket.clone(), request).await?;
+    let mut page = list_page(gw, input.bucket.clone(), request).await?;
     let (objects, prefixes) = contents(&mut page, &enc);
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),
@@ -125,7 +123,7 @@ pub async fn list_objects<S: Store>(
 }
 
 pub async fn list_objects_v2<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<ListObjectsV2Input>,
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
     let input = req.input;
@@ -144,7 +142,7 @@ pub async fn list_objects_v2<S: Store>(
             .filter(|m| !m.is_empty()),
         max_keys: max,
     };
-    let mut page = list_page(store, input.bucket.clone(), request).await?;
+    let mut page = list_page(gw, input.bucket.clone(), request).await?;
     let (objects, prefixes) = contents(&mut page, &enc);
     let owner = input
         .fetch_owner

@@ -1,20 +1,18 @@
 //! Object operations: PutObject, GetObject, HeadObject, DeleteObject, CopyObject.
 
-use std::sync::Arc;
-
 use isthmus_store::{Conditions, CopyRequest, GetRequest, ObjectInfo, PutRequest, Store};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
+use crate::Gateway;
 use crate::body::{ObjectBody, write_object};
 use crate::convert::{
     self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata,
 };
-use crate::error::blocking;
 use crate::meta_headers;
 
 pub async fn put_object<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<PutObjectInput>,
 ) -> S3Result<S3Response<PutObjectOutput>> {
     let input = req.input;
@@ -43,8 +41,10 @@ pub async fn put_object<S: Store>(
         StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
     });
     let (bucket, key) = (input.bucket, input.key);
-    let store = store.clone();
-    let info = write_object(body, move || store.put_object(&bucket, &key, request)).await?;
+    let info = write_object(gw, body, move |store| {
+        store.put_object(&bucket, &key, request)
+    })
+    .await?;
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(etag(&info.etag)),
         ..Default::default()
@@ -56,7 +56,7 @@ fn expires(info: &ObjectInfo) -> Option<Timestamp> {
 }
 
 pub async fn get_object<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
@@ -69,14 +69,14 @@ pub async fn get_object<S: Store>(
             input.if_unmodified_since,
         ),
     };
-    let store = store.clone();
     let (bucket, key) = (input.bucket, input.key);
-    let (response, body) = blocking(move || {
-        let response = store.get_object(&bucket, &key, &request)?;
-        let body = ObjectBody::prefetch(response.body)?;
-        Ok(((response.info, response.range), body))
-    })
-    .await?;
+    let (response, body) = gw
+        .read(move |store| {
+            let response = store.get_object(&bucket, &key, &request)?;
+            let body = ObjectBody::prefetch(response.body)?;
+            Ok(((response.info, response.range), body))
+        })
+        .await?;
     let (info, range) = response;
     let content_length = range.map_or(info.size, |(first, last)| last - first + 1);
     let output = GetObjectOutput {
@@ -99,7 +99,7 @@ pub async fn get_object<S: Store>(
 }
 
 pub async fn head_object<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let input = req.input;
@@ -109,9 +109,10 @@ pub async fn head_object<S: Store>(
         input.if_modified_since,
         input.if_unmodified_since,
     );
-    let store = store.clone();
     let (bucket, key) = (input.bucket, input.key);
-    let info = blocking(move || store.head_object(&bucket, &key, &conditions)).await?;
+    let info = gw
+        .read(move |store| store.head_object(&bucket, &key, &conditions))
+        .await?;
     let output = HeadObjectOutput {
         content_length: Some(info.size as i64),
         accept_ranges: Some("bytes".into()),
@@ -130,17 +131,17 @@ pub async fn head_object<S: Store>(
 }
 
 pub async fn delete_object<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
-    let store = store.clone();
     let (bucket, key) = (req.input.bucket, req.input.key);
-    blocking(move || store.delete_object(&bucket, &key)).await?;
+    gw.write(move |store| store.delete_object(&bucket, &key))
+        .await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
 pub async fn copy_object<S: Store>(
-    store: &Arc<S>,
+    gw: &Gateway<S>,
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let input = req.input;
@@ -183,9 +184,9 @@ pub async fn copy_object<S: Store>(
         replace_meta: replace.then(|| meta_headers!(input).into_meta()),
         source_conditions,
     };
-    let store = store.clone();
-    let info =
-        blocking(move || store.copy_object(&src_bucket, &src_key, &bucket, &key, &request)).await?;
+    let info = gw
+        .write(move |store| store.copy_object(&src_bucket, &src_key, &bucket, &key, &request))
+        .await?;
     let result = CopyObjectResult {
         e_tag: Some(convert::etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
-pub use posix::{Durability, PosixStore, StoreOptions};
+pub use posix::{Durability, FileSystemKind, PosixStore, StoreOptions};
 
 /// A bucket as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]

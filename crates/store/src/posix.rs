@@ -67,6 +67,48 @@ impl std::str::FromStr for MetadataMode {
     }
 }
 
+/// Where the data root lives: on a local file system, whose metadata calls answer in
+/// microseconds from the page cache, or on a shared (network or parallel) one, where a call can
+/// wait on a server. Doors use it to decide whether to run short calls inline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileSystemKind {
+    Local(&'static str),
+    Shared(&'static str),
+}
+
+impl FileSystemKind {
+    pub fn from_magic(magic: u64) -> Self {
+        match magic {
+            0xEF53 => Self::Local("ext4"),
+            0x5846_5342 => Self::Local("xfs"),
+            0x9123_683E => Self::Local("btrfs"),
+            0x0102_1994 => Self::Local("tmpfs"),
+            0x2FC1_2FC1 => Self::Local("zfs"),
+            0x794C_7630 => Self::Local("overlayfs"),
+            0xF2F5_2010 => Self::Local("f2fs"),
+            0x0BD0_0BD0 => Self::Shared("lustre"),
+            0x4750_4653 => Self::Shared("gpfs"),
+            0x00C3_6400 => Self::Shared("cephfs"),
+            0x6969 => Self::Shared("nfs"),
+            0xFE53_4D42 | 0xFF53_4D42 | 0x517B => Self::Shared("smb"),
+            0x1983_0326 => Self::Shared("beegfs"),
+            0x2003_0528 => Self::Shared("orangefs"),
+            0x6573_5546 => Self::Shared("fuse"),
+            _ => Self::Shared("unknown"),
+        }
+    }
+
+    pub fn is_local(self) -> bool {
+        matches!(self, Self::Local(_))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Local(name) | Self::Shared(name) => name,
+        }
+    }
+}
+
 /// How a `PosixStore` behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreOptions {
@@ -173,6 +215,14 @@ impl PosixStore {
 
     pub fn options(&self) -> StoreOptions {
         self.options
+    }
+
+    /// The kind of file system under the data root, from its statfs magic number.
+    pub fn filesystem(&self) -> FileSystemKind {
+        match rustix::fs::fstatfs(&self.root_fd) {
+            Ok(stat) => FileSystemKind::from_magic(stat.f_type as u64),
+            Err(_) => FileSystemKind::Shared("unknown"),
+        }
     }
 
     /// The metadata mode in effect after probing.
