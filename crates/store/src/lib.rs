@@ -12,6 +12,7 @@ mod list;
 pub mod meta;
 pub mod posix;
 mod resolve;
+mod staging;
 
 use std::io::Read;
 use std::time::SystemTime;

@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use md5::{Digest, Md5};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
@@ -19,10 +18,9 @@ use crate::conditions::{Conditions, ETagMatch};
 use crate::error::{StoreError, StoreResult};
 use crate::key::{INTERNAL_DIR, ObjectPath, validate_bucket_name};
 use crate::list::DirCache;
-use crate::meta::{
-    EMPTY_ETAG, FileIdentity, MetaRecord, MetaStore, MetadataMode, compute_etag, write_all,
-};
+use crate::meta::{EMPTY_ETAG, FileIdentity, MetaRecord, MetaStore, MetadataMode, compute_etag};
 use crate::resolve::{create_dirs_beneath, open_beneath, open_dir_beneath};
+use crate::staging::StagedFile;
 use crate::{
     BucketInfo, CopyRequest, GetRequest, GetResponse, ListPage, ListRequest, ObjectInfo,
     ObjectRead, ObjectWrite, PutRequest, Store,
@@ -230,7 +228,7 @@ impl PosixStore {
         self.metadata
     }
 
-    fn strict(&self) -> bool {
+    pub(crate) fn strict(&self) -> bool {
         self.options.durability == Durability::Strict
     }
 
@@ -318,27 +316,21 @@ impl PosixStore {
         }
     }
 
-    fn new_writer(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<PosixWriter> {
+    pub(crate) fn new_writer(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<PosixWriter> {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
-        let tmp_dir = create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?;
-        let tmp_name = unique_suffix();
-        let file = rustix::fs::openat(
-            &tmp_dir,
-            &tmp_name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
-        )?;
+        let staged = StagedFile::create(create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?)?;
         Ok(PosixWriter {
             bucket_fd,
-            tmp_dir,
-            tmp_name: Some(tmp_name),
-            file,
+            staged,
             key: key.to_string(),
             request,
-            md5: Md5::new(),
             known_etag: None,
-            written: 0,
             strict: self.strict(),
             metadata: self.metadata,
         })
@@ -482,16 +474,11 @@ fn probe_xattr_support(root: BorrowedFd<'_>) -> MetadataMode {
 /// A PUT in progress: bytes go to a temporary file, MD5 is computed as they pass.
 pub struct PosixWriter {
     bucket_fd: OwnedFd,
-    tmp_dir: OwnedFd,
-    /// `None` once the temporary file was renamed into place.
-    tmp_name: Option<String>,
-    file: OwnedFd,
+    pub(crate) staged: StagedFile,
     key: String,
     request: PutRequest,
-    md5: Md5,
-    /// Set by server-side copies, which know the ETag without hashing.
-    known_etag: Option<String>,
-    written: u64,
+    /// Set by copies and multipart completion, which know the ETag without hashing.
+    pub(crate) known_etag: Option<String>,
     strict: bool,
     metadata: MetadataMode,
 }
@@ -521,14 +508,13 @@ impl PosixWriter {
                 Err(err) => return Err(err.into()),
             },
         };
-        let tmp_name = self.tmp_name.as_deref().expect("not yet installed");
         let exclusive = matches!(self.request.if_none_match, Some(ETagMatch::Any));
         let flags = if exclusive {
             RenameFlags::NOREPLACE
         } else {
             RenameFlags::empty()
         };
-        match rustix::fs::renameat_with(&self.tmp_dir, tmp_name, &parent, path.leaf(), flags) {
+        match self.staged.rename_into(parent.as_fd(), path.leaf(), flags) {
             Ok(()) => {}
             Err(Errno::EXIST) if exclusive => return Err(StoreError::PreconditionFailed),
             Err(Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST) => {
@@ -537,7 +523,6 @@ impl PosixWriter {
             Err(Errno::NOTDIR) => return Err(StoreError::ParentIsObject(path.key().to_string())),
             Err(err) => return Err(err.into()),
         }
-        self.tmp_name = None;
         if self.strict {
             rustix::fs::fsync(&parent)?;
         }
@@ -545,7 +530,7 @@ impl PosixWriter {
     }
 
     fn commit_dir_object(mut self, path: &ObjectPath<'_>) -> StoreResult<ObjectInfo> {
-        if self.written > 0 {
+        if self.staged.written > 0 {
             return Err(StoreError::InvalidKey(format!(
                 "{:?}: a key ending in '/' is a directory and cannot hold data",
                 path.key()
@@ -593,12 +578,7 @@ impl PosixWriter {
 
 impl ObjectWrite for PosixWriter {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
-        if self.known_etag.is_none() {
-            self.md5.update(bytes);
-        }
-        write_all(self.file.as_fd(), bytes)?;
-        self.written += bytes.len() as u64;
-        Ok(())
+        self.staged.write_all(bytes)
     }
 
     fn commit(mut self) -> StoreResult<ObjectInfo> {
@@ -610,9 +590,9 @@ impl ObjectWrite for PosixWriter {
         }
         let etag = match self.known_etag.take() {
             Some(etag) => etag,
-            None => hex::encode(std::mem::take(&mut self.md5).finalize()),
+            None => self.staged.md5_hex(),
         };
-        let stat = rustix::fs::fstat(&self.file)?;
+        let stat = rustix::fs::fstat(&self.staged.file)?;
         let record = MetaRecord {
             etag,
             identity: FileIdentity::of(&stat),
@@ -622,20 +602,12 @@ impl ObjectWrite for PosixWriter {
             mode: self.metadata,
             bucket: self.bucket_fd.as_fd(),
         }
-        .save(self.file.as_fd(), &key, &record)?;
+        .save(self.staged.file.as_fd(), &key, &record)?;
         if self.strict {
-            rustix::fs::fsync(&self.file)?;
+            rustix::fs::fsync(&self.staged.file)?;
         }
         self.install(&path)?;
         Ok(object_info(&key, &stat, record))
-    }
-}
-
-impl Drop for PosixWriter {
-    fn drop(&mut self) {
-        if let Some(name) = self.tmp_name.take() {
-            let _ = rustix::fs::unlinkat(&self.tmp_dir, &name, AtFlags::empty());
-        }
     }
 }
 
@@ -892,12 +864,12 @@ impl Store for PosixStore {
             },
         )?;
         if !src_path.is_dir() {
-            copy_file_contents(src_fd.as_fd(), writer.file.as_fd(), src_info.size)?;
+            copy_file_contents(src_fd.as_fd(), writer.staged.file.as_fd(), 0, src_info.size)?;
             if FileIdentity::of(&rustix::fs::fstat(&src_fd)?) != FileIdentity::of(&src_stat) {
                 return Err(StoreError::SourceChanged);
             }
         }
-        writer.written = src_info.size;
+        writer.staged.written = src_info.size;
         writer.known_etag = Some(src_info.etag);
         writer.commit()
     }
@@ -908,39 +880,52 @@ impl Store for PosixStore {
     }
 }
 
-/// Copies `len` bytes with copy_file_range (reflinks or server-side copies where the file
-/// system offers them), falling back to read/write.
-fn copy_file_contents(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: u64) -> StoreResult<()> {
+/// Copies the first `len` bytes of `src` to `dst` at `dst_start` with copy_file_range
+/// (reflinks or server-side copies where the file system offers them), falling back to
+/// pread/pwrite. A source shorter than `len` is reported as changed.
+pub(crate) fn copy_file_contents(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    dst_start: u64,
+    len: u64,
+) -> StoreResult<()> {
     let mut src_off = 0u64;
-    let mut dst_off = 0u64;
+    let mut dst_off = dst_start;
+    let mut kernel_copy = true;
+    let mut buf = Vec::new();
     while src_off < len {
         let chunk = usize::try_from(len - src_off)
             .unwrap_or(usize::MAX)
             .min(1 << 30);
-        match rustix::fs::copy_file_range(src, Some(&mut src_off), dst, Some(&mut dst_off), chunk) {
-            Ok(0) => return Err(StoreError::SourceChanged),
-            Ok(_) => {}
-            Err(Errno::INTR) => {}
-            Err(Errno::XDEV | Errno::NOSYS | Errno::OPNOTSUPP | Errno::INVAL) => {
-                let mut buf = vec![0u8; IO_CHUNK];
-                while src_off < len {
-                    let want = usize::try_from(len - src_off)
-                        .unwrap_or(usize::MAX)
-                        .min(IO_CHUNK);
-                    let n = rustix::io::pread(src, &mut buf[..want], src_off)?;
-                    if n == 0 {
-                        return Err(StoreError::SourceChanged);
-                    }
-                    let mut done = 0;
-                    while done < n {
-                        done += rustix::io::pwrite(dst, &buf[done..n], dst_off + done as u64)?;
-                    }
-                    src_off += n as u64;
-                    dst_off += n as u64;
+        if kernel_copy {
+            match rustix::fs::copy_file_range(
+                src,
+                Some(&mut src_off),
+                dst,
+                Some(&mut dst_off),
+                chunk,
+            ) {
+                Ok(0) => return Err(StoreError::SourceChanged),
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(Errno::XDEV | Errno::NOSYS | Errno::OPNOTSUPP | Errno::INVAL) => {
+                    kernel_copy = false
                 }
+                Err(err) => return Err(err.into()),
             }
-            Err(err) => return Err(err.into()),
+            continue;
         }
+        buf.resize(IO_CHUNK, 0);
+        let want = chunk.min(IO_CHUNK);
+        let n = rustix::io::pread(src, &mut buf[..want], src_off)?;
+        if n == 0 {
+            return Err(StoreError::SourceChanged);
+        }
+        let mut done = 0;
+        while done < n {
+            done += rustix::io::pwrite(dst, &buf[done..n], dst_off + done as u64)?;
+        }
+        src_off += n as u64;
+        dst_off += n as u64;
     }
     Ok(())
 }

@@ -1,0 +1,74 @@
+//! Staged files: a temporary file in a hidden directory on the object's file system, hashed
+//! (MD5) as it is written, renamed into place when complete, and removed if dropped before.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use md5::{Digest, Md5};
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::error::StoreResult;
+use crate::meta::write_all;
+use crate::posix::unique_suffix;
+
+pub(crate) struct StagedFile {
+    dir: OwnedFd,
+    /// `None` once renamed into place.
+    name: Option<String>,
+    pub(crate) file: OwnedFd,
+    md5: Md5,
+    pub(crate) written: u64,
+}
+
+impl StagedFile {
+    /// Creates a new, empty temporary file in `dir`.
+    pub(crate) fn create(dir: OwnedFd) -> StoreResult<Self> {
+        let name = format!("tmp.{}", unique_suffix());
+        let file = rustix::fs::openat(
+            &dir,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )?;
+        Ok(Self {
+            dir,
+            name: Some(name),
+            file,
+            md5: Md5::new(),
+            written: 0,
+        })
+    }
+
+    pub(crate) fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
+        self.md5.update(bytes);
+        write_all(self.file.as_fd(), bytes)?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The MD5 of everything written, in hex.
+    pub(crate) fn md5_hex(&mut self) -> String {
+        hex::encode(std::mem::take(&mut self.md5).finalize())
+    }
+
+    /// Renames the file to `leaf` in `parent`; after success nothing is removed on drop.
+    pub(crate) fn rename_into(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        leaf: &str,
+        flags: RenameFlags,
+    ) -> Result<(), Errno> {
+        let name = self.name.as_deref().expect("renamed only once");
+        rustix::fs::renameat_with(&self.dir, name, parent, leaf, flags)?;
+        self.name = None;
+        Ok(())
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            let _ = rustix::fs::unlinkat(&self.dir, &name, AtFlags::empty());
+        }
+    }
+}
