@@ -36,6 +36,18 @@ pub enum StoreError {
     InsufficientStorage,
     #[error("The gateway is not permitted to access this path on the file system")]
     AccessDenied,
+    #[error("The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")]
+    NoSuchUpload,
+    #[error("One or more of the specified parts could not be found or its ETag did not match (part {0})")]
+    InvalidPart(u32),
+    #[error("The list of parts was not in ascending order. Parts must be ordered by part number.")]
+    InvalidPartOrder,
+    #[error("Your proposed upload is smaller than the minimum allowed object size (5 MiB for every part but the last)")]
+    EntityTooSmall,
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    MalformedXml(String),
     #[error("Internal I/O error: {0}")]
     Io(io::Error),
 }
@@ -61,6 +73,12 @@ impl StoreError {
             Self::SourceChanged => "PreconditionFailed",
             Self::InsufficientStorage => "InsufficientStorage",
             Self::AccessDenied => "AccessDenied",
+            Self::NoSuchUpload => "NoSuchUpload",
+            Self::InvalidPart(_) => "InvalidPart",
+            Self::InvalidPartOrder => "InvalidPartOrder",
+            Self::EntityTooSmall => "EntityTooSmall",
+            Self::InvalidArgument(_) => "InvalidArgument",
+            Self::MalformedXml(_) => "MalformedXML",
             Self::Io(_) => "InternalError",
         }
     }
@@ -68,7 +86,12 @@ impl StoreError {
     /// The HTTP status code S3 uses for this error.
     pub fn http_status(&self) -> u16 {
         match self {
-            Self::NoSuchBucket | Self::NoSuchKey => 404,
+            Self::NoSuchBucket | Self::NoSuchKey | Self::NoSuchUpload => 404,
+            Self::InvalidPart(_)
+            | Self::InvalidPartOrder
+            | Self::EntityTooSmall
+            | Self::InvalidArgument(_)
+            | Self::MalformedXml(_) => 400,
             Self::BucketAlreadyOwnedByYou | Self::BucketNotEmpty | Self::ObjectIsDirectory(_) => {
                 409
             }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod key;
 mod list;
 pub mod meta;
+pub mod multipart;
 pub mod posix;
 mod resolve;
 mod staging;
@@ -20,6 +21,7 @@ use std::time::SystemTime;
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
+pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 pub use posix::{Durability, FileSystemKind, PosixStore, StoreOptions};
 
 /// A bucket as listed.
@@ -112,6 +114,7 @@ pub struct GetResponse<R> {
 pub trait Store: Send + Sync + 'static {
     type Reader: ObjectRead + 'static;
     type Writer: ObjectWrite + 'static;
+    type PartWriter: ObjectWrite + 'static;
 
     fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>>;
     fn create_bucket(&self, bucket: &str) -> StoreResult<()>;
@@ -143,6 +146,19 @@ pub trait Store: Send + Sync + 'static {
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
     fn list_objects(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
+
+    /// Starts a multipart upload of `key`; returns the upload id. `request.meta` is stored
+    /// with the upload and given to the object on completion.
+    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String>;
+    /// A writer for one part; its `commit` returns the part's size and ETag.
+    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter>;
+    /// Assembles the listed parts into the object, atomically, with the S3 "-N" ETag.
+    /// `request` carries the write conditions (its metadata is ignored).
+    fn complete_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str, parts: &[CompletedPart], request: PutRequest) -> StoreResult<ObjectInfo>;
+    fn abort_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()>;
+    /// Parts with numbers above `after_part`, at most `max_parts`.
+    fn list_parts(&self, bucket: &str, key: &str, upload_id: &str, after_part: u32, max_parts: usize) -> StoreResult<PartsPage>;
+    fn list_multipart_uploads(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage>;
 
     /// Convenience: a whole object from a buffer.
     fn put_bytes(

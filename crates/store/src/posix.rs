@@ -267,6 +267,7 @@ impl PosixStore {
             let Ok(bucket_fd) = self.bucket_fd(&bucket.name) else {
                 continue;
             };
+            removed += self.clean_claimed_uploads(bucket_fd.as_fd(), now - max_age);
             let Ok(tmp) = open_dir_beneath(bucket_fd.as_fd(), TMP_DIR) else {
                 continue;
             };
@@ -654,6 +655,7 @@ impl ObjectRead for PosixReader {
 impl Store for PosixStore {
     type Reader = PosixReader;
     type Writer = PosixWriter;
+    type PartWriter = crate::multipart::PosixPartWriter;
 
     fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>> {
         let mut buckets = Vec::new();
@@ -872,6 +874,30 @@ impl Store for PosixStore {
         writer.staged.written = src_info.size;
         writer.known_etag = Some(src_info.etag);
         writer.commit()
+    }
+
+    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
+        self.create_upload(bucket, key, request)
+    }
+
+    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter> {
+        self.part_writer(bucket, key, upload_id, part_number)
+    }
+
+    fn complete_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str, parts: &[crate::CompletedPart], request: PutRequest) -> StoreResult<ObjectInfo> {
+        self.complete_upload(bucket, key, upload_id, parts, request)
+    }
+
+    fn abort_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
+        self.abort_upload(bucket, key, upload_id)
+    }
+
+    fn list_parts(&self, bucket: &str, key: &str, upload_id: &str, after_part: u32, max_parts: usize) -> StoreResult<crate::PartsPage> {
+        self.parts_of(bucket, key, upload_id, after_part, max_parts)
+    }
+
+    fn list_multipart_uploads(&self, bucket: &str, request: &crate::ListUploadsRequest) -> StoreResult<crate::UploadsPage> {
+        self.uploads_of(bucket, request)
     }
 
     fn list_objects(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {

@@ -1,0 +1,428 @@
+//! Multipart uploads on a POSIX store. Each upload is a directory
+//! `BUCKET/.isthmus/uploads/<upload id>/` holding `upload.json` (key, metadata, start time) and
+//! one file per part named `<part number>.<md5>`. Completion claims the directory with an atomic
+//! rename (so a racing Complete and Abort cannot both win), assembles the parts with
+//! copy_file_range into a staged file and installs it like any PUT, with the S3 "-N" ETag.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use md5::{Digest, Md5};
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{StoreError, StoreResult};
+use crate::key::ObjectPath;
+use crate::meta::ObjectMeta;
+use crate::posix::{PosixStore, copy_file_contents, modified, unique_suffix};
+use crate::resolve::{create_dirs_beneath, open_dir_beneath};
+use crate::staging::StagedFile;
+use crate::{ObjectInfo, ObjectWrite, PutRequest};
+
+const UPLOADS_DIR: &str = ".isthmus/uploads";
+const UPLOAD_FILE: &str = "upload.json";
+
+/// Part numbers S3 accepts.
+pub const MAX_PART_NUMBER: u32 = 10_000;
+/// Every part but the last must be at least this large.
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+
+/// An upload in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadInfo {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated: SystemTime,
+}
+
+/// A stored part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartInfo {
+    pub part_number: u32,
+    pub etag: String,
+    pub size: u64,
+    pub last_modified: SystemTime,
+}
+
+/// A part named in CompleteMultipartUpload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompletedPart {
+    pub part_number: u32,
+    /// With or without quotes.
+    pub etag: String,
+}
+
+/// A ListParts page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartsPage {
+    pub parts: Vec<PartInfo>,
+    pub is_truncated: bool,
+    pub next_part_number_marker: Option<u32>,
+}
+
+/// A ListMultipartUploads request.
+#[derive(Debug, Clone, Default)]
+pub struct ListUploadsRequest {
+    pub prefix: String,
+    pub key_marker: Option<String>,
+    pub upload_id_marker: Option<String>,
+    pub max_uploads: usize,
+}
+
+/// A ListMultipartUploads page, ordered by key, then start time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UploadsPage {
+    pub uploads: Vec<UploadInfo>,
+    pub is_truncated: bool,
+    pub next_key_marker: Option<String>,
+    pub next_upload_id_marker: Option<String>,
+}
+
+/// What `upload.json` holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct UploadRecord {
+    key: String,
+    initiated_unix_ns: u128,
+    meta: ObjectMeta,
+}
+
+fn valid_upload_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+fn new_upload_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    hex::encode(bytes)
+}
+
+fn part_prefix(part_number: u32) -> String {
+    format!("{part_number:05}.")
+}
+
+fn check_part_number(part_number: u32) -> StoreResult<()> {
+    if (1..=MAX_PART_NUMBER).contains(&part_number) {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidArgument(format!("Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive")))
+    }
+}
+
+fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd.try_clone_to_owned()?).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The parts present in an upload directory, newest file per part number.
+fn read_parts(dir: BorrowedFd<'_>) -> StoreResult<BTreeMap<u32, (PartInfo, String)>> {
+    let mut parts: BTreeMap<u32, (PartInfo, String)> = BTreeMap::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().to_str() else { continue };
+        let Some((number, etag)) = name.split_once('.') else { continue };
+        let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else { continue };
+        let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        let info = PartInfo { part_number, etag: etag.to_string(), size: stat.st_size as u64, last_modified: modified(&stat) };
+        match parts.get(&part_number) {
+            Some((existing, _)) if existing.last_modified > info.last_modified => {}
+            _ => {
+                parts.insert(part_number, (info, name.to_string()));
+            }
+        }
+    }
+    Ok(parts)
+}
+
+/// A part being uploaded: staged in the upload directory, renamed to `<n>.<md5>` on commit.
+pub struct PosixPartWriter {
+    upload_dir: OwnedFd,
+    staged: StagedFile,
+    part_number: u32,
+    strict: bool,
+}
+
+impl ObjectWrite for PosixPartWriter {
+    fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
+        self.staged.write_all(bytes)
+    }
+
+    fn commit(mut self) -> StoreResult<ObjectInfo> {
+        let etag = self.staged.md5_hex();
+        if self.strict {
+            rustix::fs::fsync(&self.staged.file)?;
+        }
+        let stat = rustix::fs::fstat(&self.staged.file)?;
+        let prefix = part_prefix(self.part_number);
+        let name = format!("{prefix}{etag}");
+        match self.staged.rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty()) {
+            Ok(()) => {}
+            // The upload was completed or aborted meanwhile.
+            Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+            Err(err) => return Err(err.into()),
+        }
+        // An earlier upload of the same part number is replaced.
+        for entry in rustix::fs::Dir::read_from(&self.upload_dir)?.flatten() {
+            let Ok(other) = entry.file_name().to_str() else { continue };
+            if other.starts_with(&prefix) && other != name {
+                let _ = rustix::fs::unlinkat(&self.upload_dir, other, AtFlags::empty());
+            }
+        }
+        if self.strict {
+            rustix::fs::fsync(&self.upload_dir)?;
+        }
+        Ok(ObjectInfo { key: String::new(), size: stat.st_size as u64, last_modified: modified(&stat), etag, meta: ObjectMeta::default() })
+    }
+}
+
+impl PosixStore {
+    fn uploads_dir(&self, bucket: BorrowedFd<'_>) -> StoreResult<OwnedFd> {
+        Ok(create_dirs_beneath(bucket, UPLOADS_DIR, false)?)
+    }
+
+    /// Opens the directory of an upload of `key`; NoSuchUpload unless it exists for that key.
+    fn open_upload(&self, bucket: BorrowedFd<'_>, key: &str, upload_id: &str) -> StoreResult<(OwnedFd, UploadRecord)> {
+        if !valid_upload_id(upload_id) {
+            return Err(StoreError::NoSuchUpload);
+        }
+        let dir = match open_dir_beneath(bucket, &format!("{UPLOADS_DIR}/{upload_id}")) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Err(StoreError::NoSuchUpload),
+            Err(err) => return Err(err.into()),
+        };
+        let record = load_record(dir.as_fd())?;
+        if record.key != key {
+            return Err(StoreError::NoSuchUpload);
+        }
+        Ok((dir, record))
+    }
+
+    pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        ObjectPath::parse(key)?;
+        let uploads = self.uploads_dir(bucket_fd.as_fd())?;
+        let upload_id = new_upload_id();
+        // Written under a temporary name and renamed, so an upload is never seen half-made.
+        let staging_name = format!("new.{}", unique_suffix());
+        rustix::fs::mkdirat(&uploads, &staging_name, Mode::from_raw_mode(0o700))?;
+        let result = (|| -> StoreResult<()> {
+            let dir = open_dir_beneath(uploads.as_fd(), &staging_name)?;
+            let initiated_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let record = UploadRecord { key: key.to_string(), initiated_unix_ns, meta: request.meta };
+            let mut staged = StagedFile::create(dir.try_clone()?)?;
+            staged.write_all(&serde_json::to_vec(&record).expect("record serializes"))?;
+            if self.strict() {
+                rustix::fs::fsync(&staged.file)?;
+            }
+            staged.rename_into(dir.as_fd(), UPLOAD_FILE, RenameFlags::empty())?;
+            rustix::fs::renameat(&uploads, &staging_name, &uploads, &upload_id)?;
+            if self.strict() {
+                rustix::fs::fsync(&uploads)?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = remove_tree(uploads.as_fd(), &staging_name);
+        }
+        result.map(|()| upload_id)
+    }
+
+    pub(crate) fn part_writer(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<PosixPartWriter> {
+        check_part_number(part_number)?;
+        let bucket_fd = self.bucket_fd(bucket)?;
+        let (upload_dir, _) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        let staged = StagedFile::create(upload_dir.try_clone()?)?;
+        Ok(PosixPartWriter { upload_dir, staged, part_number, strict: self.strict() })
+    }
+
+    pub(crate) fn complete_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        let uploads = self.uploads_dir(bucket_fd.as_fd())?;
+        // Claim the upload: of a racing Complete and Abort exactly one rename succeeds.
+        let claimed = format!("claimed.{upload_id}.{}", unique_suffix());
+        match rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed) {
+            Ok(()) => {}
+            Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+            Err(err) => return Err(err.into()),
+        }
+        let result = self.assemble(bucket, key, uploads.as_fd(), &claimed, parts, request);
+        match &result {
+            Ok(_) => {
+                let _ = remove_tree(uploads.as_fd(), &claimed);
+            }
+            // The object was not written: give the upload back so the client can retry.
+            Err(_) => {
+                let _ = rustix::fs::renameat(&uploads, &claimed, &uploads, upload_id);
+            }
+        }
+        result
+    }
+
+    fn assemble(
+        &self,
+        bucket: &str,
+        key: &str,
+        uploads: BorrowedFd<'_>,
+        claimed: &str,
+        parts: &[CompletedPart],
+        mut request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let dir = open_dir_beneath(uploads, claimed)?;
+        let record = load_record(dir.as_fd())?;
+        if parts.is_empty() {
+            return Err(StoreError::MalformedXml("You must specify at least one part".into()));
+        }
+        for (i, part) in parts.iter().enumerate() {
+            check_part_number(part.part_number)?;
+            if i > 0 && part.part_number <= parts[i - 1].part_number {
+                return Err(StoreError::InvalidPartOrder);
+            }
+        }
+        let stored = read_parts(dir.as_fd())?;
+        let mut chosen = Vec::with_capacity(parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            let etag = part.etag.trim_matches('"').to_ascii_lowercase();
+            let Some((info, name)) = stored.get(&part.part_number).filter(|(info, _)| info.etag == etag) else {
+                return Err(StoreError::InvalidPart(part.part_number));
+            };
+            if i + 1 < parts.len() && info.size < MIN_PART_SIZE {
+                return Err(StoreError::EntityTooSmall);
+            }
+            chosen.push((info.clone(), name.clone()));
+        }
+        let mut etag_hasher = Md5::new();
+        for (info, _) in &chosen {
+            etag_hasher.update(hex::decode(&info.etag).expect("part names hold hex MD5s"));
+        }
+        let etag = format!("{}-{}", hex::encode(etag_hasher.finalize()), chosen.len());
+        request.meta = record.meta;
+        let mut writer = self.new_writer(bucket, key, request)?;
+        let mut offset = 0u64;
+        for (info, name) in &chosen {
+            let part = rustix::fs::openat(&dir, name.as_str(), OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty())?;
+            copy_file_contents(part.as_fd(), writer.staged.file.as_fd(), offset, info.size)?;
+            offset += info.size;
+        }
+        writer.staged.written = offset;
+        writer.known_etag = Some(etag);
+        writer.commit()
+    }
+
+    pub(crate) fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        let uploads = self.uploads_dir(bucket_fd.as_fd())?;
+        let claimed = format!("aborted.{upload_id}.{}", unique_suffix());
+        match rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed) {
+            Ok(()) => {}
+            Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+            Err(err) => return Err(err.into()),
+        }
+        remove_tree(uploads.as_fd(), &claimed)
+    }
+
+    pub(crate) fn parts_of(&self, bucket: &str, key: &str, upload_id: &str, after_part: u32, max_parts: usize) -> StoreResult<PartsPage> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        let (dir, _) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        let mut parts: Vec<PartInfo> = read_parts(dir.as_fd())?.into_values().map(|(info, _)| info).filter(|p| p.part_number > after_part).collect();
+        let is_truncated = parts.len() > max_parts;
+        parts.truncate(max_parts);
+        let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
+        Ok(PartsPage { parts, is_truncated, next_part_number_marker })
+    }
+
+    pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        let uploads_fd = match open_dir_beneath(bucket_fd.as_fd(), UPLOADS_DIR) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(UploadsPage::default()),
+            Err(err) => return Err(err.into()),
+        };
+        let mut uploads = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&uploads_fd)? {
+            let entry = entry?;
+            let Ok(id) = entry.file_name().to_str() else { continue };
+            if !valid_upload_id(id) {
+                continue;
+            }
+            let Ok(dir) = open_dir_beneath(uploads_fd.as_fd(), id) else { continue };
+            let Ok(record) = load_record(dir.as_fd()) else { continue };
+            if !record.key.starts_with(&request.prefix) {
+                continue;
+            }
+            let initiated = UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_unix_ns as u64);
+            uploads.push(UploadInfo { key: record.key, upload_id: id.to_string(), initiated });
+        }
+        uploads.sort_by(|a, b| (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(b.key.as_bytes(), b.initiated, &b.upload_id)));
+        if let Some(marker) = &request.key_marker {
+            // After the key marker; with an upload-id marker, after that upload of the key.
+            let after_upload = request.upload_id_marker.as_deref().and_then(|id| uploads.iter().position(|u| u.key == *marker && u.upload_id == id));
+            let start = match after_upload {
+                Some(i) => i + 1,
+                None => uploads.partition_point(|u| u.key.as_bytes() <= marker.as_bytes()),
+            };
+            uploads.drain(..start);
+        }
+        let is_truncated = uploads.len() > request.max_uploads;
+        uploads.truncate(request.max_uploads);
+        let (next_key_marker, next_upload_id_marker) = match (is_truncated, uploads.last()) {
+            (true, Some(last)) => (Some(last.key.clone()), Some(last.upload_id.clone())),
+            _ => (None, None),
+        };
+        Ok(UploadsPage { uploads, is_truncated, next_key_marker, next_upload_id_marker })
+    }
+
+    /// Removes upload directories whose Complete or Abort was interrupted by a crash.
+    pub(crate) fn clean_claimed_uploads(&self, bucket: BorrowedFd<'_>, older_than: SystemTime) -> usize {
+        let Ok(uploads) = open_dir_beneath(bucket, UPLOADS_DIR) else { return 0 };
+        let Ok(entries) = rustix::fs::Dir::read_from(&uploads) else { return 0 };
+        let names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
+            .filter(|n| n.starts_with("claimed.") || n.starts_with("aborted.") || n.starts_with("new."))
+            .collect();
+        let mut removed = 0;
+        for name in names {
+            let old = rustix::fs::statat(&uploads, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| modified(&s) < older_than);
+            if old && remove_tree(uploads.as_fd(), &name).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+fn load_record(dir: BorrowedFd<'_>) -> StoreResult<UploadRecord> {
+    let fd = match rustix::fs::openat(dir, UPLOAD_FILE, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+        Err(err) => return Err(err.into()),
+    };
+    serde_json::from_slice(&read_to_vec(fd.as_fd())?).map_err(|_| StoreError::NoSuchUpload)
+}
+
+/// Removes a directory of plain files (an upload) beneath `parent`.
+fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> StoreResult<()> {
+    let dir = open_dir_beneath(parent, name)?;
+    let names: Vec<String> = rustix::fs::Dir::read_from(&dir)?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    for n in names {
+        let _ = rustix::fs::unlinkat(&dir, n.as_str(), AtFlags::empty());
+    }
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
+    Ok(())
+}
