@@ -147,14 +147,15 @@ async fn fill(body: &mut StreamingBlob, buf: &mut BytesMut) -> Result<bool, S3Er
 /// Streams a request body into a new object. `open` creates the engine writer (on the blocking
 /// pool); the object becomes visible only after the whole body arrived and `commit` succeeded.
 /// Any failure discards the temporary file.
-pub async fn write_object<S, F>(
+pub async fn write_object<S, W, F>(
     gw: &Gateway<S>,
     mut body: StreamingBlob,
     open: F,
 ) -> Result<ObjectInfo, S3Error>
 where
     S: Store,
-    F: FnOnce(&S) -> StoreResult<S::Writer> + Send + 'static,
+    W: ObjectWrite + 'static,
+    F: FnOnce(&S) -> StoreResult<W> + Send + 'static,
 {
     let mut buf = BytesMut::with_capacity(CHUNK);
     if fill(&mut body, &mut buf).await? {
@@ -169,7 +170,7 @@ where
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(2);
     let store = gw.store.clone();
-    let task = tokio::task::spawn_blocking(move || -> StoreResult<S::Writer> {
+    let task = tokio::task::spawn_blocking(move || -> StoreResult<W> {
         let mut writer = open(&store)?;
         while let Some(chunk) = rx.blocking_recv() {
             writer.write_all(&chunk)?;

@@ -36,13 +36,19 @@ pub enum StoreError {
     InsufficientStorage,
     #[error("The gateway is not permitted to access this path on the file system")]
     AccessDenied,
-    #[error("The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")]
+    #[error(
+        "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."
+    )]
     NoSuchUpload,
-    #[error("One or more of the specified parts could not be found or its ETag did not match (part {0})")]
+    #[error(
+        "One or more of the specified parts could not be found or its ETag did not match (part {0})"
+    )]
     InvalidPart(u32),
     #[error("The list of parts was not in ascending order. Parts must be ordered by part number.")]
     InvalidPartOrder,
-    #[error("Your proposed upload is smaller than the minimum allowed object size (5 MiB for every part but the last)")]
+    #[error(
+        "Your proposed upload is smaller than the minimum allowed object size (5 MiB for every part but the last)"
+    )]
     EntityTooSmall,
     #[error("{0}")]
     InvalidArgument(String),

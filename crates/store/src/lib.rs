@@ -21,7 +21,9 @@ use std::time::SystemTime;
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
-pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
+pub use multipart::{
+    CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage,
+};
 pub use posix::{Durability, FileSystemKind, PosixStore, StoreOptions};
 
 /// A bucket as listed.
@@ -149,16 +151,45 @@ pub trait Store: Send + Sync + 'static {
 
     /// Starts a multipart upload of `key`; returns the upload id. `request.meta` is stored
     /// with the upload and given to the object on completion.
-    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String>;
+    fn create_multipart_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String>;
     /// A writer for one part; its `commit` returns the part's size and ETag.
-    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter>;
+    fn upload_part(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+    ) -> StoreResult<Self::PartWriter>;
     /// Assembles the listed parts into the object, atomically, with the S3 "-N" ETag.
     /// `request` carries the write conditions (its metadata is ignored).
-    fn complete_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str, parts: &[CompletedPart], request: PutRequest) -> StoreResult<ObjectInfo>;
+    fn complete_multipart_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo>;
     fn abort_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()>;
     /// Parts with numbers above `after_part`, at most `max_parts`.
-    fn list_parts(&self, bucket: &str, key: &str, upload_id: &str, after_part: u32, max_parts: usize) -> StoreResult<PartsPage>;
-    fn list_multipart_uploads(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage>;
+    fn list_parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        after_part: u32,
+        max_parts: usize,
+    ) -> StoreResult<PartsPage>;
+    fn list_multipart_uploads(
+        &self,
+        bucket: &str,
+        request: &ListUploadsRequest,
+    ) -> StoreResult<UploadsPage>;
 
     /// Convenience: a whole object from a buffer.
     fn put_bytes(

@@ -89,7 +89,10 @@ struct UploadRecord {
 }
 
 fn valid_upload_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 fn new_upload_id() -> String {
@@ -106,7 +109,9 @@ fn check_part_number(part_number: u32) -> StoreResult<()> {
     if (1..=MAX_PART_NUMBER).contains(&part_number) {
         Ok(())
     } else {
-        Err(StoreError::InvalidArgument(format!("Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive")))
+        Err(StoreError::InvalidArgument(format!(
+            "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
+        )))
     }
 }
 
@@ -122,11 +127,26 @@ fn read_parts(dir: BorrowedFd<'_>) -> StoreResult<BTreeMap<u32, (PartInfo, Strin
     let mut parts: BTreeMap<u32, (PartInfo, String)> = BTreeMap::new();
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
-        let Ok(name) = entry.file_name().to_str() else { continue };
-        let Some((number, etag)) = name.split_once('.') else { continue };
-        let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else { continue };
-        let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
-        let info = PartInfo { part_number, etag: etag.to_string(), size: stat.st_size as u64, last_modified: modified(&stat) };
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        let Some((number, etag)) = name.split_once('.') else {
+            continue;
+        };
+        let (Ok(part_number), true) =
+            (number.parse::<u32>(), etag.len() == 32 && number.len() == 5)
+        else {
+            continue;
+        };
+        let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let info = PartInfo {
+            part_number,
+            etag: etag.to_string(),
+            size: stat.st_size as u64,
+            last_modified: modified(&stat),
+        };
         match parts.get(&part_number) {
             Some((existing, _)) if existing.last_modified > info.last_modified => {}
             _ => {
@@ -158,7 +178,10 @@ impl ObjectWrite for PosixPartWriter {
         let stat = rustix::fs::fstat(&self.staged.file)?;
         let prefix = part_prefix(self.part_number);
         let name = format!("{prefix}{etag}");
-        match self.staged.rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty()) {
+        match self
+            .staged
+            .rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty())
+        {
             Ok(()) => {}
             // The upload was completed or aborted meanwhile.
             Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
@@ -166,7 +189,9 @@ impl ObjectWrite for PosixPartWriter {
         }
         // An earlier upload of the same part number is replaced.
         for entry in rustix::fs::Dir::read_from(&self.upload_dir)?.flatten() {
-            let Ok(other) = entry.file_name().to_str() else { continue };
+            let Ok(other) = entry.file_name().to_str() else {
+                continue;
+            };
             if other.starts_with(&prefix) && other != name {
                 let _ = rustix::fs::unlinkat(&self.upload_dir, other, AtFlags::empty());
             }
@@ -174,7 +199,13 @@ impl ObjectWrite for PosixPartWriter {
         if self.strict {
             rustix::fs::fsync(&self.upload_dir)?;
         }
-        Ok(ObjectInfo { key: String::new(), size: stat.st_size as u64, last_modified: modified(&stat), etag, meta: ObjectMeta::default() })
+        Ok(ObjectInfo {
+            key: String::new(),
+            size: stat.st_size as u64,
+            last_modified: modified(&stat),
+            etag,
+            meta: ObjectMeta::default(),
+        })
     }
 }
 
@@ -184,7 +215,12 @@ impl PosixStore {
     }
 
     /// Opens the directory of an upload of `key`; NoSuchUpload unless it exists for that key.
-    fn open_upload(&self, bucket: BorrowedFd<'_>, key: &str, upload_id: &str) -> StoreResult<(OwnedFd, UploadRecord)> {
+    fn open_upload(
+        &self,
+        bucket: BorrowedFd<'_>,
+        key: &str,
+        upload_id: &str,
+    ) -> StoreResult<(OwnedFd, UploadRecord)> {
         if !valid_upload_id(upload_id) {
             return Err(StoreError::NoSuchUpload);
         }
@@ -200,7 +236,12 @@ impl PosixStore {
         Ok((dir, record))
     }
 
-    pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
+    pub(crate) fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String> {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
         let uploads = self.uploads_dir(bucket_fd.as_fd())?;
@@ -210,8 +251,14 @@ impl PosixStore {
         rustix::fs::mkdirat(&uploads, &staging_name, Mode::from_raw_mode(0o700))?;
         let result = (|| -> StoreResult<()> {
             let dir = open_dir_beneath(uploads.as_fd(), &staging_name)?;
-            let initiated_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            let record = UploadRecord { key: key.to_string(), initiated_unix_ns, meta: request.meta };
+            let initiated_unix_ns = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let record = UploadRecord {
+                key: key.to_string(),
+                initiated_unix_ns,
+                meta: request.meta,
+            };
             let mut staged = StagedFile::create(dir.try_clone()?)?;
             staged.write_all(&serde_json::to_vec(&record).expect("record serializes"))?;
             if self.strict() {
@@ -230,12 +277,23 @@ impl PosixStore {
         result.map(|()| upload_id)
     }
 
-    pub(crate) fn part_writer(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<PosixPartWriter> {
+    pub(crate) fn part_writer(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+    ) -> StoreResult<PosixPartWriter> {
         check_part_number(part_number)?;
         let bucket_fd = self.bucket_fd(bucket)?;
         let (upload_dir, _) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
         let staged = StagedFile::create(upload_dir.try_clone()?)?;
-        Ok(PosixPartWriter { upload_dir, staged, part_number, strict: self.strict() })
+        Ok(PosixPartWriter {
+            upload_dir,
+            staged,
+            part_number,
+            strict: self.strict(),
+        })
     }
 
     pub(crate) fn complete_upload(
@@ -281,7 +339,9 @@ impl PosixStore {
         let dir = open_dir_beneath(uploads, claimed)?;
         let record = load_record(dir.as_fd())?;
         if parts.is_empty() {
-            return Err(StoreError::MalformedXml("You must specify at least one part".into()));
+            return Err(StoreError::MalformedXml(
+                "You must specify at least one part".into(),
+            ));
         }
         for (i, part) in parts.iter().enumerate() {
             check_part_number(part.part_number)?;
@@ -293,7 +353,10 @@ impl PosixStore {
         let mut chosen = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             let etag = part.etag.trim_matches('"').to_ascii_lowercase();
-            let Some((info, name)) = stored.get(&part.part_number).filter(|(info, _)| info.etag == etag) else {
+            let Some((info, name)) = stored
+                .get(&part.part_number)
+                .filter(|(info, _)| info.etag == etag)
+            else {
                 return Err(StoreError::InvalidPart(part.part_number));
             };
             if i + 1 < parts.len() && info.size < MIN_PART_SIZE {
@@ -310,7 +373,12 @@ impl PosixStore {
         let mut writer = self.new_writer(bucket, key, request)?;
         let mut offset = 0u64;
         for (info, name) in &chosen {
-            let part = rustix::fs::openat(&dir, name.as_str(), OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty())?;
+            let part = rustix::fs::openat(
+                &dir,
+                name.as_str(),
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )?;
             copy_file_contents(part.as_fd(), writer.staged.file.as_fd(), offset, info.size)?;
             offset += info.size;
         }
@@ -332,17 +400,40 @@ impl PosixStore {
         remove_tree(uploads.as_fd(), &claimed)
     }
 
-    pub(crate) fn parts_of(&self, bucket: &str, key: &str, upload_id: &str, after_part: u32, max_parts: usize) -> StoreResult<PartsPage> {
+    pub(crate) fn parts_of(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        after_part: u32,
+        max_parts: usize,
+    ) -> StoreResult<PartsPage> {
         let bucket_fd = self.bucket_fd(bucket)?;
         let (dir, _) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let mut parts: Vec<PartInfo> = read_parts(dir.as_fd())?.into_values().map(|(info, _)| info).filter(|p| p.part_number > after_part).collect();
+        let mut parts: Vec<PartInfo> = read_parts(dir.as_fd())?
+            .into_values()
+            .map(|(info, _)| info)
+            .filter(|p| p.part_number > after_part)
+            .collect();
         let is_truncated = parts.len() > max_parts;
         parts.truncate(max_parts);
-        let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
-        Ok(PartsPage { parts, is_truncated, next_part_number_marker })
+        let next_part_number_marker = if is_truncated {
+            parts.last().map(|p| p.part_number)
+        } else {
+            None
+        };
+        Ok(PartsPage {
+            parts,
+            is_truncated,
+            next_part_number_marker,
+        })
     }
 
-    pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
+    pub(crate) fn uploads_of(
+        &self,
+        bucket: &str,
+        request: &ListUploadsRequest,
+    ) -> StoreResult<UploadsPage> {
         let bucket_fd = self.bucket_fd(bucket)?;
         let uploads_fd = match open_dir_beneath(bucket_fd.as_fd(), UPLOADS_DIR) {
             Ok(fd) => fd,
@@ -352,22 +443,43 @@ impl PosixStore {
         let mut uploads = Vec::new();
         for entry in rustix::fs::Dir::read_from(&uploads_fd)? {
             let entry = entry?;
-            let Ok(id) = entry.file_name().to_str() else { continue };
+            let Ok(id) = entry.file_name().to_str() else {
+                continue;
+            };
             if !valid_upload_id(id) {
                 continue;
             }
-            let Ok(dir) = open_dir_beneath(uploads_fd.as_fd(), id) else { continue };
-            let Ok(record) = load_record(dir.as_fd()) else { continue };
+            let Ok(dir) = open_dir_beneath(uploads_fd.as_fd(), id) else {
+                continue;
+            };
+            let Ok(record) = load_record(dir.as_fd()) else {
+                continue;
+            };
             if !record.key.starts_with(&request.prefix) {
                 continue;
             }
-            let initiated = UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_unix_ns as u64);
-            uploads.push(UploadInfo { key: record.key, upload_id: id.to_string(), initiated });
+            let initiated =
+                UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_unix_ns as u64);
+            uploads.push(UploadInfo {
+                key: record.key,
+                upload_id: id.to_string(),
+                initiated,
+            });
         }
-        uploads.sort_by(|a, b| (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(b.key.as_bytes(), b.initiated, &b.upload_id)));
+        uploads.sort_by(|a, b| {
+            (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(
+                b.key.as_bytes(),
+                b.initiated,
+                &b.upload_id,
+            ))
+        });
         if let Some(marker) = &request.key_marker {
             // After the key marker; with an upload-id marker, after that upload of the key.
-            let after_upload = request.upload_id_marker.as_deref().and_then(|id| uploads.iter().position(|u| u.key == *marker && u.upload_id == id));
+            let after_upload = request.upload_id_marker.as_deref().and_then(|id| {
+                uploads
+                    .iter()
+                    .position(|u| u.key == *marker && u.upload_id == id)
+            });
             let start = match after_upload {
                 Some(i) => i + 1,
                 None => uploads.partition_point(|u| u.key.as_bytes() <= marker.as_bytes()),
@@ -380,21 +492,37 @@ impl PosixStore {
             (true, Some(last)) => (Some(last.key.clone()), Some(last.upload_id.clone())),
             _ => (None, None),
         };
-        Ok(UploadsPage { uploads, is_truncated, next_key_marker, next_upload_id_marker })
+        Ok(UploadsPage {
+            uploads,
+            is_truncated,
+            next_key_marker,
+            next_upload_id_marker,
+        })
     }
 
     /// Removes upload directories whose Complete or Abort was interrupted by a crash.
-    pub(crate) fn clean_claimed_uploads(&self, bucket: BorrowedFd<'_>, older_than: SystemTime) -> usize {
-        let Ok(uploads) = open_dir_beneath(bucket, UPLOADS_DIR) else { return 0 };
-        let Ok(entries) = rustix::fs::Dir::read_from(&uploads) else { return 0 };
+    pub(crate) fn clean_claimed_uploads(
+        &self,
+        bucket: BorrowedFd<'_>,
+        older_than: SystemTime,
+    ) -> usize {
+        let Ok(uploads) = open_dir_beneath(bucket, UPLOADS_DIR) else {
+            return 0;
+        };
+        let Ok(entries) = rustix::fs::Dir::read_from(&uploads) else {
+            return 0;
+        };
         let names: Vec<String> = entries
             .flatten()
             .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
-            .filter(|n| n.starts_with("claimed.") || n.starts_with("aborted.") || n.starts_with("new."))
+            .filter(|n| {
+                n.starts_with("claimed.") || n.starts_with("aborted.") || n.starts_with("new.")
+            })
             .collect();
         let mut removed = 0;
         for name in names {
-            let old = rustix::fs::statat(&uploads, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| modified(&s) < older_than);
+            let old = rustix::fs::statat(&uploads, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|s| modified(&s) < older_than);
             if old && remove_tree(uploads.as_fd(), &name).is_ok() {
                 removed += 1;
             }
@@ -404,7 +532,12 @@ impl PosixStore {
 }
 
 fn load_record(dir: BorrowedFd<'_>) -> StoreResult<UploadRecord> {
-    let fd = match rustix::fs::openat(dir, UPLOAD_FILE, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()) {
+    let fd = match rustix::fs::openat(
+        dir,
+        UPLOAD_FILE,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    ) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
         Err(err) => return Err(err.into()),

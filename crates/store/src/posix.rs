@@ -876,15 +876,33 @@ impl Store for PosixStore {
         writer.commit()
     }
 
-    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
+    fn create_multipart_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String> {
         self.create_upload(bucket, key, request)
     }
 
-    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter> {
+    fn upload_part(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+    ) -> StoreResult<Self::PartWriter> {
         self.part_writer(bucket, key, upload_id, part_number)
     }
 
-    fn complete_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str, parts: &[crate::CompletedPart], request: PutRequest) -> StoreResult<ObjectInfo> {
+    fn complete_multipart_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[crate::CompletedPart],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
         self.complete_upload(bucket, key, upload_id, parts, request)
     }
 
@@ -892,11 +910,22 @@ impl Store for PosixStore {
         self.abort_upload(bucket, key, upload_id)
     }
 
-    fn list_parts(&self, bucket: &str, key: &str, upload_id: &str, after_part: u32, max_parts: usize) -> StoreResult<crate::PartsPage> {
+    fn list_parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        after_part: u32,
+        max_parts: usize,
+    ) -> StoreResult<crate::PartsPage> {
         self.parts_of(bucket, key, upload_id, after_part, max_parts)
     }
 
-    fn list_multipart_uploads(&self, bucket: &str, request: &crate::ListUploadsRequest) -> StoreResult<crate::UploadsPage> {
+    fn list_multipart_uploads(
+        &self,
+        bucket: &str,
+        request: &crate::ListUploadsRequest,
+    ) -> StoreResult<crate::UploadsPage> {
         self.uploads_of(bucket, request)
     }
 

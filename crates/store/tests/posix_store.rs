@@ -599,51 +599,120 @@ mod multipart {
     }
 
     fn part(n: u32, etag: &str) -> CompletedPart {
-        CompletedPart { part_number: n, etag: format!("\"{etag}\"") }
+        CompletedPart {
+            part_number: n,
+            etag: format!("\"{etag}\""),
+        }
     }
 
     #[test]
     fn complete_assembles_parts_with_the_s3_etag() {
         let (dir, store) = store();
-        let meta = ObjectMeta { content_type: Some("application/x-hdf5".into()), ..Default::default() };
-        let id = store.create_multipart_upload("bkt", "big/file.h5", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
+        let meta = ObjectMeta {
+            content_type: Some("application/x-hdf5".into()),
+            ..Default::default()
+        };
+        let id = store
+            .create_multipart_upload(
+                "bkt",
+                "big/file.h5",
+                PutRequest {
+                    meta: meta.clone(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         let p1 = vec![1u8; 5 << 20];
         let p2 = b"tail".to_vec();
         let e1 = upload_part(&store, "big/file.h5", &id, 1, &p1);
         // Uploading a part again replaces it.
         upload_part(&store, "big/file.h5", &id, 2, b"first try");
         let e2 = upload_part(&store, "big/file.h5", &id, 2, &p2);
-        let page = store.list_parts("bkt", "big/file.h5", &id, 0, 1000).unwrap();
-        assert_eq!(page.parts.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(), [(1, 5 << 20), (2, 4)]);
-        let info = store.complete_multipart_upload("bkt", "big/file.h5", &id, &[part(1, &e1), part(2, &e2)], PutRequest::default()).unwrap();
+        let page = store
+            .list_parts("bkt", "big/file.h5", &id, 0, 1000)
+            .unwrap();
+        assert_eq!(
+            page.parts
+                .iter()
+                .map(|p| (p.part_number, p.size))
+                .collect::<Vec<_>>(),
+            [(1, 5 << 20), (2, 4)]
+        );
+        let info = store
+            .complete_multipart_upload(
+                "bkt",
+                "big/file.h5",
+                &id,
+                &[part(1, &e1), part(2, &e2)],
+                PutRequest::default(),
+            )
+            .unwrap();
         let mut concat = Vec::new();
         concat.extend(md5::Md5::digest(&p1));
         concat.extend(md5::Md5::digest(&p2));
         assert_eq!(info.etag, format!("{}-2", md5_hex(&concat)));
-        let head = store.head_object("bkt", "big/file.h5", &Conditions::default()).unwrap();
+        let head = store
+            .head_object("bkt", "big/file.h5", &Conditions::default())
+            .unwrap();
         assert_eq!(head.etag, info.etag);
         assert_eq!(head.meta, meta);
         let mut expected = p1.clone();
         expected.extend(&p2);
-        assert_eq!(std::fs::read(dir.path().join("bkt/big/file.h5")).unwrap(), expected);
-        assert!(matches!(store.list_parts("bkt", "big/file.h5", &id, 0, 10), Err(StoreError::NoSuchUpload)));
-        assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/uploads")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read(dir.path().join("bkt/big/file.h5")).unwrap(),
+            expected
+        );
+        assert!(matches!(
+            store.list_parts("bkt", "big/file.h5", &id, 0, 10),
+            Err(StoreError::NoSuchUpload)
+        ));
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("bkt/.isthmus/uploads"))
+                .unwrap()
+                .count(),
+            0
+        );
     }
 
     #[test]
     fn s3_rules_are_enforced_and_the_upload_survives_a_bad_complete() {
         let (_dir, store) = store();
-        let id = store.create_multipart_upload("bkt", "k", PutRequest::default()).unwrap();
+        let id = store
+            .create_multipart_upload("bkt", "k", PutRequest::default())
+            .unwrap();
         let e1 = upload_part(&store, "k", &id, 1, b"small");
         let e2 = upload_part(&store, "k", &id, 2, b"also small");
-        let complete = |parts: &[CompletedPart]| store.complete_multipart_upload("bkt", "k", &id, parts, PutRequest::default());
-        assert!(matches!(complete(&[part(2, &e2), part(1, &e1)]), Err(StoreError::InvalidPartOrder)));
-        assert!(matches!(complete(&[part(1, "00000000000000000000000000000000")]), Err(StoreError::InvalidPart(1))));
-        assert!(matches!(complete(&[part(1, &e1), part(2, &e2)]), Err(StoreError::EntityTooSmall)));
-        assert!(matches!(store.upload_part("bkt", "k", &id, 0), Err(StoreError::InvalidArgument(_))));
-        assert!(matches!(store.upload_part("bkt", "k", &id, 10_001), Err(StoreError::InvalidArgument(_))));
-        assert!(matches!(store.upload_part("bkt", "other-key", &id, 1), Err(StoreError::NoSuchUpload)));
-        assert!(matches!(store.upload_part("bkt", "k", "../../etc", 1), Err(StoreError::NoSuchUpload)));
+        let complete = |parts: &[CompletedPart]| {
+            store.complete_multipart_upload("bkt", "k", &id, parts, PutRequest::default())
+        };
+        assert!(matches!(
+            complete(&[part(2, &e2), part(1, &e1)]),
+            Err(StoreError::InvalidPartOrder)
+        ));
+        assert!(matches!(
+            complete(&[part(1, "00000000000000000000000000000000")]),
+            Err(StoreError::InvalidPart(1))
+        ));
+        assert!(matches!(
+            complete(&[part(1, &e1), part(2, &e2)]),
+            Err(StoreError::EntityTooSmall)
+        ));
+        assert!(matches!(
+            store.upload_part("bkt", "k", &id, 0),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            store.upload_part("bkt", "k", &id, 10_001),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            store.upload_part("bkt", "other-key", &id, 1),
+            Err(StoreError::NoSuchUpload)
+        ));
+        assert!(matches!(
+            store.upload_part("bkt", "k", "../../etc", 1),
+            Err(StoreError::NoSuchUpload)
+        ));
         // A single small part is a valid (last) part.
         complete(&[part(1, &e1)]).unwrap();
         assert_eq!(read_all(&store, "k", &GetRequest::default()), b"small");
@@ -653,11 +722,21 @@ mod multipart {
     fn abort_and_complete_cannot_both_win() {
         let (_dir, store) = store();
         for _ in 0..20 {
-            let id = store.create_multipart_upload("bkt", "race", PutRequest::default()).unwrap();
+            let id = store
+                .create_multipart_upload("bkt", "race", PutRequest::default())
+                .unwrap();
             let e1 = upload_part(&store, "race", &id, 1, b"data");
             let (a, c) = std::thread::scope(|s| {
                 let a = s.spawn(|| store.abort_multipart_upload("bkt", "race", &id));
-                let c = s.spawn(|| store.complete_multipart_upload("bkt", "race", &id, &[part(1, &e1)], PutRequest::default()));
+                let c = s.spawn(|| {
+                    store.complete_multipart_upload(
+                        "bkt",
+                        "race",
+                        &id,
+                        &[part(1, &e1)],
+                        PutRequest::default(),
+                    )
+                });
                 (a.join().unwrap(), c.join().unwrap())
             });
             assert!(a.is_ok() != c.is_ok(), "abort {a:?} complete {c:?}");
@@ -670,25 +749,87 @@ mod multipart {
         let (_dir, store) = store();
         let mut ids = Vec::new();
         for key in ["b", "a", "a/x", "c"] {
-            ids.push((key, store.create_multipart_upload("bkt", key, PutRequest::default()).unwrap()));
+            ids.push((
+                key,
+                store
+                    .create_multipart_upload("bkt", key, PutRequest::default())
+                    .unwrap(),
+            ));
         }
-        let all = store.list_multipart_uploads("bkt", &ListUploadsRequest { max_uploads: 1000, ..Default::default() }).unwrap();
-        assert_eq!(all.uploads.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(), ["a", "a/x", "b", "c"]);
-        let page = store.list_multipart_uploads("bkt", &ListUploadsRequest { max_uploads: 2, ..Default::default() }).unwrap();
+        let all = store
+            .list_multipart_uploads(
+                "bkt",
+                &ListUploadsRequest {
+                    max_uploads: 1000,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            all.uploads
+                .iter()
+                .map(|u| u.key.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "a/x", "b", "c"]
+        );
+        let page = store
+            .list_multipart_uploads(
+                "bkt",
+                &ListUploadsRequest {
+                    max_uploads: 2,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         assert!(page.is_truncated);
         let next = store
             .list_multipart_uploads(
                 "bkt",
-                &ListUploadsRequest { max_uploads: 10, key_marker: page.next_key_marker.clone(), upload_id_marker: page.next_upload_id_marker.clone(), ..Default::default() },
+                &ListUploadsRequest {
+                    max_uploads: 10,
+                    key_marker: page.next_key_marker.clone(),
+                    upload_id_marker: page.next_upload_id_marker.clone(),
+                    ..Default::default()
+                },
             )
             .unwrap();
-        assert_eq!(next.uploads.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(), ["b", "c"]);
-        let prefixed = store.list_multipart_uploads("bkt", &ListUploadsRequest { prefix: "a".into(), max_uploads: 10, ..Default::default() }).unwrap();
+        assert_eq!(
+            next.uploads
+                .iter()
+                .map(|u| u.key.as_str())
+                .collect::<Vec<_>>(),
+            ["b", "c"]
+        );
+        let prefixed = store
+            .list_multipart_uploads(
+                "bkt",
+                &ListUploadsRequest {
+                    prefix: "a".into(),
+                    max_uploads: 10,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         assert_eq!(prefixed.uploads.len(), 2);
         // Listing objects does not show uploads in progress.
-        assert!(store.list_objects("bkt", &ListRequest { max_keys: 10, ..Default::default() }).unwrap().objects.is_empty());
+        assert!(
+            store
+                .list_objects(
+                    "bkt",
+                    &ListRequest {
+                        max_keys: 10,
+                        ..Default::default()
+                    }
+                )
+                .unwrap()
+                .objects
+                .is_empty()
+        );
         let (key, id) = &ids[0];
         store.abort_multipart_upload("bkt", key, id).unwrap();
-        assert!(matches!(store.abort_multipart_upload("bkt", key, id), Err(StoreError::NoSuchUpload)));
+        assert!(matches!(
+            store.abort_multipart_upload("bkt", key, id),
+            Err(StoreError::NoSuchUpload)
+        ));
     }
 }

@@ -1,0 +1,215 @@
+//! Multipart uploads: CreateMultipartUpload, UploadPart, CompleteMultipartUpload,
+//! AbortMultipartUpload, ListParts, ListMultipartUploads.
+
+use isthmus_store::{CompletedPart as StorePart, ListUploadsRequest, PutRequest, Store};
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, s3_error};
+
+use crate::Gateway;
+use crate::body::write_object;
+use crate::convert::{etag, etag_match};
+use crate::meta_headers;
+
+const MAX_LISTED: i32 = 1000;
+
+fn limit(requested: Option<i32>, what: &str) -> S3Result<usize> {
+    match requested {
+        None => Ok(MAX_LISTED as usize),
+        Some(n) if n < 0 => Err(s3_error!(
+            InvalidArgument,
+            "{what} must be a non-negative integer"
+        )),
+        Some(n) => Ok(n.min(MAX_LISTED) as usize),
+    }
+}
+
+fn part_number(n: i32) -> S3Result<u32> {
+    u32::try_from(n).map_err(|_| {
+        s3_error!(
+            InvalidArgument,
+            "Part number must be an integer between 1 and 10000, inclusive"
+        )
+    })
+}
+
+pub async fn create_multipart_upload<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<CreateMultipartUploadInput>,
+) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    let input = req.input;
+    let request = PutRequest {
+        meta: meta_headers!(input).into_meta(),
+        ..PutRequest::default()
+    };
+    let (bucket, key) = (input.bucket, input.key);
+    let (b, k) = (bucket.clone(), key.clone());
+    let upload_id = gw
+        .write(move |store| store.create_multipart_upload(&b, &k, request))
+        .await?;
+    Ok(S3Response::new(CreateMultipartUploadOutput {
+        bucket: Some(bucket),
+        key: Some(key),
+        upload_id: Some(upload_id),
+        ..Default::default()
+    }))
+}
+
+pub async fn upload_part<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<UploadPartInput>,
+) -> S3Result<S3Response<UploadPartOutput>> {
+    let input = req.input;
+    let number = part_number(input.part_number)?;
+    let body = input.body.unwrap_or_else(|| {
+        StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
+    });
+    let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
+    let info = write_object(gw, body, move |store| {
+        store.upload_part(&bucket, &key, &upload_id, number)
+    })
+    .await?;
+    Ok(S3Response::new(UploadPartOutput {
+        e_tag: Some(etag(&info.etag)),
+        ..Default::default()
+    }))
+}
+
+pub async fn complete_multipart_upload<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<CompleteMultipartUploadInput>,
+) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let input = req.input;
+    let listed = input
+        .multipart_upload
+        .and_then(|m| m.parts)
+        .unwrap_or_default();
+    let mut parts = Vec::with_capacity(listed.len());
+    for p in listed {
+        let (Some(n), Some(tag)) = (p.part_number, p.e_tag) else {
+            return Err(s3_error!(
+                MalformedXML,
+                "Every part needs a PartNumber and an ETag"
+            ));
+        };
+        parts.push(StorePart {
+            part_number: part_number(n)?,
+            etag: tag.into_value(),
+        });
+    }
+    let request = PutRequest {
+        if_match: etag_match(input.if_match),
+        if_none_match: etag_match(input.if_none_match),
+        ..PutRequest::default()
+    };
+    let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
+    let (b, k) = (bucket.clone(), key.clone());
+    // Assembling copies every part and fsyncs: always on the blocking pool.
+    let store = gw.store.clone();
+    let info = crate::error::blocking(move || {
+        store.complete_multipart_upload(&b, &k, &upload_id, &parts, request)
+    })
+    .await?;
+    Ok(S3Response::new(CompleteMultipartUploadOutput {
+        location: Some(format!("/{bucket}/{key}")),
+        bucket: Some(bucket),
+        key: Some(key),
+        e_tag: Some(etag(&info.etag)),
+        ..Default::default()
+    }))
+}
+
+pub async fn abort_multipart_upload<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<AbortMultipartUploadInput>,
+) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    let input = req.input;
+    gw.write(move |store| {
+        store.abort_multipart_upload(&input.bucket, &input.key, &input.upload_id)
+    })
+    .await?;
+    Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+}
+
+pub async fn list_parts<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<ListPartsInput>,
+) -> S3Result<S3Response<ListPartsOutput>> {
+    let input = req.input;
+    let max = limit(input.max_parts, "max-parts")?;
+    let after = u32::try_from(input.part_number_marker.unwrap_or(0)).unwrap_or(0);
+    let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
+    let (b, k, u) = (bucket.clone(), key.clone(), upload_id.clone());
+    let page = gw
+        .read(move |store| store.list_parts(&b, &k, &u, after, max))
+        .await?;
+    let parts = page
+        .parts
+        .into_iter()
+        .map(|p| Part {
+            part_number: Some(p.part_number as i32),
+            e_tag: Some(etag(&p.etag)),
+            size: Some(p.size as i64),
+            last_modified: Some(Timestamp::from(p.last_modified)),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListPartsOutput {
+        bucket: Some(bucket),
+        key: Some(key),
+        upload_id: Some(upload_id),
+        parts: Some(parts),
+        is_truncated: Some(page.is_truncated),
+        next_part_number_marker: page.next_part_number_marker.map(|n| n as i32),
+        part_number_marker: input.part_number_marker,
+        max_parts: Some(max as i32),
+        storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+        ..Default::default()
+    }))
+}
+
+pub async fn list_multipart_uploads<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<ListMultipartUploadsInput>,
+) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+    let input = req.input;
+    if input.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
+        return Err(s3_error!(
+            NotImplemented,
+            "ListMultipartUploads with a delimiter is not supported"
+        ));
+    }
+    let max = limit(input.max_uploads, "max-uploads")?;
+    let request = ListUploadsRequest {
+        prefix: input.prefix.clone().unwrap_or_default(),
+        key_marker: input.key_marker.clone().filter(|m| !m.is_empty()),
+        upload_id_marker: input.upload_id_marker.clone().filter(|m| !m.is_empty()),
+        max_uploads: max,
+    };
+    let bucket = input.bucket.clone();
+    let page = gw
+        .read(move |store| store.list_multipart_uploads(&bucket, &request))
+        .await?;
+    let uploads = page
+        .uploads
+        .into_iter()
+        .map(|u| MultipartUpload {
+            key: Some(u.key),
+            upload_id: Some(u.upload_id),
+            initiated: Some(Timestamp::from(u.initiated)),
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListMultipartUploadsOutput {
+        bucket: Some(input.bucket),
+        prefix: input.prefix,
+        key_marker: input.key_marker,
+        upload_id_marker: input.upload_id_marker,
+        max_uploads: Some(max as i32),
+        is_truncated: Some(page.is_truncated),
+        next_key_marker: page.next_key_marker,
+        next_upload_id_marker: page.next_upload_id_marker,
+        uploads: Some(uploads),
+        ..Default::default()
+    }))
+}
