@@ -123,13 +123,22 @@ impl ByteStream for ChannelBody {
 /// The error a failed request body becomes: the S3 error s3s raised (bad chunk signature,
 /// checksum), or an incomplete body.
 fn body_error(err: StdError) -> S3Error {
-    match err.downcast::<S3Error>() {
-        Ok(s3) => *s3,
-        Err(other) => S3Error::with_message(
-            S3ErrorCode::IncompleteBody,
-            format!("The request body ended early or was malformed: {other}"),
-        ),
+    let err = match err.downcast::<S3Error>() {
+        Ok(s3) => return *s3,
+        Err(other) => other,
+    };
+    // s3s does not export its aws-chunked error type; its messages are stable names.
+    let text = err.to_string();
+    if text.contains("SignatureMismatch") {
+        return S3Error::with_message(
+            S3ErrorCode::SignatureDoesNotMatch,
+            "The chunk signature of the streaming payload does not match",
+        );
     }
+    S3Error::with_message(
+        S3ErrorCode::IncompleteBody,
+        format!("The request body ended early or was malformed: {text}"),
+    )
 }
 
 /// Collects up to `CHUNK` bytes; returns the bytes and whether the body ended.

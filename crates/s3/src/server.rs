@@ -70,6 +70,11 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
 
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         let id = self.ids.next();
+        if let Some(region) = unusable_signing_region(&req) {
+            return Box::pin(futures::future::ready(Ok(wrong_region_response(
+                &region, &id,
+            ))));
+        }
         let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path(), peer = %self.peer);
         let inner = self.inner.clone();
         Box::pin(
@@ -100,6 +105,59 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
         )
     }
 }
+
+/// The region of a SigV4 credential scope (header or presigned query) when it is one the
+/// protocol layer cannot take, such as the `US` that s3cmd's default configuration signs with.
+fn unusable_signing_region<B>(req: &hyper::Request<B>) -> Option<String> {
+    let from_header = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.starts_with("AWS4-HMAC-SHA256"))
+        .and_then(|v| v.split("Credential=").nth(1))
+        .map(|c| c.split([',', ' ']).next().unwrap_or_default().to_string());
+    let from_query = || {
+        req.uri().query()?.split('&').find_map(|pair| {
+            let value = pair.strip_prefix("X-Amz-Credential=")?;
+            Some(value.replace("%2F", "/").replace("%2f", "/"))
+        })
+    };
+    let credential = from_header.or_else(from_query)?;
+    // access-key/date/region/service/aws4_request
+    let region = credential.split('/').nth(2)?;
+    let usable = !region.is_empty()
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    (!usable).then(|| region.to_string())
+}
+
+/// What AWS answers to a request signed for the wrong region: clients such as s3cmd read the
+/// `Region` element and sign again for it.
+fn wrong_region_response(region: &str, request_id: &str) -> s3s::HttpResponse {
+    let escape = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>The authorization header is malformed; the region '{}' is wrong; expecting '{DEFAULT_REGION}'</Message><Region>{DEFAULT_REGION}</Region><RequestId>{request_id}</RequestId></Error>",
+        escape(region)
+    );
+    let mut resp = hyper::Response::new(s3s::Body::from(body));
+    *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/xml"),
+    );
+    if let Ok(value) = hyper::header::HeaderValue::from_str(request_id) {
+        resp.headers_mut().insert("x-amz-request-id", value);
+    }
+    resp
+}
+
+/// The region this gateway reports and expects signatures for when a client names an invalid one.
+pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// Serves `service` on `listener` until `shutdown` resolves, then lets in-flight requests
 /// finish for the configured grace period.

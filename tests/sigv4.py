@@ -1,0 +1,59 @@
+"""A small SigV4 signer for requests boto3 does not send: streaming signed payloads
+(STREAMING-AWS4-HMAC-SHA256-PAYLOAD, aws-chunked with a signature per chunk)."""
+
+import datetime
+import hashlib
+import hmac
+from urllib.parse import quote
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+
+
+def _hmac(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def signing_key(secret, date, region="us-east-1"):
+    k = _hmac(("AWS4" + secret).encode(), date)
+    k = _hmac(k, region)
+    k = _hmac(k, "s3")
+    return _hmac(k, "aws4_request")
+
+
+def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64 * 1024, tamper_chunk=None):
+    """Builds (url, headers, body) for a PUT with a signed aws-chunked body."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    host = endpoint.split("://", 1)[1]
+    path = "/" + quote(bucket) + "/" + quote(key, safe="/~")
+    chunks = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)] + [b""]
+
+    def chunk_len(c):
+        return len(f"{len(c):x};chunk-signature=") + 64 + 2 + len(c) + 2
+
+    headers = {
+        "host": host,
+        "x-amz-date": amz_date,
+        "x-amz-content-sha256": STREAMING,
+        "content-encoding": "aws-chunked",
+        "x-amz-decoded-content-length": str(len(data)),
+        "content-length": str(sum(chunk_len(c) for c in chunks)),
+    }
+    signed = sorted(headers)
+    canonical = "\n".join(["PUT", path, "", *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), STREAMING])
+    scope = f"{date}/us-east-1/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key_bytes = signing_key(secret, date)
+    seed = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={seed}"
+    body = bytearray()
+    prev = seed
+    for i, c in enumerate(chunks):
+        chunk_to_sign = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev, EMPTY_SHA256, hashlib.sha256(c).hexdigest()])
+        sig = hmac.new(key_bytes, chunk_to_sign.encode(), hashlib.sha256).hexdigest()
+        prev = sig
+        payload = c if i != tamper_chunk else bytes([c[0] ^ 1]) + c[1:]
+        body += f"{len(c):x};chunk-signature={sig}\r\n".encode() + payload + b"\r\n"
+    del headers["host"]
+    return endpoint + path, headers, bytes(body)
