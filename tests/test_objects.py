@@ -208,3 +208,21 @@ def test_presigned_urls(s3, bucket):
 def test_requests_carry_a_request_id(s3, bucket):
     resp = s3.put_object(Bucket=bucket, Key="id", Body=b"x")
     assert len(resp["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]) == 16
+
+
+def test_json_logs_carry_request_ids_and_no_secrets(tmp_path):
+    import json
+
+    from conftest import SECRET_KEY, Server, make_client
+
+    srv = Server(tmp_path / "data", extra_args=["--log-format", "json", "--log-level", "debug"])
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="logged")
+        rid = s3.put_object(Bucket="logged", Key="k", Body=b"x")["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+        lines = [json.loads(l) for l in srv.output().splitlines() if l.startswith("{")]
+        done = [l for l in lines if l.get("fields", {}).get("message") == "done" and l.get("span", {}).get("id") == rid]
+        assert done and done[0]["fields"]["status"] == 200 and done[0]["span"]["method"] == "PUT"
+        assert SECRET_KEY not in srv.output()
+    finally:
+        srv.stop()

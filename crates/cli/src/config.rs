@@ -30,12 +30,24 @@ pub struct ServeArgs {
     /// Log level: error, warn, info, debug (debug logs every request) [default: info]
     #[arg(long)]
     pub log_level: Option<String>,
+    /// Log format: text (human-readable) or json (one object per line) [default: text]
+    #[arg(long)]
+    pub log_format: Option<LogFormat>,
     /// Domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works
     #[arg(long)]
     pub domain: Option<String>,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The configuration file.
@@ -47,6 +59,7 @@ pub struct FileConfig {
     pub durability: Option<Durability>,
     pub metadata: Option<MetadataMode>,
     pub log_level: Option<String>,
+    pub log_format: Option<LogFormat>,
     pub domain: Option<String>,
     /// Root credentials; otherwise from the environment or the data root.
     pub root_user: Option<User>,
@@ -71,6 +84,7 @@ pub struct ServeSettings {
     pub durability: Durability,
     pub metadata: MetadataMode,
     pub log_level: String,
+    pub log_format: LogFormat,
     pub domain: Option<String>,
     pub root_user: Option<User>,
     pub users: Vec<User>,
@@ -128,6 +142,7 @@ impl ServeSettings {
             durability: args.durability.or(file.durability).unwrap_or_default(),
             metadata: args.metadata.or(file.metadata).unwrap_or_default(),
             log_level,
+            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             domain: args.domain.or(file.domain),
             root_user,
             users: file.users,

@@ -27,16 +27,20 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-fn init_logging(level: &str) {
+fn init_logging(level: &str, format: config::LogFormat) {
     // ISTHMUS_LOG (a tracing filter) wins; otherwise our crates log at `level`, libraries at warn.
     let filter = std::env::var("ISTHMUS_LOG").unwrap_or_else(|_| {
         format!("warn,isthmus={level},isthmus_s3={level},isthmus_store={level}")
     });
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        config::LogFormat::Json => builder.json().with_current_span(true).init(),
+        config::LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
 }
 
 fn main() {
@@ -48,12 +52,12 @@ fn main() {
                 std::env::var("ISTHMUS_ROOT_SECRET_KEY").ok(),
             );
             config::ServeSettings::resolve(args, env).and_then(|settings| {
-                init_logging(&settings.log_level);
+                init_logging(&settings.log_level, settings.log_format);
                 serve::run(settings)
             })
         }
         Command::Bench(args) => {
-            init_logging("warn");
+            init_logging("warn", config::LogFormat::Text);
             bench::run(args)
         }
     };
