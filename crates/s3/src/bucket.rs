@@ -74,3 +74,13 @@ pub async fn get_bucket_location<S: Store>(
         location_constraint: None,
     }))
 }
+
+pub async fn get_bucket_versioning<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<GetBucketVersioningInput>,
+) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+    gw.read(move |store| store.head_bucket(&req.input.bucket))
+        .await?;
+    // Never versioned: S3 reports that by leaving Status out.
+    Ok(S3Response::new(GetBucketVersioningOutput::default()))
+}

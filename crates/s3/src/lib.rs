@@ -165,6 +165,24 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         multipart::list_multipart_uploads(self, req).await
     }
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        object::delete_objects(self, req).await
+    }
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        bucket::get_bucket_versioning(self, req).await
+    }
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        list::list_object_versions(self, req).await
+    }
 }
 
 /// Builds the S3 service: the gateway, SigV4 authentication against `users`, and

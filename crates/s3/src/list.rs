@@ -216,3 +216,55 @@ mod tests {
         assert_eq!(Encoder(false).apply("a b".into()), "a b");
     }
 }
+
+/// Every object is its own "null" version: this gateway keeps one version per key.
+pub async fn list_object_versions<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<ListObjectVersionsInput>,
+) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+    let input = req.input;
+    let enc = Encoder::new(input.encoding_type.as_ref())?;
+    let max = max_keys(input.max_keys)?;
+    let request = ListRequest {
+        prefix: input.prefix.clone().unwrap_or_default(),
+        delimiter: input.delimiter.clone().filter(|d| !d.is_empty()),
+        start_after: input.key_marker.clone().filter(|m| !m.is_empty()),
+        max_keys: max,
+    };
+    let mut page = list_page(gw, input.bucket.clone(), request).await?;
+    let versions = std::mem::take(&mut page.objects)
+        .into_iter()
+        .map(|o| ObjectVersion {
+            key: Some(enc.apply(o.key)),
+            version_id: Some("null".into()),
+            is_latest: Some(true),
+            size: Some(o.size as i64),
+            e_tag: Some(etag(&o.etag)),
+            last_modified: Some(Timestamp::from(o.last_modified)),
+            storage_class: Some(ObjectVersionStorageClass::from_static(
+                ObjectVersionStorageClass::STANDARD,
+            )),
+            ..Default::default()
+        })
+        .collect();
+    let prefixes = std::mem::take(&mut page.common_prefixes)
+        .into_iter()
+        .map(|p| CommonPrefix {
+            prefix: Some(enc.apply(p)),
+        })
+        .collect();
+    Ok(S3Response::new(ListObjectVersionsOutput {
+        name: Some(input.bucket),
+        prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
+        delimiter: enc.opt(input.delimiter),
+        key_marker: enc.opt(input.key_marker),
+        max_keys: Some(max as i32),
+        is_truncated: Some(page.is_truncated),
+        next_key_marker: enc.opt(page.next_marker.clone()),
+        next_version_id_marker: page.next_marker.map(|_| "null".to_string()),
+        versions: Some(versions),
+        common_prefixes: Some(prefixes),
+        encoding_type: input.encoding_type,
+        ..Default::default()
+    }))
+}

@@ -55,11 +55,23 @@ fn expires(info: &ObjectInfo) -> Option<Timestamp> {
     info.meta.expires.as_deref().and_then(parse_http_date)
 }
 
+/// Only the "null" version exists.
+fn check_version(version_id: Option<&str>) -> S3Result<()> {
+    match version_id {
+        Some(v) if v != "null" => Err(s3_error!(
+            NoSuchVersion,
+            "The specified version does not exist (this gateway keeps only the null version)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub async fn get_object<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
+    check_version(input.version_id.as_deref())?;
     let request = GetRequest {
         range: byte_range(input.range),
         conditions: conditions(
@@ -103,6 +115,7 @@ pub async fn head_object<S: Store>(
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let input = req.input;
+    check_version(input.version_id.as_deref())?;
     let conditions = conditions(
         input.if_match,
         input.if_none_match,
@@ -194,6 +207,68 @@ pub async fn copy_object<S: Store>(
     };
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(result),
+        ..Default::default()
+    }))
+}
+
+/// Most keys one DeleteObjects request may name.
+const MAX_DELETE_KEYS: usize = 1000;
+
+pub async fn delete_objects<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let input = req.input;
+    let quiet = input.delete.quiet.unwrap_or(false);
+    let objects = input.delete.objects;
+    if objects.is_empty() || objects.len() > MAX_DELETE_KEYS {
+        return Err(s3_error!(
+            MalformedXML,
+            "A DeleteObjects request names 1 to {MAX_DELETE_KEYS} keys"
+        ));
+    }
+    let bucket = input.bucket;
+    // One engine call for the whole batch: each key is deleted (and fsynced) in turn.
+    let results = gw
+        .write(move |store| {
+            store.head_bucket(&bucket)?;
+            Ok(objects
+                .into_iter()
+                .map(|o| {
+                    let outcome = match o.version_id.as_deref() {
+                        Some(v) if v != "null" => Err(isthmus_store::StoreError::InvalidArgument(
+                            "This gateway keeps only the null version".into(),
+                        )),
+                        _ => store.delete_object(&bucket, &o.key),
+                    };
+                    (o.key, outcome)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let mut deleted = Vec::new();
+    let mut errors = Vec::new();
+    for (key, outcome) in results {
+        match outcome {
+            Ok(()) => {
+                if !quiet {
+                    deleted.push(DeletedObject {
+                        key: Some(key),
+                        ..Default::default()
+                    });
+                }
+            }
+            Err(err) => errors.push(Error {
+                code: Some(err.s3_code().to_string()),
+                message: Some(err.to_string()),
+                key: Some(key),
+                version_id: None,
+            }),
+        }
+    }
+    Ok(S3Response::new(DeleteObjectsOutput {
+        deleted: Some(deleted),
+        errors: Some(errors),
         ..Default::default()
     }))
 }
