@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// Domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works
     #[arg(long)]
     pub domain: Option<String>,
+    /// Refuse requests signed with AWS Signature Version 2 (accepted by default for old
+    /// clients such as libs3 2.0)
+    #[arg(long)]
+    pub disable_sigv2: bool,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -61,6 +65,8 @@ pub struct FileConfig {
     pub log_level: Option<String>,
     pub log_format: Option<LogFormat>,
     pub domain: Option<String>,
+    /// Accept Signature Version 2 (default true).
+    pub sigv2: Option<bool>,
     /// Root credentials; otherwise from the environment or the data root.
     pub root_user: Option<User>,
     #[serde(default)]
@@ -86,6 +92,7 @@ pub struct ServeSettings {
     pub log_level: String,
     pub log_format: LogFormat,
     pub domain: Option<String>,
+    pub sigv2: bool,
     pub root_user: Option<User>,
     pub users: Vec<User>,
 }
@@ -144,6 +151,7 @@ impl ServeSettings {
             log_level,
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             domain: args.domain.or(file.domain),
+            sigv2: !args.disable_sigv2 && file.sigv2.unwrap_or(true),
             root_user,
             users: file.users,
         })

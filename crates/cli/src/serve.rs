@@ -70,7 +70,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             Ok(n) => tracing::info!(removed = n, "removed stale temporary files"),
             Err(err) => tracing::warn!(error = %err, "could not clean stale temporary files"),
         });
-        isthmus_s3::serve(listener, service, GatewayConfig::default(), shutdown_signal()).await;
+        let config = GatewayConfig { accept_sigv2: settings.sigv2, ..GatewayConfig::default() };
+        isthmus_s3::serve(listener, service, config, shutdown_signal()).await;
         Ok(())
     })
 }

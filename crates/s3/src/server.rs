@@ -21,6 +21,9 @@ pub struct GatewayConfig {
     pub header_timeout: Duration,
     /// How long in-flight requests get to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// Accept AWS Signature Version 2 (header and query), which old HPC clients such as libs3
+    /// 2.0 use.
+    pub accept_sigv2: bool,
 }
 
 impl Default for GatewayConfig {
@@ -28,6 +31,7 @@ impl Default for GatewayConfig {
         Self {
             header_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            accept_sigv2: true,
         }
     }
 }
@@ -61,6 +65,7 @@ struct LoggedService {
     inner: S3Service,
     ids: Arc<RequestIds>,
     peer: SocketAddr,
+    accept_sigv2: bool,
 }
 
 impl Service<hyper::Request<Incoming>> for LoggedService {
@@ -71,9 +76,18 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         let id = self.ids.next();
         if let Some(region) = unusable_signing_region(&req) {
-            return Box::pin(futures::future::ready(Ok(wrong_region_response(
-                &region, &id,
-            ))));
+            let message = format!(
+                "The authorization header is malformed; the region '{}' is wrong; expecting '{DEFAULT_REGION}'",
+                xml_escape(&region)
+            );
+            let extra = format!("<Region>{DEFAULT_REGION}</Region>");
+            let resp = error_response("AuthorizationHeaderMalformed", &message, &extra, &id);
+            return Box::pin(futures::future::ready(Ok(resp)));
+        }
+        if !self.accept_sigv2 && is_sigv2(&req) {
+            let message = "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
+            let resp = error_response("InvalidRequest", message, "", &id);
+            return Box::pin(futures::future::ready(Ok(resp)));
         }
         let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path(), peer = %self.peer);
         let inner = self.inner.clone();
@@ -132,17 +146,32 @@ fn unusable_signing_region<B>(req: &hyper::Request<B>) -> Option<String> {
     (!usable).then(|| region.to_string())
 }
 
-/// What AWS answers to a request signed for the wrong region: clients such as s3cmd read the
-/// `Region` element and sign again for it.
-fn wrong_region_response(region: &str, request_id: &str) -> s3s::HttpResponse {
-    let escape = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-    };
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Requests signed with AWS Signature Version 2, in the header or the query.
+fn is_sigv2<B>(req: &hyper::Request<B>) -> bool {
+    let header = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("AWS "));
+    let query = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p.starts_with("AWSAccessKeyId=")));
+    header || query
+}
+
+/// An S3 error answered by the server itself, before the protocol layer. `message` is XML-safe;
+/// `extra` is added XML (AWS adds `Region` to AuthorizationHeaderMalformed, which clients such
+/// as s3cmd read to sign again for that region).
+fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s3s::HttpResponse {
     let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>The authorization header is malformed; the region '{}' is wrong; expecting '{DEFAULT_REGION}'</Message><Region>{DEFAULT_REGION}</Region><RequestId>{request_id}</RequestId></Error>",
-        escape(region)
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message>{extra}<RequestId>{request_id}</RequestId></Error>"
     );
     let mut resp = hyper::Response::new(s3s::Body::from(body));
     *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
@@ -194,6 +223,7 @@ pub async fn serve(
             inner: service.clone(),
             ids: ids.clone(),
             peer,
+            accept_sigv2: config.accept_sigv2,
         };
         let conn = builder
             .serve_connection(TokioIo::new(socket), svc)
