@@ -5,6 +5,7 @@
 //! The engine is synchronous and does plain syscalls; it has no HTTP types, so every door
 //! (HTTP gateway, embedded library, benchmarks) calls the same code.
 
+pub mod checksum;
 pub mod conditions;
 pub mod error;
 pub mod key;
@@ -18,6 +19,7 @@ mod staging;
 use std::io::Read;
 use std::time::SystemTime;
 
+pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
@@ -39,9 +41,19 @@ pub struct ObjectInfo {
     pub key: String,
     pub size: u64,
     pub last_modified: SystemTime,
-    /// The MD5 of the content in hex, without quotes.
+    /// The MD5 of the content in hex, without quotes (`-N` suffixed for multipart uploads).
     pub etag: String,
     pub meta: ObjectMeta,
+    /// The integrity checksum stored with the object, if the writer asked for one.
+    pub checksum: Option<Checksum>,
+}
+
+/// Digests of the bytes an `ObjectWrite` received so far, for verification before commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Digests {
+    /// MD5 of the bytes (`None` when the writer did not hash, as in server-side copies).
+    pub md5: Option<[u8; 16]>,
+    pub checksum: Option<Checksum>,
 }
 
 /// A PUT: the metadata to store and the conditions the write depends on.
@@ -52,6 +64,10 @@ pub struct PutRequest {
     pub if_match: Option<ETagMatch>,
     /// `If-None-Match: *`: create only if no object exists under the key.
     pub if_none_match: Option<ETagMatch>,
+    /// An integrity checksum to compute while writing and store with the object.
+    pub checksum_algorithm: Option<ChecksumAlgorithm>,
+    /// For multipart uploads: how the object's checksum derives from the parts'.
+    pub checksum_type: ChecksumType,
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.
@@ -100,6 +116,9 @@ pub trait ObjectRead: Read + Send {
 /// discards everything that was written.
 pub trait ObjectWrite: Send {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()>;
+    /// MD5 and checksum of what was written so far: a door compares them with what the client
+    /// declared (Content-MD5, x-amz-checksum-*) before it commits.
+    fn digests(&self) -> Digests;
     /// Makes the object visible atomically and returns what HEAD would now report.
     fn commit(self) -> StoreResult<ObjectInfo>;
 }

@@ -77,6 +77,8 @@ impl FileIdentity {
 pub struct MetaRecord {
     pub etag: String,
     pub identity: FileIdentity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<crate::checksum::Checksum>,
     #[serde(flatten)]
     pub meta: ObjectMeta,
 }
@@ -227,6 +229,7 @@ mod tests {
         meta.user.insert("experiment".into(), "run-42 ü".into());
         let record = MetaRecord {
             etag: EMPTY_ETAG.into(),
+            checksum: None,
             identity: FileIdentity {
                 ino: 7,
                 size: 0,

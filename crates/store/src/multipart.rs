@@ -13,6 +13,10 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use crate::checksum::{Checksum, ChecksumAlgorithm, ChecksumType, multipart_checksum};
 use crate::error::{StoreError, StoreResult};
 use crate::key::ObjectPath;
 use crate::meta::ObjectMeta;
@@ -44,6 +48,8 @@ pub struct PartInfo {
     pub etag: String,
     pub size: u64,
     pub last_modified: SystemTime,
+    /// The part's checksum, when the upload was created with a checksum algorithm.
+    pub checksum: Option<Checksum>,
 }
 
 /// A part named in CompleteMultipartUpload.
@@ -52,6 +58,8 @@ pub struct CompletedPart {
     pub part_number: u32,
     /// With or without quotes.
     pub etag: String,
+    /// The part checksum the client recorded (base64), verified against the stored one.
+    pub checksum: Option<String>,
 }
 
 /// A ListParts page.
@@ -86,6 +94,10 @@ struct UploadRecord {
     key: String,
     initiated_unix_ns: u128,
     meta: ObjectMeta,
+    #[serde(default)]
+    checksum_algorithm: Option<ChecksumAlgorithm>,
+    #[serde(default)]
+    checksum_type: ChecksumType,
 }
 
 fn valid_upload_id(id: &str) -> bool {
@@ -122,31 +134,30 @@ fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The parts present in an upload directory, newest file per part number.
-fn read_parts(dir: BorrowedFd<'_>) -> StoreResult<BTreeMap<u32, (PartInfo, String)>> {
+/// The parts present in an upload directory, newest file per part number. Part files are
+/// named `<number>.<md5 hex>` or `<number>.<md5 hex>.<checksum hex>`.
+fn read_parts(dir: BorrowedFd<'_>, algorithm: Option<ChecksumAlgorithm>) -> StoreResult<BTreeMap<u32, (PartInfo, String)>> {
     let mut parts: BTreeMap<u32, (PartInfo, String)> = BTreeMap::new();
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
         let Ok(name) = entry.file_name().to_str() else {
             continue;
         };
-        let Some((number, etag)) = name.split_once('.') else {
+        let mut fields = name.split('.');
+        let (Some(number), Some(etag), checksum_hex) = (fields.next(), fields.next(), fields.next()) else {
             continue;
         };
-        let (Ok(part_number), true) =
-            (number.parse::<u32>(), etag.len() == 32 && number.len() == 5)
-        else {
+        let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else {
             continue;
         };
         let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
-        let info = PartInfo {
-            part_number,
-            etag: etag.to_string(),
-            size: stat.st_size as u64,
-            last_modified: modified(&stat),
+        let checksum = match (algorithm, checksum_hex.and_then(|h| hex::decode(h).ok())) {
+            (Some(algorithm), Some(raw)) => Some(Checksum { algorithm, value: BASE64.encode(raw), kind: ChecksumType::FullObject }),
+            _ => None,
         };
+        let info = PartInfo { part_number, etag: etag.to_string(), size: stat.st_size as u64, last_modified: modified(&stat), checksum };
         match parts.get(&part_number) {
             Some((existing, _)) if existing.last_modified > info.last_modified => {}
             _ => {
@@ -170,14 +181,22 @@ impl ObjectWrite for PosixPartWriter {
         self.staged.write_all(bytes)
     }
 
+    fn digests(&self) -> crate::Digests {
+        self.staged.digests()
+    }
+
     fn commit(mut self) -> StoreResult<ObjectInfo> {
+        let checksum = self.staged.digests().checksum;
         let etag = self.staged.md5_hex();
         if self.strict {
             rustix::fs::fsync(&self.staged.file)?;
         }
         let stat = rustix::fs::fstat(&self.staged.file)?;
         let prefix = part_prefix(self.part_number);
-        let name = format!("{prefix}{etag}");
+        let name = match checksum.as_ref().and_then(Checksum::raw) {
+            Some(raw) => format!("{prefix}{etag}.{}", hex::encode(raw)),
+            None => format!("{prefix}{etag}"),
+        };
         match self
             .staged
             .rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty())
@@ -205,6 +224,7 @@ impl ObjectWrite for PosixPartWriter {
             last_modified: modified(&stat),
             etag,
             meta: ObjectMeta::default(),
+            checksum,
         })
     }
 }
@@ -258,6 +278,8 @@ impl PosixStore {
                 key: key.to_string(),
                 initiated_unix_ns,
                 meta: request.meta,
+                checksum_algorithm: request.checksum_algorithm,
+                checksum_type: request.checksum_type,
             };
             let mut staged = StagedFile::create(dir.try_clone()?)?;
             staged.write_all(&serde_json::to_vec(&record).expect("record serializes"))?;
@@ -286,8 +308,8 @@ impl PosixStore {
     ) -> StoreResult<PosixPartWriter> {
         check_part_number(part_number)?;
         let bucket_fd = self.bucket_fd(bucket)?;
-        let (upload_dir, _) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let staged = StagedFile::create(upload_dir.try_clone()?)?;
+        let (upload_dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(record.checksum_algorithm);
         Ok(PosixPartWriter {
             upload_dir,
             staged,
@@ -349,13 +371,18 @@ impl PosixStore {
                 return Err(StoreError::InvalidPartOrder);
             }
         }
-        let stored = read_parts(dir.as_fd())?;
+        let stored = read_parts(dir.as_fd(), record.checksum_algorithm)?;
         let mut chosen = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             let etag = part.etag.trim_matches('"').to_ascii_lowercase();
+            let checksum_matches = |info: &PartInfo| match (&part.checksum, &info.checksum) {
+                (Some(claimed), Some(stored)) => *claimed == stored.value,
+                (Some(_), None) => false,
+                (None, _) => true,
+            };
             let Some((info, name)) = stored
                 .get(&part.part_number)
-                .filter(|(info, _)| info.etag == etag)
+                .filter(|(info, _)| info.etag == etag && checksum_matches(info))
             else {
                 return Err(StoreError::InvalidPart(part.part_number));
             };
@@ -369,7 +396,19 @@ impl PosixStore {
             etag_hasher.update(hex::decode(&info.etag).expect("part names hold hex MD5s"));
         }
         let etag = format!("{}-{}", hex::encode(etag_hasher.finalize()), chosen.len());
+        let checksum = match record.checksum_algorithm {
+            Some(algorithm) => {
+                let mut raws = Vec::with_capacity(chosen.len());
+                for (info, _) in &chosen {
+                    let raw = info.checksum.as_ref().and_then(Checksum::raw).ok_or(StoreError::InvalidPart(info.part_number))?;
+                    raws.push((raw, info.size));
+                }
+                Some(multipart_checksum(algorithm, record.checksum_type, &raws))
+            }
+            None => None,
+        };
         request.meta = record.meta;
+        request.checksum_algorithm = None;
         let mut writer = self.new_writer(bucket, key, request)?;
         let mut offset = 0u64;
         for (info, name) in &chosen {
@@ -384,6 +423,7 @@ impl PosixStore {
         }
         writer.staged.written = offset;
         writer.known_etag = Some(etag);
+        writer.known_checksum = checksum;
         writer.commit()
     }
 
@@ -409,8 +449,8 @@ impl PosixStore {
         max_parts: usize,
     ) -> StoreResult<PartsPage> {
         let bucket_fd = self.bucket_fd(bucket)?;
-        let (dir, _) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let mut parts: Vec<PartInfo> = read_parts(dir.as_fd())?
+        let (dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        let mut parts: Vec<PartInfo> = read_parts(dir.as_fd(), record.checksum_algorithm)?
             .into_values()
             .map(|(info, _)| info)
             .filter(|p| p.part_number > after_part)

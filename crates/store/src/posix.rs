@@ -325,13 +325,15 @@ impl PosixStore {
     ) -> StoreResult<PosixWriter> {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
-        let staged = StagedFile::create(create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?)?;
+        let staged = StagedFile::create(create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?)?
+            .with_checksum(request.checksum_algorithm);
         Ok(PosixWriter {
             bucket_fd,
             staged,
             key: key.to_string(),
             request,
             known_etag: None,
+            known_checksum: None,
             strict: self.strict(),
             metadata: self.metadata,
         })
@@ -403,12 +405,15 @@ pub(crate) fn current_record(
         return Ok(MetaRecord {
             etag,
             identity: FileIdentity::of(&after),
+            checksum: None,
             meta: stored.map(|r| r.meta).unwrap_or_default(),
         });
     }
+    // The client's checksum described the old content: it is dropped, not served stale.
     let record = MetaRecord {
         etag,
         identity,
+        checksum: None,
         meta: stored.map(|r| r.meta).unwrap_or_default(),
     };
     // Best effort: a read-only file or file system still serves the right ETag.
@@ -423,6 +428,7 @@ pub(crate) fn object_info(key: &str, stat: &rustix::fs::Stat, record: MetaRecord
         last_modified: modified(stat),
         etag: record.etag,
         meta: record.meta,
+        checksum: record.checksum,
     }
 }
 
@@ -480,6 +486,9 @@ pub struct PosixWriter {
     request: PutRequest,
     /// Set by copies and multipart completion, which know the ETag without hashing.
     pub(crate) known_etag: Option<String>,
+    /// With `known_etag`: the checksum the object carries over (copies) or derives from its
+    /// parts (multipart).
+    pub(crate) known_checksum: Option<crate::Checksum>,
     strict: bool,
     metadata: MetadataMode,
 }
@@ -548,6 +557,7 @@ impl PosixWriter {
         let record = MetaRecord {
             etag: EMPTY_ETAG.to_string(),
             identity: FileIdentity::of(&stat),
+            checksum: self.staged.digests().checksum,
             meta: std::mem::take(&mut self.request.meta),
         };
         MetaStore {
@@ -582,6 +592,13 @@ impl ObjectWrite for PosixWriter {
         self.staged.write_all(bytes)
     }
 
+    fn digests(&self) -> crate::Digests {
+        if self.known_etag.is_some() {
+            return crate::Digests { md5: None, checksum: self.known_checksum.clone() };
+        }
+        self.staged.digests()
+    }
+
     fn commit(mut self) -> StoreResult<ObjectInfo> {
         let key = std::mem::take(&mut self.key);
         let path = ObjectPath::parse(&key)?;
@@ -589,14 +606,18 @@ impl ObjectWrite for PosixWriter {
         if path.is_dir() {
             return self.commit_dir_object(&path);
         }
-        let etag = match self.known_etag.take() {
-            Some(etag) => etag,
-            None => self.staged.md5_hex(),
+        let (etag, checksum) = match self.known_etag.take() {
+            Some(etag) => (etag, self.known_checksum.take()),
+            None => {
+                let checksum = self.staged.digests().checksum;
+                (self.staged.md5_hex(), checksum)
+            }
         };
         let stat = rustix::fs::fstat(&self.staged.file)?;
         let record = MetaRecord {
             etag,
             identity: FileIdentity::of(&stat),
+            checksum,
             meta: std::mem::take(&mut self.request.meta),
         };
         MetaStore {
@@ -873,6 +894,7 @@ impl Store for PosixStore {
         }
         writer.staged.written = src_info.size;
         writer.known_etag = Some(src_info.etag);
+        writer.known_checksum = src_info.checksum;
         writer.commit()
     }
 

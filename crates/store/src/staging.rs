@@ -7,6 +7,8 @@ use md5::{Digest, Md5};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
+use crate::Digests;
+use crate::checksum::{ChecksumAlgorithm, Hasher};
 use crate::error::StoreResult;
 use crate::meta::write_all;
 use crate::posix::unique_suffix;
@@ -17,6 +19,7 @@ pub(crate) struct StagedFile {
     name: Option<String>,
     pub(crate) file: OwnedFd,
     md5: Md5,
+    checksum: Option<Hasher>,
     pub(crate) written: u64,
 }
 
@@ -35,12 +38,27 @@ impl StagedFile {
             name: Some(name),
             file,
             md5: Md5::new(),
+            checksum: None,
             written: 0,
         })
     }
 
+    /// Also computes `algorithm` over everything written.
+    pub(crate) fn with_checksum(mut self, algorithm: Option<ChecksumAlgorithm>) -> Self {
+        self.checksum = algorithm.map(Hasher::new);
+        self
+    }
+
+    /// MD5 and checksum of what was written so far.
+    pub(crate) fn digests(&self) -> Digests {
+        Digests { md5: Some(self.md5.clone().finalize().into()), checksum: self.checksum.as_ref().map(Hasher::checksum) }
+    }
+
     pub(crate) fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
         self.md5.update(bytes);
+        if let Some(h) = &mut self.checksum {
+            h.update(bytes);
+        }
         write_all(self.file.as_fd(), bytes)?;
         self.written += bytes.len() as u64;
         Ok(())
