@@ -57,3 +57,29 @@ def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64
         body += f"{len(c):x};chunk-signature={sig}\r\n".encode() + payload + b"\r\n"
     del headers["host"]
     return endpoint + path, headers, bytes(body)
+
+
+def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, extra_headers):
+    """Builds (url, headers) for a PUT signed in the header with the given payload hash."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    host = endpoint.split("://", 1)[1]
+    path = "/" + quote(bucket) + "/" + quote(key, safe="/~")
+    headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_hash, "content-length": str(len(body))}
+    headers.update({k.lower(): v for k, v in extra_headers.items()})
+    signed = sorted(headers)
+    canonical = "\n".join(["PUT", path, "", *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), payload_hash])
+    scope = f"{date}/us-east-1/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    sig = hmac.new(signing_key(secret, date), to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
+    del headers["host"]
+    return endpoint + path, headers
+
+
+def unsigned_trailer_put(endpoint, access_key, secret, bucket, key, data, trailer_name, trailer_value):
+    """A PUT the way current SDKs send it: aws-chunked, unsigned payload, checksum trailer."""
+    body = f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n" + f"{trailer_name}:{trailer_value}\r\n\r\n".encode()
+    extra = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": str(len(data)), "x-amz-trailer": trailer_name}
+    url, headers = signed_put(endpoint, access_key, secret, bucket, key, body, "STREAMING-UNSIGNED-PAYLOAD-TRAILER", extra)
+    return url, headers, body

@@ -10,6 +10,7 @@ use futures::{Stream, StreamExt};
 use isthmus_store::{ObjectInfo, ObjectRead, ObjectWrite, Store, StoreError, StoreResult};
 
 use crate::Gateway;
+use crate::integrity::Declared;
 use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
 use s3s::{S3Error, S3ErrorCode, StdError};
@@ -159,6 +160,7 @@ async fn fill(body: &mut StreamingBlob, buf: &mut BytesMut) -> Result<bool, S3Er
 pub async fn write_object<S, W, F>(
     gw: &Gateway<S>,
     mut body: StreamingBlob,
+    declared: Declared,
     open: F,
 ) -> Result<ObjectInfo, S3Error>
 where
@@ -173,6 +175,7 @@ where
             .write(move |store| {
                 let mut writer = open(store)?;
                 writer.write_all(&bytes)?;
+                declared.check(&writer.digests())?;
                 writer.commit()
             })
             .await;
@@ -205,6 +208,8 @@ where
     // A body error wins over the writer's result: the writer is dropped, which discards it.
     received?;
     let writer = writer.map_err(s3_error)?;
+    // The body and its trailers are complete: verify before anything becomes visible.
+    declared.check(&writer.digests()).map_err(s3_error)?;
     // Committing fsyncs in strict mode: always off the async workers.
     blocking(move || writer.commit()).await
 }

@@ -7,6 +7,7 @@ mod body;
 mod bucket;
 pub mod convert;
 pub mod error;
+pub mod integrity;
 mod list;
 mod multipart;
 mod object;

@@ -197,26 +197,6 @@ fn decode_token(token: &str) -> S3Result<String> {
         })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_round_trip_and_reject_garbage() {
-        for marker in ["a", "dir/é/x y+z", "🦀"] {
-            assert_eq!(decode_token(&encode_token(marker)).unwrap(), marker);
-        }
-        assert!(decode_token("***").is_err());
-    }
-
-    #[test]
-    fn url_encoding_escapes_plus_and_space_but_not_slash() {
-        let enc = Encoder(true);
-        assert_eq!(enc.apply("a b+c/é".into()), "a%20b%2Bc/%C3%A9");
-        assert_eq!(Encoder(false).apply("a b".into()), "a b");
-    }
-}
-
 /// Every object is its own "null" version: this gateway keeps one version per key.
 pub async fn list_object_versions<S: Store>(
     gw: &Gateway<S>,
@@ -267,4 +247,24 @@ pub async fn list_object_versions<S: Store>(
         encoding_type: input.encoding_type,
         ..Default::default()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_reject_garbage() {
+        for marker in ["a", "dir/é/x y+z", "🦀"] {
+            assert_eq!(decode_token(&encode_token(marker)).unwrap(), marker);
+        }
+        assert!(decode_token("***").is_err());
+    }
+
+    #[test]
+    fn url_encoding_escapes_plus_and_space_but_not_slash() {
+        let enc = Encoder(true);
+        assert_eq!(enc.apply("a b+c/é".into()), "a%20b%2Bc/%C3%A9");
+        assert_eq!(Encoder(false).apply("a b".into()), "a b");
+    }
 }

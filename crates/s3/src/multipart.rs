@@ -8,7 +8,9 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use crate::Gateway;
 use crate::body::write_object;
 use crate::convert::{etag, etag_match};
-use crate::meta_headers;
+use crate::integrity::{checksum_type, parse_checksum_type};
+use crate::{checksum_headers, meta_headers, set_checksum};
+use isthmus_store::ChecksumAlgorithm;
 
 const MAX_LISTED: i32 = 1000;
 
@@ -37,8 +39,36 @@ pub async fn create_multipart_upload<S: Store>(
     req: S3Request<CreateMultipartUploadInput>,
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let input = req.input;
+    let checksum_algorithm = match input.checksum_algorithm.as_ref() {
+        None => None,
+        Some(a) => Some(ChecksumAlgorithm::from_name(a.as_str()).ok_or_else(|| {
+            s3_error!(
+                InvalidRequest,
+                "Checksum algorithm {} is not supported",
+                a.as_str()
+            )
+        })?),
+    };
+    let checksum_type = parse_checksum_type(input.checksum_type.as_ref().map(|t| t.as_str()))?;
+    if checksum_algorithm
+        .is_some_and(|a| matches!(a, ChecksumAlgorithm::Sha1 | ChecksumAlgorithm::Sha256))
+        && checksum_type == isthmus_store::ChecksumType::FullObject
+        && input.checksum_type.is_some()
+    {
+        return Err(s3_error!(
+            InvalidRequest,
+            "The FULL_OBJECT checksum type is only available for CRC algorithms"
+        ));
+    }
+    // Without an explicit type, CRC64NVME is full-object and the others composite, as in S3.
+    let checksum_type = match (input.checksum_type.is_some(), checksum_algorithm) {
+        (false, Some(ChecksumAlgorithm::Crc64nvme)) | (true, _) => checksum_type,
+        (false, _) => isthmus_store::ChecksumType::Composite,
+    };
     let request = PutRequest {
         meta: meta_headers!(input).into_meta(),
+        checksum_algorithm,
+        checksum_type,
         ..PutRequest::default()
     };
     let (bucket, key) = (input.bucket, input.key);
@@ -58,20 +88,23 @@ pub async fn upload_part<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<UploadPartInput>,
 ) -> S3Result<S3Response<UploadPartOutput>> {
+    let declared = crate::object::declared(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
     let body = input.body.unwrap_or_else(|| {
         StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
     });
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
-    let info = write_object(gw, body, move |store| {
+    let info = write_object(gw, body, declared, move |store: &S| {
         store.upload_part(&bucket, &key, &upload_id, number)
     })
     .await?;
-    Ok(S3Response::new(UploadPartOutput {
+    let mut output = UploadPartOutput {
         e_tag: Some(etag(&info.etag)),
         ..Default::default()
-    }))
+    };
+    set_checksum!(output, &info.checksum);
+    Ok(S3Response::new(output))
 }
 
 pub async fn complete_multipart_upload<S: Store>(
@@ -85,6 +118,7 @@ pub async fn complete_multipart_upload<S: Store>(
         .unwrap_or_default();
     let mut parts = Vec::with_capacity(listed.len());
     for p in listed {
+        let checksum = checksum_headers!(p).into_iter().flatten().next();
         let (Some(n), Some(tag)) = (p.part_number, p.e_tag) else {
             return Err(s3_error!(
                 MalformedXML,
@@ -94,6 +128,7 @@ pub async fn complete_multipart_upload<S: Store>(
         parts.push(StorePart {
             part_number: part_number(n)?,
             etag: tag.into_value(),
+            checksum,
         });
     }
     let request = PutRequest {
@@ -109,13 +144,16 @@ pub async fn complete_multipart_upload<S: Store>(
         store.complete_multipart_upload(&b, &k, &upload_id, &parts, request)
     })
     .await?;
-    Ok(S3Response::new(CompleteMultipartUploadOutput {
+    let mut output = CompleteMultipartUploadOutput {
         location: Some(format!("/{bucket}/{key}")),
         bucket: Some(bucket),
         key: Some(key),
         e_tag: Some(etag(&info.etag)),
+        checksum_type: info.checksum.as_ref().map(checksum_type),
         ..Default::default()
-    }))
+    };
+    set_checksum!(output, &info.checksum);
+    Ok(S3Response::new(output))
 }
 
 pub async fn abort_multipart_upload<S: Store>(
@@ -145,12 +183,16 @@ pub async fn list_parts<S: Store>(
     let parts = page
         .parts
         .into_iter()
-        .map(|p| Part {
-            part_number: Some(p.part_number as i32),
-            e_tag: Some(etag(&p.etag)),
-            size: Some(p.size as i64),
-            last_modified: Some(Timestamp::from(p.last_modified)),
-            ..Default::default()
+        .map(|p| {
+            let mut part = Part {
+                part_number: Some(p.part_number as i32),
+                e_tag: Some(etag(&p.etag)),
+                size: Some(p.size as i64),
+                last_modified: Some(Timestamp::from(p.last_modified)),
+                ..Default::default()
+            };
+            set_checksum!(part, &p.checksum);
+            part
         })
         .collect();
     Ok(S3Response::new(ListPartsOutput {

@@ -9,12 +9,14 @@ use crate::body::{ObjectBody, write_object};
 use crate::convert::{
     self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata,
 };
-use crate::meta_headers;
+use crate::integrity::{ChecksumHeaders, Declared, checksum_type};
+use crate::{checksum_headers, meta_headers, set_checksum};
 
 pub async fn put_object<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<PutObjectInput>,
 ) -> S3Result<S3Response<PutObjectOutput>> {
+    let declared = declared(&req)?;
     let input = req.input;
     if input.write_offset_bytes.is_some() {
         return Err(s3_error!(
@@ -25,6 +27,8 @@ pub async fn put_object<S: Store>(
     let request = PutRequest {
         if_match: etag_match(input.if_match.clone()),
         if_none_match: etag_match(input.if_none_match.clone()),
+        checksum_algorithm: declared.algorithm,
+        checksum_type: isthmus_store::ChecksumType::FullObject,
         meta: meta_headers!(input).into_meta(),
     };
     if request
@@ -41,19 +45,65 @@ pub async fn put_object<S: Store>(
         StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
     });
     let (bucket, key) = (input.bucket, input.key);
-    let info = write_object(gw, body, move |store| {
+    let info = write_object(gw, body, declared, move |store: &S| {
         store.put_object(&bucket, &key, request)
     })
     .await?;
-    Ok(S3Response::new(PutObjectOutput {
+    let mut output = PutObjectOutput {
         e_tag: Some(etag(&info.etag)),
         ..Default::default()
-    }))
+    };
+    set_checksum!(output, &info.checksum);
+    output.checksum_type = info.checksum.as_ref().map(checksum_type);
+    Ok(S3Response::new(output))
 }
 
 fn expires(info: &ObjectInfo) -> Option<Timestamp> {
     info.meta.expires.as_deref().and_then(parse_http_date)
 }
+
+/// What a PutObject or UploadPart request declares about its body.
+pub fn declared<T: HasIntegrityHeaders>(req: &S3Request<T>) -> S3Result<Declared> {
+    let trailer = req
+        .headers
+        .get("x-amz-trailer")
+        .and_then(|v| v.to_str().ok());
+    Declared::new(
+        req.input.content_md5(),
+        req.input.checksum_algorithm(),
+        req.input.checksum_headers(),
+        trailer,
+        req.trailing_headers.clone(),
+    )
+}
+
+/// Inputs that carry a body with integrity headers.
+pub trait HasIntegrityHeaders {
+    fn content_md5(&self) -> Option<&str>;
+    fn checksum_algorithm(&self) -> Option<&str>;
+    fn checksum_headers(&self) -> ChecksumHeaders;
+}
+
+macro_rules! has_integrity_headers {
+    ($t:ty) => {
+        impl HasIntegrityHeaders for $t {
+            fn content_md5(&self) -> Option<&str> {
+                self.content_md5.as_deref()
+            }
+            fn checksum_algorithm(&self) -> Option<&str> {
+                self.checksum_algorithm
+                    .as_ref()
+                    .map(ChecksumAlgorithm::as_str)
+            }
+            fn checksum_headers(&self) -> ChecksumHeaders {
+                checksum_headers!(self)
+            }
+        }
+    };
+}
+
+has_integrity_headers!(PutObjectInput);
+has_integrity_headers!(UploadPartInput);
 
 /// Only the "null" version exists.
 fn check_version(version_id: Option<&str>) -> S3Result<()> {
@@ -72,6 +122,10 @@ pub async fn get_object<S: Store>(
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
     check_version(input.version_id.as_deref())?;
+    let checksum_mode = input
+        .checksum_mode
+        .as_ref()
+        .is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let request = GetRequest {
         range: byte_range(input.range),
         conditions: conditions(
@@ -91,7 +145,7 @@ pub async fn get_object<S: Store>(
         .await?;
     let (info, range) = response;
     let content_length = range.map_or(info.size, |(first, last)| last - first + 1);
-    let output = GetObjectOutput {
+    let mut output = GetObjectOutput {
         body: Some(body.into_blob()),
         content_length: Some(content_length as i64),
         content_range: range.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
@@ -107,6 +161,11 @@ pub async fn get_object<S: Store>(
         cache_control: info.meta.cache_control,
         ..Default::default()
     };
+    // Checksums describe the whole object: returned on request, and not for ranges.
+    if checksum_mode && range.is_none() {
+        output.checksum_type = info.checksum.as_ref().map(checksum_type);
+        set_checksum!(output, &info.checksum);
+    }
     Ok(S3Response::new(output))
 }
 
@@ -116,6 +175,10 @@ pub async fn head_object<S: Store>(
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let input = req.input;
     check_version(input.version_id.as_deref())?;
+    let checksum_mode = input
+        .checksum_mode
+        .as_ref()
+        .is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let conditions = conditions(
         input.if_match,
         input.if_none_match,
@@ -126,7 +189,7 @@ pub async fn head_object<S: Store>(
     let info = gw
         .read(move |store| store.head_object(&bucket, &key, &conditions))
         .await?;
-    let output = HeadObjectOutput {
+    let mut output = HeadObjectOutput {
         content_length: Some(info.size as i64),
         accept_ranges: Some("bytes".into()),
         e_tag: Some(etag(&info.etag)),
@@ -140,6 +203,10 @@ pub async fn head_object<S: Store>(
         cache_control: info.meta.cache_control,
         ..Default::default()
     };
+    if checksum_mode {
+        output.checksum_type = info.checksum.as_ref().map(checksum_type);
+        set_checksum!(output, &info.checksum);
+    }
     Ok(S3Response::new(output))
 }
 

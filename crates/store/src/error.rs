@@ -54,6 +54,8 @@ pub enum StoreError {
     InvalidArgument(String),
     #[error("{0}")]
     MalformedXml(String),
+    #[error("{0}")]
+    BadDigest(String),
     #[error("Internal I/O error: {0}")]
     Io(io::Error),
 }
@@ -85,6 +87,7 @@ impl StoreError {
             Self::EntityTooSmall => "EntityTooSmall",
             Self::InvalidArgument(_) => "InvalidArgument",
             Self::MalformedXml(_) => "MalformedXML",
+            Self::BadDigest(_) => "BadDigest",
             Self::Io(_) => "InternalError",
         }
     }
@@ -97,7 +100,8 @@ impl StoreError {
             | Self::InvalidPartOrder
             | Self::EntityTooSmall
             | Self::InvalidArgument(_)
-            | Self::MalformedXml(_) => 400,
+            | Self::MalformedXml(_)
+            | Self::BadDigest(_) => 400,
             Self::BucketAlreadyOwnedByYou | Self::BucketNotEmpty | Self::ObjectIsDirectory(_) => {
                 409
             }

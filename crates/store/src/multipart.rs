@@ -136,7 +136,10 @@ fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
 
 /// The parts present in an upload directory, newest file per part number. Part files are
 /// named `<number>.<md5 hex>` or `<number>.<md5 hex>.<checksum hex>`.
-fn read_parts(dir: BorrowedFd<'_>, algorithm: Option<ChecksumAlgorithm>) -> StoreResult<BTreeMap<u32, (PartInfo, String)>> {
+fn read_parts(
+    dir: BorrowedFd<'_>,
+    algorithm: Option<ChecksumAlgorithm>,
+) -> StoreResult<BTreeMap<u32, (PartInfo, String)>> {
     let mut parts: BTreeMap<u32, (PartInfo, String)> = BTreeMap::new();
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
@@ -144,20 +147,34 @@ fn read_parts(dir: BorrowedFd<'_>, algorithm: Option<ChecksumAlgorithm>) -> Stor
             continue;
         };
         let mut fields = name.split('.');
-        let (Some(number), Some(etag), checksum_hex) = (fields.next(), fields.next(), fields.next()) else {
+        let (Some(number), Some(etag), checksum_hex) =
+            (fields.next(), fields.next(), fields.next())
+        else {
             continue;
         };
-        let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else {
+        let (Ok(part_number), true) =
+            (number.parse::<u32>(), etag.len() == 32 && number.len() == 5)
+        else {
             continue;
         };
         let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
         let checksum = match (algorithm, checksum_hex.and_then(|h| hex::decode(h).ok())) {
-            (Some(algorithm), Some(raw)) => Some(Checksum { algorithm, value: BASE64.encode(raw), kind: ChecksumType::FullObject }),
+            (Some(algorithm), Some(raw)) => Some(Checksum {
+                algorithm,
+                value: BASE64.encode(raw),
+                kind: ChecksumType::FullObject,
+            }),
             _ => None,
         };
-        let info = PartInfo { part_number, etag: etag.to_string(), size: stat.st_size as u64, last_modified: modified(&stat), checksum };
+        let info = PartInfo {
+            part_number,
+            etag: etag.to_string(),
+            size: stat.st_size as u64,
+            last_modified: modified(&stat),
+            checksum,
+        };
         match parts.get(&part_number) {
             Some((existing, _)) if existing.last_modified > info.last_modified => {}
             _ => {
@@ -309,7 +326,8 @@ impl PosixStore {
         check_part_number(part_number)?;
         let bucket_fd = self.bucket_fd(bucket)?;
         let (upload_dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(record.checksum_algorithm);
+        let staged =
+            StagedFile::create(upload_dir.try_clone()?)?.with_checksum(record.checksum_algorithm);
         Ok(PosixPartWriter {
             upload_dir,
             staged,
@@ -400,7 +418,11 @@ impl PosixStore {
             Some(algorithm) => {
                 let mut raws = Vec::with_capacity(chosen.len());
                 for (info, _) in &chosen {
-                    let raw = info.checksum.as_ref().and_then(Checksum::raw).ok_or(StoreError::InvalidPart(info.part_number))?;
+                    let raw = info
+                        .checksum
+                        .as_ref()
+                        .and_then(Checksum::raw)
+                        .ok_or(StoreError::InvalidPart(info.part_number))?;
                     raws.push((raw, info.size));
                 }
                 Some(multipart_checksum(algorithm, record.checksum_type, &raws))

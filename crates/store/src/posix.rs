@@ -594,7 +594,10 @@ impl ObjectWrite for PosixWriter {
 
     fn digests(&self) -> crate::Digests {
         if self.known_etag.is_some() {
-            return crate::Digests { md5: None, checksum: self.known_checksum.clone() };
+            return crate::Digests {
+                md5: None,
+                checksum: self.known_checksum.clone(),
+            };
         }
         self.staged.digests()
     }

@@ -51,7 +51,10 @@ impl StagedFile {
 
     /// MD5 and checksum of what was written so far.
     pub(crate) fn digests(&self) -> Digests {
-        Digests { md5: Some(self.md5.clone().finalize().into()), checksum: self.checksum.as_ref().map(Hasher::checksum) }
+        Digests {
+            md5: Some(self.md5.clone().finalize().into()),
+            checksum: self.checksum.as_ref().map(Hasher::checksum),
+        }
     }
 
     pub(crate) fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {

@@ -842,7 +842,10 @@ mod checksums {
     #[test]
     fn put_computes_stores_and_returns_the_checksum() {
         let (dir, store) = store();
-        let request = PutRequest { checksum_algorithm: Some(ChecksumAlgorithm::Crc32), ..Default::default() };
+        let request = PutRequest {
+            checksum_algorithm: Some(ChecksumAlgorithm::Crc32),
+            ..Default::default()
+        };
         let mut w = store.put_object("bkt", "c", request).unwrap();
         w.write_all(b"hello ").unwrap();
         w.write_all(b"world").unwrap();
@@ -851,15 +854,28 @@ mod checksums {
         assert_eq!(hex::encode(digests.md5.unwrap()), md5_hex(b"hello world"));
         let info = w.commit().unwrap();
         assert_eq!(info.checksum.unwrap().value, "DUoRhQ==");
-        let head = store.head_object("bkt", "c", &Conditions::default()).unwrap();
-        assert_eq!(head.checksum.as_ref().unwrap().algorithm, ChecksumAlgorithm::Crc32);
+        let head = store
+            .head_object("bkt", "c", &Conditions::default())
+            .unwrap();
+        assert_eq!(
+            head.checksum.as_ref().unwrap().algorithm,
+            ChecksumAlgorithm::Crc32
+        );
         // A copy carries the checksum over.
-        let copy = store.copy_object("bkt", "c", "bkt", "c2", &CopyRequest::default()).unwrap();
+        let copy = store
+            .copy_object("bkt", "c", "bkt", "c2", &CopyRequest::default())
+            .unwrap();
         assert_eq!(copy.checksum.unwrap().value, "DUoRhQ==");
         // Changed by a POSIX program: the old checksum is no longer served.
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(dir.path().join("bkt/c"), b"other bytes").unwrap();
-        assert!(store.head_object("bkt", "c", &Conditions::default()).unwrap().checksum.is_none());
+        assert!(
+            store
+                .head_object("bkt", "c", &Conditions::default())
+                .unwrap()
+                .checksum
+                .is_none()
+        );
     }
 
     #[test]
@@ -869,25 +885,53 @@ mod checksums {
         let p2 = b"end".to_vec();
         let mut whole = p1.clone();
         whole.extend(&p2);
-        for (algorithm, kind) in [(ChecksumAlgorithm::Crc32c, ChecksumType::FullObject), (ChecksumAlgorithm::Sha256, ChecksumType::Composite)] {
-            let request = PutRequest { checksum_algorithm: Some(algorithm), checksum_type: kind, ..Default::default() };
+        for (algorithm, kind) in [
+            (ChecksumAlgorithm::Crc32c, ChecksumType::FullObject),
+            (ChecksumAlgorithm::Sha256, ChecksumType::Composite),
+        ] {
+            let request = PutRequest {
+                checksum_algorithm: Some(algorithm),
+                checksum_type: kind,
+                ..Default::default()
+            };
             let id = store.create_multipart_upload("bkt", "mp", request).unwrap();
             let mut parts = Vec::new();
             for (n, data) in [(1u32, &p1), (2, &p2)] {
                 let mut w = store.upload_part("bkt", "mp", &id, n).unwrap();
                 w.write_all(data).unwrap();
                 let info = w.commit().unwrap();
-                parts.push(CompletedPart { part_number: n, etag: info.etag, checksum: info.checksum.map(|c| c.value) });
+                parts.push(CompletedPart {
+                    part_number: n,
+                    etag: info.etag,
+                    checksum: info.checksum.map(|c| c.value),
+                });
             }
             let listed = store.list_parts("bkt", "mp", &id, 0, 10).unwrap();
-            assert_eq!(listed.parts[1].checksum.as_ref().unwrap().value, parts[1].checksum.clone().unwrap());
+            assert_eq!(
+                listed.parts[1].checksum.as_ref().unwrap().value,
+                parts[1].checksum.clone().unwrap()
+            );
             let mut wrong = parts.clone();
             wrong[0].checksum = Some("AAAAAA==".into());
-            assert!(matches!(store.complete_multipart_upload("bkt", "mp", &id, &wrong, PutRequest::default()), Err(StoreError::InvalidPart(1))));
-            let info = store.complete_multipart_upload("bkt", "mp", &id, &parts, PutRequest::default()).unwrap();
+            assert!(matches!(
+                store.complete_multipart_upload("bkt", "mp", &id, &wrong, PutRequest::default()),
+                Err(StoreError::InvalidPart(1))
+            ));
+            let info = store
+                .complete_multipart_upload("bkt", "mp", &id, &parts, PutRequest::default())
+                .unwrap();
             let checksum = info.checksum.unwrap();
             if kind == ChecksumType::FullObject {
-                let mut w = store.put_object("bkt", "ref", PutRequest { checksum_algorithm: Some(algorithm), ..Default::default() }).unwrap();
+                let mut w = store
+                    .put_object(
+                        "bkt",
+                        "ref",
+                        PutRequest {
+                            checksum_algorithm: Some(algorithm),
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap();
                 w.write_all(&whole).unwrap();
                 assert_eq!(checksum.value, w.digests().checksum.unwrap().value);
             } else {

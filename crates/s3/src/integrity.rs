@@ -1,0 +1,222 @@
+//! Integrity: the Content-MD5 and x-amz-checksum-* a client declares (in headers, or in
+//! aws-chunked trailers that arrive after the body), checked against what the engine computed
+//! before the object becomes visible; and the stored checksum put back into responses.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use isthmus_store::{Checksum, ChecksumAlgorithm, ChecksumType, Digests, StoreError, StoreResult};
+use s3s::{S3Result, TrailingHeaders, s3_error};
+
+/// What the client declared about a body.
+#[derive(Default)]
+pub struct Declared {
+    content_md5: Option<[u8; 16]>,
+    pub algorithm: Option<ChecksumAlgorithm>,
+    value: Option<String>,
+    trailers: Option<TrailingHeaders>,
+}
+
+/// The x-amz-checksum-* header values of an input, in `ChecksumAlgorithm::ALL` order.
+pub type ChecksumHeaders = [Option<String>; 5];
+
+impl Declared {
+    /// `algorithm` is x-amz-sdk-checksum-algorithm; `trailer` the x-amz-trailer header.
+    pub fn new(
+        content_md5: Option<&str>,
+        algorithm: Option<&str>,
+        values: ChecksumHeaders,
+        trailer: Option<&str>,
+        trailers: Option<TrailingHeaders>,
+    ) -> S3Result<Self> {
+        let content_md5 = match content_md5 {
+            None => None,
+            Some(b64) => {
+                let raw = BASE64
+                    .decode(b64.trim())
+                    .ok()
+                    .and_then(|v| <[u8; 16]>::try_from(v).ok());
+                Some(raw.ok_or_else(|| {
+                    s3_error!(InvalidDigest, "The Content-MD5 you specified is not valid.")
+                })?)
+            }
+        };
+        let mut declared: Vec<(ChecksumAlgorithm, String)> = ChecksumAlgorithm::ALL
+            .into_iter()
+            .zip(values)
+            .filter_map(|(a, v)| v.map(|v| (a, v)))
+            .collect();
+        if declared.len() > 1 {
+            return Err(s3_error!(
+                InvalidRequest,
+                "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."
+            ));
+        }
+        let from_value = declared.pop();
+        let named = match algorithm {
+            None => None,
+            Some(name) => Some(ChecksumAlgorithm::from_name(name).ok_or_else(|| {
+                s3_error!(InvalidRequest, "Checksum algorithm {name} is not supported")
+            })?),
+        };
+        let trailed = trailer.and_then(|t| {
+            t.trim()
+                .to_ascii_lowercase()
+                .strip_prefix("x-amz-checksum-")
+                .and_then(ChecksumAlgorithm::from_name)
+        });
+        if let (Some((a, _)), Some(n)) = (&from_value, named)
+            && *a != n
+        {
+            return Err(s3_error!(
+                InvalidRequest,
+                "Value for x-amz-sdk-checksum-algorithm header is invalid."
+            ));
+        }
+        let algorithm = from_value.as_ref().map(|(a, _)| *a).or(named).or(trailed);
+        Ok(Self {
+            content_md5,
+            algorithm,
+            value: from_value.map(|(_, v)| v),
+            trailers,
+        })
+    }
+
+    /// Compares what the client declared with what was received. Runs after the whole body
+    /// (and so its trailers) arrived, before commit.
+    pub fn check(&self, digests: &Digests) -> StoreResult<()> {
+        if let (Some(expected), Some(got)) = (self.content_md5, digests.md5)
+            && expected != got
+        {
+            return Err(StoreError::BadDigest(
+                "The Content-MD5 you specified did not match what we received.".into(),
+            ));
+        }
+        let Some(algorithm) = self.algorithm else {
+            return Ok(());
+        };
+        let header = format!("x-amz-checksum-{}", algorithm.name().to_ascii_lowercase());
+        let expected = self.value.clone().or_else(|| {
+            self.trailers
+                .as_ref()?
+                .read(|h| {
+                    h.get(header.as_str())
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                })
+                .flatten()
+        });
+        match (expected, &digests.checksum) {
+            (Some(expected), Some(got)) if expected.trim() != got.value => {
+                Err(StoreError::BadDigest(format!(
+                    "The {} you specified did not match the calculated checksum.",
+                    algorithm.name()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The s3s algorithm name of a checksum, for x-amz-checksum-type.
+pub fn checksum_type(c: &Checksum) -> s3s::dto::ChecksumType {
+    s3s::dto::ChecksumType::from_static(match c.kind {
+        ChecksumType::FullObject => s3s::dto::ChecksumType::FULL_OBJECT,
+        ChecksumType::Composite => s3s::dto::ChecksumType::COMPOSITE,
+    })
+}
+
+/// Parses x-amz-checksum-type.
+pub fn parse_checksum_type(t: Option<&str>) -> S3Result<ChecksumType> {
+    match t {
+        None => Ok(ChecksumType::FullObject),
+        Some(t) if t.eq_ignore_ascii_case("FULL_OBJECT") => Ok(ChecksumType::FullObject),
+        Some(t) if t.eq_ignore_ascii_case("COMPOSITE") => Ok(ChecksumType::Composite),
+        Some(t) => Err(s3_error!(
+            InvalidRequest,
+            "Checksum type {t} is not supported"
+        )),
+    }
+}
+
+/// The x-amz-checksum-* fields of any input that has them.
+#[macro_export]
+macro_rules! checksum_headers {
+    ($input:expr) => {
+        [
+            $input.checksum_crc32.clone(),
+            $input.checksum_crc32c.clone(),
+            $input.checksum_crc64nvme.clone(),
+            $input.checksum_sha1.clone(),
+            $input.checksum_sha256.clone(),
+        ]
+    };
+}
+
+/// Puts a stored checksum into the x-amz-checksum-* fields of any output that has them.
+#[macro_export]
+macro_rules! set_checksum {
+    ($output:expr, $checksum:expr) => {
+        if let Some(c) = $checksum {
+            let value = Some(c.value.clone());
+            match c.algorithm {
+                isthmus_store::ChecksumAlgorithm::Crc32 => $output.checksum_crc32 = value,
+                isthmus_store::ChecksumAlgorithm::Crc32c => $output.checksum_crc32c = value,
+                isthmus_store::ChecksumAlgorithm::Crc64nvme => $output.checksum_crc64nvme = value,
+                isthmus_store::ChecksumAlgorithm::Sha1 => $output.checksum_sha1 = value,
+                isthmus_store::ChecksumAlgorithm::Sha256 => $output.checksum_sha256 = value,
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digests(md5: [u8; 16], checksum: Option<&str>) -> Digests {
+        Digests {
+            md5: Some(md5),
+            checksum: checksum.map(|v| Checksum {
+                algorithm: ChecksumAlgorithm::Crc32,
+                value: v.into(),
+                kind: ChecksumType::FullObject,
+            }),
+        }
+    }
+
+    #[test]
+    fn content_md5_and_checksums_are_checked() {
+        let md5 = [1u8; 16];
+        let ok = Declared::new(
+            Some(&BASE64.encode(md5)),
+            None,
+            [Some("DUoRhQ==".into()), None, None, None, None],
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(ok.algorithm, Some(ChecksumAlgorithm::Crc32));
+        assert!(ok.check(&digests(md5, Some("DUoRhQ=="))).is_ok());
+        assert!(matches!(
+            ok.check(&digests([2u8; 16], Some("DUoRhQ=="))),
+            Err(StoreError::BadDigest(_))
+        ));
+        assert!(matches!(
+            ok.check(&digests(md5, Some("AAAAAA=="))),
+            Err(StoreError::BadDigest(_))
+        ));
+        assert!(Declared::new(Some("not base64!"), None, Default::default(), None, None).is_err());
+        let two = [Some("a".into()), Some("b".into()), None, None, None];
+        assert!(Declared::new(None, None, two, None, None).is_err());
+        let trailed = Declared::new(
+            None,
+            None,
+            Default::default(),
+            Some("x-amz-checksum-crc64nvme"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(trailed.algorithm, Some(ChecksumAlgorithm::Crc64nvme));
+        assert!(Declared::new(None, Some("MD4"), Default::default(), None, None).is_err());
+    }
+}
