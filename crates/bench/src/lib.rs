@@ -8,7 +8,5 @@ pub mod units;
 pub mod workload;
 
 pub use report::{Report, ratio_to_posix};
-pub use target::{
-    BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target,
-};
+pub use target::{BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target};
 pub use workload::{Op, OpResult, Workload};

@@ -20,21 +20,14 @@ pub struct Report {
 /// The figure a workload is judged by: keys/s for listings, ops/s otherwise (for a fixed
 /// object size, the ops/s ratio is also the bandwidth ratio).
 fn figure(r: &OpResult) -> f64 {
-    if r.op == Op::List {
-        r.keys_per_s
-    } else {
-        r.ops_per_s
-    }
+    if r.op == Op::List { r.keys_per_s } else { r.ops_per_s }
 }
 
 /// `r` as a fraction of the POSIX result for the same operation, size and workers.
 pub fn ratio_to_posix(results: &[OpResult], r: &OpResult) -> Option<f64> {
-    let base = results.iter().find(|b| {
-        b.kind == "posix"
-            && b.op == r.op
-            && b.object_size == r.object_size
-            && b.workers == r.workers
-    })?;
+    let base = results
+        .iter()
+        .find(|b| b.kind == "posix" && b.op == r.op && b.object_size == r.object_size && b.workers == r.workers)?;
     let base = figure(base);
     (base > 0.0).then(|| figure(r) / base)
 }
@@ -44,32 +37,19 @@ impl Report {
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED);
         table.set_header([
-            "op", "size", "workers", "target", "ops/s", "MiB/s", "keys/s", "p50 ms", "p99 ms",
-            "errors", "vs POSIX",
+            "op", "size", "workers", "target", "ops/s", "MiB/s", "keys/s", "p50 ms", "p99 ms", "errors", "vs POSIX",
         ]);
         for r in &self.results {
-            let ratio = ratio_to_posix(&self.results, r)
-                .map_or_else(|| "-".to_string(), |x| format!("{:.1} %", x * 100.0));
+            let ratio =
+                ratio_to_posix(&self.results, r).map_or_else(|| "-".to_string(), |x| format!("{:.1} %", x * 100.0));
             table.add_row([
                 r.op.to_string(),
-                if r.op == Op::List {
-                    "-".into()
-                } else {
-                    format_size(r.object_size)
-                },
+                if r.op == Op::List { "-".into() } else { format_size(r.object_size) },
                 r.workers.to_string(),
                 r.kind.clone(),
                 format!("{:.0}", r.ops_per_s),
-                if r.bytes > 0 {
-                    format!("{:.1}", r.mib_per_s)
-                } else {
-                    "-".into()
-                },
-                if r.op == Op::List {
-                    format!("{:.0}", r.keys_per_s)
-                } else {
-                    "-".into()
-                },
+                if r.bytes > 0 { format!("{:.1}", r.mib_per_s) } else { "-".into() },
+                if r.op == Op::List { format!("{:.0}", r.keys_per_s) } else { "-".into() },
                 format!("{:.3}", r.p50_us as f64 / 1000.0),
                 format!("{:.3}", r.p99_us as f64 / 1000.0),
                 r.errors.to_string(),
@@ -128,16 +108,8 @@ mod tests {
         assert_eq!(ratio_to_posix(&results, &results[1]), Some(0.6));
         assert_eq!(ratio_to_posix(&results, &results[3]), Some(0.5));
         assert_eq!(ratio_to_posix(&results, &results[4]), None);
-        let report = Report {
-            started_unix: 0,
-            host: "h".into(),
-            durability: "strict".into(),
-            results,
-        };
+        let report = Report { started_unix: 0, host: "h".into(), durability: "strict".into(), results };
         let table = report.table();
-        assert!(
-            table.contains("60.0 %") && table.contains("50.0 %"),
-            "{table}"
-        );
+        assert!(table.contains("60.0 %") && table.contains("50.0 %"), "{table}");
     }
 }

@@ -40,12 +40,7 @@ pub trait Connection: Send {
     fn delete(&mut self, key: &str) -> BenchResult<()>;
     /// Lists one page of up to `max` keys under `prefix` after `after`; returns the number of
     /// keys and the marker of the next page, if any.
-    fn list_page(
-        &mut self,
-        prefix: &str,
-        after: Option<&str>,
-        max: usize,
-    ) -> BenchResult<(usize, Option<String>)>;
+    fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)>;
 }
 
 /// A system under test.
@@ -85,11 +80,7 @@ impl PosixConnection {
     fn fsync_parent(&self, path: &Path) -> BenchResult<()> {
         if self.sync {
             let parent = path.parent().unwrap_or(&self.dir);
-            let fd = rustix::fs::open(
-                parent,
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
+            let fd = rustix::fs::open(parent, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
             rustix::fs::fsync(&fd)?;
         }
         Ok(())
@@ -100,23 +91,12 @@ impl Connection for PosixConnection {
     fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
         let path = self.dir.join(key);
         let parent = path.parent().expect("keys have a parent");
-        let tmp = parent.join(format!(
-            ".tmp.{}.{}",
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut file = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
+        let tmp = parent.join(format!(".tmp.{}.{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
+        let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(parent)?;
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&tmp)?
+                std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?
             }
             Err(e) => return Err(e.into()),
         };
@@ -153,20 +133,11 @@ impl Connection for PosixConnection {
         self.fsync_parent(&path)
     }
 
-    fn list_page(
-        &mut self,
-        prefix: &str,
-        _after: Option<&str>,
-        _max: usize,
-    ) -> BenchResult<(usize, Option<String>)> {
+    fn list_page(&mut self, prefix: &str, _after: Option<&str>, _max: usize) -> BenchResult<(usize, Option<String>)> {
         // The fastest POSIX listing there is: one readdir pass with a stat per entry (`ls -l`
         // without sorting), all in one "page". S3 listings are sorted and paged on top of this.
         let dir = self.dir.join(prefix.trim_end_matches('/'));
-        let fd = rustix::fs::open(
-            &dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let fd = rustix::fs::open(&dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let mut count = 0;
         for entry in rustix::fs::Dir::read_from(fd.as_fd())? {
             let entry = entry?;
@@ -185,22 +156,14 @@ impl Target for PosixTarget {
         "posix"
     }
     fn describe(&self) -> String {
-        format!(
-            "posix://{} ({})",
-            self.dir.display(),
-            if self.sync { "fsync" } else { "no fsync" }
-        )
+        format!("posix://{} ({})", self.dir.display(), if self.sync { "fsync" } else { "no fsync" })
     }
     fn prepare(&self) -> BenchResult<()> {
         std::fs::create_dir_all(&self.dir)?;
         Ok(())
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(PosixConnection {
-            dir: self.dir.clone(),
-            sync: self.sync,
-            buf: Vec::new(),
-        }))
+        Ok(Box::new(PosixConnection { dir: self.dir.clone(), sync: self.sync, buf: Vec::new() }))
     }
     fn cleanup(&self) -> BenchResult<()> {
         match std::fs::remove_dir_all(&self.dir) {
@@ -223,22 +186,11 @@ pub struct S3Target {
 const SIGN_FOR: Duration = Duration::from_secs(3600);
 
 impl S3Target {
-    pub fn new(
-        endpoint: &str,
-        bucket: &str,
-        access_key: &str,
-        secret_key: &str,
-    ) -> BenchResult<Self> {
-        let url: url::Url = endpoint
-            .parse()
-            .map_err(|e| BenchError::Setup(format!("invalid endpoint {endpoint:?}: {e}")))?;
-        let bucket = rusty_s3::Bucket::new(
-            url,
-            rusty_s3::UrlStyle::Path,
-            bucket.to_string(),
-            "us-east-1",
-        )
-        .map_err(|e| BenchError::Setup(format!("invalid endpoint or bucket: {e}")))?;
+    pub fn new(endpoint: &str, bucket: &str, access_key: &str, secret_key: &str) -> BenchResult<Self> {
+        let url: url::Url =
+            endpoint.parse().map_err(|e| BenchError::Setup(format!("invalid endpoint {endpoint:?}: {e}")))?;
+        let bucket = rusty_s3::Bucket::new(url, rusty_s3::UrlStyle::Path, bucket.to_string(), "us-east-1")
+            .map_err(|e| BenchError::Setup(format!("invalid endpoint or bucket: {e}")))?;
         Ok(Self {
             bucket,
             credentials: rusty_s3::Credentials::new(access_key, secret_key),
@@ -247,11 +199,7 @@ impl S3Target {
     }
 
     fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_idle_connections_per_host(4)
-            .build()
-            .into()
+        ureq::Agent::config_builder().http_status_as_error(false).max_idle_connections_per_host(4).build().into()
     }
 }
 
@@ -266,19 +214,13 @@ fn http_err(e: ureq::Error) -> BenchError {
     BenchError::Http(e.to_string())
 }
 
-fn check(
-    mut resp: ureq::http::Response<ureq::Body>,
-    what: &str,
-) -> BenchResult<ureq::http::Response<ureq::Body>> {
+fn check(mut resp: ureq::http::Response<ureq::Body>, what: &str) -> BenchResult<ureq::http::Response<ureq::Body>> {
     let status = resp.status().as_u16();
     if (200..300).contains(&status) {
         return Ok(resp);
     }
     let body = resp.body_mut().read_to_string().unwrap_or_default();
-    Err(BenchError::Http(format!(
-        "{what}: HTTP {status}: {}",
-        body.chars().take(300).collect::<String>()
-    )))
+    Err(BenchError::Http(format!("{what}: HTTP {status}: {}", body.chars().take(300).collect::<String>())))
 }
 
 impl S3Connection {
@@ -299,10 +241,7 @@ impl S3Connection {
 impl Connection for S3Connection {
     fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
         use rusty_s3::S3Action;
-        let url = self
-            .bucket
-            .put_object(Some(&self.credentials), key)
-            .sign(SIGN_FOR);
+        let url = self.bucket.put_object(Some(&self.credentials), key).sign(SIGN_FOR);
         let resp = self.agent.put(url.as_str()).send(data).map_err(http_err)?;
         let resp = check(resp, "PUT")?;
         self.drain(resp).map(drop)
@@ -310,10 +249,7 @@ impl Connection for S3Connection {
 
     fn get(&mut self, key: &str) -> BenchResult<u64> {
         use rusty_s3::S3Action;
-        let url = self
-            .bucket
-            .get_object(Some(&self.credentials), key)
-            .sign(SIGN_FOR);
+        let url = self.bucket.get_object(Some(&self.credentials), key).sign(SIGN_FOR);
         let resp = self.agent.get(url.as_str()).call().map_err(http_err)?;
         let resp = check(resp, "GET")?;
         self.drain(resp)
@@ -321,34 +257,21 @@ impl Connection for S3Connection {
 
     fn head(&mut self, key: &str) -> BenchResult<()> {
         use rusty_s3::S3Action;
-        let url = self
-            .bucket
-            .head_object(Some(&self.credentials), key)
-            .sign(SIGN_FOR);
+        let url = self.bucket.head_object(Some(&self.credentials), key).sign(SIGN_FOR);
         let resp = self.agent.head(url.as_str()).call().map_err(http_err)?;
         check(resp, "HEAD").map(drop)
     }
 
     fn delete(&mut self, key: &str) -> BenchResult<()> {
         use rusty_s3::S3Action;
-        let url = self
-            .bucket
-            .delete_object(Some(&self.credentials), key)
-            .sign(SIGN_FOR);
+        let url = self.bucket.delete_object(Some(&self.credentials), key).sign(SIGN_FOR);
         let resp = self.agent.delete(url.as_str()).call().map_err(http_err)?;
         let resp = check(resp, "DELETE")?;
         self.drain(resp).map(drop)
     }
 
-    fn list_page(
-        &mut self,
-        prefix: &str,
-        after: Option<&str>,
-        max: usize,
-    ) -> BenchResult<(usize, Option<String>)> {
-        let page = self
-            .list_v2(prefix, after, max)?
-            .ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
+    fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
+        let page = self.list_v2(prefix, after, max)?.ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
         Ok((page.contents.len(), page.next_continuation_token))
     }
 }
@@ -374,12 +297,7 @@ impl S3Connection {
             return Ok(None);
         }
         let mut resp = check(resp, "LIST")?;
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .map_err(http_err)?;
+        let text = resp.body_mut().with_config().limit(64 << 20).read_to_string().map_err(http_err)?;
         rusty_s3::actions::ListObjectsV2::parse_response(&text)
             .map(Some)
             .map_err(|e| BenchError::Http(format!("LIST response: {e}")))
@@ -396,10 +314,7 @@ impl Target for S3Target {
     fn prepare(&self) -> BenchResult<()> {
         use rusty_s3::S3Action;
         let url = self.bucket.create_bucket(&self.credentials).sign(SIGN_FOR);
-        let resp = Self::agent()
-            .put(url.as_str())
-            .send_empty()
-            .map_err(http_err)?;
+        let resp = Self::agent().put(url.as_str()).send_empty().map_err(http_err)?;
         // An existing bucket of ours is fine.
         if resp.status().as_u16() == 409 {
             return Ok(());
@@ -457,21 +372,13 @@ struct EmbeddedConnection {
 impl Connection for EmbeddedConnection {
     fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
         use isthmus_store::Store;
-        self.store.put_bytes(
-            &self.bucket,
-            key,
-            data,
-            isthmus_store::PutRequest::default(),
-        )?;
+        self.store.put_bytes(&self.bucket, key, data, isthmus_store::PutRequest::default())?;
         Ok(())
     }
 
     fn get(&mut self, key: &str) -> BenchResult<u64> {
         use isthmus_store::Store;
-        let mut body = self
-            .store
-            .get_object(&self.bucket, key, &isthmus_store::GetRequest::default())?
-            .body;
+        let mut body = self.store.get_object(&self.bucket, key, &isthmus_store::GetRequest::default())?.body;
         self.buf.resize(READ_BUF, 0);
         let mut total = 0u64;
         loop {
@@ -485,8 +392,7 @@ impl Connection for EmbeddedConnection {
 
     fn head(&mut self, key: &str) -> BenchResult<()> {
         use isthmus_store::Store;
-        self.store
-            .head_object(&self.bucket, key, &isthmus_store::Conditions::default())?;
+        self.store.head_object(&self.bucket, key, &isthmus_store::Conditions::default())?;
         Ok(())
     }
 
@@ -496,12 +402,7 @@ impl Connection for EmbeddedConnection {
         Ok(())
     }
 
-    fn list_page(
-        &mut self,
-        prefix: &str,
-        after: Option<&str>,
-        max: usize,
-    ) -> BenchResult<(usize, Option<String>)> {
+    fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
         use isthmus_store::Store;
         let request = isthmus_store::ListRequest {
             prefix: prefix.to_string(),
@@ -510,10 +411,7 @@ impl Connection for EmbeddedConnection {
             max_keys: max,
         };
         let page = self.store.list_objects(&self.bucket, &request)?;
-        Ok((
-            page.objects.len() + page.common_prefixes.len(),
-            page.next_marker,
-        ))
+        Ok((page.objects.len() + page.common_prefixes.len(), page.next_marker))
     }
 }
 
@@ -522,11 +420,7 @@ impl Target for EmbeddedTarget {
         "embedded"
     }
     fn describe(&self) -> String {
-        format!(
-            "embedded://{} bucket {}",
-            self.store.root().display(),
-            self.bucket
-        )
+        format!("embedded://{} bucket {}", self.store.root().display(), self.bucket)
     }
     fn prepare(&self) -> BenchResult<()> {
         use isthmus_store::Store;
@@ -536,11 +430,7 @@ impl Target for EmbeddedTarget {
         }
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EmbeddedConnection {
-            store: self.store.clone(),
-            bucket: self.bucket.clone(),
-            buf: Vec::new(),
-        }))
+        Ok(Box::new(EmbeddedConnection { store: self.store.clone(), bucket: self.bucket.clone(), buf: Vec::new() }))
     }
     fn cleanup(&self) -> BenchResult<()> {
         match std::fs::remove_dir_all(self.store.root().join(&self.bucket)) {

@@ -8,29 +8,24 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let number: u64 = number.parse().map_err(|_| {
-        format!("invalid size {s:?}: expected a number with an optional unit like 4KiB or 64MiB")
-    })?;
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: expected a number with an optional unit like 4KiB or 64MiB"))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         other => {
-            return Err(format!(
-                "invalid size unit {other:?} in {s:?}: use B, KiB, MiB or GiB"
-            ));
+            return Err(format!("invalid size unit {other:?} in {s:?}: use B, KiB, MiB or GiB"));
         }
     };
-    number
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("size {s:?} is too large"))
+    number.checked_mul(1 << shift).ok_or_else(|| format!("size {s:?} is too large"))
 }
 
 /// Parses a duration such as `10s`, `500ms` or `2m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("invalid duration {s:?}: {e} (try 10s or 500ms)"))
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e} (try 10s or 500ms)"))
 }
 
 /// Formats a byte size compactly: 4KiB, 64MiB, 1000B.

@@ -30,9 +30,7 @@ impl std::str::FromStr for Op {
             "head" => Ok(Self::Head),
             "delete" => Ok(Self::Delete),
             "list" => Ok(Self::List),
-            other => Err(format!(
-                "unknown operation {other:?}: use put, get, head, delete or list"
-            )),
+            other => Err(format!("unknown operation {other:?}: use put, get, head, delete or list")),
         }
     }
 }
@@ -113,9 +111,7 @@ impl Tally {
                 self.ops += 1;
                 self.bytes += bytes;
                 self.keys += keys;
-                let _ = self
-                    .latency
-                    .record(started.elapsed().as_micros().max(1) as u64);
+                let _ = self.latency.record(started.elapsed().as_micros().max(1) as u64);
             }
             Err(err) => {
                 self.errors += 1;
@@ -169,20 +165,12 @@ fn on_workers<F>(target: &dyn Target, workers: usize, f: F) -> BenchResult<Tally
 where
     F: Fn(usize, &mut dyn Connection) -> Tally + Sync,
 {
-    let mut connections = (0..workers)
-        .map(|_| target.connect())
-        .collect::<BenchResult<Vec<_>>>()?;
+    let mut connections = (0..workers).map(|_| target.connect()).collect::<BenchResult<Vec<_>>>()?;
     let f = &f;
     let tallies: Vec<Tally> = std::thread::scope(|scope| {
-        let handles: Vec<_> = connections
-            .iter_mut()
-            .enumerate()
-            .map(|(w, conn)| scope.spawn(move || f(w, conn.as_mut())))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("benchmark worker panicked"))
-            .collect()
+        let handles: Vec<_> =
+            connections.iter_mut().enumerate().map(|(w, conn)| scope.spawn(move || f(w, conn.as_mut()))).collect();
+        handles.into_iter().map(|h| h.join().expect("benchmark worker panicked")).collect()
     });
     let mut total = Tally::new();
     for t in tallies {
@@ -212,9 +200,7 @@ fn populate(
         t
     })?;
     match tally.first_error {
-        Some(err) => Err(BenchError::Setup(format!(
-            "populating objects failed: {err}"
-        ))),
+        Some(err) => Err(BenchError::Setup(format!("populating objects failed: {err}"))),
         None => Ok(()),
     }
 }
@@ -226,12 +212,10 @@ impl Workload {
         let size = self.object_size;
         match self.op {
             Op::Get | Op::Head => populate(target, workers, self.objects.max(1), size, data_key)?,
-            Op::Delete => populate(target, workers, self.objects.max(workers), size, |i| {
-                delete_key(i % workers, i / workers)
-            })?,
-            Op::List => populate(target, workers, self.objects.max(1), 0, |i| {
-                format!("{}o{i:08}", list_prefix())
-            })?,
+            Op::Delete => {
+                populate(target, workers, self.objects.max(workers), size, |i| delete_key(i % workers, i / workers))?
+            }
+            Op::List => populate(target, workers, self.objects.max(1), 0, |i| format!("{}o{i:08}", list_prefix()))?,
             Op::Put => {}
         }
         let data = Arc::new(payload(if self.op == Op::Put { size } else { 0 }));
@@ -246,27 +230,19 @@ impl Workload {
             while Instant::now() < deadline && t.errors < MAX_ERRORS {
                 let started = Instant::now();
                 let outcome = match self.op {
-                    Op::Put => conn
-                        .put(&format!("put/w{w}/o{n:08}"), &data)
-                        .map(|()| (size, 0)),
-                    Op::Get => conn
-                        .get(&data_key((w + n * workers) % objects))
-                        .map(|b| (b, 0)),
-                    Op::Head => conn
-                        .head(&data_key((w + n * workers) % objects))
-                        .map(|()| (0, 0)),
+                    Op::Put => conn.put(&format!("put/w{w}/o{n:08}"), &data).map(|()| (size, 0)),
+                    Op::Get => conn.get(&data_key((w + n * workers) % objects)).map(|b| (b, 0)),
+                    Op::Head => conn.head(&data_key((w + n * workers) % objects)).map(|()| (0, 0)),
                     Op::Delete => {
                         if n >= per_worker_deletes {
                             break;
                         }
                         conn.delete(&delete_key(w, n)).map(|()| (0, 0))
                     }
-                    Op::List => conn.list_page(list_prefix(), marker.as_deref(), 1000).map(
-                        |(keys, next)| {
-                            marker = next;
-                            (0, keys as u64)
-                        },
-                    ),
+                    Op::List => conn.list_page(list_prefix(), marker.as_deref(), 1000).map(|(keys, next)| {
+                        marker = next;
+                        (0, keys as u64)
+                    }),
                 };
                 t.record(started, outcome);
                 n += 1;

@@ -22,11 +22,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub serve: Option<PathBuf>,
     /// Operations, comma-separated: put,get,head,delete,list
-    #[arg(
-        long,
-        default_value = "put,get,head,delete,list",
-        value_delimiter = ','
-    )]
+    #[arg(long, default_value = "put,get,head,delete,list", value_delimiter = ',')]
     pub ops: Vec<Op>,
     /// Object sizes, comma-separated (4KiB,64MiB)
     #[arg(long, default_value = "4KiB", value_delimiter = ',', value_parser = parse_size)]
@@ -68,25 +64,13 @@ impl Drop for SpawnedGateway {
     }
 }
 
-fn spawn_gateway(
-    root: &PathBuf,
-    durability: Durability,
-) -> Result<(SpawnedGateway, String, String, String), String> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
+fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedGateway, String, String, String), String> {
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
     let user = isthmus_s3::User::generate("bench");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let child = Command::new(exe)
-        .args([
-            "serve",
-            "--address",
-            &format!("127.0.0.1:{port}"),
-            "--log-level",
-            "warn",
-            "--durability",
-        ])
+        .args(["serve", "--address", &format!("127.0.0.1:{port}"), "--log-level", "warn", "--durability"])
         .arg(match durability {
             Durability::Strict => "strict",
             Durability::Relaxed => "relaxed",
@@ -111,30 +95,18 @@ fn spawn_gateway(
 
 fn open_target(url: &str, bucket: &str, durability: Durability) -> Result<Box<dyn Target>, String> {
     if let Some(path) = url.strip_prefix("embedded://") {
-        let options = StoreOptions {
-            durability,
-            ..StoreOptions::default()
-        };
-        let store =
-            PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
-        return Ok(Box::new(EmbeddedTarget {
-            store: Arc::new(store),
-            bucket: bucket.to_string(),
-        }));
+        let options = StoreOptions { durability, ..StoreOptions::default() };
+        let store = PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
+        return Ok(Box::new(EmbeddedTarget { store: Arc::new(store), bucket: bucket.to_string() }));
     }
     if url.starts_with("http://") || url.starts_with("https://") {
-        let key = std::env::var("AWS_ACCESS_KEY_ID").map_err(|_| {
-            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for HTTP targets".to_string()
-        })?;
+        let key = std::env::var("AWS_ACCESS_KEY_ID")
+            .map_err(|_| "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
         let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
             .map_err(|_| "set AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
-        return Ok(Box::new(
-            S3Target::new(url, bucket, &key, &secret).map_err(|e| e.to_string())?,
-        ));
+        return Ok(Box::new(S3Target::new(url, bucket, &key, &secret).map_err(|e| e.to_string())?));
     }
-    Err(format!(
-        "unknown target {url:?}: use http://host:port, https://host:port or embedded:///path"
-    ))
+    Err(format!("unknown target {url:?}: use http://host:port, https://host:port or embedded:///path"))
 }
 
 fn default_objects(size: u64) -> usize {
@@ -142,24 +114,14 @@ fn default_objects(size: u64) -> usize {
 }
 
 pub fn run(args: BenchArgs) -> Result<(), String> {
-    let data_root = args
-        .serve
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("./data"));
-    let baseline_dir = args
-        .baseline
-        .clone()
-        .unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
-    let mut targets: Vec<Box<dyn Target>> = vec![Box::new(PosixTarget {
-        dir: baseline_dir,
-        sync: args.durability == Durability::Strict,
-    })];
+    let data_root = args.serve.clone().unwrap_or_else(|| PathBuf::from("./data"));
+    let baseline_dir = args.baseline.clone().unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
+    let mut targets: Vec<Box<dyn Target>> =
+        vec![Box::new(PosixTarget { dir: baseline_dir, sync: args.durability == Durability::Strict })];
     let _gateway = match &args.serve {
         Some(root) => {
             let (gateway, endpoint, key, secret) = spawn_gateway(root, args.durability)?;
-            targets.push(Box::new(
-                S3Target::new(&endpoint, &args.bucket, &key, &secret).map_err(|e| e.to_string())?,
-            ));
+            targets.push(Box::new(S3Target::new(&endpoint, &args.bucket, &key, &secret).map_err(|e| e.to_string())?));
             Some(gateway)
         }
         None => None,
@@ -167,18 +129,12 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     for url in &args.targets {
         targets.push(open_target(url, &args.bucket, args.durability)?);
     }
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
     for &size in &args.size {
         for target in &targets {
-            target
-                .cleanup()
-                .map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
-            target
-                .prepare()
-                .map_err(|e| format!("{}: {e}", target.describe()))?;
+            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
         }
         for &op in &args.ops {
             if op == Op::List && size != args.size[0] {
@@ -189,22 +145,14 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     Op::List => args.list_objects,
                     _ => args.objects.unwrap_or_else(|| default_objects(size)),
                 };
-                let workload = Workload {
-                    op,
-                    object_size: size,
-                    workers,
-                    duration: args.duration,
-                    objects,
-                };
+                let workload = Workload { op, object_size: size, workers, duration: args.duration, objects };
                 for target in &targets {
                     eprintln!(
                         "running {op} size={} workers={workers} on {}",
                         isthmus_bench::units::format_size(size),
                         target.describe()
                     );
-                    let result = workload
-                        .run(target.as_ref())
-                        .map_err(|e| format!("{}: {e}", target.describe()))?;
+                    let result = workload.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?;
                     results.push(result);
                 }
             }
@@ -215,17 +163,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             eprintln!("warning: {}: cleanup failed: {e}", target.describe());
         }
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let durability = format!("{:?}", args.durability).to_lowercase();
-    let report = Report {
-        started_unix,
-        host,
-        durability,
-        results,
-    };
+    let report = Report { started_unix, host, durability, results };
     println!("{}", report.table());
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

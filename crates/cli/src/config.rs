@@ -75,10 +75,9 @@ pub struct FileConfig {
 
 impl FileConfig {
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-        toml::from_str(&text)
-            .map_err(|e| format!("config file {}: {}", path.display(), e.message()))
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("config file {}: {}", path.display(), e.message()))
     }
 }
 
@@ -98,54 +97,30 @@ pub struct ServeSettings {
 }
 
 impl ServeSettings {
-    pub fn resolve(
-        args: ServeArgs,
-        env_keys: (Option<String>, Option<String>),
-    ) -> Result<Self, String> {
+    pub fn resolve(args: ServeArgs, env_keys: (Option<String>, Option<String>)) -> Result<Self, String> {
         let file = match &args.config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
         let root_user = match env_keys {
-            (Some(access_key), Some(secret_key)) => Some(User {
-                access_key,
-                secret_key,
-                display_name: "root".into(),
-            }),
+            (Some(access_key), Some(secret_key)) => Some(User { access_key, secret_key, display_name: "root".into() }),
             (None, None) => file.root_user,
             _ => {
-                return Err(
-                    "set both ISTHMUS_ROOT_ACCESS_KEY and ISTHMUS_ROOT_SECRET_KEY, or neither"
-                        .into(),
-                );
+                return Err("set both ISTHMUS_ROOT_ACCESS_KEY and ISTHMUS_ROOT_SECRET_KEY, or neither".into());
             }
         };
-        let log_level = args
-            .log_level
-            .or(file.log_level)
-            .unwrap_or_else(|| "info".into());
+        let log_level = args.log_level.or(file.log_level).unwrap_or_else(|| "info".into());
         if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
-            return Err(format!(
-                "unknown log level {log_level:?}: use error, warn, info, debug or trace"
-            ));
+            return Err(format!("unknown log level {log_level:?}: use error, warn, info, debug or trace"));
         }
         for user in root_user.iter().chain(&file.users) {
             if user.access_key.len() < 3 || user.secret_key.len() < 8 {
-                return Err(format!(
-                    "user {:?}: access keys need 3+ characters and secret keys 8+",
-                    user.access_key
-                ));
+                return Err(format!("user {:?}: access keys need 3+ characters and secret keys 8+", user.access_key));
             }
         }
         Ok(Self {
-            root: args
-                .root
-                .or(file.root)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT)),
-            address: args
-                .address
-                .or(file.address)
-                .unwrap_or_else(|| DEFAULT_ADDRESS.parse().expect("valid default")),
+            root: args.root.or(file.root).unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT)),
+            address: args.address.or(file.address).unwrap_or_else(|| DEFAULT_ADDRESS.parse().expect("valid default")),
             durability: args.durability.or(file.durability).unwrap_or_default(),
             metadata: args.metadata.or(file.metadata).unwrap_or_default(),
             log_level,
@@ -191,11 +166,8 @@ display_name = "Alice"
         assert_eq!(s.users.len(), 1);
         assert!(s.root_user.is_none());
 
-        let defaults = ServeSettings::resolve(
-            ServeArgs::default(),
-            (Some("AK123".into()), Some("secret-123".into())),
-        )
-        .unwrap();
+        let defaults =
+            ServeSettings::resolve(ServeArgs::default(), (Some("AK123".into()), Some("secret-123".into()))).unwrap();
         assert_eq!(defaults.root, PathBuf::from("./data"));
         assert_eq!(defaults.address.to_string(), "127.0.0.1:9000");
         assert_eq!(defaults.durability, Durability::Strict);
@@ -204,22 +176,12 @@ display_name = "Alice"
 
     #[test]
     fn bad_settings_are_refused_with_a_reason() {
-        assert!(
-            ServeSettings::resolve(ServeArgs::default(), (Some("AK".into()), None))
-                .unwrap_err()
-                .contains("both")
-        );
+        assert!(ServeSettings::resolve(ServeArgs::default(), (Some("AK".into()), None)).unwrap_err().contains("both"));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, "rooot = 1").unwrap();
-        let err = ServeSettings::resolve(
-            ServeArgs {
-                config: Some(path),
-                ..Default::default()
-            },
-            (None, None),
-        )
-        .unwrap_err();
+        let err =
+            ServeSettings::resolve(ServeArgs { config: Some(path), ..Default::default() }, (None, None)).unwrap_err();
         assert!(err.contains("rooot"), "{err}");
     }
 }

@@ -9,11 +9,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(
-    name = "isthmus",
-    version,
-    about = "One copy of scientific data, reachable as POSIX files and as S3 objects"
-)]
+#[command(name = "isthmus", version, about = "One copy of scientific data, reachable as POSIX files and as S3 objects")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,17 +25,12 @@ enum Command {
 
 fn init_logging(level: &str, format: config::LogFormat) {
     // ISTHMUS_LOG (a tracing filter) wins; otherwise our crates log at `level`, libraries at warn.
-    let filter = std::env::var("ISTHMUS_LOG").unwrap_or_else(|_| {
-        format!("warn,isthmus={level},isthmus_s3={level},isthmus_store={level}")
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::new(filter))
-        .with_writer(std::io::stderr);
+    let filter = std::env::var("ISTHMUS_LOG")
+        .unwrap_or_else(|_| format!("warn,isthmus={level},isthmus_s3={level},isthmus_store={level}"));
+    let builder = tracing_subscriber::fmt().with_env_filter(EnvFilter::new(filter)).with_writer(std::io::stderr);
     match format {
         config::LogFormat::Json => builder.json().with_current_span(true).init(),
-        config::LogFormat::Text => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
+        config::LogFormat::Text => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
     }
 }
 
@@ -47,10 +38,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => {
-            let env = (
-                std::env::var("ISTHMUS_ROOT_ACCESS_KEY").ok(),
-                std::env::var("ISTHMUS_ROOT_SECRET_KEY").ok(),
-            );
+            let env = (std::env::var("ISTHMUS_ROOT_ACCESS_KEY").ok(), std::env::var("ISTHMUS_ROOT_SECRET_KEY").ok());
             config::ServeSettings::resolve(args, env).and_then(|settings| {
                 init_logging(&settings.log_level, settings.log_format);
                 serve::run(settings)

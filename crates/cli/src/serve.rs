@@ -13,11 +13,8 @@ use crate::config::ServeSettings;
 const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
 
 pub fn run(settings: ServeSettings) -> Result<(), String> {
-    let options = StoreOptions {
-        durability: settings.durability,
-        metadata: settings.metadata,
-        ..StoreOptions::default()
-    };
+    let options =
+        StoreOptions { durability: settings.durability, metadata: settings.metadata, ..StoreOptions::default() };
     let store = PosixStore::open(&settings.root, options)
         .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
     let (root_user, announce) = match settings.root_user.clone() {
@@ -37,7 +34,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(settings.address).await.map_err(|e| format!("cannot listen on {}: {e} (choose another with --address)", settings.address))?;
+        let listener = tokio::net::TcpListener::bind(settings.address)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e} (choose another with --address)", settings.address))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let store = Arc::new(store);
         let filesystem = store.filesystem();
@@ -51,18 +50,29 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         println!(
             "  file system: {} ({}), durability: {:?}, metadata: {:?}",
             filesystem.name(),
-            if filesystem.is_local() { "local: short reads run inline" } else { "shared: all I/O on the blocking pool" },
+            if filesystem.is_local() {
+                "local: short reads run inline"
+            } else {
+                "shared: all I/O on the blocking pool"
+            },
             settings.durability,
             store.metadata_mode()
         );
         match announce {
             Some((path, true)) => {
-                println!("Root credentials were created and saved in {} (mode 0600). They are shown only now:", path.display());
+                println!(
+                    "Root credentials were created and saved in {} (mode 0600). They are shown only now:",
+                    path.display()
+                );
                 println!("  AWS_ACCESS_KEY_ID={}", root_user.access_key);
                 println!("  AWS_SECRET_ACCESS_KEY={}", root_user.secret_key);
             }
-            Some((path, false)) => println!("Root credentials: access key {} (secret in {})", root_user.access_key, path.display()),
-            None => println!("Root credentials: access key {} (from the environment or config file)", root_user.access_key),
+            Some((path, false)) => {
+                println!("Root credentials: access key {} (secret in {})", root_user.access_key, path.display())
+            }
+            None => {
+                println!("Root credentials: access key {} (from the environment or config file)", root_user.access_key)
+            }
         }
         let cleaner = store.clone();
         tokio::task::spawn_blocking(move || match cleaner.clean_stale_temporaries(STALE_TEMPORARY_AGE) {
@@ -77,8 +87,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

@@ -34,23 +34,12 @@ impl User {
     /// New random credentials: a 20-character access key and a 40-character secret.
     pub fn generate(display_name: &str) -> Self {
         const ACCESS: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-        const SECRET: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const SECRET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut bytes = [0u8; 60];
         getrandom::fill(&mut bytes).expect("the OS random source works");
-        let access_key = bytes[..20]
-            .iter()
-            .map(|b| ACCESS[usize::from(b & 31)] as char)
-            .collect();
-        let secret_key = bytes[20..]
-            .iter()
-            .map(|b| SECRET[usize::from(b & 63)] as char)
-            .collect();
-        Self {
-            access_key,
-            secret_key,
-            display_name: display_name.to_string(),
-        }
+        let access_key = bytes[..20].iter().map(|b| ACCESS[usize::from(b & 31)] as char).collect();
+        let secret_key = bytes[20..].iter().map(|b| SECRET[usize::from(b & 63)] as char).collect();
+        Self { access_key, secret_key, display_name: display_name.to_string() }
     }
 }
 
@@ -73,25 +62,15 @@ pub fn credentials_path(internal_dir: &Path) -> PathBuf {
 /// Loads the root credentials from `path`, creating them on first start. Returns the user and
 /// whether it was created now (so the caller prints it once).
 pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError> {
-    let io_err = |source| CredentialsError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| CredentialsError::Io { path: path.to_path_buf(), source };
     let user = User::generate("root");
     let text = format!(
         "# Isthmus root credentials, created on first start. Keep this file private (mode 0600).\naccess_key = \"{}\"\nsecret_key = \"{}\"\ndisplay_name = \"root\"\n",
         user.access_key, user.secret_key
     );
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
         Ok(mut file) => {
-            file.write_all(text.as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(io_err)?;
+            file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(io_err)?;
             return Ok((user, true));
         }
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
@@ -100,17 +79,12 @@ pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError
     let mut file = std::fs::File::open(path).map_err(io_err)?;
     let mode = file.metadata().map_err(io_err)?.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(CredentialsError::InsecureMode {
-            path: path.to_path_buf(),
-            mode,
-        });
+        return Err(CredentialsError::InsecureMode { path: path.to_path_buf(), mode });
     }
     let mut text = String::new();
     file.read_to_string(&mut text).map_err(io_err)?;
-    let user: User = toml::from_str(&text).map_err(|e| CredentialsError::Parse {
-        path: path.to_path_buf(),
-        message: e.message().to_string(),
-    })?;
+    let user: User = toml::from_str(&text)
+        .map_err(|e| CredentialsError::Parse { path: path.to_path_buf(), message: e.message().to_string() })?;
     Ok((user, false))
 }
 
@@ -122,12 +96,7 @@ pub struct UserDirectory {
 
 impl UserDirectory {
     pub fn new(users: impl IntoIterator<Item = User>) -> Self {
-        Self {
-            users: users
-                .into_iter()
-                .map(|u| (u.access_key.clone(), u))
-                .collect(),
-        }
+        Self { users: users.into_iter().map(|u| (u.access_key.clone(), u)).collect() }
     }
 
     pub fn get(&self, access_key: &str) -> Option<&User> {
@@ -148,10 +117,9 @@ impl S3Auth for UserDirectory {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
         match self.users.get(access_key) {
             Some(user) => Ok(SecretKey::from(user.secret_key.clone())),
-            None => Err(s3_error!(
-                InvalidAccessKeyId,
-                "The AWS access key ID you provided does not exist in our records."
-            )),
+            None => {
+                Err(s3_error!(InvalidAccessKeyId, "The AWS access key ID you provided does not exist in our records."))
+            }
         }
     }
 }
@@ -168,18 +136,12 @@ mod tests {
         assert!(created);
         assert_eq!(first.access_key.len(), 20);
         assert_eq!(first.secret_key.len(), 40);
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         let (again, created) = load_or_create_root(&path).unwrap();
         assert!(!created);
         assert_eq!(again, first);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(
-            load_or_create_root(&path),
-            Err(CredentialsError::InsecureMode { .. })
-        ));
+        assert!(matches!(load_or_create_root(&path), Err(CredentialsError::InsecureMode { .. })));
     }
 
     #[test]

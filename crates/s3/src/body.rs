@@ -136,10 +136,7 @@ fn body_error(err: StdError) -> S3Error {
             "The chunk signature of the streaming payload does not match",
         );
     }
-    S3Error::with_message(
-        S3ErrorCode::IncompleteBody,
-        format!("The request body ended early or was malformed: {text}"),
-    )
+    S3Error::with_message(S3ErrorCode::IncompleteBody, format!("The request body ended early or was malformed: {text}"))
 }
 
 /// Collects up to `CHUNK` bytes; returns the bytes and whether the body ended.

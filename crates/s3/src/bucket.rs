@@ -15,22 +15,10 @@ pub async fn list_buckets<S: Store>(
     let buckets = buckets
         .into_iter()
         .filter(|b| prefix.as_deref().is_none_or(|p| b.name.starts_with(p)))
-        .map(|b| Bucket {
-            name: Some(b.name),
-            creation_date: Some(Timestamp::from(b.created)),
-            bucket_region: None,
-        })
+        .map(|b| Bucket { name: Some(b.name), creation_date: Some(Timestamp::from(b.created)), bucket_region: None })
         .collect();
-    let owner = req.credentials.map(|c| Owner {
-        id: Some(c.access_key.clone()),
-        display_name: Some(c.access_key),
-    });
-    Ok(S3Response::new(ListBucketsOutput {
-        buckets: Some(buckets),
-        owner,
-        prefix,
-        ..Default::default()
-    }))
+    let owner = req.credentials.map(|c| Owner { id: Some(c.access_key.clone()), display_name: Some(c.access_key) });
+    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner, prefix, ..Default::default() }))
 }
 
 pub async fn create_bucket<S: Store>(
@@ -40,17 +28,14 @@ pub async fn create_bucket<S: Store>(
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
     gw.write(move |store| store.create_bucket(&bucket)).await?;
-    Ok(S3Response::new(CreateBucketOutput {
-        location: Some(location),
-    }))
+    Ok(S3Response::new(CreateBucketOutput { location: Some(location) }))
 }
 
 pub async fn head_bucket<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<HeadBucketInput>,
 ) -> S3Result<S3Response<HeadBucketOutput>> {
-    gw.read(move |store| store.head_bucket(&req.input.bucket))
-        .await?;
+    gw.read(move |store| store.head_bucket(&req.input.bucket)).await?;
     Ok(S3Response::new(HeadBucketOutput::default()))
 }
 
@@ -58,8 +43,7 @@ pub async fn delete_bucket<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<DeleteBucketInput>,
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
-    gw.write(move |store| store.delete_bucket(&req.input.bucket))
-        .await?;
+    gw.write(move |store| store.delete_bucket(&req.input.bucket)).await?;
     Ok(S3Response::new(DeleteBucketOutput::default()))
 }
 
@@ -67,20 +51,16 @@ pub async fn get_bucket_location<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<GetBucketLocationInput>,
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-    gw.read(move |store| store.head_bucket(&req.input.bucket))
-        .await?;
+    gw.read(move |store| store.head_bucket(&req.input.bucket)).await?;
     // us-east-1 is reported as an empty constraint, which every client accepts.
-    Ok(S3Response::new(GetBucketLocationOutput {
-        location_constraint: None,
-    }))
+    Ok(S3Response::new(GetBucketLocationOutput { location_constraint: None }))
 }
 
 pub async fn get_bucket_versioning<S: Store>(
     gw: &Gateway<S>,
     req: S3Request<GetBucketVersioningInput>,
 ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    gw.read(move |store| store.head_bucket(&req.input.bucket))
-        .await?;
+    gw.read(move |store| store.head_bucket(&req.input.bucket)).await?;
     // Never versioned: S3 reports that by leaving Status out.
     Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }

@@ -72,12 +72,8 @@ impl MetaHeaders {
             content_language: self.content_language,
             cache_control: self.cache_control,
             expires: self.expires.as_ref().and_then(http_date),
-            user: self
-                .metadata
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k.to_ascii_lowercase(), v))
-                .collect(),
+            user: self.metadata.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
+            tags: Default::default(),
         }
     }
 }
@@ -100,12 +96,7 @@ macro_rules! meta_headers {
 
 /// The user metadata map for a response (None when empty, so no headers are sent).
 pub fn user_metadata(meta: &ObjectMeta) -> Option<Metadata> {
-    (!meta.user.is_empty()).then(|| {
-        meta.user
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    })
+    (!meta.user.is_empty()).then(|| meta.user.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
 }
 
 #[cfg(test)]

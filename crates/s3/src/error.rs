@@ -6,8 +6,7 @@ use s3s::{S3Error, S3ErrorCode};
 /// Turns an engine error into the S3 error the client sees. Internal I/O details are logged,
 /// not sent.
 pub fn s3_error(err: StoreError) -> S3Error {
-    let code =
-        S3ErrorCode::from_bytes(err.s3_code().as_bytes()).unwrap_or(S3ErrorCode::InternalError);
+    let code = S3ErrorCode::from_bytes(err.s3_code().as_bytes()).unwrap_or(S3ErrorCode::InternalError);
     let message = match &err {
         StoreError::Io(io) => {
             tracing::error!(error = %io, "internal I/O error");
@@ -25,10 +24,7 @@ pub fn s3_error(err: StoreError) -> S3Error {
 /// A blocking-pool task that panicked or was cancelled.
 pub fn join_error(err: tokio::task::JoinError) -> S3Error {
     tracing::error!(error = %err, "engine task failed");
-    S3Error::with_message(
-        S3ErrorCode::InternalError,
-        "We encountered an internal error. Please try again.",
-    )
+    S3Error::with_message(S3ErrorCode::InternalError, "We encountered an internal error. Please try again.")
 }
 
 /// Where engine calls run. Tokio's blocking pool costs two thread handoffs per call (about a
@@ -43,21 +39,14 @@ pub struct IoPolicy {
 
 impl IoPolicy {
     /// Everything on the blocking pool: safe anywhere.
-    pub const POOL: Self = Self {
-        inline_reads: false,
-        inline_writes: false,
-    };
+    pub const POOL: Self = Self { inline_reads: false, inline_writes: false };
 
     pub async fn run<T, F>(inline: bool, f: F) -> Result<T, S3Error>
     where
         F: FnOnce() -> Result<T, StoreError> + Send + 'static,
         T: Send + 'static,
     {
-        if inline {
-            f().map_err(s3_error)
-        } else {
-            blocking(f).await
-        }
+        if inline { f().map_err(s3_error) } else { blocking(f).await }
     }
 }
 
@@ -67,8 +56,5 @@ where
     F: FnOnce() -> Result<T, StoreError> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(join_error)?
-        .map_err(s3_error)
+    tokio::task::spawn_blocking(f).await.map_err(join_error)?.map_err(s3_error)
 }

@@ -31,20 +31,12 @@ impl Declared {
         let content_md5 = match content_md5 {
             None => None,
             Some(b64) => {
-                let raw = BASE64
-                    .decode(b64.trim())
-                    .ok()
-                    .and_then(|v| <[u8; 16]>::try_from(v).ok());
-                Some(raw.ok_or_else(|| {
-                    s3_error!(InvalidDigest, "The Content-MD5 you specified is not valid.")
-                })?)
+                let raw = BASE64.decode(b64.trim()).ok().and_then(|v| <[u8; 16]>::try_from(v).ok());
+                Some(raw.ok_or_else(|| s3_error!(InvalidDigest, "The Content-MD5 you specified is not valid."))?)
             }
         };
-        let mut declared: Vec<(ChecksumAlgorithm, String)> = ChecksumAlgorithm::ALL
-            .into_iter()
-            .zip(values)
-            .filter_map(|(a, v)| v.map(|v| (a, v)))
-            .collect();
+        let mut declared: Vec<(ChecksumAlgorithm, String)> =
+            ChecksumAlgorithm::ALL.into_iter().zip(values).filter_map(|(a, v)| v.map(|v| (a, v))).collect();
         if declared.len() > 1 {
             return Err(s3_error!(
                 InvalidRequest,
@@ -54,31 +46,21 @@ impl Declared {
         let from_value = declared.pop();
         let named = match algorithm {
             None => None,
-            Some(name) => Some(ChecksumAlgorithm::from_name(name).ok_or_else(|| {
-                s3_error!(InvalidRequest, "Checksum algorithm {name} is not supported")
-            })?),
+            Some(name) => Some(
+                ChecksumAlgorithm::from_name(name)
+                    .ok_or_else(|| s3_error!(InvalidRequest, "Checksum algorithm {name} is not supported"))?,
+            ),
         };
         let trailed = trailer.and_then(|t| {
-            t.trim()
-                .to_ascii_lowercase()
-                .strip_prefix("x-amz-checksum-")
-                .and_then(ChecksumAlgorithm::from_name)
+            t.trim().to_ascii_lowercase().strip_prefix("x-amz-checksum-").and_then(ChecksumAlgorithm::from_name)
         });
         if let (Some((a, _)), Some(n)) = (&from_value, named)
             && *a != n
         {
-            return Err(s3_error!(
-                InvalidRequest,
-                "Value for x-amz-sdk-checksum-algorithm header is invalid."
-            ));
+            return Err(s3_error!(InvalidRequest, "Value for x-amz-sdk-checksum-algorithm header is invalid."));
         }
         let algorithm = from_value.as_ref().map(|(a, _)| *a).or(named).or(trailed);
-        Ok(Self {
-            content_md5,
-            algorithm,
-            value: from_value.map(|(_, v)| v),
-            trailers,
-        })
+        Ok(Self { content_md5, algorithm, value: from_value.map(|(_, v)| v), trailers })
     }
 
     /// Compares what the client declared with what was received. Runs after the whole body
@@ -87,9 +69,7 @@ impl Declared {
         if let (Some(expected), Some(got)) = (self.content_md5, digests.md5)
             && expected != got
         {
-            return Err(StoreError::BadDigest(
-                "The Content-MD5 you specified did not match what we received.".into(),
-            ));
+            return Err(StoreError::BadDigest("The Content-MD5 you specified did not match what we received.".into()));
         }
         let Some(algorithm) = self.algorithm else {
             return Ok(());
@@ -98,20 +78,14 @@ impl Declared {
         let expected = self.value.clone().or_else(|| {
             self.trailers
                 .as_ref()?
-                .read(|h| {
-                    h.get(header.as_str())
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string)
-                })
+                .read(|h| h.get(header.as_str()).and_then(|v| v.to_str().ok()).map(str::to_string))
                 .flatten()
         });
         match (expected, &digests.checksum) {
-            (Some(expected), Some(got)) if expected.trim() != got.value => {
-                Err(StoreError::BadDigest(format!(
-                    "The {} you specified did not match the calculated checksum.",
-                    algorithm.name()
-                )))
-            }
+            (Some(expected), Some(got)) if expected.trim() != got.value => Err(StoreError::BadDigest(format!(
+                "The {} you specified did not match the calculated checksum.",
+                algorithm.name()
+            ))),
             _ => Ok(()),
         }
     }
@@ -131,10 +105,7 @@ pub fn parse_checksum_type(t: Option<&str>) -> S3Result<ChecksumType> {
         None => Ok(ChecksumType::FullObject),
         Some(t) if t.eq_ignore_ascii_case("FULL_OBJECT") => Ok(ChecksumType::FullObject),
         Some(t) if t.eq_ignore_ascii_case("COMPOSITE") => Ok(ChecksumType::Composite),
-        Some(t) => Err(s3_error!(
-            InvalidRequest,
-            "Checksum type {t} is not supported"
-        )),
+        Some(t) => Err(s3_error!(InvalidRequest, "Checksum type {t} is not supported")),
     }
 }
 
@@ -197,25 +168,12 @@ mod tests {
         .unwrap();
         assert_eq!(ok.algorithm, Some(ChecksumAlgorithm::Crc32));
         assert!(ok.check(&digests(md5, Some("DUoRhQ=="))).is_ok());
-        assert!(matches!(
-            ok.check(&digests([2u8; 16], Some("DUoRhQ=="))),
-            Err(StoreError::BadDigest(_))
-        ));
-        assert!(matches!(
-            ok.check(&digests(md5, Some("AAAAAA=="))),
-            Err(StoreError::BadDigest(_))
-        ));
+        assert!(matches!(ok.check(&digests([2u8; 16], Some("DUoRhQ=="))), Err(StoreError::BadDigest(_))));
+        assert!(matches!(ok.check(&digests(md5, Some("AAAAAA=="))), Err(StoreError::BadDigest(_))));
         assert!(Declared::new(Some("not base64!"), None, Default::default(), None, None).is_err());
         let two = [Some("a".into()), Some("b".into()), None, None, None];
         assert!(Declared::new(None, None, two, None, None).is_err());
-        let trailed = Declared::new(
-            None,
-            None,
-            Default::default(),
-            Some("x-amz-checksum-crc64nvme"),
-            None,
-        )
-        .unwrap();
+        let trailed = Declared::new(None, None, Default::default(), Some("x-amz-checksum-crc64nvme"), None).unwrap();
         assert_eq!(trailed.algorithm, Some(ChecksumAlgorithm::Crc64nvme));
         assert!(Declared::new(None, Some("MD4"), Default::default(), None, None).is_err());
     }

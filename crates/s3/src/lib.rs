@@ -12,6 +12,7 @@ mod list;
 mod multipart;
 mod object;
 pub mod server;
+mod tagging;
 
 use std::sync::Arc;
 
@@ -58,28 +59,16 @@ impl<S: Store> Gateway<S> {
 
 #[async_trait::async_trait]
 impl<S: Store> S3 for Gateway<S> {
-    async fn list_buckets(
-        &self,
-        req: S3Request<ListBucketsInput>,
-    ) -> S3Result<S3Response<ListBucketsOutput>> {
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
         bucket::list_buckets(self, req).await
     }
-    async fn create_bucket(
-        &self,
-        req: S3Request<CreateBucketInput>,
-    ) -> S3Result<S3Response<CreateBucketOutput>> {
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
         bucket::create_bucket(self, req).await
     }
-    async fn head_bucket(
-        &self,
-        req: S3Request<HeadBucketInput>,
-    ) -> S3Result<S3Response<HeadBucketOutput>> {
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
         bucket::head_bucket(self, req).await
     }
-    async fn delete_bucket(
-        &self,
-        req: S3Request<DeleteBucketInput>,
-    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
         bucket::delete_bucket(self, req).await
     }
     async fn get_bucket_location(
@@ -88,46 +77,25 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
         bucket::get_bucket_location(self, req).await
     }
-    async fn put_object(
-        &self,
-        req: S3Request<PutObjectInput>,
-    ) -> S3Result<S3Response<PutObjectOutput>> {
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         object::put_object(self, req).await
     }
-    async fn get_object(
-        &self,
-        req: S3Request<GetObjectInput>,
-    ) -> S3Result<S3Response<GetObjectOutput>> {
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         object::get_object(self, req).await
     }
-    async fn head_object(
-        &self,
-        req: S3Request<HeadObjectInput>,
-    ) -> S3Result<S3Response<HeadObjectOutput>> {
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         object::head_object(self, req).await
     }
-    async fn delete_object(
-        &self,
-        req: S3Request<DeleteObjectInput>,
-    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         object::delete_object(self, req).await
     }
-    async fn copy_object(
-        &self,
-        req: S3Request<CopyObjectInput>,
-    ) -> S3Result<S3Response<CopyObjectOutput>> {
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         object::copy_object(self, req).await
     }
-    async fn list_objects(
-        &self,
-        req: S3Request<ListObjectsInput>,
-    ) -> S3Result<S3Response<ListObjectsOutput>> {
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
         list::list_objects(self, req).await
     }
-    async fn list_objects_v2(
-        &self,
-        req: S3Request<ListObjectsV2Input>,
-    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
         list::list_objects_v2(self, req).await
     }
     async fn create_multipart_upload(
@@ -136,10 +104,7 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         multipart::create_multipart_upload(self, req).await
     }
-    async fn upload_part(
-        &self,
-        req: S3Request<UploadPartInput>,
-    ) -> S3Result<S3Response<UploadPartOutput>> {
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         multipart::upload_part(self, req).await
     }
     async fn complete_multipart_upload(
@@ -154,10 +119,7 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
         multipart::abort_multipart_upload(self, req).await
     }
-    async fn list_parts(
-        &self,
-        req: S3Request<ListPartsInput>,
-    ) -> S3Result<S3Response<ListPartsOutput>> {
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
         multipart::list_parts(self, req).await
     }
     async fn list_multipart_uploads(
@@ -166,10 +128,7 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         multipart::list_multipart_uploads(self, req).await
     }
-    async fn delete_objects(
-        &self,
-        req: S3Request<DeleteObjectsInput>,
-    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         object::delete_objects(self, req).await
     }
     async fn get_bucket_versioning(
@@ -184,6 +143,24 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         list::list_object_versions(self, req).await
     }
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        tagging::put_object_tagging(self, req).await
+    }
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        tagging::get_object_tagging(self, req).await
+    }
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        tagging::delete_object_tagging(self, req).await
+    }
 }
 
 /// Builds the S3 service: the gateway, SigV4 authentication against `users`, and
@@ -197,10 +174,7 @@ pub fn build_service<S: Store>(
     let mut builder = S3ServiceBuilder::new(Gateway::new(store, io));
     builder.set_auth(users);
     if let Some(domain) = domain {
-        builder.set_host(
-            s3s::host::SingleDomain::new(domain)
-                .map_err(|e| format!("invalid domain {domain:?}: {e}"))?,
-        );
+        builder.set_host(s3s::host::SingleDomain::new(domain).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
     }
     Ok(builder.build())
 }

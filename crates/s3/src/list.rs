@@ -15,12 +15,7 @@ const MAX_KEYS: i32 = 1000;
 
 /// Unreserved characters and `/` stay; everything else (including `+` and space) is escaped,
 /// which every client's decoder (also the `unquote_plus` of botocore) reads back exactly.
-const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'/');
+const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
 
 struct Encoder(bool);
 
@@ -29,19 +24,12 @@ impl Encoder {
         match encoding_type.map(EncodingType::as_str) {
             None => Ok(Self(false)),
             Some(EncodingType::URL) => Ok(Self(true)),
-            Some(other) => Err(s3_error!(
-                InvalidArgument,
-                "Invalid Encoding Method specified in Request: {other}"
-            )),
+            Some(other) => Err(s3_error!(InvalidArgument, "Invalid Encoding Method specified in Request: {other}")),
         }
     }
 
     fn apply(&self, s: String) -> String {
-        if self.0 {
-            utf8_percent_encode(&s, KEY_ENCODE).to_string()
-        } else {
-            s
-        }
+        if self.0 { utf8_percent_encode(&s, KEY_ENCODE).to_string() } else { s }
     }
 
     fn opt(&self, s: Option<String>) -> Option<String> {
@@ -52,21 +40,13 @@ impl Encoder {
 fn max_keys(requested: Option<i32>) -> S3Result<usize> {
     match requested {
         None => Ok(MAX_KEYS as usize),
-        Some(n) if n < 0 => Err(s3_error!(
-            InvalidArgument,
-            "max-keys must be a non-negative integer"
-        )),
+        Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "max-keys must be a non-negative integer")),
         Some(n) => Ok(n.min(MAX_KEYS) as usize),
     }
 }
 
-async fn list_page<S: Store>(
-    gw: &Gateway<S>,
-    bucket: String,
-    request: ListRequest,
-) -> S3Result<ListPage> {
-    gw.read(move |store| store.list_objects(&bucket, &request))
-        .await
+async fn list_page<S: Store>(gw: &Gateway<S>, bucket: String, request: ListRequest) -> S3Result<ListPage> {
+    gw.read(move |store| store.list_objects(&bucket, &request)).await
 }
 
 fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefix>) {
@@ -77,17 +57,13 @@ fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefi
             size: Some(o.size as i64),
             e_tag: Some(etag(&o.etag)),
             last_modified: Some(Timestamp::from(o.last_modified)),
-            storage_class: Some(ObjectStorageClass::from_static(
-                ObjectStorageClass::STANDARD,
-            )),
+            storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
             ..Default::default()
         })
         .collect();
     let prefixes = std::mem::take(&mut page.common_prefixes)
         .into_iter()
-        .map(|p| CommonPrefix {
-            prefix: Some(enc.apply(p)),
-        })
+        .map(|p| CommonPrefix { prefix: Some(enc.apply(p)) })
         .collect();
     (objects, prefixes)
 }
@@ -137,9 +113,7 @@ pub async fn list_objects_v2<S: Store>(
         prefix: input.prefix.clone().unwrap_or_default(),
         delimiter: input.delimiter.clone().filter(|d| !d.is_empty()),
         // A continuation token supersedes start-after, as in S3.
-        start_after: from_token
-            .or_else(|| input.start_after.clone())
-            .filter(|m| !m.is_empty()),
+        start_after: from_token.or_else(|| input.start_after.clone()).filter(|m| !m.is_empty()),
         max_keys: max,
     };
     let mut page = list_page(gw, input.bucket.clone(), request).await?;
@@ -147,20 +121,9 @@ pub async fn list_objects_v2<S: Store>(
     let owner = input
         .fetch_owner
         .unwrap_or(false)
-        .then(|| {
-            req.credentials.map(|c| Owner {
-                id: Some(c.access_key.clone()),
-                display_name: Some(c.access_key),
-            })
-        })
+        .then(|| req.credentials.map(|c| Owner { id: Some(c.access_key.clone()), display_name: Some(c.access_key) }))
         .flatten();
-    let objects: Vec<Object> = objects
-        .into_iter()
-        .map(|o| Object {
-            owner: owner.clone(),
-            ..o
-        })
-        .collect();
+    let objects: Vec<Object> = objects.into_iter().map(|o| Object { owner: owner.clone(), ..o }).collect();
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(input.bucket),
         prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
@@ -189,12 +152,7 @@ fn decode_token(token: &str) -> S3Result<String> {
         .decode(token)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| {
-            s3_error!(
-                InvalidArgument,
-                "The continuation token provided is incorrect"
-            )
-        })
+        .ok_or_else(|| s3_error!(InvalidArgument, "The continuation token provided is incorrect"))
 }
 
 /// Every object is its own "null" version: this gateway keeps one version per key.
@@ -221,17 +179,13 @@ pub async fn list_object_versions<S: Store>(
             size: Some(o.size as i64),
             e_tag: Some(etag(&o.etag)),
             last_modified: Some(Timestamp::from(o.last_modified)),
-            storage_class: Some(ObjectVersionStorageClass::from_static(
-                ObjectVersionStorageClass::STANDARD,
-            )),
+            storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
             ..Default::default()
         })
         .collect();
     let prefixes = std::mem::take(&mut page.common_prefixes)
         .into_iter()
-        .map(|p| CommonPrefix {
-            prefix: Some(enc.apply(p)),
-        })
+        .map(|p| CommonPrefix { prefix: Some(enc.apply(p)) })
         .collect();
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(input.bucket),

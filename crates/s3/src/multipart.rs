@@ -17,21 +17,14 @@ const MAX_LISTED: i32 = 1000;
 fn limit(requested: Option<i32>, what: &str) -> S3Result<usize> {
     match requested {
         None => Ok(MAX_LISTED as usize),
-        Some(n) if n < 0 => Err(s3_error!(
-            InvalidArgument,
-            "{what} must be a non-negative integer"
-        )),
+        Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "{what} must be a non-negative integer")),
         Some(n) => Ok(n.min(MAX_LISTED) as usize),
     }
 }
 
 fn part_number(n: i32) -> S3Result<u32> {
-    u32::try_from(n).map_err(|_| {
-        s3_error!(
-            InvalidArgument,
-            "Part number must be an integer between 1 and 10000, inclusive"
-        )
-    })
+    u32::try_from(n)
+        .map_err(|_| s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"))
 }
 
 pub async fn create_multipart_upload<S: Store>(
@@ -41,41 +34,33 @@ pub async fn create_multipart_upload<S: Store>(
     let input = req.input;
     let checksum_algorithm = match input.checksum_algorithm.as_ref() {
         None => None,
-        Some(a) => Some(ChecksumAlgorithm::from_name(a.as_str()).ok_or_else(|| {
-            s3_error!(
-                InvalidRequest,
-                "Checksum algorithm {} is not supported",
-                a.as_str()
-            )
-        })?),
+        Some(a) => Some(
+            ChecksumAlgorithm::from_name(a.as_str())
+                .ok_or_else(|| s3_error!(InvalidRequest, "Checksum algorithm {} is not supported", a.as_str()))?,
+        ),
     };
     let checksum_type = parse_checksum_type(input.checksum_type.as_ref().map(|t| t.as_str()))?;
-    if checksum_algorithm
-        .is_some_and(|a| matches!(a, ChecksumAlgorithm::Sha1 | ChecksumAlgorithm::Sha256))
+    if checksum_algorithm.is_some_and(|a| matches!(a, ChecksumAlgorithm::Sha1 | ChecksumAlgorithm::Sha256))
         && checksum_type == isthmus_store::ChecksumType::FullObject
         && input.checksum_type.is_some()
     {
-        return Err(s3_error!(
-            InvalidRequest,
-            "The FULL_OBJECT checksum type is only available for CRC algorithms"
-        ));
+        return Err(s3_error!(InvalidRequest, "The FULL_OBJECT checksum type is only available for CRC algorithms"));
     }
     // Without an explicit type, CRC64NVME is full-object and the others composite, as in S3.
     let checksum_type = match (input.checksum_type.is_some(), checksum_algorithm) {
         (false, Some(ChecksumAlgorithm::Crc64nvme)) | (true, _) => checksum_type,
         (false, _) => isthmus_store::ChecksumType::Composite,
     };
+    let tags = crate::tagging::parse_tagging_header(input.tagging.as_deref())?;
     let request = PutRequest {
-        meta: meta_headers!(input).into_meta(),
+        meta: isthmus_store::ObjectMeta { tags, ..meta_headers!(input).into_meta() },
         checksum_algorithm,
         checksum_type,
         ..PutRequest::default()
     };
     let (bucket, key) = (input.bucket, input.key);
     let (b, k) = (bucket.clone(), key.clone());
-    let upload_id = gw
-        .write(move |store| store.create_multipart_upload(&b, &k, request))
-        .await?;
+    let upload_id = gw.write(move |store| store.create_multipart_upload(&b, &k, request)).await?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(bucket),
         key: Some(key),
@@ -91,18 +76,13 @@ pub async fn upload_part<S: Store>(
     let declared = crate::object::declared(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
-    let body = input.body.unwrap_or_else(|| {
-        StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
-    });
+    let body = input
+        .body
+        .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
-    let info = write_object(gw, body, declared, move |store: &S| {
-        store.upload_part(&bucket, &key, &upload_id, number)
-    })
-    .await?;
-    let mut output = UploadPartOutput {
-        e_tag: Some(etag(&info.etag)),
-        ..Default::default()
-    };
+    let info =
+        write_object(gw, body, declared, move |store: &S| store.upload_part(&bucket, &key, &upload_id, number)).await?;
+    let mut output = UploadPartOutput { e_tag: Some(etag(&info.etag)), ..Default::default() };
     set_checksum!(output, &info.checksum);
     Ok(S3Response::new(output))
 }
@@ -112,24 +92,14 @@ pub async fn complete_multipart_upload<S: Store>(
     req: S3Request<CompleteMultipartUploadInput>,
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
     let input = req.input;
-    let listed = input
-        .multipart_upload
-        .and_then(|m| m.parts)
-        .unwrap_or_default();
+    let listed = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
     let mut parts = Vec::with_capacity(listed.len());
     for p in listed {
         let checksum = checksum_headers!(p).into_iter().flatten().next();
         let (Some(n), Some(tag)) = (p.part_number, p.e_tag) else {
-            return Err(s3_error!(
-                MalformedXML,
-                "Every part needs a PartNumber and an ETag"
-            ));
+            return Err(s3_error!(MalformedXML, "Every part needs a PartNumber and an ETag"));
         };
-        parts.push(StorePart {
-            part_number: part_number(n)?,
-            etag: tag.into_value(),
-            checksum,
-        });
+        parts.push(StorePart { part_number: part_number(n)?, etag: tag.into_value(), checksum });
     }
     let request = PutRequest {
         if_match: etag_match(input.if_match),
@@ -140,10 +110,8 @@ pub async fn complete_multipart_upload<S: Store>(
     let (b, k) = (bucket.clone(), key.clone());
     // Assembling copies every part and fsyncs: always on the blocking pool.
     let store = gw.store.clone();
-    let info = crate::error::blocking(move || {
-        store.complete_multipart_upload(&b, &k, &upload_id, &parts, request)
-    })
-    .await?;
+    let info =
+        crate::error::blocking(move || store.complete_multipart_upload(&b, &k, &upload_id, &parts, request)).await?;
     let mut output = CompleteMultipartUploadOutput {
         location: Some(format!("/{bucket}/{key}")),
         bucket: Some(bucket),
@@ -161,10 +129,7 @@ pub async fn abort_multipart_upload<S: Store>(
     req: S3Request<AbortMultipartUploadInput>,
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let input = req.input;
-    gw.write(move |store| {
-        store.abort_multipart_upload(&input.bucket, &input.key, &input.upload_id)
-    })
-    .await?;
+    gw.write(move |store| store.abort_multipart_upload(&input.bucket, &input.key, &input.upload_id)).await?;
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
 }
 
@@ -177,9 +142,7 @@ pub async fn list_parts<S: Store>(
     let after = u32::try_from(input.part_number_marker.unwrap_or(0)).unwrap_or(0);
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     let (b, k, u) = (bucket.clone(), key.clone(), upload_id.clone());
-    let page = gw
-        .read(move |store| store.list_parts(&b, &k, &u, after, max))
-        .await?;
+    let page = gw.read(move |store| store.list_parts(&b, &k, &u, after, max)).await?;
     let parts = page
         .parts
         .into_iter()
@@ -215,10 +178,7 @@ pub async fn list_multipart_uploads<S: Store>(
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let input = req.input;
     if input.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
-        return Err(s3_error!(
-            NotImplemented,
-            "ListMultipartUploads with a delimiter is not supported"
-        ));
+        return Err(s3_error!(NotImplemented, "ListMultipartUploads with a delimiter is not supported"));
     }
     let max = limit(input.max_uploads, "max-uploads")?;
     let request = ListUploadsRequest {
@@ -228,9 +188,7 @@ pub async fn list_multipart_uploads<S: Store>(
         max_uploads: max,
     };
     let bucket = input.bucket.clone();
-    let page = gw
-        .read(move |store| store.list_multipart_uploads(&bucket, &request))
-        .await?;
+    let page = gw.read(move |store| store.list_multipart_uploads(&bucket, &request)).await?;
     let uploads = page
         .uploads
         .into_iter()

@@ -6,10 +6,9 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
 use crate::body::{ObjectBody, write_object};
-use crate::convert::{
-    self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata,
-};
+use crate::convert::{self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata};
 use crate::integrity::{ChecksumHeaders, Declared, checksum_type};
+use crate::tagging::parse_tagging_header;
 use crate::{checksum_headers, meta_headers, set_checksum};
 
 pub async fn put_object<S: Store>(
@@ -19,40 +18,25 @@ pub async fn put_object<S: Store>(
     let declared = declared(&req)?;
     let input = req.input;
     if input.write_offset_bytes.is_some() {
-        return Err(s3_error!(
-            NotImplemented,
-            "Appending with x-amz-write-offset-bytes is not supported"
-        ));
+        return Err(s3_error!(NotImplemented, "Appending with x-amz-write-offset-bytes is not supported"));
     }
+    let tags = parse_tagging_header(input.tagging.as_deref())?;
     let request = PutRequest {
         if_match: etag_match(input.if_match.clone()),
         if_none_match: etag_match(input.if_none_match.clone()),
         checksum_algorithm: declared.algorithm,
         checksum_type: isthmus_store::ChecksumType::FullObject,
-        meta: meta_headers!(input).into_meta(),
+        meta: isthmus_store::ObjectMeta { tags, ..meta_headers!(input).into_meta() },
     };
-    if request
-        .if_none_match
-        .as_ref()
-        .is_some_and(|m| *m != isthmus_store::ETagMatch::Any)
-    {
-        return Err(s3_error!(
-            NotImplemented,
-            "If-None-Match on PUT supports only '*'"
-        ));
+    if request.if_none_match.as_ref().is_some_and(|m| *m != isthmus_store::ETagMatch::Any) {
+        return Err(s3_error!(NotImplemented, "If-None-Match on PUT supports only '*'"));
     }
-    let body = input.body.unwrap_or_else(|| {
-        StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
-    });
+    let body = input
+        .body
+        .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let (bucket, key) = (input.bucket, input.key);
-    let info = write_object(gw, body, declared, move |store: &S| {
-        store.put_object(&bucket, &key, request)
-    })
-    .await?;
-    let mut output = PutObjectOutput {
-        e_tag: Some(etag(&info.etag)),
-        ..Default::default()
-    };
+    let info = write_object(gw, body, declared, move |store: &S| store.put_object(&bucket, &key, request)).await?;
+    let mut output = PutObjectOutput { e_tag: Some(etag(&info.etag)), ..Default::default() };
     set_checksum!(output, &info.checksum);
     output.checksum_type = info.checksum.as_ref().map(checksum_type);
     Ok(S3Response::new(output))
@@ -64,10 +48,7 @@ fn expires(info: &ObjectInfo) -> Option<Timestamp> {
 
 /// What a PutObject or UploadPart request declares about its body.
 pub fn declared<T: HasIntegrityHeaders>(req: &S3Request<T>) -> S3Result<Declared> {
-    let trailer = req
-        .headers
-        .get("x-amz-trailer")
-        .and_then(|v| v.to_str().ok());
+    let trailer = req.headers.get("x-amz-trailer").and_then(|v| v.to_str().ok());
     Declared::new(
         req.input.content_md5(),
         req.input.checksum_algorithm(),
@@ -91,9 +72,7 @@ macro_rules! has_integrity_headers {
                 self.content_md5.as_deref()
             }
             fn checksum_algorithm(&self) -> Option<&str> {
-                self.checksum_algorithm
-                    .as_ref()
-                    .map(ChecksumAlgorithm::as_str)
+                self.checksum_algorithm.as_ref().map(ChecksumAlgorithm::as_str)
             }
             fn checksum_headers(&self) -> ChecksumHeaders {
                 checksum_headers!(self)
@@ -122,18 +101,10 @@ pub async fn get_object<S: Store>(
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
     check_version(input.version_id.as_deref())?;
-    let checksum_mode = input
-        .checksum_mode
-        .as_ref()
-        .is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
+    let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let request = GetRequest {
         range: byte_range(input.range),
-        conditions: conditions(
-            input.if_match,
-            input.if_none_match,
-            input.if_modified_since,
-            input.if_unmodified_since,
-        ),
+        conditions: conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since),
     };
     let (bucket, key) = (input.bucket, input.key);
     let (response, body) = gw
@@ -152,6 +123,7 @@ pub async fn get_object<S: Store>(
         accept_ranges: Some("bytes".into()),
         e_tag: Some(etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),
+        tag_count: (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32),
         metadata: user_metadata(&info.meta),
         expires: expires(&info),
         content_type: info.meta.content_type,
@@ -175,20 +147,11 @@ pub async fn head_object<S: Store>(
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let input = req.input;
     check_version(input.version_id.as_deref())?;
-    let checksum_mode = input
-        .checksum_mode
-        .as_ref()
-        .is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
-    let conditions = conditions(
-        input.if_match,
-        input.if_none_match,
-        input.if_modified_since,
-        input.if_unmodified_since,
-    );
+    let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
+    let conditions =
+        conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since);
     let (bucket, key) = (input.bucket, input.key);
-    let info = gw
-        .read(move |store| store.head_object(&bucket, &key, &conditions))
-        .await?;
+    let info = gw.read(move |store| store.head_object(&bucket, &key, &conditions)).await?;
     let mut output = HeadObjectOutput {
         content_length: Some(info.size as i64),
         accept_ranges: Some("bytes".into()),
@@ -215,8 +178,7 @@ pub async fn delete_object<S: Store>(
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let (bucket, key) = (req.input.bucket, req.input.key);
-    gw.write(move |store| store.delete_object(&bucket, &key))
-        .await?;
+    gw.write(move |store| store.delete_object(&bucket, &key)).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -225,28 +187,14 @@ pub async fn copy_object<S: Store>(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let input = req.input;
-    let CopySource::Bucket {
-        bucket: src_bucket,
-        key: src_key,
-        version_id,
-    } = &input.copy_source
-    else {
-        return Err(s3_error!(
-            NotImplemented,
-            "Copying from an access point is not supported"
-        ));
+    let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
+        return Err(s3_error!(NotImplemented, "Copying from an access point is not supported"));
     };
     if version_id.as_deref().is_some_and(|v| v != "null") {
-        return Err(s3_error!(
-            NoSuchVersion,
-            "This gateway keeps only the current (null) version"
-        ));
+        return Err(s3_error!(NoSuchVersion, "This gateway keeps only the current (null) version"));
     }
     let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
-    let replace = input
-        .metadata_directive
-        .as_ref()
-        .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     if !replace && src_bucket == input.bucket && src_key == input.key {
         return Err(s3_error!(
             InvalidRequest,
@@ -260,22 +208,22 @@ pub async fn copy_object<S: Store>(
         input.copy_source_if_unmodified_since,
     );
     let (bucket, key) = (input.bucket.clone(), input.key.clone());
+    let replace_tags = match input.tagging_directive.as_ref().map(|d| d.as_str()) {
+        Some(TaggingDirective::REPLACE) => Some(parse_tagging_header(input.tagging.as_deref())?),
+        _ => None,
+    };
     let request = CopyRequest {
         replace_meta: replace.then(|| meta_headers!(input).into_meta()),
         source_conditions,
+        replace_tags,
     };
-    let info = gw
-        .write(move |store| store.copy_object(&src_bucket, &src_key, &bucket, &key, &request))
-        .await?;
+    let info = gw.write(move |store| store.copy_object(&src_bucket, &src_key, &bucket, &key, &request)).await?;
     let result = CopyObjectResult {
         e_tag: Some(convert::etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),
         ..Default::default()
     };
-    Ok(S3Response::new(CopyObjectOutput {
-        copy_object_result: Some(result),
-        ..Default::default()
-    }))
+    Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
 }
 
 /// Most keys one DeleteObjects request may name.
@@ -289,10 +237,7 @@ pub async fn delete_objects<S: Store>(
     let quiet = input.delete.quiet.unwrap_or(false);
     let objects = input.delete.objects;
     if objects.is_empty() || objects.len() > MAX_DELETE_KEYS {
-        return Err(s3_error!(
-            MalformedXML,
-            "A DeleteObjects request names 1 to {MAX_DELETE_KEYS} keys"
-        ));
+        return Err(s3_error!(MalformedXML, "A DeleteObjects request names 1 to {MAX_DELETE_KEYS} keys"));
     }
     let bucket = input.bucket;
     // One engine call for the whole batch: each key is deleted (and fsynced) in turn.
@@ -319,10 +264,7 @@ pub async fn delete_objects<S: Store>(
         match outcome {
             Ok(()) => {
                 if !quiet {
-                    deleted.push(DeletedObject {
-                        key: Some(key),
-                        ..Default::default()
-                    });
+                    deleted.push(DeletedObject { key: Some(key), ..Default::default() });
                 }
             }
             Err(err) => errors.push(Error {
@@ -333,9 +275,5 @@ pub async fn delete_objects<S: Store>(
             }),
         }
     }
-    Ok(S3Response::new(DeleteObjectsOutput {
-        deleted: Some(deleted),
-        errors: Some(errors),
-        ..Default::default()
-    }))
+    Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
 }

@@ -28,11 +28,7 @@ pub struct GatewayConfig {
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        Self {
-            header_timeout: Duration::from_secs(30),
-            shutdown_grace: Duration::from_secs(10),
-            accept_sigv2: true,
-        }
+        Self { header_timeout: Duration::from_secs(30), shutdown_grace: Duration::from_secs(10), accept_sigv2: true }
     }
 }
 
@@ -45,18 +41,11 @@ impl RequestIds {
     fn new() -> Self {
         let mut bytes = [0u8; 4];
         getrandom::fill(&mut bytes).expect("the OS random source works");
-        Self {
-            prefix: u32::from_le_bytes(bytes),
-            counter: AtomicU64::new(0),
-        }
+        Self { prefix: u32::from_le_bytes(bytes), counter: AtomicU64::new(0) }
     }
 
     fn next(&self) -> String {
-        format!(
-            "{:08X}{:08X}",
-            self.prefix,
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        )
+        format!("{:08X}{:08X}", self.prefix, self.counter.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -85,7 +74,8 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
             return Box::pin(futures::future::ready(Ok(resp)));
         }
         if !self.accept_sigv2 && is_sigv2(&req) {
-            let message = "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
+            let message =
+                "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
             let resp = error_response("InvalidRequest", message, "", &id);
             return Box::pin(futures::future::ready(Ok(resp)));
         }
@@ -139,17 +129,13 @@ fn unusable_signing_region<B>(req: &hyper::Request<B>) -> Option<String> {
     let credential = from_header.or_else(from_query)?;
     // access-key/date/region/service/aws4_request
     let region = credential.split('/').nth(2)?;
-    let usable = !region.is_empty()
-        && region
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let usable =
+        !region.is_empty() && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     (!usable).then(|| region.to_string())
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// Requests signed with AWS Signature Version 2, in the header or the query.
@@ -159,10 +145,7 @@ fn is_sigv2<B>(req: &hyper::Request<B>) -> bool {
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("AWS "));
-    let query = req
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|p| p.starts_with("AWSAccessKeyId=")));
+    let query = req.uri().query().is_some_and(|q| q.split('&').any(|p| p.starts_with("AWSAccessKeyId=")));
     header || query
 }
 
@@ -175,10 +158,7 @@ fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s
     );
     let mut resp = hyper::Response::new(s3s::Body::from(body));
     *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/xml"),
-    );
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
     if let Ok(value) = hyper::header::HeaderValue::from_str(request_id) {
         resp.headers_mut().insert("x-amz-request-id", value);
     }
@@ -197,11 +177,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let mut builder = ConnBuilder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.header_timeout)
-        .keep_alive(true);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_timeout).keep_alive(true);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let ids = Arc::new(RequestIds::new());
     let mut shutdown = std::pin::pin!(shutdown);
@@ -219,15 +195,8 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = socket.set_nodelay(true);
-        let svc = LoggedService {
-            inner: service.clone(),
-            ids: ids.clone(),
-            peer,
-            accept_sigv2: config.accept_sigv2,
-        };
-        let conn = builder
-            .serve_connection(TokioIo::new(socket), svc)
-            .into_owned();
+        let svc = LoggedService { inner: service.clone(), ids: ids.clone(), peer, accept_sigv2: config.accept_sigv2 };
+        let conn = builder.serve_connection(TokioIo::new(socket), svc).into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(err) = conn.await {

@@ -19,13 +19,7 @@ pub enum ChecksumAlgorithm {
 }
 
 impl ChecksumAlgorithm {
-    pub const ALL: [Self; 5] = [
-        Self::Crc32,
-        Self::Crc32c,
-        Self::Crc64nvme,
-        Self::Sha1,
-        Self::Sha256,
-    ];
+    pub const ALL: [Self; 5] = [Self::Crc32, Self::Crc32c, Self::Crc64nvme, Self::Sha1, Self::Sha256];
 
     /// The name S3 uses (`CRC32`, `CRC64NVME`, ...).
     pub fn name(self) -> &'static str {
@@ -39,9 +33,7 @@ impl ChecksumAlgorithm {
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(name))
+        Self::ALL.into_iter().find(|a| a.name().eq_ignore_ascii_case(name))
     }
 
     fn crc(self) -> Option<crc_fast::CrcAlgorithm> {
@@ -116,11 +108,7 @@ impl Hasher {
             Self::Sha1(h) => (ChecksumAlgorithm::Sha1, h.clone().finalize().to_vec()),
             Self::Sha256(h) => (ChecksumAlgorithm::Sha256, h.clone().finalize().to_vec()),
         };
-        Checksum {
-            algorithm,
-            value: BASE64.encode(raw),
-            kind: ChecksumType::FullObject,
-        }
+        Checksum { algorithm, value: BASE64.encode(raw), kind: ChecksumType::FullObject }
     }
 }
 
@@ -149,11 +137,7 @@ pub(crate) fn multipart_checksum(
                     Some(acc) => crc_fast::checksum_combine(crc, acc, value, *len),
                 });
             }
-            Checksum {
-                algorithm,
-                value: BASE64.encode(crc_bytes(algorithm, combined.unwrap_or(0))),
-                kind,
-            }
+            Checksum { algorithm, value: BASE64.encode(crc_bytes(algorithm, combined.unwrap_or(0))), kind }
         }
         _ => {
             let mut hasher = Hasher::new(algorithm);
@@ -161,11 +145,7 @@ pub(crate) fn multipart_checksum(
                 hasher.update(raw);
             }
             let whole = hasher.checksum();
-            Checksum {
-                algorithm,
-                value: format!("{}-{}", whole.value, parts.len()),
-                kind: ChecksumType::Composite,
-            }
+            Checksum { algorithm, value: format!("{}-{}", whole.value, parts.len()), kind: ChecksumType::Composite }
         }
     }
 }
@@ -185,14 +165,8 @@ mod tests {
         // Reference values for "hello world" (AWS documentation and the algorithms' test vectors).
         assert_eq!(of(ChecksumAlgorithm::Crc32, b"hello world"), "DUoRhQ==");
         assert_eq!(of(ChecksumAlgorithm::Crc32c, b"hello world"), "yZRlqg==");
-        assert_eq!(
-            of(ChecksumAlgorithm::Sha1, b"hello world"),
-            "Kq5sNclPz7QV2+lfQIuc6R7oRu0="
-        );
-        assert_eq!(
-            of(ChecksumAlgorithm::Sha256, b"hello world"),
-            "uU0nuZNNPgilLlLX2n2r+sSE7+N6U4DukIj3rOLvzek="
-        );
+        assert_eq!(of(ChecksumAlgorithm::Sha1, b"hello world"), "Kq5sNclPz7QV2+lfQIuc6R7oRu0=");
+        assert_eq!(of(ChecksumAlgorithm::Sha256, b"hello world"), "uU0nuZNNPgilLlLX2n2r+sSE7+N6U4DukIj3rOLvzek=");
         assert_eq!(
             of(ChecksumAlgorithm::Crc64nvme, b"123456789"),
             BASE64.encode(0xAE8B_1486_0A79_9888u64.to_be_bytes())
@@ -204,26 +178,12 @@ mod tests {
         let (a, b) = (vec![7u8; 1000], b"the rest".to_vec());
         let mut whole = a.clone();
         whole.extend(&b);
-        for algorithm in [
-            ChecksumAlgorithm::Crc32,
-            ChecksumAlgorithm::Crc32c,
-            ChecksumAlgorithm::Crc64nvme,
-        ] {
-            let part = |bytes: &[u8]| {
-                (
-                    BASE64.decode(of(algorithm, bytes)).unwrap(),
-                    bytes.len() as u64,
-                )
-            };
-            let combined =
-                multipart_checksum(algorithm, ChecksumType::FullObject, &[part(&a), part(&b)]);
+        for algorithm in [ChecksumAlgorithm::Crc32, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc64nvme] {
+            let part = |bytes: &[u8]| (BASE64.decode(of(algorithm, bytes)).unwrap(), bytes.len() as u64);
+            let combined = multipart_checksum(algorithm, ChecksumType::FullObject, &[part(&a), part(&b)]);
             assert_eq!(combined.value, of(algorithm, &whole), "{algorithm:?}");
         }
-        let composite = multipart_checksum(
-            ChecksumAlgorithm::Sha256,
-            ChecksumType::Composite,
-            &[(vec![1, 2], 2)],
-        );
+        let composite = multipart_checksum(ChecksumAlgorithm::Sha256, ChecksumType::Composite, &[(vec![1, 2], 2)]);
         assert!(composite.value.ends_with("-1"));
     }
 }

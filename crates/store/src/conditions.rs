@@ -125,57 +125,29 @@ mod tests {
         assert!(ok(Conditions::default()).is_ok());
         let tags = |t: &[&str]| Some(ETagMatch::Tags(t.iter().map(|s| s.to_string()).collect()));
 
-        assert!(
-            ok(Conditions {
-                if_match: tags(&["\"abc\""]),
-                ..Default::default()
-            })
-            .is_ok()
-        );
+        assert!(ok(Conditions { if_match: tags(&["\"abc\""]), ..Default::default() }).is_ok());
         assert!(matches!(
-            ok(Conditions {
-                if_match: tags(&["x"]),
-                ..Default::default()
-            }),
+            ok(Conditions { if_match: tags(&["x"]), ..Default::default() }),
             Err(StoreError::PreconditionFailed)
         ));
         // If-Match true + If-Unmodified-Since false => 200.
         assert!(
-            ok(Conditions {
-                if_match: tags(&["abc"]),
-                if_unmodified_since: Some(at(10)),
-                ..Default::default()
-            })
-            .is_ok()
+            ok(Conditions { if_match: tags(&["abc"]), if_unmodified_since: Some(at(10)), ..Default::default() })
+                .is_ok()
         );
         assert!(matches!(
-            ok(Conditions {
-                if_unmodified_since: Some(at(10)),
-                ..Default::default()
-            }),
+            ok(Conditions { if_unmodified_since: Some(at(10)), ..Default::default() }),
             Err(StoreError::PreconditionFailed)
         ));
         // Same second counts as not modified since.
-        assert!(
-            ok(Conditions {
-                if_unmodified_since: Some(at(1_000_000)),
-                ..Default::default()
-            })
-            .is_ok()
-        );
+        assert!(ok(Conditions { if_unmodified_since: Some(at(1_000_000)), ..Default::default() }).is_ok());
 
         assert!(matches!(
-            ok(Conditions {
-                if_none_match: tags(&["abc"]),
-                ..Default::default()
-            }),
+            ok(Conditions { if_none_match: tags(&["abc"]), ..Default::default() }),
             Err(StoreError::NotModified)
         ));
         assert!(matches!(
-            ok(Conditions {
-                if_none_match: Some(ETagMatch::Any),
-                ..Default::default()
-            }),
+            ok(Conditions { if_none_match: Some(ETagMatch::Any), ..Default::default() }),
             Err(StoreError::NotModified)
         ));
         // If-None-Match false + If-Modified-Since false => 304 only from If-None-Match, so 200.
@@ -188,18 +160,9 @@ mod tests {
             .is_ok()
         );
         assert!(matches!(
-            ok(Conditions {
-                if_modified_since: Some(at(1_000_000)),
-                ..Default::default()
-            }),
+            ok(Conditions { if_modified_since: Some(at(1_000_000)), ..Default::default() }),
             Err(StoreError::NotModified)
         ));
-        assert!(
-            ok(Conditions {
-                if_modified_since: Some(at(999_999)),
-                ..Default::default()
-            })
-            .is_ok()
-        );
+        assert!(ok(Conditions { if_modified_since: Some(at(999_999)), ..Default::default() }).is_ok());
     }
 }

@@ -40,15 +40,11 @@ pub enum StoreError {
         "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."
     )]
     NoSuchUpload,
-    #[error(
-        "One or more of the specified parts could not be found or its ETag did not match (part {0})"
-    )]
+    #[error("One or more of the specified parts could not be found or its ETag did not match (part {0})")]
     InvalidPart(u32),
     #[error("The list of parts was not in ascending order. Parts must be ordered by part number.")]
     InvalidPartOrder,
-    #[error(
-        "Your proposed upload is smaller than the minimum allowed object size (5 MiB for every part but the last)"
-    )]
+    #[error("Your proposed upload is smaller than the minimum allowed object size (5 MiB for every part but the last)")]
     EntityTooSmall,
     #[error("{0}")]
     InvalidArgument(String),
@@ -56,6 +52,8 @@ pub enum StoreError {
     MalformedXml(String),
     #[error("{0}")]
     BadDigest(String),
+    #[error("{0}")]
+    InvalidTag(String),
     #[error("Internal I/O error: {0}")]
     Io(io::Error),
 }
@@ -88,6 +86,7 @@ impl StoreError {
             Self::InvalidArgument(_) => "InvalidArgument",
             Self::MalformedXml(_) => "MalformedXML",
             Self::BadDigest(_) => "BadDigest",
+            Self::InvalidTag(_) => "InvalidTag",
             Self::Io(_) => "InternalError",
         }
     }
@@ -101,14 +100,10 @@ impl StoreError {
             | Self::EntityTooSmall
             | Self::InvalidArgument(_)
             | Self::MalformedXml(_)
-            | Self::BadDigest(_) => 400,
-            Self::BucketAlreadyOwnedByYou | Self::BucketNotEmpty | Self::ObjectIsDirectory(_) => {
-                409
-            }
-            Self::InvalidBucketName(_)
-            | Self::KeyTooLong(_)
-            | Self::InvalidKey(_)
-            | Self::ParentIsObject(_) => 400,
+            | Self::BadDigest(_)
+            | Self::InvalidTag(_) => 400,
+            Self::BucketAlreadyOwnedByYou | Self::BucketNotEmpty | Self::ObjectIsDirectory(_) => 409,
+            Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,
             Self::NotModified => 304,
             Self::InvalidRange { .. } => 416,
@@ -122,12 +117,8 @@ impl StoreError {
 impl From<io::Error> for StoreError {
     fn from(err: io::Error) -> Self {
         match err.raw_os_error() {
-            Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => {
-                Self::InsufficientStorage
-            }
-            Some(code) if code == rustix::io::Errno::DQUOT.raw_os_error() => {
-                Self::InsufficientStorage
-            }
+            Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Self::InsufficientStorage,
+            Some(code) if code == rustix::io::Errno::DQUOT.raw_os_error() => Self::InsufficientStorage,
             Some(code) if code == rustix::io::Errno::ACCESS.raw_os_error() => Self::AccessDenied,
             Some(code) if code == rustix::io::Errno::PERM.raw_os_error() => Self::AccessDenied,
             _ => Self::Io(err),

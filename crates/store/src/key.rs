@@ -19,10 +19,7 @@ pub fn validate_bucket_name(name: &str) -> StoreResult<()> {
         return fail("must be 3 to 63 characters long");
     }
     let bytes = name.as_bytes();
-    if !bytes
-        .iter()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'.' || *b == b'-')
-    {
+    if !bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'.' || *b == b'-') {
         return fail("only lowercase letters, digits, '.' and '-' are allowed");
     }
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
@@ -59,10 +56,7 @@ impl<'k> ObjectPath<'k> {
             return invalid("the key must not be empty");
         }
         if key.len() > MAX_KEY_LEN {
-            return Err(StoreError::KeyTooLong(format!(
-                "{} bytes, the limit is {MAX_KEY_LEN}",
-                key.len()
-            )));
+            return Err(StoreError::KeyTooLong(format!("{} bytes, the limit is {MAX_KEY_LEN}", key.len())));
         }
         if key.contains('\0') {
             return invalid("NUL characters are not allowed");
@@ -91,11 +85,7 @@ impl<'k> ObjectPath<'k> {
         if segments[0] == INTERNAL_DIR {
             return invalid("the prefix .isthmus/ is reserved for the gateway's internal state");
         }
-        Ok(Self {
-            key,
-            segments,
-            is_dir,
-        })
+        Ok(Self { key, segments, is_dir })
     }
 
     pub fn key(&self) -> &'k str {
@@ -151,13 +141,7 @@ mod tests {
             ".isthmus",
             "a b",
         ] {
-            assert!(
-                matches!(
-                    validate_bucket_name(bad),
-                    Err(StoreError::InvalidBucketName(_))
-                ),
-                "{bad}"
-            );
+            assert!(matches!(validate_bucket_name(bad), Err(StoreError::InvalidBucketName(_))), "{bad}");
         }
     }
 
@@ -183,35 +167,15 @@ mod tests {
 
     #[test]
     fn traversal_and_bad_keys_are_refused() {
-        for bad in [
-            "",
-            "..",
-            "../x",
-            "a/../../x",
-            "a/./b",
-            "/abs",
-            "a//b",
-            "a\0b",
-            ".",
-            "./",
-            ".isthmus",
-            ".isthmus/tmp/x",
-        ] {
-            assert!(
-                matches!(ObjectPath::parse(bad), Err(StoreError::InvalidKey(_))),
-                "{bad:?}"
-            );
+        for bad in
+            ["", "..", "../x", "a/../../x", "a/./b", "/abs", "a//b", "a\0b", ".", "./", ".isthmus", ".isthmus/tmp/x"]
+        {
+            assert!(matches!(ObjectPath::parse(bad), Err(StoreError::InvalidKey(_))), "{bad:?}");
         }
         let long_segment = format!("a/{}", "x".repeat(256));
-        assert!(matches!(
-            ObjectPath::parse(&long_segment),
-            Err(StoreError::KeyTooLong(_))
-        ));
+        assert!(matches!(ObjectPath::parse(&long_segment), Err(StoreError::KeyTooLong(_))));
         let long_key = "ab/".repeat(400);
-        assert!(matches!(
-            ObjectPath::parse(&long_key),
-            Err(StoreError::KeyTooLong(_))
-        ));
+        assert!(matches!(ObjectPath::parse(&long_key), Err(StoreError::KeyTooLong(_))));
         // Exactly at the limits is fine.
         assert!(ObjectPath::parse(&"x".repeat(255)).is_ok());
     }

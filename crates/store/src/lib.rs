@@ -23,9 +23,7 @@ pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
-pub use multipart::{
-    CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage,
-};
+pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 pub use posix::{Durability, FileSystemKind, PosixStore, StoreOptions};
 
 /// A bucket as listed.
@@ -84,6 +82,8 @@ pub struct CopyRequest {
     pub replace_meta: Option<ObjectMeta>,
     /// Conditions on the source object (`x-amz-copy-source-if-*`).
     pub source_conditions: Conditions,
+    /// `None` keeps the source's tags (tagging directive COPY); `Some` replaces them.
+    pub replace_tags: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// One page of a listing request.
@@ -142,20 +142,9 @@ pub trait Store: Send + Sync + 'static {
     fn head_bucket(&self, bucket: &str) -> StoreResult<()>;
     fn delete_bucket(&self, bucket: &str) -> StoreResult<()>;
 
-    fn put_object(&self, bucket: &str, key: &str, request: PutRequest)
-    -> StoreResult<Self::Writer>;
-    fn get_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        request: &GetRequest,
-    ) -> StoreResult<GetResponse<Self::Reader>>;
-    fn head_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        conditions: &Conditions,
-    ) -> StoreResult<ObjectInfo>;
+    fn put_object(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<Self::Writer>;
+    fn get_object(&self, bucket: &str, key: &str, request: &GetRequest) -> StoreResult<GetResponse<Self::Reader>>;
+    fn head_object(&self, bucket: &str, key: &str, conditions: &Conditions) -> StoreResult<ObjectInfo>;
     /// Deleting a key that does not exist succeeds, as in S3.
     fn delete_object(&self, bucket: &str, key: &str) -> StoreResult<()>;
     fn copy_object(
@@ -167,23 +156,19 @@ pub trait Store: Send + Sync + 'static {
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
     fn list_objects(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
+    /// Replaces the object's tags (an empty map removes them).
+    fn set_object_tags(
+        &self,
+        bucket: &str,
+        key: &str,
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> StoreResult<()>;
 
     /// Starts a multipart upload of `key`; returns the upload id. `request.meta` is stored
     /// with the upload and given to the object on completion.
-    fn create_multipart_upload(
-        &self,
-        bucket: &str,
-        key: &str,
-        request: PutRequest,
-    ) -> StoreResult<String>;
+    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String>;
     /// A writer for one part; its `commit` returns the part's size and ETag.
-    fn upload_part(
-        &self,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        part_number: u32,
-    ) -> StoreResult<Self::PartWriter>;
+    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter>;
     /// Assembles the listed parts into the object, atomically, with the S3 "-N" ETag.
     /// `request` carries the write conditions (its metadata is ignored).
     fn complete_multipart_upload(
@@ -204,20 +189,10 @@ pub trait Store: Send + Sync + 'static {
         after_part: u32,
         max_parts: usize,
     ) -> StoreResult<PartsPage>;
-    fn list_multipart_uploads(
-        &self,
-        bucket: &str,
-        request: &ListUploadsRequest,
-    ) -> StoreResult<UploadsPage>;
+    fn list_multipart_uploads(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage>;
 
     /// Convenience: a whole object from a buffer.
-    fn put_bytes(
-        &self,
-        bucket: &str,
-        key: &str,
-        bytes: &[u8],
-        request: PutRequest,
-    ) -> StoreResult<ObjectInfo> {
+    fn put_bytes(&self, bucket: &str, key: &str, bytes: &[u8], request: PutRequest) -> StoreResult<ObjectInfo> {
         let mut writer = self.put_object(bucket, key, request)?;
         writer.write_all(bytes)?;
         writer.commit()

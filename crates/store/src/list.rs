@@ -59,22 +59,17 @@ impl DirListing {
                 FileType::RegularFile => false,
                 // Symlinks and unknown types: what they resolve to decides. Whether a symlink
                 // stays inside the bucket is checked when it is opened.
-                FileType::Symlink | FileType::Unknown => {
-                    match rustix::fs::statat(dir, name, AtFlags::empty()) {
-                        Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
-                            FileType::Directory => true,
-                            FileType::RegularFile => false,
-                            _ => continue,
-                        },
-                        Err(_) => continue,
-                    }
-                }
+                FileType::Symlink | FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::empty()) {
+                    Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
+                        FileType::Directory => true,
+                        FileType::RegularFile => false,
+                        _ => continue,
+                    },
+                    Err(_) => continue,
+                },
                 _ => continue,
             };
-            entries.push(Entry {
-                name: name.into(),
-                is_dir,
-            });
+            entries.push(Entry { name: name.into(), is_dir });
         }
         entries.sort_unstable_by(Entry::sort_cmp);
         Ok(Self { entries })
@@ -82,9 +77,7 @@ impl DirListing {
 
     /// The first entry that can hold keys after `marker` (relative to this directory).
     fn start_after(&self, marker: &str) -> usize {
-        let idx = self
-            .entries
-            .partition_point(|e| e.cmp_key(marker) == Ordering::Less);
+        let idx = self.entries.partition_point(|e| e.cmp_key(marker) == Ordering::Less);
         if idx > 0 {
             let prev = &self.entries[idx - 1];
             if prev.is_dir
@@ -125,13 +118,7 @@ pub(crate) struct DirCache {
 
 impl DirCache {
     pub(crate) fn new(max_entries: u64) -> Self {
-        Self {
-            cache: quick_cache::sync::Cache::with_weighter(
-                1024,
-                max_entries.max(1),
-                EntryCountWeighter,
-            ),
-        }
+        Self { cache: quick_cache::sync::Cache::with_weighter(1024, max_entries.max(1), EntryCountWeighter) }
     }
 
     fn listing(&self, dir: BorrowedFd<'_>, is_bucket_root: bool) -> StoreResult<Arc<DirListing>> {
@@ -192,11 +179,7 @@ impl Walk<'_> {
     /// Records a key or common prefix; returns false once the page is full (and marks it
     /// truncated, since this item would have been next).
     fn push_object(&mut self, key: &str) -> bool {
-        if let Some(d) = self
-            .request
-            .delimiter
-            .as_deref()
-            .filter(|d| *d != "/" && !d.is_empty())
+        if let Some(d) = self.request.delimiter.as_deref().filter(|d| *d != "/" && !d.is_empty())
             && let Some(pos) = key[self.request.prefix.len()..].find(d)
         {
             let prefix = &key[..self.request.prefix.len() + pos + d.len()];
@@ -221,12 +204,7 @@ impl Walk<'_> {
     }
 
     fn push_common_prefix(&mut self, prefix: &str) -> bool {
-        if self
-            .page
-            .common_prefixes
-            .last()
-            .is_some_and(|p| p == prefix)
-        {
+        if self.page.common_prefixes.last().is_some_and(|p| p == prefix) {
             return true;
         }
         if let Some(m) = self.request.start_after.as_deref()
@@ -260,15 +238,9 @@ impl Walk<'_> {
         };
         let listing = self.cache.listing(top_fd.as_fd(), top_key.is_empty())?;
         let marker = self.request.start_after.as_deref();
-        let from_prefix = listing
-            .entries
-            .partition_point(|e| e.cmp_key(name_prefix) == Ordering::Less);
+        let from_prefix = listing.entries.partition_point(|e| e.cmp_key(name_prefix) == Ordering::Less);
         let pos = start_position(&listing, top_key, marker).max(from_prefix);
-        let mut stack = vec![Frame {
-            dir_key: top_key.to_string(),
-            listing,
-            pos,
-        }];
+        let mut stack = vec![Frame { dir_key: top_key.to_string(), listing, pos }];
         let roll_up_dirs = self.request.delimiter.as_deref() == Some("/");
 
         while let Some(frame) = stack.last_mut() {
@@ -307,22 +279,14 @@ impl Walk<'_> {
                 continue;
             };
             if self.after_marker(&dir_key)
-                && self
-                    .store
-                    .meta_store(self.bucket)
-                    .load(dir_fd.as_fd(), &dir_key)
-                    .is_some()
+                && self.store.meta_store(self.bucket).load(dir_fd.as_fd(), &dir_key).is_some()
                 && !self.push_object(&dir_key)
             {
                 return Ok(());
             }
             let listing = self.cache.listing(dir_fd.as_fd(), false)?;
             let pos = start_position(&listing, &dir_key, marker);
-            stack.push(Frame {
-                dir_key,
-                listing,
-                pos,
-            });
+            stack.push(Frame { dir_key, listing, pos });
         }
         Ok(())
     }
@@ -337,14 +301,7 @@ pub(crate) fn list_objects(
     if request.max_keys == 0 {
         return Ok(ListPage::default());
     }
-    let mut walk = Walk {
-        store,
-        bucket,
-        cache,
-        request,
-        page: ListPage::default(),
-        count: 0,
-    };
+    let mut walk = Walk { store, bucket, cache, request, page: ListPage::default(), count: 0 };
     match walk.run() {
         Ok(()) => {}
         Err(StoreError::NoSuchKey) => {}
@@ -361,10 +318,7 @@ mod tests {
     use super::*;
 
     fn e(name: &str, is_dir: bool) -> Entry {
-        Entry {
-            name: name.into(),
-            is_dir,
-        }
+        Entry { name: name.into(), is_dir }
     }
 
     fn key_of(x: &Entry) -> String {
@@ -393,23 +347,11 @@ mod tests {
 
     #[test]
     fn cmp_key_matches_string_comparison() {
-        let entries = [
-            e("a", true),
-            e("a", false),
-            e("ab", true),
-            e("a-", true),
-            e("", true),
-        ];
-        let probes = [
-            "", "a", "a/", "a/b", "a0", "a-", "a.", "ab/", "ab/c", "aa", "b", "/", "a//",
-        ];
+        let entries = [e("a", true), e("a", false), e("ab", true), e("a-", true), e("", true)];
+        let probes = ["", "a", "a/", "a/b", "a0", "a-", "a.", "ab/", "ab/c", "aa", "b", "/", "a//"];
         for entry in &entries {
             for probe in probes {
-                assert_eq!(
-                    entry.cmp_key(probe),
-                    key_of(entry).as_str().cmp(probe),
-                    "{entry:?} vs {probe:?}"
-                );
+                assert_eq!(entry.cmp_key(probe), key_of(entry).as_str().cmp(probe), "{entry:?} vs {probe:?}");
             }
         }
     }

@@ -52,6 +52,29 @@ pub struct ObjectMeta {
     /// `x-amz-meta-*` pairs, names without the prefix, lower case.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub user: BTreeMap<String, String>,
+    /// Object tags (set with x-amz-tagging or PutObjectTagging).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// S3's limits on object tags.
+pub const MAX_TAGS: usize = 10;
+
+/// Checks tags against S3's limits: at most 10, keys up to 128 and values up to 256 characters.
+pub fn validate_tags(tags: &BTreeMap<String, String>) -> crate::StoreResult<()> {
+    let invalid = |why: String| Err(crate::StoreError::InvalidTag(why));
+    if tags.len() > MAX_TAGS {
+        return invalid(format!("Object tags cannot be greater than {MAX_TAGS}"));
+    }
+    for (k, v) in tags {
+        if k.is_empty() || k.chars().count() > 128 {
+            return invalid("The TagKey you have provided is invalid (1 to 128 characters)".into());
+        }
+        if v.chars().count() > 256 {
+            return invalid("The TagValue you have provided is invalid (up to 256 characters)".into());
+        }
+    }
+    Ok(())
 }
 
 /// What makes a stored ETag trustworthy: the file it was computed for.
@@ -107,29 +130,19 @@ impl MetaStore<'_> {
         let bytes = serde_json::to_vec(record).expect("metadata serializes");
         match self.mode {
             MetadataMode::Sidecar => self.write_sidecar(key, &bytes),
-            MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(
-                file,
-                XATTR_NAME,
-                &bytes,
-                XattrFlags::empty(),
-            )?),
-            MetadataMode::Auto => {
-                match rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty()) {
-                    Ok(()) => Ok(()),
-                    Err(Errno::NOTSUP | Errno::PERM | Errno::NOSPC | Errno::TOOBIG) => {
-                        self.write_sidecar(key, &bytes)
-                    }
-                    Err(err) => Err(err.into()),
-                }
-            }
+            MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty())?),
+            MetadataMode::Auto => match rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty()) {
+                Ok(()) => Ok(()),
+                Err(Errno::NOTSUP | Errno::PERM | Errno::NOSPC | Errno::TOOBIG) => self.write_sidecar(key, &bytes),
+                Err(err) => Err(err.into()),
+            },
         }
     }
 
     /// Removes the sidecar of `key`, if there is one (xattrs go with their file).
     pub fn remove_sidecar(&self, key: &str) {
         if self.mode != MetadataMode::Xattr {
-            let _ =
-                rustix::fs::unlinkat(self.bucket, sidecar_path(key), rustix::fs::AtFlags::empty());
+            let _ = rustix::fs::unlinkat(self.bucket, sidecar_path(key), rustix::fs::AtFlags::empty());
         }
     }
 
@@ -157,8 +170,8 @@ impl MetaStore<'_> {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
         )?;
-        let result = write_all(fd.as_fd(), bytes)
-            .and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
+        let result =
+            write_all(fd.as_fd(), bytes).and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
         if result.is_err() {
             let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
         }
@@ -230,11 +243,7 @@ mod tests {
         let record = MetaRecord {
             etag: EMPTY_ETAG.into(),
             checksum: None,
-            identity: FileIdentity {
-                ino: 7,
-                size: 0,
-                mtime_ns: 1_700_000_000_123_456_789,
-            },
+            identity: FileIdentity { ino: 7, size: 0, mtime_ns: 1_700_000_000_123_456_789 },
             meta,
         };
         let bytes = serde_json::to_vec(&record).unwrap();
@@ -257,10 +266,7 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, b"hello world").unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        assert_eq!(
-            compute_etag(file.as_fd()).unwrap(),
-            "5eb63bbbe01eeed093cb22bb8f5acdc3"
-        );
+        assert_eq!(compute_etag(file.as_fd()).unwrap(), "5eb63bbbe01eeed093cb22bb8f5acdc3");
         std::fs::write(&path, b"").unwrap();
         let file = std::fs::File::open(&path).unwrap();
         assert_eq!(compute_etag(file.as_fd()).unwrap(), EMPTY_ETAG);

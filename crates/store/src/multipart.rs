@@ -101,10 +101,7 @@ struct UploadRecord {
 }
 
 fn valid_upload_id(id: &str) -> bool {
-    id.len() == 32
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 fn new_upload_id() -> String {
@@ -147,25 +144,19 @@ fn read_parts(
             continue;
         };
         let mut fields = name.split('.');
-        let (Some(number), Some(etag), checksum_hex) =
-            (fields.next(), fields.next(), fields.next())
-        else {
+        let (Some(number), Some(etag), checksum_hex) = (fields.next(), fields.next(), fields.next()) else {
             continue;
         };
-        let (Ok(part_number), true) =
-            (number.parse::<u32>(), etag.len() == 32 && number.len() == 5)
-        else {
+        let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else {
             continue;
         };
         let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
         let checksum = match (algorithm, checksum_hex.and_then(|h| hex::decode(h).ok())) {
-            (Some(algorithm), Some(raw)) => Some(Checksum {
-                algorithm,
-                value: BASE64.encode(raw),
-                kind: ChecksumType::FullObject,
-            }),
+            (Some(algorithm), Some(raw)) => {
+                Some(Checksum { algorithm, value: BASE64.encode(raw), kind: ChecksumType::FullObject })
+            }
             _ => None,
         };
         let info = PartInfo {
@@ -214,10 +205,7 @@ impl ObjectWrite for PosixPartWriter {
             Some(raw) => format!("{prefix}{etag}.{}", hex::encode(raw)),
             None => format!("{prefix}{etag}"),
         };
-        match self
-            .staged
-            .rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty())
-        {
+        match self.staged.rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty()) {
             Ok(()) => {}
             // The upload was completed or aborted meanwhile.
             Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
@@ -252,12 +240,7 @@ impl PosixStore {
     }
 
     /// Opens the directory of an upload of `key`; NoSuchUpload unless it exists for that key.
-    fn open_upload(
-        &self,
-        bucket: BorrowedFd<'_>,
-        key: &str,
-        upload_id: &str,
-    ) -> StoreResult<(OwnedFd, UploadRecord)> {
+    fn open_upload(&self, bucket: BorrowedFd<'_>, key: &str, upload_id: &str) -> StoreResult<(OwnedFd, UploadRecord)> {
         if !valid_upload_id(upload_id) {
             return Err(StoreError::NoSuchUpload);
         }
@@ -273,12 +256,7 @@ impl PosixStore {
         Ok((dir, record))
     }
 
-    pub(crate) fn create_upload(
-        &self,
-        bucket: &str,
-        key: &str,
-        request: PutRequest,
-    ) -> StoreResult<String> {
+    pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
         let uploads = self.uploads_dir(bucket_fd.as_fd())?;
@@ -288,9 +266,7 @@ impl PosixStore {
         rustix::fs::mkdirat(&uploads, &staging_name, Mode::from_raw_mode(0o700))?;
         let result = (|| -> StoreResult<()> {
             let dir = open_dir_beneath(uploads.as_fd(), &staging_name)?;
-            let initiated_unix_ns = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
+            let initiated_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
             let record = UploadRecord {
                 key: key.to_string(),
                 initiated_unix_ns,
@@ -326,14 +302,8 @@ impl PosixStore {
         check_part_number(part_number)?;
         let bucket_fd = self.bucket_fd(bucket)?;
         let (upload_dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let staged =
-            StagedFile::create(upload_dir.try_clone()?)?.with_checksum(record.checksum_algorithm);
-        Ok(PosixPartWriter {
-            upload_dir,
-            staged,
-            part_number,
-            strict: self.strict(),
-        })
+        let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(record.checksum_algorithm);
+        Ok(PosixPartWriter { upload_dir, staged, part_number, strict: self.strict() })
     }
 
     pub(crate) fn complete_upload(
@@ -379,9 +349,7 @@ impl PosixStore {
         let dir = open_dir_beneath(uploads, claimed)?;
         let record = load_record(dir.as_fd())?;
         if parts.is_empty() {
-            return Err(StoreError::MalformedXml(
-                "You must specify at least one part".into(),
-            ));
+            return Err(StoreError::MalformedXml("You must specify at least one part".into()));
         }
         for (i, part) in parts.iter().enumerate() {
             check_part_number(part.part_number)?;
@@ -398,9 +366,8 @@ impl PosixStore {
                 (Some(_), None) => false,
                 (None, _) => true,
             };
-            let Some((info, name)) = stored
-                .get(&part.part_number)
-                .filter(|(info, _)| info.etag == etag && checksum_matches(info))
+            let Some((info, name)) =
+                stored.get(&part.part_number).filter(|(info, _)| info.etag == etag && checksum_matches(info))
             else {
                 return Err(StoreError::InvalidPart(part.part_number));
             };
@@ -479,23 +446,11 @@ impl PosixStore {
             .collect();
         let is_truncated = parts.len() > max_parts;
         parts.truncate(max_parts);
-        let next_part_number_marker = if is_truncated {
-            parts.last().map(|p| p.part_number)
-        } else {
-            None
-        };
-        Ok(PartsPage {
-            parts,
-            is_truncated,
-            next_part_number_marker,
-        })
+        let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
+        Ok(PartsPage { parts, is_truncated, next_part_number_marker })
     }
 
-    pub(crate) fn uploads_of(
-        &self,
-        bucket: &str,
-        request: &ListUploadsRequest,
-    ) -> StoreResult<UploadsPage> {
+    pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
         let bucket_fd = self.bucket_fd(bucket)?;
         let uploads_fd = match open_dir_beneath(bucket_fd.as_fd(), UPLOADS_DIR) {
             Ok(fd) => fd,
@@ -520,28 +475,18 @@ impl PosixStore {
             if !record.key.starts_with(&request.prefix) {
                 continue;
             }
-            let initiated =
-                UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_unix_ns as u64);
-            uploads.push(UploadInfo {
-                key: record.key,
-                upload_id: id.to_string(),
-                initiated,
-            });
+            let initiated = UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_unix_ns as u64);
+            uploads.push(UploadInfo { key: record.key, upload_id: id.to_string(), initiated });
         }
         uploads.sort_by(|a, b| {
-            (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(
-                b.key.as_bytes(),
-                b.initiated,
-                &b.upload_id,
-            ))
+            (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(b.key.as_bytes(), b.initiated, &b.upload_id))
         });
         if let Some(marker) = &request.key_marker {
             // After the key marker; with an upload-id marker, after that upload of the key.
-            let after_upload = request.upload_id_marker.as_deref().and_then(|id| {
-                uploads
-                    .iter()
-                    .position(|u| u.key == *marker && u.upload_id == id)
-            });
+            let after_upload = request
+                .upload_id_marker
+                .as_deref()
+                .and_then(|id| uploads.iter().position(|u| u.key == *marker && u.upload_id == id));
             let start = match after_upload {
                 Some(i) => i + 1,
                 None => uploads.partition_point(|u| u.key.as_bytes() <= marker.as_bytes()),
@@ -554,20 +499,11 @@ impl PosixStore {
             (true, Some(last)) => (Some(last.key.clone()), Some(last.upload_id.clone())),
             _ => (None, None),
         };
-        Ok(UploadsPage {
-            uploads,
-            is_truncated,
-            next_key_marker,
-            next_upload_id_marker,
-        })
+        Ok(UploadsPage { uploads, is_truncated, next_key_marker, next_upload_id_marker })
     }
 
     /// Removes upload directories whose Complete or Abort was interrupted by a crash.
-    pub(crate) fn clean_claimed_uploads(
-        &self,
-        bucket: BorrowedFd<'_>,
-        older_than: SystemTime,
-    ) -> usize {
+    pub(crate) fn clean_claimed_uploads(&self, bucket: BorrowedFd<'_>, older_than: SystemTime) -> usize {
         let Ok(uploads) = open_dir_beneath(bucket, UPLOADS_DIR) else {
             return 0;
         };
@@ -577,9 +513,7 @@ impl PosixStore {
         let names: Vec<String> = entries
             .flatten()
             .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
-            .filter(|n| {
-                n.starts_with("claimed.") || n.starts_with("aborted.") || n.starts_with("new.")
-            })
+            .filter(|n| n.starts_with("claimed.") || n.starts_with("aborted.") || n.starts_with("new."))
             .collect();
         let mut removed = 0;
         for name in names {

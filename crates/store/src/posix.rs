@@ -22,8 +22,8 @@ use crate::meta::{EMPTY_ETAG, FileIdentity, MetaRecord, MetaStore, MetadataMode,
 use crate::resolve::{create_dirs_beneath, open_beneath, open_dir_beneath};
 use crate::staging::StagedFile;
 use crate::{
-    BucketInfo, CopyRequest, GetRequest, GetResponse, ListPage, ListRequest, ObjectInfo,
-    ObjectRead, ObjectWrite, PutRequest, Store,
+    BucketInfo, CopyRequest, GetRequest, GetResponse, ListPage, ListRequest, ObjectInfo, ObjectRead, ObjectWrite,
+    PutRequest, Store,
 };
 
 /// When a write counts as done.
@@ -44,9 +44,7 @@ impl std::str::FromStr for Durability {
         match s {
             "strict" => Ok(Self::Strict),
             "relaxed" => Ok(Self::Relaxed),
-            other => Err(format!(
-                "unknown durability {other:?}: use strict or relaxed"
-            )),
+            other => Err(format!("unknown durability {other:?}: use strict or relaxed")),
         }
     }
 }
@@ -58,9 +56,7 @@ impl std::str::FromStr for MetadataMode {
             "auto" => Ok(Self::Auto),
             "xattr" => Ok(Self::Xattr),
             "sidecar" => Ok(Self::Sidecar),
-            other => Err(format!(
-                "unknown metadata mode {other:?}: use auto, xattr or sidecar"
-            )),
+            other => Err(format!("unknown metadata mode {other:?}: use auto, xattr or sidecar")),
         }
     }
 }
@@ -118,11 +114,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self {
-            durability: Durability::Strict,
-            metadata: MetadataMode::Auto,
-            list_cache_entries: 2_000_000,
-        }
+        Self { durability: Durability::Strict, metadata: MetadataMode::Auto, list_cache_entries: 2_000_000 }
     }
 }
 
@@ -148,11 +140,7 @@ pub(crate) fn unique_suffix() -> String {
         getrandom::fill(&mut bytes).expect("the OS random source works");
         u64::from_le_bytes(bytes)
     });
-    format!(
-        "{:x}.{process:016x}.{:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{:x}.{process:016x}.{:x}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 fn system_time(sec: i64, nsec: i64) -> SystemTime {
@@ -183,23 +171,13 @@ impl PosixStore {
     pub fn open(root: impl AsRef<Path>, options: StoreOptions) -> StoreResult<Self> {
         let root = root.as_ref().to_path_buf();
         std::fs::create_dir_all(&root)?;
-        let root_fd = rustix::fs::open(
-            &root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let root_fd = rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         create_dirs_beneath(root_fd.as_fd(), INTERNAL_DIR, false)?;
         let metadata = match options.metadata {
             MetadataMode::Auto => probe_xattr_support(root_fd.as_fd()),
             explicit => explicit,
         };
-        Ok(Self {
-            root,
-            root_fd,
-            options,
-            metadata,
-            list_cache: DirCache::new(options.list_cache_entries),
-        })
+        Ok(Self { root, root_fd, options, metadata, list_cache: DirCache::new(options.list_cache_entries) })
     }
 
     pub fn root(&self) -> &Path {
@@ -251,10 +229,7 @@ impl PosixStore {
     }
 
     pub(crate) fn meta_store<'a>(&self, bucket: BorrowedFd<'a>) -> MetaStore<'a> {
-        MetaStore {
-            mode: self.metadata,
-            bucket,
-        }
+        MetaStore { mode: self.metadata, bucket }
     }
 
     /// Removes temporary files older than `max_age` left in buckets by crashed writers.
@@ -277,14 +252,11 @@ impl PosixStore {
                 .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
                 .collect();
             for name in names {
-                let Ok(stat) = rustix::fs::statat(&tmp, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-                else {
+                let Ok(stat) = rustix::fs::statat(&tmp, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else {
                     continue;
                 };
                 let age = now.duration_since(modified(&stat)).unwrap_or_default();
-                if age >= max_age
-                    && rustix::fs::unlinkat(&tmp, name.as_c_str(), AtFlags::empty()).is_ok()
-                {
+                if age >= max_age && rustix::fs::unlinkat(&tmp, name.as_c_str(), AtFlags::empty()).is_ok() {
                     removed += 1;
                 }
             }
@@ -317,14 +289,10 @@ impl PosixStore {
         }
     }
 
-    pub(crate) fn new_writer(
-        &self,
-        bucket: &str,
-        key: &str,
-        request: PutRequest,
-    ) -> StoreResult<PosixWriter> {
+    pub(crate) fn new_writer(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<PosixWriter> {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
+        crate::meta::validate_tags(&request.meta.tags)?;
         let staged = StagedFile::create(create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?)?
             .with_checksum(request.checksum_algorithm);
         Ok(PosixWriter {
@@ -342,30 +310,17 @@ impl PosixStore {
 
 /// Opens an existing object for reading, with its stat. Anything that is not a regular
 /// file (or a directory object for keys ending in `/`) is "no such key".
-fn open_object(
-    bucket: BorrowedFd<'_>,
-    path: &ObjectPath<'_>,
-) -> StoreResult<(OwnedFd, rustix::fs::Stat)> {
-    let flags = if path.is_dir() {
-        READ_FLAGS | OFlags::DIRECTORY
-    } else {
-        READ_FLAGS
-    };
+fn open_object(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>) -> StoreResult<(OwnedFd, rustix::fs::Stat)> {
+    let flags = if path.is_dir() { READ_FLAGS | OFlags::DIRECTORY } else { READ_FLAGS };
     let fd = match open_beneath(bucket, &path.relative(), flags, Mode::empty()) {
         Ok(fd) => fd,
-        Err(
-            Errno::NOENT | Errno::NOTDIR | Errno::XDEV | Errno::LOOP | Errno::NXIO | Errno::ISDIR,
-        ) => {
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::XDEV | Errno::LOOP | Errno::NXIO | Errno::ISDIR) => {
             return Err(StoreError::NoSuchKey);
         }
         Err(err) => return Err(err.into()),
     };
     let stat = rustix::fs::fstat(&fd)?;
-    let ok = if path.is_dir() {
-        is_dir(&stat)
-    } else {
-        is_file(&stat)
-    };
+    let ok = if path.is_dir() { is_dir(&stat) } else { is_file(&stat) };
     if !ok {
         return Err(StoreError::NoSuchKey);
     }
@@ -410,12 +365,7 @@ pub(crate) fn current_record(
         });
     }
     // The client's checksum described the old content: it is dropped, not served stale.
-    let record = MetaRecord {
-        etag,
-        identity,
-        checksum: None,
-        meta: stored.map(|r| r.meta).unwrap_or_default(),
-    };
+    let record = MetaRecord { etag, identity, checksum: None, meta: stored.map(|r| r.meta).unwrap_or_default() };
     // Best effort: a read-only file or file system still serves the right ETag.
     let _ = meta.save(fd, key, &record);
     Ok(record)
@@ -463,19 +413,9 @@ fn probe_xattr_support(root: BorrowedFd<'_>) -> MetadataMode {
     ) else {
         return MetadataMode::Sidecar;
     };
-    let supported = rustix::fs::fsetxattr(
-        &fd,
-        crate::meta::XATTR_NAME,
-        b"{}",
-        rustix::fs::XattrFlags::empty(),
-    )
-    .is_ok();
+    let supported = rustix::fs::fsetxattr(&fd, crate::meta::XATTR_NAME, b"{}", rustix::fs::XattrFlags::empty()).is_ok();
     let _ = rustix::fs::unlinkat(root, &probe, AtFlags::empty());
-    if supported {
-        MetadataMode::Xattr
-    } else {
-        MetadataMode::Sidecar
-    }
+    if supported { MetadataMode::Xattr } else { MetadataMode::Sidecar }
 }
 
 /// A PUT in progress: bytes go to a temporary file, MD5 is computed as they pass.
@@ -503,8 +443,7 @@ impl PosixWriter {
                 OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
                 Mode::empty(),
             )?,
-            Some(parent) => match create_dirs_beneath(self.bucket_fd.as_fd(), &parent, self.strict)
-            {
+            Some(parent) => match create_dirs_beneath(self.bucket_fd.as_fd(), &parent, self.strict) {
                 Ok(fd) => fd,
                 Err(Errno::NOTDIR | Errno::EXIST) => {
                     return Err(StoreError::ParentIsObject(path.key().to_string()));
@@ -519,11 +458,7 @@ impl PosixWriter {
             },
         };
         let exclusive = matches!(self.request.if_none_match, Some(ETagMatch::Any));
-        let flags = if exclusive {
-            RenameFlags::NOREPLACE
-        } else {
-            RenameFlags::empty()
-        };
+        let flags = if exclusive { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
         match self.staged.rename_into(parent.as_fd(), path.leaf(), flags) {
             Ok(()) => {}
             Err(Errno::EXIST) if exclusive => return Err(StoreError::PreconditionFailed),
@@ -560,11 +495,7 @@ impl PosixWriter {
             checksum: self.staged.digests().checksum,
             meta: std::mem::take(&mut self.request.meta),
         };
-        MetaStore {
-            mode: self.metadata,
-            bucket: self.bucket_fd.as_fd(),
-        }
-        .save(dir.as_fd(), path.key(), &record)?;
+        MetaStore { mode: self.metadata, bucket: self.bucket_fd.as_fd() }.save(dir.as_fd(), path.key(), &record)?;
         if self.strict {
             rustix::fs::fsync(&dir)?;
         }
@@ -575,10 +506,7 @@ impl PosixWriter {
         let Some(condition) = &self.request.if_match else {
             return Ok(());
         };
-        let meta = MetaStore {
-            mode: self.metadata,
-            bucket: self.bucket_fd.as_fd(),
-        };
+        let meta = MetaStore { mode: self.metadata, bucket: self.bucket_fd.as_fd() };
         match current_etag(&meta, path)? {
             Some(etag) if condition.matches(&etag) => Ok(()),
             // If-Match on a missing object fails, as in S3.
@@ -594,10 +522,7 @@ impl ObjectWrite for PosixWriter {
 
     fn digests(&self) -> crate::Digests {
         if self.known_etag.is_some() {
-            return crate::Digests {
-                md5: None,
-                checksum: self.known_checksum.clone(),
-            };
+            return crate::Digests { md5: None, checksum: self.known_checksum.clone() };
         }
         self.staged.digests()
     }
@@ -623,11 +548,11 @@ impl ObjectWrite for PosixWriter {
             checksum,
             meta: std::mem::take(&mut self.request.meta),
         };
-        MetaStore {
-            mode: self.metadata,
-            bucket: self.bucket_fd.as_fd(),
-        }
-        .save(self.staged.file.as_fd(), &key, &record)?;
+        MetaStore { mode: self.metadata, bucket: self.bucket_fd.as_fd() }.save(
+            self.staged.file.as_fd(),
+            &key,
+            &record,
+        )?;
         if self.strict {
             rustix::fs::fsync(&self.staged.file)?;
         }
@@ -645,9 +570,7 @@ pub struct PosixReader {
 
 impl Read for PosixReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf
-            .len()
-            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
         if want == 0 {
             return Ok(0);
         }
@@ -659,10 +582,7 @@ impl Read for PosixReader {
         };
         if n == 0 {
             // The file shrank under us (a POSIX writer truncated it).
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "object was truncated while being read",
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "object was truncated while being read"));
         }
         self.offset += n as u64;
         self.remaining -= n as u64;
@@ -698,22 +618,14 @@ impl Store for PosixStore {
             if !is_dir(&stat) {
                 continue;
             }
-            let created = rustix::fs::statx(
-                &self.root_fd,
-                name,
-                AtFlags::empty(),
-                rustix::fs::StatxFlags::BTIME,
-            )
-            .ok()
-            .filter(|s| s.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0)
-            .map_or_else(
-                || system_time(stat.st_ctime, stat.st_ctime_nsec as i64),
-                |s| system_time(s.stx_btime.tv_sec, i64::from(s.stx_btime.tv_nsec)),
-            );
-            buckets.push(BucketInfo {
-                name: name.to_string(),
-                created,
-            });
+            let created = rustix::fs::statx(&self.root_fd, name, AtFlags::empty(), rustix::fs::StatxFlags::BTIME)
+                .ok()
+                .filter(|s| s.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0)
+                .map_or_else(
+                    || system_time(stat.st_ctime, stat.st_ctime_nsec as i64),
+                    |s| system_time(s.stx_btime.tv_sec, i64::from(s.stx_btime.tv_nsec)),
+                );
+            buckets.push(BucketInfo { name: name.to_string(), created });
         }
         buckets.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(buckets)
@@ -771,12 +683,7 @@ impl Store for PosixStore {
         self.new_writer(bucket, key, request)
     }
 
-    fn get_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        request: &GetRequest,
-    ) -> StoreResult<GetResponse<PosixReader>> {
+    fn get_object(&self, bucket: &str, key: &str, request: &GetRequest) -> StoreResult<GetResponse<PosixReader>> {
         let bucket_fd = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let (fd, _stat, info) = head(&self.meta_store(bucket_fd.as_fd()), &path)?;
@@ -789,23 +696,10 @@ impl Store for PosixStore {
             }
         };
         let file = File::from(fd);
-        Ok(GetResponse {
-            info,
-            body: PosixReader {
-                file,
-                offset,
-                remaining,
-            },
-            range,
-        })
+        Ok(GetResponse { info, body: PosixReader { file, offset, remaining }, range })
     }
 
-    fn head_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        conditions: &Conditions,
-    ) -> StoreResult<ObjectInfo> {
+    fn head_object(&self, bucket: &str, key: &str, conditions: &Conditions) -> StoreResult<ObjectInfo> {
         let bucket_fd = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let (_, _, info) = head(&self.meta_store(bucket_fd.as_fd()), &path)?;
@@ -868,27 +762,14 @@ impl Store for PosixStore {
     ) -> StoreResult<ObjectInfo> {
         let src_bucket_fd = self.bucket_fd(src_bucket)?;
         let src_path = ObjectPath::parse(src_key).map_err(|_| StoreError::NoSuchKey)?;
-        let (src_fd, src_stat, src_info) =
-            head(&self.meta_store(src_bucket_fd.as_fd()), &src_path)?;
-        request
-            .source_conditions
-            .check(&src_info.etag, src_info.last_modified)
-            .map_err(|e| match e {
-                StoreError::NotModified => StoreError::PreconditionFailed,
-                other => other,
-            })?;
-        let meta = request
-            .replace_meta
-            .clone()
-            .unwrap_or_else(|| src_info.meta.clone());
-        let mut writer = self.new_writer(
-            dst_bucket,
-            dst_key,
-            PutRequest {
-                meta,
-                ..PutRequest::default()
-            },
-        )?;
+        let (src_fd, src_stat, src_info) = head(&self.meta_store(src_bucket_fd.as_fd()), &src_path)?;
+        request.source_conditions.check(&src_info.etag, src_info.last_modified).map_err(|e| match e {
+            StoreError::NotModified => StoreError::PreconditionFailed,
+            other => other,
+        })?;
+        let mut meta = request.replace_meta.clone().unwrap_or_else(|| src_info.meta.clone());
+        meta.tags = request.replace_tags.clone().unwrap_or_else(|| src_info.meta.tags.clone());
+        let mut writer = self.new_writer(dst_bucket, dst_key, PutRequest { meta, ..PutRequest::default() })?;
         if !src_path.is_dir() {
             copy_file_contents(src_fd.as_fd(), writer.staged.file.as_fd(), 0, src_info.size)?;
             if FileIdentity::of(&rustix::fs::fstat(&src_fd)?) != FileIdentity::of(&src_stat) {
@@ -901,22 +782,31 @@ impl Store for PosixStore {
         writer.commit()
     }
 
-    fn create_multipart_upload(
+    fn set_object_tags(
         &self,
         bucket: &str,
         key: &str,
-        request: PutRequest,
-    ) -> StoreResult<String> {
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> StoreResult<()> {
+        crate::meta::validate_tags(&tags)?;
+        let bucket_fd = self.bucket_fd(bucket)?;
+        let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
+        let meta = self.meta_store(bucket_fd.as_fd());
+        let (fd, stat) = open_object(bucket_fd.as_fd(), &path)?;
+        let mut record = current_record(&meta, fd.as_fd(), key, &stat)?;
+        record.meta.tags = tags;
+        meta.save(fd.as_fd(), key, &record)?;
+        if self.strict() {
+            rustix::fs::fsync(&fd)?;
+        }
+        Ok(())
+    }
+
+    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         self.create_upload(bucket, key, request)
     }
 
-    fn upload_part(
-        &self,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        part_number: u32,
-    ) -> StoreResult<Self::PartWriter> {
+    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter> {
         self.part_writer(bucket, key, upload_id, part_number)
     }
 
@@ -974,22 +864,12 @@ pub(crate) fn copy_file_contents(
     let mut kernel_copy = true;
     let mut buf = Vec::new();
     while src_off < len {
-        let chunk = usize::try_from(len - src_off)
-            .unwrap_or(usize::MAX)
-            .min(1 << 30);
+        let chunk = usize::try_from(len - src_off).unwrap_or(usize::MAX).min(1 << 30);
         if kernel_copy {
-            match rustix::fs::copy_file_range(
-                src,
-                Some(&mut src_off),
-                dst,
-                Some(&mut dst_off),
-                chunk,
-            ) {
+            match rustix::fs::copy_file_range(src, Some(&mut src_off), dst, Some(&mut dst_off), chunk) {
                 Ok(0) => return Err(StoreError::SourceChanged),
                 Ok(_) | Err(Errno::INTR) => {}
-                Err(Errno::XDEV | Errno::NOSYS | Errno::OPNOTSUPP | Errno::INVAL) => {
-                    kernel_copy = false
-                }
+                Err(Errno::XDEV | Errno::NOSYS | Errno::OPNOTSUPP | Errno::INVAL) => kernel_copy = false,
                 Err(err) => return Err(err.into()),
             }
             continue;

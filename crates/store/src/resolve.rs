@@ -11,12 +11,7 @@ use rustix::io::Errno;
 static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 
 /// Opens `rel` (a relative path without `.`/`..` segments) beneath `dir`.
-pub fn open_beneath(
-    dir: BorrowedFd<'_>,
-    rel: &str,
-    flags: OFlags,
-    mode: Mode,
-) -> Result<OwnedFd, Errno> {
+pub fn open_beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
     let flags = flags | OFlags::CLOEXEC;
     if !OPENAT2_MISSING.load(Ordering::Relaxed) {
         let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
@@ -30,12 +25,7 @@ pub fn open_beneath(
     open_by_walking(dir, rel, flags, mode)
 }
 
-fn open_by_walking(
-    dir: BorrowedFd<'_>,
-    rel: &str,
-    flags: OFlags,
-    mode: Mode,
-) -> Result<OwnedFd, Errno> {
+fn open_by_walking(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
     let mut parts = rel.split('/').peekable();
     let mut current: Option<OwnedFd> = None;
     while let Some(part) = parts.next() {
@@ -67,12 +57,8 @@ pub fn create_dirs_beneath(dir: BorrowedFd<'_>, rel: &str, sync: bool) -> Result
         Err(Errno::NOENT) => {}
         other => return other,
     }
-    let mut current = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let mut current =
+        rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
     for part in rel.split('/') {
         match rustix::fs::mkdirat(&current, part, Mode::from_raw_mode(0o777)) {
             Ok(()) => {
@@ -105,19 +91,12 @@ mod tests {
         std::fs::create_dir(bucket.path().join("d")).unwrap();
         std::fs::write(bucket.path().join("d/inside"), b"ok").unwrap();
         symlink(outside.path().join("secret"), bucket.path().join("abs")).unwrap();
-        symlink(
-            "../../../../../../../../etc/passwd",
-            bucket.path().join("d/rel"),
-        )
-        .unwrap();
+        symlink("../../../../../../../../etc/passwd", bucket.path().join("d/rel")).unwrap();
         symlink(outside.path(), bucket.path().join("dirlink")).unwrap();
         symlink("d/inside", bucket.path().join("good")).unwrap();
         let root = open_root(bucket.path());
         for escape in ["abs", "d/rel", "dirlink/secret"] {
-            assert!(
-                open_beneath(root.as_fd(), escape, OFlags::RDONLY, Mode::empty()).is_err(),
-                "{escape} escaped"
-            );
+            assert!(open_beneath(root.as_fd(), escape, OFlags::RDONLY, Mode::empty()).is_err(), "{escape} escaped");
             assert!(open_by_walking(root.as_fd(), escape, OFlags::RDONLY, Mode::empty()).is_err());
         }
         assert!(open_beneath(root.as_fd(), "good", OFlags::RDONLY, Mode::empty()).is_ok());

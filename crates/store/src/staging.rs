@@ -33,14 +33,7 @@ impl StagedFile {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o666),
         )?;
-        Ok(Self {
-            dir,
-            name: Some(name),
-            file,
-            md5: Md5::new(),
-            checksum: None,
-            written: 0,
-        })
+        Ok(Self { dir, name: Some(name), file, md5: Md5::new(), checksum: None, written: 0 })
     }
 
     /// Also computes `algorithm` over everything written.
@@ -73,12 +66,7 @@ impl StagedFile {
     }
 
     /// Renames the file to `leaf` in `parent`; after success nothing is removed on drop.
-    pub(crate) fn rename_into(
-        &mut self,
-        parent: BorrowedFd<'_>,
-        leaf: &str,
-        flags: RenameFlags,
-    ) -> Result<(), Errno> {
+    pub(crate) fn rename_into(&mut self, parent: BorrowedFd<'_>, leaf: &str, flags: RenameFlags) -> Result<(), Errno> {
         let name = self.name.as_deref().expect("renamed only once");
         rustix::fs::renameat_with(&self.dir, name, parent, leaf, flags)?;
         self.name = None;

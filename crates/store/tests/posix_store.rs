@@ -4,16 +4,13 @@ use std::io::Read;
 use std::time::Duration;
 
 use isthmus_store::{
-    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, ListRequest,
-    MetadataMode, ObjectMeta, ObjectWrite, PosixStore, PutRequest, Store, StoreError, StoreOptions,
+    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, ListRequest, MetadataMode, ObjectMeta,
+    ObjectWrite, PosixStore, PutRequest, Store, StoreError, StoreOptions,
 };
 
 fn store_with(metadata: MetadataMode) -> (tempfile::TempDir, PosixStore) {
     let dir = tempfile::tempdir().unwrap();
-    let options = StoreOptions {
-        metadata,
-        ..StoreOptions::default()
-    };
+    let options = StoreOptions { metadata, ..StoreOptions::default() };
     let store = PosixStore::open(dir.path(), options).unwrap();
     store.create_bucket("bkt").unwrap();
     (dir, store)
@@ -30,27 +27,15 @@ fn md5_hex(bytes: &[u8]) -> String {
 
 fn read_all(store: &PosixStore, key: &str, request: &GetRequest) -> Vec<u8> {
     let mut out = Vec::new();
-    store
-        .get_object("bkt", key, request)
-        .unwrap()
-        .body
-        .read_to_end(&mut out)
-        .unwrap();
+    store.get_object("bkt", key, request).unwrap().body.read_to_end(&mut out).unwrap();
     out
 }
 
 fn put(store: &PosixStore, key: &str, bytes: &[u8]) {
-    store
-        .put_bytes("bkt", key, bytes, PutRequest::default())
-        .unwrap();
+    store.put_bytes("bkt", key, bytes, PutRequest::default()).unwrap();
 }
 
-fn list_all(
-    store: &PosixStore,
-    prefix: &str,
-    delimiter: Option<&str>,
-    page: usize,
-) -> (Vec<String>, Vec<String>) {
+fn list_all(store: &PosixStore, prefix: &str, delimiter: Option<&str>, page: usize) -> (Vec<String>, Vec<String>) {
     let mut keys = Vec::new();
     let mut prefixes = Vec::new();
     let mut marker = None;
@@ -75,122 +60,54 @@ fn list_all(
 #[test]
 fn put_is_a_plain_file_with_md5_etag_and_metadata() {
     let (dir, store) = store();
-    let mut meta = ObjectMeta {
-        content_type: Some("text/csv".into()),
-        ..Default::default()
-    };
+    let mut meta = ObjectMeta { content_type: Some("text/csv".into()), ..Default::default() };
     meta.user.insert("run".into(), "42".into());
     let info = store
-        .put_bytes(
-            "bkt",
-            "results/2026/a.csv",
-            b"x,y\n1,2\n",
-            PutRequest {
-                meta: meta.clone(),
-                ..Default::default()
-            },
-        )
+        .put_bytes("bkt", "results/2026/a.csv", b"x,y\n1,2\n", PutRequest { meta: meta.clone(), ..Default::default() })
         .unwrap();
     assert_eq!(info.etag, md5_hex(b"x,y\n1,2\n"));
-    assert_eq!(
-        std::fs::read(dir.path().join("bkt/results/2026/a.csv")).unwrap(),
-        b"x,y\n1,2\n"
-    );
-    let head = store
-        .head_object("bkt", "results/2026/a.csv", &Conditions::default())
-        .unwrap();
+    assert_eq!(std::fs::read(dir.path().join("bkt/results/2026/a.csv")).unwrap(), b"x,y\n1,2\n");
+    let head = store.head_object("bkt", "results/2026/a.csv", &Conditions::default()).unwrap();
     assert_eq!(head.meta, meta);
     assert_eq!(head.size, 8);
     assert_eq!(head.etag, info.etag);
     // No temporary file is left behind.
-    assert_eq!(
-        std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp"))
-            .unwrap()
-            .count(),
-        0
-    );
+    assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp")).unwrap().count(), 0);
 }
 
 #[test]
 fn posix_written_and_changed_files_get_correct_etags() {
     let (dir, store) = store();
     std::fs::write(dir.path().join("bkt/sim.out"), b"step 1").unwrap();
-    assert_eq!(
-        store
-            .head_object("bkt", "sim.out", &Conditions::default())
-            .unwrap()
-            .etag,
-        md5_hex(b"step 1")
-    );
+    assert_eq!(store.head_object("bkt", "sim.out", &Conditions::default()).unwrap().etag, md5_hex(b"step 1"));
     put(&store, "via-s3", b"original");
     std::thread::sleep(Duration::from_millis(20));
     // Same size, different bytes: the identity (mtime) changes, so the ETag is recomputed.
     std::fs::write(dir.path().join("bkt/via-s3"), b"ORIGINAL").unwrap();
-    let head = store
-        .head_object("bkt", "via-s3", &Conditions::default())
-        .unwrap();
+    let head = store.head_object("bkt", "via-s3", &Conditions::default()).unwrap();
     assert_eq!(head.etag, md5_hex(b"ORIGINAL"));
-    assert_eq!(
-        read_all(&store, "via-s3", &GetRequest::default()),
-        b"ORIGINAL"
-    );
+    assert_eq!(read_all(&store, "via-s3", &GetRequest::default()), b"ORIGINAL");
 }
 
 #[test]
 fn ranges_and_conditions() {
     let (_dir, store) = store();
     put(&store, "r", b"0123456789");
-    let get = |range| {
-        read_all(
-            &store,
-            "r",
-            &GetRequest {
-                range: Some(range),
-                ..Default::default()
-            },
-        )
-    };
-    assert_eq!(
-        get(ByteRange::FromTo {
-            first: 2,
-            last: Some(4)
-        }),
-        b"234"
-    );
+    let get = |range| read_all(&store, "r", &GetRequest { range: Some(range), ..Default::default() });
+    assert_eq!(get(ByteRange::FromTo { first: 2, last: Some(4) }), b"234");
     assert_eq!(get(ByteRange::Suffix(3)), b"789");
-    assert_eq!(
-        get(ByteRange::FromTo {
-            first: 8,
-            last: None
-        }),
-        b"89"
-    );
+    assert_eq!(get(ByteRange::FromTo { first: 8, last: None }), b"89");
     let bad = store.get_object(
         "bkt",
         "r",
-        &GetRequest {
-            range: Some(ByteRange::FromTo {
-                first: 10,
-                last: None,
-            }),
-            ..Default::default()
-        },
+        &GetRequest { range: Some(ByteRange::FromTo { first: 10, last: None }), ..Default::default() },
     );
     assert!(matches!(bad, Err(StoreError::InvalidRange { size: 10 })));
     let etag = md5_hex(b"0123456789");
     let cond = |c: Conditions| store.head_object("bkt", "r", &c);
-    assert!(
-        cond(Conditions {
-            if_match: Some(ETagMatch::Tags(vec![etag.clone()])),
-            ..Default::default()
-        })
-        .is_ok()
-    );
+    assert!(cond(Conditions { if_match: Some(ETagMatch::Tags(vec![etag.clone()])), ..Default::default() }).is_ok());
     assert!(matches!(
-        cond(Conditions {
-            if_none_match: Some(ETagMatch::Tags(vec![etag])),
-            ..Default::default()
-        }),
+        cond(Conditions { if_none_match: Some(ETagMatch::Tags(vec![etag])), ..Default::default() }),
         Err(StoreError::NotModified)
     ));
 }
@@ -198,29 +115,13 @@ fn ranges_and_conditions() {
 #[test]
 fn conditional_puts() {
     let (_dir, store) = store();
-    let create_only = || PutRequest {
-        if_none_match: Some(ETagMatch::Any),
-        ..Default::default()
-    };
-    store
-        .put_bytes("bkt", "once", b"first", create_only())
-        .unwrap();
-    assert!(matches!(
-        store.put_bytes("bkt", "once", b"second", create_only()),
-        Err(StoreError::PreconditionFailed)
-    ));
+    let create_only = || PutRequest { if_none_match: Some(ETagMatch::Any), ..Default::default() };
+    store.put_bytes("bkt", "once", b"first", create_only()).unwrap();
+    assert!(matches!(store.put_bytes("bkt", "once", b"second", create_only()), Err(StoreError::PreconditionFailed)));
     assert_eq!(read_all(&store, "once", &GetRequest::default()), b"first");
-    let if_match = |etag: &str| PutRequest {
-        if_match: Some(ETagMatch::Tags(vec![etag.into()])),
-        ..Default::default()
-    };
-    assert!(matches!(
-        store.put_bytes("bkt", "once", b"x", if_match("nope")),
-        Err(StoreError::PreconditionFailed)
-    ));
-    store
-        .put_bytes("bkt", "once", b"third", if_match(&md5_hex(b"first")))
-        .unwrap();
+    let if_match = |etag: &str| PutRequest { if_match: Some(ETagMatch::Tags(vec![etag.into()])), ..Default::default() };
+    assert!(matches!(store.put_bytes("bkt", "once", b"x", if_match("nope")), Err(StoreError::PreconditionFailed)));
+    store.put_bytes("bkt", "once", b"third", if_match(&md5_hex(b"first"))).unwrap();
     assert_eq!(read_all(&store, "once", &GetRequest::default()), b"third");
 }
 
@@ -232,20 +133,13 @@ fn abandoned_writes_leave_nothing() {
     writer.write_all(b"half of the new").unwrap();
     drop(writer);
     assert_eq!(read_all(&store, "k", &GetRequest::default()), b"old");
-    assert_eq!(
-        std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp"))
-            .unwrap()
-            .count(),
-        0
-    );
+    assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp")).unwrap().count(), 0);
 }
 
 #[test]
 fn listing_is_in_byte_order_across_directories() {
     let (_dir, store) = store();
-    let keys = [
-        "a-c", "a/b/c-d", "a/b/c/d", "a0", "b", "a/b-", "é/x", "Z", "a/a",
-    ];
+    let keys = ["a-c", "a/b/c-d", "a/b/c/d", "a0", "b", "a/b-", "é/x", "Z", "a/a"];
     for k in keys {
         put(&store, k, b"x");
     }
@@ -256,11 +150,7 @@ fn listing_is_in_byte_order_across_directories() {
     assert!(listed.contains(&"a-c".to_string()) && listed.contains(&"a/b-".to_string()));
     // Every page size yields the same sequence.
     for page in [1, 2, 3, 7] {
-        assert_eq!(
-            list_all(&store, "", None, page).0,
-            listed,
-            "page size {page}"
-        );
+        assert_eq!(list_all(&store, "", None, page).0, listed, "page size {page}");
     }
     // Delimiter rolls directories up into common prefixes, in order with the keys.
     let (top, prefixes) = list_all(&store, "", Some("/"), 2);
@@ -270,29 +160,18 @@ fn listing_is_in_byte_order_across_directories() {
     assert_eq!(inner, ["a/a", "a/b-"]);
     assert_eq!(inner_prefixes, ["a/b/"]);
     // A prefix that is not a whole segment.
-    assert_eq!(
-        list_all(&store, "a/b", None, 2).0,
-        ["a/b-", "a/b/c-d", "a/b/c/d"]
-    );
+    assert_eq!(list_all(&store, "a/b", None, 2).0, ["a/b-", "a/b/c-d", "a/b/c/d"]);
     // Other delimiters roll up on the full key.
     let (dash, dash_prefixes) = list_all(&store, "", Some("-"), 100);
     assert_eq!(dash_prefixes, ["a-", "a/b-", "a/b/c-"]);
     assert!(!dash.iter().any(|k| k.contains('-')));
     // Start-after in the middle of a directory.
-    let req = ListRequest {
-        start_after: Some("a/b/c-d".into()),
-        max_keys: 10,
-        ..Default::default()
-    };
+    let req = ListRequest { start_after: Some("a/b/c-d".into()), max_keys: 10, ..Default::default() };
     let p = store.list_objects("bkt", &req).unwrap();
     let after: Vec<_> = p.objects.iter().map(|o| o.key.as_str()).collect();
     assert_eq!(
         after,
-        ["a/b/c/d", "a0", "b", "Z", "é/x"]
-            .iter()
-            .copied()
-            .filter(|k| *k > "a/b/c-d")
-            .collect::<Vec<_>>()
+        ["a/b/c/d", "a0", "b", "Z", "é/x"].iter().copied().filter(|k| *k > "a/b/c-d").collect::<Vec<_>>()
     );
 }
 
@@ -305,22 +184,14 @@ fn file_directory_conflicts_get_errors() {
         Err(StoreError::ParentIsObject(_))
     ));
     put(&store, "d/child", b"x");
-    assert!(matches!(
-        store.put_bytes("bkt", "d", b"x", PutRequest::default()),
-        Err(StoreError::ObjectIsDirectory(_))
-    ));
-    assert!(matches!(
-        store.head_object("bkt", "d", &Conditions::default()),
-        Err(StoreError::NoSuchKey)
-    ));
+    assert!(matches!(store.put_bytes("bkt", "d", b"x", PutRequest::default()), Err(StoreError::ObjectIsDirectory(_))));
+    assert!(matches!(store.head_object("bkt", "d", &Conditions::default()), Err(StoreError::NoSuchKey)));
 }
 
 #[test]
 fn directory_objects_and_pruning() {
     let (dir, store) = store();
-    let info = store
-        .put_bytes("bkt", "folder/", b"", PutRequest::default())
-        .unwrap();
+    let info = store.put_bytes("bkt", "folder/", b"", PutRequest::default()).unwrap();
     assert_eq!(info.etag, "d41d8cd98f00b204e9800998ecf8427e");
     assert!(dir.path().join("bkt/folder").is_dir());
     put(&store, "folder/x", b"1");
@@ -328,15 +199,9 @@ fn directory_objects_and_pruning() {
     let (keys, _) = list_all(&store, "", None, 10);
     assert_eq!(keys, ["deep/er/y", "folder/", "folder/x"]);
     store.delete_object("bkt", "deep/er/y").unwrap();
-    assert!(
-        !dir.path().join("bkt/deep").exists(),
-        "empty parents are pruned"
-    );
+    assert!(!dir.path().join("bkt/deep").exists(), "empty parents are pruned");
     store.delete_object("bkt", "folder/x").unwrap();
-    assert!(
-        dir.path().join("bkt/folder").is_dir(),
-        "a directory object stays"
-    );
+    assert!(dir.path().join("bkt/folder").is_dir(), "a directory object stays");
     store.delete_object("bkt", "folder/").unwrap();
     assert!(!dir.path().join("bkt/folder").exists());
     // Deleting what is not there succeeds.
@@ -351,119 +216,49 @@ fn planted_symlinks_do_not_leak_outside_data() {
     std::fs::write(outside.path().join("secret"), b"secret").unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("bkt/leak")).unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("bkt/leakdir")).unwrap();
-    assert!(matches!(
-        store.get_object("bkt", "leak", &GetRequest::default()),
-        Err(StoreError::NoSuchKey)
-    ));
-    assert!(matches!(
-        store.get_object("bkt", "leakdir/secret", &GetRequest::default()),
-        Err(StoreError::NoSuchKey)
-    ));
-    assert!(
-        store
-            .put_bytes("bkt", "leakdir/new", b"x", PutRequest::default())
-            .is_err()
-    );
+    assert!(matches!(store.get_object("bkt", "leak", &GetRequest::default()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(store.get_object("bkt", "leakdir/secret", &GetRequest::default()), Err(StoreError::NoSuchKey)));
+    assert!(store.put_bytes("bkt", "leakdir/new", b"x", PutRequest::default()).is_err());
     assert!(!outside.path().join("new").exists());
     let (keys, _) = list_all(&store, "", None, 100);
     assert!(keys.is_empty(), "{keys:?}");
     // Overwriting the symlink replaces the link, not its target.
     put(&store, "leak", b"mine");
-    assert_eq!(
-        std::fs::read(outside.path().join("secret")).unwrap(),
-        b"secret"
-    );
+    assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"secret");
 }
 
 #[test]
 fn copy_keeps_or_replaces_metadata() {
     let (_dir, store) = store();
     store.create_bucket("other").unwrap();
-    let meta = ObjectMeta {
-        content_type: Some("image/png".into()),
-        ..Default::default()
-    };
-    store
-        .put_bytes(
-            "bkt",
-            "src",
-            b"pixels",
-            PutRequest {
-                meta: meta.clone(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    let copied = store
-        .copy_object("bkt", "src", "other", "dst", &CopyRequest::default())
-        .unwrap();
+    let meta = ObjectMeta { content_type: Some("image/png".into()), ..Default::default() };
+    store.put_bytes("bkt", "src", b"pixels", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
+    let copied = store.copy_object("bkt", "src", "other", "dst", &CopyRequest::default()).unwrap();
     assert_eq!(copied.etag, md5_hex(b"pixels"));
-    assert_eq!(
-        store
-            .head_object("other", "dst", &Conditions::default())
-            .unwrap()
-            .meta,
-        meta
-    );
-    let replaced = ObjectMeta {
-        content_type: Some("text/plain".into()),
-        ..Default::default()
-    };
+    assert_eq!(store.head_object("other", "dst", &Conditions::default()).unwrap().meta, meta);
+    let replaced = ObjectMeta { content_type: Some("text/plain".into()), ..Default::default() };
     store
         .copy_object(
             "bkt",
             "src",
             "bkt",
             "dst2",
-            &CopyRequest {
-                replace_meta: Some(replaced.clone()),
-                ..Default::default()
-            },
+            &CopyRequest { replace_meta: Some(replaced.clone()), ..Default::default() },
         )
         .unwrap();
-    assert_eq!(
-        store
-            .head_object("bkt", "dst2", &Conditions::default())
-            .unwrap()
-            .meta,
-        replaced
-    );
+    assert_eq!(store.head_object("bkt", "dst2", &Conditions::default()).unwrap().meta, replaced);
     let mut out = Vec::new();
-    store
-        .get_object("other", "dst", &GetRequest::default())
-        .unwrap()
-        .body
-        .read_to_end(&mut out)
-        .unwrap();
+    store.get_object("other", "dst", &GetRequest::default()).unwrap().body.read_to_end(&mut out).unwrap();
     assert_eq!(out, b"pixels");
 }
 
 #[test]
 fn sidecar_mode_keeps_metadata_outside_the_file() {
     let (dir, store) = store_with(MetadataMode::Sidecar);
-    let meta = ObjectMeta {
-        content_type: Some("a/b".into()),
-        ..Default::default()
-    };
-    store
-        .put_bytes(
-            "bkt",
-            "k/v",
-            b"data",
-            PutRequest {
-                meta: meta.clone(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let meta = ObjectMeta { content_type: Some("a/b".into()), ..Default::default() };
+    store.put_bytes("bkt", "k/v", b"data", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
     assert!(xattr_absent(&dir.path().join("bkt/k/v")));
-    assert_eq!(
-        store
-            .head_object("bkt", "k/v", &Conditions::default())
-            .unwrap()
-            .meta,
-        meta
-    );
+    assert_eq!(store.head_object("bkt", "k/v", &Conditions::default()).unwrap().meta, meta);
     store.delete_object("bkt", "k/v").unwrap();
     let sidecars = walk_files(&dir.path().join("bkt/.isthmus/meta"));
     assert!(sidecars.is_empty(), "{sidecars:?}");
@@ -491,39 +286,19 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn buckets_lifecycle() {
     let (dir, store) = store();
-    assert!(matches!(
-        store.create_bucket("bkt"),
-        Err(StoreError::BucketAlreadyOwnedByYou)
-    ));
-    assert!(matches!(
-        store.create_bucket("Bad_Name"),
-        Err(StoreError::InvalidBucketName(_))
-    ));
+    assert!(matches!(store.create_bucket("bkt"), Err(StoreError::BucketAlreadyOwnedByYou)));
+    assert!(matches!(store.create_bucket("Bad_Name"), Err(StoreError::InvalidBucketName(_))));
     store.create_bucket("zeta").unwrap();
     std::fs::create_dir(dir.path().join("made-by-posix")).unwrap();
     std::fs::create_dir(dir.path().join("Not_A_Bucket")).unwrap();
-    let names: Vec<_> = store
-        .list_buckets()
-        .unwrap()
-        .into_iter()
-        .map(|b| b.name)
-        .collect();
+    let names: Vec<_> = store.list_buckets().unwrap().into_iter().map(|b| b.name).collect();
     assert_eq!(names, ["bkt", "made-by-posix", "zeta"]);
     put(&store, "x", b"1");
-    assert!(matches!(
-        store.delete_bucket("bkt"),
-        Err(StoreError::BucketNotEmpty)
-    ));
+    assert!(matches!(store.delete_bucket("bkt"), Err(StoreError::BucketNotEmpty)));
     store.delete_object("bkt", "x").unwrap();
     store.delete_bucket("bkt").unwrap();
-    assert!(matches!(
-        store.head_bucket("bkt"),
-        Err(StoreError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        store.get_object("nope", "x", &GetRequest::default()),
-        Err(StoreError::NoSuchBucket)
-    ));
+    assert!(matches!(store.head_bucket("bkt"), Err(StoreError::NoSuchBucket)));
+    assert!(matches!(store.get_object("nope", "x", &GetRequest::default()), Err(StoreError::NoSuchBucket)));
 }
 
 #[test]
@@ -536,9 +311,7 @@ fn concurrent_writers_of_one_key_leave_one_whole_version() {
             let store = store.clone();
             s.spawn(move || {
                 for _ in 0..3 {
-                    let mut w = store
-                        .put_object("bkt", "race", PutRequest::default())
-                        .unwrap();
+                    let mut w = store.put_object("bkt", "race", PutRequest::default()).unwrap();
                     for chunk in p.chunks(64 << 10) {
                         w.write_all(chunk).unwrap();
                     }
@@ -549,41 +322,18 @@ fn concurrent_writers_of_one_key_leave_one_whole_version() {
     });
     let got = read_all(&store, "race", &GetRequest::default());
     assert!(payloads.contains(&got));
-    assert_eq!(
-        store
-            .head_object("bkt", "race", &Conditions::default())
-            .unwrap()
-            .etag,
-        md5_hex(&got)
-    );
+    assert_eq!(store.head_object("bkt", "race", &Conditions::default()).unwrap().etag, md5_hex(&got));
 }
 
 #[test]
 fn relaxed_durability_and_stale_temporaries() {
     let dir = tempfile::tempdir().unwrap();
-    let store = PosixStore::open(
-        dir.path(),
-        StoreOptions {
-            durability: Durability::Relaxed,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let store =
+        PosixStore::open(dir.path(), StoreOptions { durability: Durability::Relaxed, ..Default::default() }).unwrap();
     store.create_bucket("bkt").unwrap();
-    store
-        .put_bytes("bkt", "k", b"v", PutRequest::default())
-        .unwrap();
-    std::fs::write(
-        dir.path().join("bkt/.isthmus/tmp/crashed-writer"),
-        b"partial",
-    )
-    .unwrap();
-    assert_eq!(
-        store
-            .clean_stale_temporaries(Duration::from_secs(3600))
-            .unwrap(),
-        0
-    );
+    store.put_bytes("bkt", "k", b"v", PutRequest::default()).unwrap();
+    std::fs::write(dir.path().join("bkt/.isthmus/tmp/crashed-writer"), b"partial").unwrap();
+    assert_eq!(store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap(), 0);
     assert_eq!(store.clean_stale_temporaries(Duration::ZERO).unwrap(), 1);
 }
 
@@ -599,29 +349,15 @@ mod multipart {
     }
 
     fn part(n: u32, etag: &str) -> CompletedPart {
-        CompletedPart {
-            part_number: n,
-            etag: format!("\"{etag}\""),
-            checksum: None,
-        }
+        CompletedPart { part_number: n, etag: format!("\"{etag}\""), checksum: None }
     }
 
     #[test]
     fn complete_assembles_parts_with_the_s3_etag() {
         let (dir, store) = store();
-        let meta = ObjectMeta {
-            content_type: Some("application/x-hdf5".into()),
-            ..Default::default()
-        };
+        let meta = ObjectMeta { content_type: Some("application/x-hdf5".into()), ..Default::default() };
         let id = store
-            .create_multipart_upload(
-                "bkt",
-                "big/file.h5",
-                PutRequest {
-                    meta: meta.clone(),
-                    ..Default::default()
-                },
-            )
+            .create_multipart_upload("bkt", "big/file.h5", PutRequest { meta: meta.clone(), ..Default::default() })
             .unwrap();
         let p1 = vec![1u8; 5 << 20];
         let p2 = b"tail".to_vec();
@@ -629,91 +365,40 @@ mod multipart {
         // Uploading a part again replaces it.
         upload_part(&store, "big/file.h5", &id, 2, b"first try");
         let e2 = upload_part(&store, "big/file.h5", &id, 2, &p2);
-        let page = store
-            .list_parts("bkt", "big/file.h5", &id, 0, 1000)
-            .unwrap();
-        assert_eq!(
-            page.parts
-                .iter()
-                .map(|p| (p.part_number, p.size))
-                .collect::<Vec<_>>(),
-            [(1, 5 << 20), (2, 4)]
-        );
+        let page = store.list_parts("bkt", "big/file.h5", &id, 0, 1000).unwrap();
+        assert_eq!(page.parts.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(), [(1, 5 << 20), (2, 4)]);
         let info = store
-            .complete_multipart_upload(
-                "bkt",
-                "big/file.h5",
-                &id,
-                &[part(1, &e1), part(2, &e2)],
-                PutRequest::default(),
-            )
+            .complete_multipart_upload("bkt", "big/file.h5", &id, &[part(1, &e1), part(2, &e2)], PutRequest::default())
             .unwrap();
         let mut concat = Vec::new();
         concat.extend(md5::Md5::digest(&p1));
         concat.extend(md5::Md5::digest(&p2));
         assert_eq!(info.etag, format!("{}-2", md5_hex(&concat)));
-        let head = store
-            .head_object("bkt", "big/file.h5", &Conditions::default())
-            .unwrap();
+        let head = store.head_object("bkt", "big/file.h5", &Conditions::default()).unwrap();
         assert_eq!(head.etag, info.etag);
         assert_eq!(head.meta, meta);
         let mut expected = p1.clone();
         expected.extend(&p2);
-        assert_eq!(
-            std::fs::read(dir.path().join("bkt/big/file.h5")).unwrap(),
-            expected
-        );
-        assert!(matches!(
-            store.list_parts("bkt", "big/file.h5", &id, 0, 10),
-            Err(StoreError::NoSuchUpload)
-        ));
-        assert_eq!(
-            std::fs::read_dir(dir.path().join("bkt/.isthmus/uploads"))
-                .unwrap()
-                .count(),
-            0
-        );
+        assert_eq!(std::fs::read(dir.path().join("bkt/big/file.h5")).unwrap(), expected);
+        assert!(matches!(store.list_parts("bkt", "big/file.h5", &id, 0, 10), Err(StoreError::NoSuchUpload)));
+        assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/uploads")).unwrap().count(), 0);
     }
 
     #[test]
     fn s3_rules_are_enforced_and_the_upload_survives_a_bad_complete() {
         let (_dir, store) = store();
-        let id = store
-            .create_multipart_upload("bkt", "k", PutRequest::default())
-            .unwrap();
+        let id = store.create_multipart_upload("bkt", "k", PutRequest::default()).unwrap();
         let e1 = upload_part(&store, "k", &id, 1, b"small");
         let e2 = upload_part(&store, "k", &id, 2, b"also small");
-        let complete = |parts: &[CompletedPart]| {
-            store.complete_multipart_upload("bkt", "k", &id, parts, PutRequest::default())
-        };
-        assert!(matches!(
-            complete(&[part(2, &e2), part(1, &e1)]),
-            Err(StoreError::InvalidPartOrder)
-        ));
-        assert!(matches!(
-            complete(&[part(1, "00000000000000000000000000000000")]),
-            Err(StoreError::InvalidPart(1))
-        ));
-        assert!(matches!(
-            complete(&[part(1, &e1), part(2, &e2)]),
-            Err(StoreError::EntityTooSmall)
-        ));
-        assert!(matches!(
-            store.upload_part("bkt", "k", &id, 0),
-            Err(StoreError::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            store.upload_part("bkt", "k", &id, 10_001),
-            Err(StoreError::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            store.upload_part("bkt", "other-key", &id, 1),
-            Err(StoreError::NoSuchUpload)
-        ));
-        assert!(matches!(
-            store.upload_part("bkt", "k", "../../etc", 1),
-            Err(StoreError::NoSuchUpload)
-        ));
+        let complete =
+            |parts: &[CompletedPart]| store.complete_multipart_upload("bkt", "k", &id, parts, PutRequest::default());
+        assert!(matches!(complete(&[part(2, &e2), part(1, &e1)]), Err(StoreError::InvalidPartOrder)));
+        assert!(matches!(complete(&[part(1, "00000000000000000000000000000000")]), Err(StoreError::InvalidPart(1))));
+        assert!(matches!(complete(&[part(1, &e1), part(2, &e2)]), Err(StoreError::EntityTooSmall)));
+        assert!(matches!(store.upload_part("bkt", "k", &id, 0), Err(StoreError::InvalidArgument(_))));
+        assert!(matches!(store.upload_part("bkt", "k", &id, 10_001), Err(StoreError::InvalidArgument(_))));
+        assert!(matches!(store.upload_part("bkt", "other-key", &id, 1), Err(StoreError::NoSuchUpload)));
+        assert!(matches!(store.upload_part("bkt", "k", "../../etc", 1), Err(StoreError::NoSuchUpload)));
         // A single small part is a valid (last) part.
         complete(&[part(1, &e1)]).unwrap();
         assert_eq!(read_all(&store, "k", &GetRequest::default()), b"small");
@@ -723,20 +408,12 @@ mod multipart {
     fn abort_and_complete_cannot_both_win() {
         let (_dir, store) = store();
         for _ in 0..20 {
-            let id = store
-                .create_multipart_upload("bkt", "race", PutRequest::default())
-                .unwrap();
+            let id = store.create_multipart_upload("bkt", "race", PutRequest::default()).unwrap();
             let e1 = upload_part(&store, "race", &id, 1, b"data");
             let (a, c) = std::thread::scope(|s| {
                 let a = s.spawn(|| store.abort_multipart_upload("bkt", "race", &id));
                 let c = s.spawn(|| {
-                    store.complete_multipart_upload(
-                        "bkt",
-                        "race",
-                        &id,
-                        &[part(1, &e1)],
-                        PutRequest::default(),
-                    )
+                    store.complete_multipart_upload("bkt", "race", &id, &[part(1, &e1)], PutRequest::default())
                 });
                 (a.join().unwrap(), c.join().unwrap())
             });
@@ -750,38 +427,14 @@ mod multipart {
         let (_dir, store) = store();
         let mut ids = Vec::new();
         for key in ["b", "a", "a/x", "c"] {
-            ids.push((
-                key,
-                store
-                    .create_multipart_upload("bkt", key, PutRequest::default())
-                    .unwrap(),
-            ));
+            ids.push((key, store.create_multipart_upload("bkt", key, PutRequest::default()).unwrap()));
         }
         let all = store
-            .list_multipart_uploads(
-                "bkt",
-                &ListUploadsRequest {
-                    max_uploads: 1000,
-                    ..Default::default()
-                },
-            )
+            .list_multipart_uploads("bkt", &ListUploadsRequest { max_uploads: 1000, ..Default::default() })
             .unwrap();
-        assert_eq!(
-            all.uploads
-                .iter()
-                .map(|u| u.key.as_str())
-                .collect::<Vec<_>>(),
-            ["a", "a/x", "b", "c"]
-        );
-        let page = store
-            .list_multipart_uploads(
-                "bkt",
-                &ListUploadsRequest {
-                    max_uploads: 2,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        assert_eq!(all.uploads.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(), ["a", "a/x", "b", "c"]);
+        let page =
+            store.list_multipart_uploads("bkt", &ListUploadsRequest { max_uploads: 2, ..Default::default() }).unwrap();
         assert!(page.is_truncated);
         let next = store
             .list_multipart_uploads(
@@ -794,44 +447,21 @@ mod multipart {
                 },
             )
             .unwrap();
-        assert_eq!(
-            next.uploads
-                .iter()
-                .map(|u| u.key.as_str())
-                .collect::<Vec<_>>(),
-            ["b", "c"]
-        );
+        assert_eq!(next.uploads.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(), ["b", "c"]);
         let prefixed = store
             .list_multipart_uploads(
                 "bkt",
-                &ListUploadsRequest {
-                    prefix: "a".into(),
-                    max_uploads: 10,
-                    ..Default::default()
-                },
+                &ListUploadsRequest { prefix: "a".into(), max_uploads: 10, ..Default::default() },
             )
             .unwrap();
         assert_eq!(prefixed.uploads.len(), 2);
         // Listing objects does not show uploads in progress.
         assert!(
-            store
-                .list_objects(
-                    "bkt",
-                    &ListRequest {
-                        max_keys: 10,
-                        ..Default::default()
-                    }
-                )
-                .unwrap()
-                .objects
-                .is_empty()
+            store.list_objects("bkt", &ListRequest { max_keys: 10, ..Default::default() }).unwrap().objects.is_empty()
         );
         let (key, id) = &ids[0];
         store.abort_multipart_upload("bkt", key, id).unwrap();
-        assert!(matches!(
-            store.abort_multipart_upload("bkt", key, id),
-            Err(StoreError::NoSuchUpload)
-        ));
+        assert!(matches!(store.abort_multipart_upload("bkt", key, id), Err(StoreError::NoSuchUpload)));
     }
 }
 
@@ -842,10 +472,7 @@ mod checksums {
     #[test]
     fn put_computes_stores_and_returns_the_checksum() {
         let (dir, store) = store();
-        let request = PutRequest {
-            checksum_algorithm: Some(ChecksumAlgorithm::Crc32),
-            ..Default::default()
-        };
+        let request = PutRequest { checksum_algorithm: Some(ChecksumAlgorithm::Crc32), ..Default::default() };
         let mut w = store.put_object("bkt", "c", request).unwrap();
         w.write_all(b"hello ").unwrap();
         w.write_all(b"world").unwrap();
@@ -854,28 +481,15 @@ mod checksums {
         assert_eq!(hex::encode(digests.md5.unwrap()), md5_hex(b"hello world"));
         let info = w.commit().unwrap();
         assert_eq!(info.checksum.unwrap().value, "DUoRhQ==");
-        let head = store
-            .head_object("bkt", "c", &Conditions::default())
-            .unwrap();
-        assert_eq!(
-            head.checksum.as_ref().unwrap().algorithm,
-            ChecksumAlgorithm::Crc32
-        );
+        let head = store.head_object("bkt", "c", &Conditions::default()).unwrap();
+        assert_eq!(head.checksum.as_ref().unwrap().algorithm, ChecksumAlgorithm::Crc32);
         // A copy carries the checksum over.
-        let copy = store
-            .copy_object("bkt", "c", "bkt", "c2", &CopyRequest::default())
-            .unwrap();
+        let copy = store.copy_object("bkt", "c", "bkt", "c2", &CopyRequest::default()).unwrap();
         assert_eq!(copy.checksum.unwrap().value, "DUoRhQ==");
         // Changed by a POSIX program: the old checksum is no longer served.
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(dir.path().join("bkt/c"), b"other bytes").unwrap();
-        assert!(
-            store
-                .head_object("bkt", "c", &Conditions::default())
-                .unwrap()
-                .checksum
-                .is_none()
-        );
+        assert!(store.head_object("bkt", "c", &Conditions::default()).unwrap().checksum.is_none());
     }
 
     #[test]
@@ -889,48 +503,28 @@ mod checksums {
             (ChecksumAlgorithm::Crc32c, ChecksumType::FullObject),
             (ChecksumAlgorithm::Sha256, ChecksumType::Composite),
         ] {
-            let request = PutRequest {
-                checksum_algorithm: Some(algorithm),
-                checksum_type: kind,
-                ..Default::default()
-            };
+            let request = PutRequest { checksum_algorithm: Some(algorithm), checksum_type: kind, ..Default::default() };
             let id = store.create_multipart_upload("bkt", "mp", request).unwrap();
             let mut parts = Vec::new();
             for (n, data) in [(1u32, &p1), (2, &p2)] {
                 let mut w = store.upload_part("bkt", "mp", &id, n).unwrap();
                 w.write_all(data).unwrap();
                 let info = w.commit().unwrap();
-                parts.push(CompletedPart {
-                    part_number: n,
-                    etag: info.etag,
-                    checksum: info.checksum.map(|c| c.value),
-                });
+                parts.push(CompletedPart { part_number: n, etag: info.etag, checksum: info.checksum.map(|c| c.value) });
             }
             let listed = store.list_parts("bkt", "mp", &id, 0, 10).unwrap();
-            assert_eq!(
-                listed.parts[1].checksum.as_ref().unwrap().value,
-                parts[1].checksum.clone().unwrap()
-            );
+            assert_eq!(listed.parts[1].checksum.as_ref().unwrap().value, parts[1].checksum.clone().unwrap());
             let mut wrong = parts.clone();
             wrong[0].checksum = Some("AAAAAA==".into());
             assert!(matches!(
                 store.complete_multipart_upload("bkt", "mp", &id, &wrong, PutRequest::default()),
                 Err(StoreError::InvalidPart(1))
             ));
-            let info = store
-                .complete_multipart_upload("bkt", "mp", &id, &parts, PutRequest::default())
-                .unwrap();
+            let info = store.complete_multipart_upload("bkt", "mp", &id, &parts, PutRequest::default()).unwrap();
             let checksum = info.checksum.unwrap();
             if kind == ChecksumType::FullObject {
                 let mut w = store
-                    .put_object(
-                        "bkt",
-                        "ref",
-                        PutRequest {
-                            checksum_algorithm: Some(algorithm),
-                            ..Default::default()
-                        },
-                    )
+                    .put_object("bkt", "ref", PutRequest { checksum_algorithm: Some(algorithm), ..Default::default() })
                     .unwrap();
                 w.write_all(&whole).unwrap();
                 assert_eq!(checksum.value, w.digests().checksum.unwrap().value);

@@ -1,0 +1,79 @@
+//! Object tagging: PutObjectTagging, GetObjectTagging, DeleteObjectTagging, and the
+//! `x-amz-tagging` header of PutObject, CreateMultipartUpload and CopyObject.
+
+use std::collections::BTreeMap;
+
+use isthmus_store::Store;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, s3_error};
+
+use crate::Gateway;
+
+/// Parses `x-amz-tagging` (URL query form: `k1=v1&k2=v2`).
+pub fn parse_tagging_header(header: Option<&str>) -> S3Result<BTreeMap<String, String>> {
+    let mut tags = BTreeMap::new();
+    for (k, v) in url::form_urlencoded::parse(header.unwrap_or_default().as_bytes()) {
+        if tags.insert(k.into_owned(), v.into_owned()).is_some() {
+            return Err(s3_error!(InvalidTag, "Cannot provide multiple Tags with the same key"));
+        }
+    }
+    Ok(tags)
+}
+
+fn tag_map(tag_set: TagSet) -> S3Result<BTreeMap<String, String>> {
+    let mut tags = BTreeMap::new();
+    for tag in tag_set {
+        let (Some(k), Some(v)) = (tag.key, tag.value) else {
+            return Err(s3_error!(MalformedXML, "Every tag needs a Key and a Value"));
+        };
+        if tags.insert(k, v).is_some() {
+            return Err(s3_error!(InvalidTag, "Cannot provide multiple Tags with the same key"));
+        }
+    }
+    Ok(tags)
+}
+
+pub async fn put_object_tagging<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<PutObjectTaggingInput>,
+) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+    let input = req.input;
+    let tags = tag_map(input.tagging.tag_set)?;
+    gw.write(move |store| store.set_object_tags(&input.bucket, &input.key, tags)).await?;
+    Ok(S3Response::new(PutObjectTaggingOutput::default()))
+}
+
+pub async fn get_object_tagging<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<GetObjectTaggingInput>,
+) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+    let input = req.input;
+    let info = gw
+        .read(move |store| store.head_object(&input.bucket, &input.key, &isthmus_store::Conditions::default()))
+        .await?;
+    let tag_set = info.meta.tags.into_iter().map(|(k, v)| Tag { key: Some(k), value: Some(v) }).collect();
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set, version_id: None }))
+}
+
+pub async fn delete_object_tagging<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<DeleteObjectTaggingInput>,
+) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+    let input = req.input;
+    gw.write(move |store| store.set_object_tags(&input.bucket, &input.key, BTreeMap::new())).await?;
+    Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagging_header_is_url_query_form() {
+        let tags = parse_tagging_header(Some("project=climate%20model&stage=raw&empty=")).unwrap();
+        assert_eq!(tags.get("project").map(String::as_str), Some("climate model"));
+        assert_eq!(tags.get("empty").map(String::as_str), Some(""));
+        assert!(parse_tagging_header(Some("a=1&a=2")).is_err());
+        assert!(parse_tagging_header(None).unwrap().is_empty());
+    }
+}
