@@ -116,3 +116,47 @@ def test_aws_cli_cp_over_multipart_threshold(aws, server, tmp_path):
     aws("s3", "cp", "s3://cli-mp/twenty.bin", str(back))
     assert back.read_bytes() == src.read_bytes()
     assert list((server.root / "cli-mp/.isthmus/uploads").iterdir()) == []
+
+
+def test_upload_part_copy_and_part_numbers(s3, bucket):
+    source = os.urandom(6 * MiB + 100)
+    s3.put_object(Bucket=bucket, Key="src.bin", Body=source)
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="assembled.bin")["UploadId"]
+    r1 = s3.upload_part_copy(Bucket=bucket, Key="assembled.bin", UploadId=uid, PartNumber=1,
+                             CopySource={"Bucket": bucket, "Key": "src.bin"}, CopySourceRange=f"bytes=0-{5 * MiB - 1}")
+    r2 = s3.upload_part_copy(Bucket=bucket, Key="assembled.bin", UploadId=uid, PartNumber=2,
+                             CopySource={"Bucket": bucket, "Key": "src.bin"}, CopySourceRange=f"bytes={5 * MiB}-{len(source) - 1}")
+    assert r1["CopyPartResult"]["ETag"] == '"%s"' % hashlib.md5(source[: 5 * MiB]).hexdigest()
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(Bucket=bucket, Key="assembled.bin", UploadId=uid, PartNumber=3,
+                            CopySource={"Bucket": bucket, "Key": "src.bin"}, CopySourceIfMatch='"nope"')
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    s3.complete_multipart_upload(Bucket=bucket, Key="assembled.bin", UploadId=uid, MultipartUpload={"Parts": [
+        {"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]}, {"PartNumber": 2, "ETag": r2["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=bucket, Key="assembled.bin")["Body"].read() == source
+    part2 = s3.get_object(Bucket=bucket, Key="assembled.bin", PartNumber=2)
+    assert part2["Body"].read() == source[5 * MiB:]
+    assert part2["PartsCount"] == 2
+    assert part2["ContentRange"] == f"bytes {5 * MiB}-{len(source) - 1}/{len(source)}"
+    head = s3.head_object(Bucket=bucket, Key="assembled.bin", PartNumber=1)
+    assert head["ContentLength"] == 5 * MiB and head["PartsCount"] == 2
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="assembled.bin", PartNumber=3)
+    assert e.value.response["Error"]["Code"] == "InvalidPartNumber"
+    # A single-piece object is its own part 1.
+    assert s3.get_object(Bucket=bucket, Key="src.bin", PartNumber=1)["Body"].read() == source
+
+
+def test_conditional_complete(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="exists", Body=b"already here")
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="exists")["UploadId"]
+    e1 = s3.upload_part(Bucket=bucket, Key="exists", UploadId=uid, PartNumber=1, Body=b"new")["ETag"]
+    parts = {"Parts": [{"PartNumber": 1, "ETag": e1}]}
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key="exists", UploadId=uid, MultipartUpload=parts, IfNoneMatch="*")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3.get_object(Bucket=bucket, Key="exists")["Body"].read() == b"already here"
+    # The upload survives the failed condition; with the right If-Match it completes.
+    etag = s3.head_object(Bucket=bucket, Key="exists")["ETag"]
+    s3.complete_multipart_upload(Bucket=bucket, Key="exists", UploadId=uid, MultipartUpload=parts, IfMatch=etag)
+    assert s3.get_object(Bucket=bucket, Key="exists")["Body"].read() == b"new"

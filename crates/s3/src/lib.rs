@@ -161,6 +161,12 @@ impl<S: Store> S3 for Gateway<S> {
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         tagging::delete_object_tagging(self, req).await
     }
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        multipart::upload_part_copy(self, req).await
+    }
 }
 
 /// Builds the S3 service: the gateway, SigV4 authentication against `users`, and

@@ -1,5 +1,5 @@
 //! Multipart uploads: CreateMultipartUpload, UploadPart, CompleteMultipartUpload,
-//! AbortMultipartUpload, ListParts, ListMultipartUploads.
+//! AbortMultipartUpload, ListParts, ListMultipartUploads, UploadPartCopy.
 
 use isthmus_store::{CompletedPart as StorePart, ListUploadsRequest, PutRequest, Store};
 use s3s::dto::*;
@@ -212,4 +212,57 @@ pub async fn list_multipart_uploads<S: Store>(
         uploads: Some(uploads),
         ..Default::default()
     }))
+}
+
+pub async fn upload_part_copy<S: Store>(
+    gw: &Gateway<S>,
+    req: S3Request<UploadPartCopyInput>,
+) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    let input = req.input;
+    let number = part_number(input.part_number)?;
+    let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
+        return Err(s3_error!(NotImplemented, "Copying from an access point is not supported"));
+    };
+    if version_id.as_deref().is_some_and(|v| v != "null") {
+        return Err(s3_error!(NoSuchVersion, "This gateway keeps only the current (null) version"));
+    }
+    let range = match input.copy_source_range.as_deref() {
+        None => None,
+        Some(header) => match Range::parse(header) {
+            Ok(Range::Int { first, last: Some(last) }) => {
+                Some(isthmus_store::ByteRange::FromTo { first, last: Some(last) })
+            }
+            _ => {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"
+                ));
+            }
+        },
+    };
+    let source_request = isthmus_store::GetRequest {
+        range,
+        part_number: None,
+        conditions: crate::convert::conditions(
+            input.copy_source_if_match,
+            input.copy_source_if_none_match,
+            input.copy_source_if_modified_since,
+            input.copy_source_if_unmodified_since,
+        ),
+    };
+    let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
+    let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
+    // Copies the bytes: always on the blocking pool.
+    let store = gw.store.clone();
+    let info = crate::error::blocking(move || {
+        store.upload_part_copy(&bucket, &key, &upload_id, number, (&src_bucket, &src_key), &source_request)
+    })
+    .await?;
+    let mut result = CopyPartResult {
+        e_tag: Some(etag(&info.etag)),
+        last_modified: Some(Timestamp::from(info.last_modified)),
+        ..Default::default()
+    };
+    set_checksum!(result, &info.checksum);
+    Ok(S3Response::new(UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() }))
 }

@@ -1,4 +1,4 @@
-//! Object operations: PutObject, GetObject, HeadObject, DeleteObject, CopyObject.
+//! Object operations: PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects, CopyObject.
 
 use isthmus_store::{Conditions, CopyRequest, GetRequest, ObjectInfo, PutRequest, Store};
 use s3s::dto::*;
@@ -84,6 +84,15 @@ macro_rules! has_integrity_headers {
 has_integrity_headers!(PutObjectInput);
 has_integrity_headers!(UploadPartInput);
 
+/// The `partNumber` of a GET or HEAD.
+fn requested_part(n: Option<i32>) -> S3Result<Option<u32>> {
+    match n {
+        None => Ok(None),
+        Some(n) if (1..=10_000).contains(&n) => Ok(Some(n as u32)),
+        Some(_) => Err(s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")),
+    }
+}
+
 /// Only the "null" version exists.
 fn check_version(version_id: Option<&str>) -> S3Result<()> {
     match version_id {
@@ -102,8 +111,10 @@ pub async fn get_object<S: Store>(
     let input = req.input;
     check_version(input.version_id.as_deref())?;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
+    let part_number = requested_part(input.part_number)?;
     let request = GetRequest {
         range: byte_range(input.range),
+        part_number,
         conditions: conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since),
     };
     let (bucket, key) = (input.bucket, input.key);
@@ -121,6 +132,7 @@ pub async fn get_object<S: Store>(
         content_length: Some(content_length as i64),
         content_range: range.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
         accept_ranges: Some("bytes".into()),
+        parts_count: part_number.map(|_| info.part_count() as i32),
         e_tag: Some(etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),
         tag_count: (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32),
@@ -151,9 +163,19 @@ pub async fn head_object<S: Store>(
     let conditions =
         conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since);
     let (bucket, key) = (input.bucket, input.key);
+    let part_number = requested_part(input.part_number)?;
     let info = gw.read(move |store| store.head_object(&bucket, &key, &conditions)).await?;
+    let part = match part_number {
+        None | Some(1) if info.parts.is_empty() => None,
+        None => None,
+        Some(n) => Some(
+            info.part_range(n).ok_or_else(|| crate::error::s3_error(isthmus_store::StoreError::InvalidPartNumber))?,
+        ),
+    };
     let mut output = HeadObjectOutput {
-        content_length: Some(info.size as i64),
+        content_length: Some(part.map_or(info.size, |(first, last)| last - first + 1) as i64),
+        content_range: part.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
+        parts_count: part_number.map(|_| info.part_count() as i32),
         accept_ranges: Some("bytes".into()),
         e_tag: Some(etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),
@@ -170,7 +192,11 @@ pub async fn head_object<S: Store>(
         output.checksum_type = info.checksum.as_ref().map(checksum_type);
         set_checksum!(output, &info.checksum);
     }
-    Ok(S3Response::new(output))
+    let mut response = S3Response::new(output);
+    if part.is_some() {
+        response.status = Some(hyper::StatusCode::PARTIAL_CONTENT);
+    }
+    Ok(response)
 }
 
 pub async fn delete_object<S: Store>(

@@ -54,6 +54,8 @@ pub enum StoreError {
     BadDigest(String),
     #[error("{0}")]
     InvalidTag(String),
+    #[error("The requested partnumber is not satisfiable")]
+    InvalidPartNumber,
     #[error("Internal I/O error: {0}")]
     Io(io::Error),
 }
@@ -87,6 +89,7 @@ impl StoreError {
             Self::MalformedXml(_) => "MalformedXML",
             Self::BadDigest(_) => "BadDigest",
             Self::InvalidTag(_) => "InvalidTag",
+            Self::InvalidPartNumber => "InvalidPartNumber",
             Self::Io(_) => "InternalError",
         }
     }
@@ -106,7 +109,7 @@ impl StoreError {
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,
             Self::NotModified => 304,
-            Self::InvalidRange { .. } => 416,
+            Self::InvalidRange { .. } | Self::InvalidPartNumber => 416,
             Self::InsufficientStorage => 507,
             Self::AccessDenied => 403,
             Self::Io(_) => 500,

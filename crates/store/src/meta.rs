@@ -102,6 +102,10 @@ pub struct MetaRecord {
     pub identity: FileIdentity,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<crate::checksum::Checksum>,
+    /// For objects assembled from a multipart upload: part sizes, run-length encoded as
+    /// (size, count), so GET and HEAD can serve `partNumber`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<(u64, u32)>,
     #[serde(flatten)]
     pub meta: ObjectMeta,
 }
@@ -243,6 +247,7 @@ mod tests {
         let record = MetaRecord {
             etag: EMPTY_ETAG.into(),
             checksum: None,
+            parts: vec![(5 << 20, 3), (17, 1)],
             identity: FileIdentity { ino: 7, size: 0, mtime_ns: 1_700_000_000_123_456_789 },
             meta,
         };

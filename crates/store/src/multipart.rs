@@ -230,6 +230,7 @@ impl ObjectWrite for PosixPartWriter {
             etag,
             meta: ObjectMeta::default(),
             checksum,
+            parts: Vec::new(),
         })
     }
 }
@@ -413,6 +414,7 @@ impl PosixStore {
         writer.staged.written = offset;
         writer.known_etag = Some(etag);
         writer.known_checksum = checksum;
+        writer.known_parts = run_lengths(chosen.iter().map(|(info, _)| info.size));
         writer.commit()
     }
 
@@ -554,4 +556,16 @@ fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> StoreResult<()> {
     }
     rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
     Ok(())
+}
+
+/// Part sizes as (size, count) runs: uploads of equal parts with a shorter last one take two.
+fn run_lengths(sizes: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
+    let mut runs: Vec<(u64, u32)> = Vec::new();
+    for size in sizes {
+        match runs.last_mut() {
+            Some((last, count)) if *last == size => *count += 1,
+            _ => runs.push((size, 1)),
+        }
+    }
+    runs
 }

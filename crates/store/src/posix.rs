@@ -302,6 +302,7 @@ impl PosixStore {
             request,
             known_etag: None,
             known_checksum: None,
+            known_parts: Vec::new(),
             strict: self.strict(),
             metadata: self.metadata,
         })
@@ -361,11 +362,18 @@ pub(crate) fn current_record(
             etag,
             identity: FileIdentity::of(&after),
             checksum: None,
+            parts: Vec::new(),
             meta: stored.map(|r| r.meta).unwrap_or_default(),
         });
     }
     // The client's checksum described the old content: it is dropped, not served stale.
-    let record = MetaRecord { etag, identity, checksum: None, meta: stored.map(|r| r.meta).unwrap_or_default() };
+    let record = MetaRecord {
+        etag,
+        identity,
+        checksum: None,
+        parts: Vec::new(),
+        meta: stored.map(|r| r.meta).unwrap_or_default(),
+    };
     // Best effort: a read-only file or file system still serves the right ETag.
     let _ = meta.save(fd, key, &record);
     Ok(record)
@@ -379,6 +387,7 @@ pub(crate) fn object_info(key: &str, stat: &rustix::fs::Stat, record: MetaRecord
         etag: record.etag,
         meta: record.meta,
         checksum: record.checksum,
+        parts: record.parts,
     }
 }
 
@@ -429,6 +438,8 @@ pub struct PosixWriter {
     /// With `known_etag`: the checksum the object carries over (copies) or derives from its
     /// parts (multipart).
     pub(crate) known_checksum: Option<crate::Checksum>,
+    /// Set by multipart completion: the part sizes, run-length encoded.
+    pub(crate) known_parts: Vec<(u64, u32)>,
     strict: bool,
     metadata: MetadataMode,
 }
@@ -493,6 +504,7 @@ impl PosixWriter {
             etag: EMPTY_ETAG.to_string(),
             identity: FileIdentity::of(&stat),
             checksum: self.staged.digests().checksum,
+            parts: Vec::new(),
             meta: std::mem::take(&mut self.request.meta),
         };
         MetaStore { mode: self.metadata, bucket: self.bucket_fd.as_fd() }.save(dir.as_fd(), path.key(), &record)?;
@@ -546,6 +558,7 @@ impl ObjectWrite for PosixWriter {
             etag,
             identity: FileIdentity::of(&stat),
             checksum,
+            parts: std::mem::take(&mut self.known_parts),
             meta: std::mem::take(&mut self.request.meta),
         };
         MetaStore { mode: self.metadata, bucket: self.bucket_fd.as_fd() }.save(
@@ -688,12 +701,21 @@ impl Store for PosixStore {
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let (fd, _stat, info) = head(&self.meta_store(bucket_fd.as_fd()), &path)?;
         request.conditions.check(&info.etag, info.last_modified)?;
-        let (offset, remaining, range) = match request.range {
-            None => (0, info.size, None),
-            Some(r) => {
-                let (first, last) = r.resolve(info.size)?;
-                (first, last - first + 1, Some((first, last)))
+        let range = match (request.part_number, request.range) {
+            (Some(_), Some(_)) => {
+                return Err(StoreError::InvalidArgument(
+                    "Cannot specify both Range header and partNumber query parameter".into(),
+                ));
             }
+            // Part 1 of an object written in one piece is the whole object.
+            (Some(1), None) if info.parts.is_empty() => None,
+            (Some(n), None) => Some(info.part_range(n).ok_or(StoreError::InvalidPartNumber)?),
+            (None, Some(r)) => Some(r.resolve(info.size)?),
+            (None, None) => None,
+        };
+        let (offset, remaining) = match range {
+            None => (0, info.size),
+            Some((first, last)) => (first, last - first + 1),
         };
         let file = File::from(fd);
         Ok(GetResponse { info, body: PosixReader { file, offset, remaining }, range })

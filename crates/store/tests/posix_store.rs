@@ -535,3 +535,42 @@ mod checksums {
         }
     }
 }
+
+#[test]
+fn part_numbers_and_part_copies() {
+    let (_dir, store) = store();
+    let source: Vec<u8> = (0..(6u32 << 20)).map(|i| (i % 251) as u8).collect();
+    put(&store, "source", &source);
+    let id = store.create_multipart_upload("bkt", "assembled", PutRequest::default()).unwrap();
+    let range =
+        |first, last| GetRequest { range: Some(ByteRange::FromTo { first, last: Some(last) }), ..Default::default() };
+    let p1 = store.upload_part_copy("bkt", "assembled", &id, 1, ("bkt", "source"), &range(0, (5 << 20) - 1)).unwrap();
+    let p2 =
+        store.upload_part_copy("bkt", "assembled", &id, 2, ("bkt", "source"), &range(5 << 20, (6 << 20) - 1)).unwrap();
+    assert_eq!(p1.etag, md5_hex(&source[..5 << 20]));
+    let parts = [
+        isthmus_store::CompletedPart { part_number: 1, etag: p1.etag, checksum: None },
+        isthmus_store::CompletedPart { part_number: 2, etag: p2.etag, checksum: None },
+    ];
+    let info = store.complete_multipart_upload("bkt", "assembled", &id, &parts, PutRequest::default()).unwrap();
+    assert_eq!(info.part_count(), 2);
+    assert_eq!(read_all(&store, "assembled", &GetRequest::default()), source);
+    let part2 = read_all(&store, "assembled", &GetRequest { part_number: Some(2), ..Default::default() });
+    assert_eq!(part2, &source[5 << 20..]);
+    let bad = store.get_object("bkt", "assembled", &GetRequest { part_number: Some(3), ..Default::default() });
+    assert!(matches!(bad, Err(StoreError::InvalidPartNumber)));
+    // A copy source condition that fails fails the part copy.
+    let cond = GetRequest {
+        conditions: Conditions {
+            if_match: Some(ETagMatch::Any),
+            if_none_match: Some(ETagMatch::Any),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let id2 = store.create_multipart_upload("bkt", "x", PutRequest::default()).unwrap();
+    assert!(matches!(
+        store.upload_part_copy("bkt", "x", &id2, 1, ("bkt", "source"), &cond),
+        Err(StoreError::PreconditionFailed)
+    ));
+}
