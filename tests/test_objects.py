@@ -226,3 +226,33 @@ def test_json_logs_carry_request_ids_and_no_secrets(tmp_path):
         assert SECRET_KEY not in srv.output()
     finally:
         srv.stop()
+
+
+def test_conditional_puts_and_racing_writers(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="once", Body=b"first", IfNoneMatch="*")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="once", Body=b"second", IfNoneMatch="*")
+    assert status(e) == 412
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="never-existed", Body=b"x", IfMatch='"abc"')
+    assert status(e) == 412
+    # Read-modify-write with If-Match from racing threads: no update is lost.
+    s3.put_object(Bucket=bucket, Key="counter", Body=b"0")
+    successes = []
+
+    def worker():
+        for _ in range(15):
+            got = s3.get_object(Bucket=bucket, Key="counter")
+            value = int(got["Body"].read())
+            try:
+                s3.put_object(Bucket=bucket, Key="counter", Body=str(value + 1).encode(), IfMatch=got["ETag"])
+                successes.append(1)
+            except ClientError as exc:
+                assert exc.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int(s3.get_object(Bucket=bucket, Key="counter")["Body"].read()) == len(successes) > 0

@@ -197,9 +197,14 @@ fn read_xattr(file: BorrowedFd<'_>) -> Option<Vec<u8>> {
     }
 }
 
+/// A stable hex hash of a key, for names of per-key internal files.
+pub(crate) fn key_hash(key: &str) -> String {
+    hex::encode(Md5::digest(key.as_bytes()))
+}
+
 /// The sidecar location of `key`: hashed, so no key can collide with another or with a directory.
 fn sidecar_path(key: &str) -> String {
-    let digest = hex::encode(Md5::digest(key.as_bytes()));
+    let digest = key_hash(key);
     format!("{INTERNAL_DIR}/meta/{}/{digest}", &digest[..2])
 }
 

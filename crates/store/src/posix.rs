@@ -542,6 +542,12 @@ impl ObjectWrite for PosixWriter {
     fn commit(mut self) -> StoreResult<ObjectInfo> {
         let key = std::mem::take(&mut self.key);
         let path = ObjectPath::parse(&key)?;
+        // If-Match is check-then-replace: writers that depend on the current ETag hold the
+        // key's lock from the check to the rename, so of two racing ones only one can win.
+        let _lock = match self.request.if_match {
+            Some(_) => Some(KeyLock::acquire(self.bucket_fd.as_fd(), &key)?),
+            None => None,
+        };
         self.check_if_match(&path)?;
         if path.is_dir() {
             return self.commit_dir_object(&path);
@@ -571,6 +577,32 @@ impl ObjectWrite for PosixWriter {
         }
         self.install(&path)?;
         Ok(object_info(&key, &stat, record))
+    }
+}
+
+/// An exclusive advisory lock (flock) on one of 256 lock files per bucket, chosen by a hash of
+/// the key. It serialises conditional writers of a key across threads and processes (and
+/// across hosts where the file system supports flock, such as NFSv4 or Lustre mounted with
+/// `-o flock`). Released when dropped.
+struct KeyLock(OwnedFd);
+
+impl KeyLock {
+    fn acquire(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<Self> {
+        let stripe = crate::meta::key_hash(key)[..2].to_string();
+        let dir = create_dirs_beneath(bucket, ".isthmus/locks", false)?;
+        let fd = rustix::fs::openat(
+            &dir,
+            stripe.as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        loop {
+            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(Self(fd)),
+                Err(Errno::INTR) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
     }
 }
 

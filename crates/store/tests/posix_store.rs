@@ -574,3 +574,33 @@ fn part_numbers_and_part_copies() {
         Err(StoreError::PreconditionFailed)
     ));
 }
+
+#[test]
+fn racing_if_match_writers_never_lose_an_update() {
+    let (_dir, store) = store();
+    put(&store, "counter", b"0");
+    let successes = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                for _ in 0..40 {
+                    let current = read_all(&store, "counter", &GetRequest::default());
+                    let etag = md5_hex(&current);
+                    let next = (String::from_utf8(current).unwrap().parse::<u64>().unwrap() + 1).to_string();
+                    let request = PutRequest { if_match: Some(ETagMatch::Tags(vec![etag])), ..Default::default() };
+                    match store.put_bytes("bkt", "counter", next.as_bytes(), request) {
+                        Ok(_) => {
+                            successes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(StoreError::PreconditionFailed) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            });
+        }
+    });
+    let final_value: u64 =
+        String::from_utf8(read_all(&store, "counter", &GetRequest::default())).unwrap().parse().unwrap();
+    assert_eq!(final_value, successes.into_inner());
+    assert!(final_value > 0);
+}
