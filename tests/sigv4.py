@@ -59,12 +59,16 @@ def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64
     return endpoint + path, headers, bytes(body)
 
 
-def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, extra_headers):
-    """Builds (url, headers) for a PUT signed in the header with the given payload hash."""
+def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, extra_headers, virtual_host=None):
+    """Builds (url, headers) for a PUT signed in the header with the given payload hash. With
+    `virtual_host` (a domain), the bucket goes into the Host header instead of the path."""
     now = datetime.datetime.now(datetime.timezone.utc)
     amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     host = endpoint.split("://", 1)[1]
     path = "/" + quote(bucket) + "/" + quote(key, safe="/~")
+    if virtual_host:
+        host = f"{bucket}.{virtual_host}:{host.rsplit(':', 1)[1]}"
+        path = "/" + quote(key, safe="/~")
     headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_hash, "content-length": str(len(body))}
     headers.update({k.lower(): v for k, v in extra_headers.items()})
     signed = sorted(headers)
@@ -73,7 +77,8 @@ def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, ex
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     sig = hmac.new(signing_key(secret, date), to_sign.encode(), hashlib.sha256).hexdigest()
     headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
-    del headers["host"]
+    if not virtual_host:
+        del headers["host"]
     return endpoint + path, headers
 
 

@@ -104,3 +104,24 @@ def test_rclone_sync_round_trip(server, tmp_path):
     assert_same_tree(src, server.root / "rclone-bucket" / "tree")
     run("sync", "isth:rclone-bucket/tree", str(tmp_path / "back"))
     assert_same_tree(src, tmp_path / "back")
+
+
+def test_virtual_hosted_style_with_a_domain(tmp_path):
+    import hashlib
+
+    from conftest import Server, make_client
+    from sigv4 import signed_put
+
+    srv = Server(tmp_path / "data", extra_args=["--domain", "s3.example.test"])
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="vhost")
+        body = b"addressed by host name"
+        url, headers = signed_put(srv.endpoint, ACCESS_KEY, SECRET_KEY, "vhost", "dir/obj", body, hashlib.sha256(body).hexdigest(), {}, virtual_host="s3.example.test")
+        r = requests.put(url, headers=headers, data=body, timeout=10)
+        assert r.status_code == 200, r.text
+        assert (srv.root / "vhost" / "dir" / "obj").read_bytes() == body
+        # Path style keeps working alongside.
+        assert s3.get_object(Bucket="vhost", Key="dir/obj")["Body"].read() == body
+    finally:
+        srv.stop()

@@ -44,7 +44,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             inline_reads: filesystem.is_local(),
             inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
         };
-        let service = isthmus_s3::build_service(store.clone(), io, users, settings.domain.as_deref())?;
+        let service =
+            isthmus_s3::build_service(store.clone(), io, users, settings.domain.as_deref().map(|d| (d, local.port())))?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
         println!(

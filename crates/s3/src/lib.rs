@@ -170,17 +170,24 @@ impl<S: Store> S3 for Gateway<S> {
 }
 
 /// Builds the S3 service: the gateway, SigV4 authentication against `users`, and
-/// virtual-hosted-style addressing under `domain` when one is given (path style always works).
+/// virtual-hosted-style addressing under `domain` (with the port the server listens on) when
+/// one is given; path style always works.
 pub fn build_service<S: Store>(
     store: Arc<S>,
     io: IoPolicy,
     users: UserDirectory,
-    domain: Option<&str>,
+    domain: Option<(&str, u16)>,
 ) -> Result<S3Service, String> {
     let mut builder = S3ServiceBuilder::new(Gateway::new(store, io));
     builder.set_auth(users);
-    if let Some(domain) = domain {
-        builder.set_host(s3s::host::SingleDomain::new(domain).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
+    if let Some((domain, port)) = domain {
+        // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
+        let names = if domain.contains(':') {
+            vec![domain.to_string()]
+        } else {
+            vec![domain.to_string(), format!("{domain}:{port}")]
+        };
+        builder.set_host(s3s::host::MultiDomain::new(names).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
     }
     Ok(builder.build())
 }
