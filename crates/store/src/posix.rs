@@ -584,7 +584,10 @@ impl ObjectWrite for PosixWriter {
 /// the key. It serialises conditional writers of a key across threads and processes (and
 /// across hosts where the file system supports flock, such as NFSv4 or Lustre mounted with
 /// `-o flock`). Released when dropped.
-struct KeyLock(OwnedFd);
+struct KeyLock {
+    /// Held open for the lock's lifetime; closing it releases the flock.
+    _file: OwnedFd,
+}
 
 impl KeyLock {
     fn acquire(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<Self> {
@@ -598,7 +601,7 @@ impl KeyLock {
         )?;
         loop {
             match rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive) {
-                Ok(()) => return Ok(Self(fd)),
+                Ok(()) => return Ok(Self { _file: fd }),
                 Err(Errno::INTR) => {}
                 Err(err) => return Err(err.into()),
             }
