@@ -3,6 +3,7 @@
 
 mod bench;
 mod config;
+mod cost;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ enum Command {
     Serve(config::ServeArgs),
     /// Measure S3 and embedded targets against the raw POSIX file system in one run
     Bench(bench::BenchArgs),
+    /// Compare the cost of cloud and on-premises storage over time
+    Cost(cost::CostArgs),
 }
 
 fn init_logging(level: &str, format: config::LogFormat) {
@@ -48,6 +51,7 @@ fn main() {
             init_logging("warn", config::LogFormat::Text);
             bench::run(args)
         }
+        Command::Cost(args) => cost::run(args),
     };
     if let Err(message) = result {
         eprintln!("isthmus: error: {message}");
