@@ -103,7 +103,9 @@ impl ServeSettings {
             None => FileConfig::default(),
         };
         let root_user = match env_keys {
-            (Some(access_key), Some(secret_key)) => Some(User { access_key, secret_key, display_name: "root".into() }),
+            (Some(access_key), Some(secret_key)) => {
+                Some(User { access_key, secret_key, display_name: "root".into(), buckets: Vec::new() })
+            }
             (None, None) => file.root_user,
             _ => {
                 return Err("set both ISTHMUS_ROOT_ACCESS_KEY and ISTHMUS_ROOT_SECRET_KEY, or neither".into());

@@ -27,7 +27,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     };
     let mut users = vec![root_user.clone()];
     users.extend(settings.users.iter().cloned());
-    let users = UserDirectory::new(users);
+    let users = UserDirectory::new(&root_user.access_key, users);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

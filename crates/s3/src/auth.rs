@@ -18,6 +18,9 @@ pub struct User {
     pub secret_key: String,
     #[serde(default)]
     pub display_name: String,
+    /// Buckets this user may use besides its own: names, or prefixes ending in `*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<String>,
 }
 
 impl fmt::Debug for User {
@@ -39,7 +42,7 @@ impl User {
         getrandom::fill(&mut bytes).expect("the OS random source works");
         let access_key = bytes[..20].iter().map(|b| ACCESS[usize::from(b & 31)] as char).collect();
         let secret_key = bytes[20..].iter().map(|b| SECRET[usize::from(b & 63)] as char).collect();
-        Self { access_key, secret_key, display_name: display_name.to_string() }
+        Self { access_key, secret_key, display_name: display_name.to_string(), buckets: Vec::new() }
     }
 }
 
@@ -88,15 +91,36 @@ pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError
     Ok((user, false))
 }
 
-/// The users the gateway accepts, looked up by access key.
+/// The users the gateway accepts, looked up by access key, and who may use which bucket:
+/// the root user everything; any other user the buckets it created and those its `buckets`
+/// patterns grant.
 #[derive(Debug, Default, Clone)]
 pub struct UserDirectory {
     users: HashMap<String, User>,
+    root: String,
 }
 
 impl UserDirectory {
-    pub fn new(users: impl IntoIterator<Item = User>) -> Self {
-        Self { users: users.into_iter().map(|u| (u.access_key.clone(), u)).collect() }
+    /// `root` is the root user's access key; it must be among `users`.
+    pub fn new(root: &str, users: impl IntoIterator<Item = User>) -> Self {
+        Self { users: users.into_iter().map(|u| (u.access_key.clone(), u)).collect(), root: root.to_string() }
+    }
+
+    pub fn is_root(&self, access_key: &str) -> bool {
+        access_key == self.root
+    }
+
+    /// Whether `access_key` may use `bucket`, whose recorded owner is `owner`.
+    pub fn may_use(&self, access_key: &str, bucket: &str, owner: Option<&str>) -> bool {
+        if self.is_root(access_key) || owner == Some(access_key) {
+            return true;
+        }
+        self.users.get(access_key).is_some_and(|u| {
+            u.buckets.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => bucket.starts_with(prefix),
+                None => p == bucket,
+            })
+        })
     }
 
     pub fn get(&self, access_key: &str) -> Option<&User> {
@@ -142,6 +166,24 @@ mod tests {
         assert_eq!(again, first);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(load_or_create_root(&path), Err(CredentialsError::InsecureMode { .. })));
+    }
+
+    #[test]
+    fn bucket_access_follows_ownership_and_grants() {
+        let mut alice = User::generate("alice");
+        alice.access_key = "alice".into();
+        alice.buckets = vec!["shared-*".into(), "exact".into()];
+        let mut root = User::generate("root");
+        root.access_key = "root".into();
+        let dir = UserDirectory::new("root", [root, alice]);
+        assert!(dir.may_use("root", "anything", None));
+        assert!(dir.may_use("alice", "mine", Some("alice")));
+        assert!(!dir.may_use("alice", "bobs", Some("bob")));
+        assert!(!dir.may_use("alice", "posix-made", None));
+        assert!(dir.may_use("alice", "shared-data", Some("bob")));
+        assert!(dir.may_use("alice", "exact", None));
+        assert!(!dir.may_use("alice", "exactly", None));
+        assert!(!dir.may_use("mallory", "shared-data", None));
     }
 
     #[test]

@@ -11,7 +11,18 @@ pub async fn list_buckets<S: Store>(
     req: S3Request<ListBucketsInput>,
 ) -> S3Result<S3Response<ListBucketsOutput>> {
     let prefix = req.input.prefix.clone();
-    let buckets = gw.read(|store| store.list_buckets()).await?;
+    let requester = req.credentials.as_ref().map(|c| c.access_key.clone()).unwrap_or_default();
+    let users = gw.users.clone();
+    // Each user sees the buckets it may use.
+    let buckets = gw
+        .read(move |store| {
+            let all = store.list_buckets()?;
+            Ok(all
+                .into_iter()
+                .filter(|b| crate::access::check_bucket(store, &users, &requester, &b.name).is_ok())
+                .collect::<Vec<_>>())
+        })
+        .await?;
     let buckets = buckets
         .into_iter()
         .filter(|b| prefix.as_deref().is_none_or(|p| b.name.starts_with(p)))
@@ -27,7 +38,12 @@ pub async fn create_bucket<S: Store>(
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
-    gw.write(move |store| store.create_bucket(&bucket)).await?;
+    let owner = req.credentials.map(|c| c.access_key).unwrap_or_default();
+    gw.write(move |store| {
+        store.create_bucket(&bucket)?;
+        store.set_bucket_owner(&bucket, &owner)
+    })
+    .await?;
     Ok(S3Response::new(CreateBucketOutput { location: Some(location) }))
 }
 

@@ -2,6 +2,7 @@
 //! hyper + tokio, in front of any engine `Store`. Each family of operations has its module;
 //! this file wires them into the `S3` trait and builds the service.
 
+pub mod access;
 pub mod auth;
 mod body;
 mod bucket;
@@ -29,11 +30,12 @@ pub use server::{GatewayConfig, serve};
 pub struct Gateway<S: Store> {
     store: Arc<S>,
     io: IoPolicy,
+    users: Arc<UserDirectory>,
 }
 
 impl<S: Store> Gateway<S> {
-    pub fn new(store: Arc<S>, io: IoPolicy) -> Self {
-        Self { store, io }
+    pub fn new(store: Arc<S>, io: IoPolicy, users: Arc<UserDirectory>) -> Self {
+        Self { store, io, users }
     }
 
     /// Runs a short engine call that only reads.
@@ -178,8 +180,10 @@ pub fn build_service<S: Store>(
     users: UserDirectory,
     domain: Option<(&str, u16)>,
 ) -> Result<S3Service, String> {
-    let mut builder = S3ServiceBuilder::new(Gateway::new(store, io));
-    builder.set_auth(users);
+    let users = Arc::new(users);
+    let mut builder = S3ServiceBuilder::new(Gateway::new(store.clone(), io, users.clone()));
+    builder.set_auth((*users).clone());
+    builder.set_access(access::AccessPolicy { store, users });
     if let Some((domain, port)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let names = if domain.contains(':') {

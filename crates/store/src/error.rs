@@ -56,6 +56,8 @@ pub enum StoreError {
     InvalidTag(String),
     #[error("The requested partnumber is not satisfiable")]
     InvalidPartNumber,
+    #[error("Your metadata headers exceed the maximum allowed metadata size ({0} bytes, the limit is 2048)")]
+    MetadataTooLarge(usize),
     #[error("Internal I/O error: {0}")]
     Io(io::Error),
 }
@@ -90,6 +92,7 @@ impl StoreError {
             Self::BadDigest(_) => "BadDigest",
             Self::InvalidTag(_) => "InvalidTag",
             Self::InvalidPartNumber => "InvalidPartNumber",
+            Self::MetadataTooLarge(_) => "MetadataTooLarge",
             Self::Io(_) => "InternalError",
         }
     }
@@ -104,7 +107,8 @@ impl StoreError {
             | Self::InvalidArgument(_)
             | Self::MalformedXml(_)
             | Self::BadDigest(_)
-            | Self::InvalidTag(_) => 400,
+            | Self::InvalidTag(_)
+            | Self::MetadataTooLarge(_) => 400,
             Self::BucketAlreadyOwnedByYou | Self::BucketNotEmpty | Self::ObjectIsDirectory(_) => 409,
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,

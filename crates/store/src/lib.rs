@@ -174,6 +174,9 @@ pub trait Store: Send + Sync + 'static {
     fn create_bucket(&self, bucket: &str) -> StoreResult<()>;
     fn head_bucket(&self, bucket: &str) -> StoreResult<()>;
     fn delete_bucket(&self, bucket: &str) -> StoreResult<()>;
+    /// The owner recorded for a bucket (a door's user name), if any; NoSuchBucket if missing.
+    fn bucket_owner(&self, bucket: &str) -> StoreResult<Option<String>>;
+    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StoreResult<()>;
 
     fn put_object(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<Self::Writer>;
     fn get_object(&self, bucket: &str, key: &str, request: &GetRequest) -> StoreResult<GetResponse<Self::Reader>>;

@@ -57,6 +57,18 @@ pub struct ObjectMeta {
     pub tags: BTreeMap<String, String>,
 }
 
+/// S3's limit on user metadata: the `x-amz-meta-*` names and values, in bytes.
+pub const MAX_USER_METADATA: usize = 2048;
+
+/// Checks the user metadata size against S3's limit.
+pub fn validate_user_metadata(user: &BTreeMap<String, String>) -> crate::StoreResult<()> {
+    let size: usize = user.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_USER_METADATA {
+        return Err(crate::StoreError::MetadataTooLarge(size));
+    }
+    Ok(())
+}
+
 /// S3's limits on object tags.
 pub const MAX_TAGS: usize = 10;
 

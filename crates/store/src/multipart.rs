@@ -260,6 +260,8 @@ impl PosixStore {
     pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
+        crate::meta::validate_tags(&request.meta.tags)?;
+        crate::meta::validate_user_metadata(&request.meta.user)?;
         let uploads = self.uploads_dir(bucket_fd.as_fd())?;
         let upload_id = new_upload_id();
         // Written under a temporary name and renamed, so an upload is never seen half-made.

@@ -129,6 +129,8 @@ pub struct PosixStore {
 }
 
 const TMP_DIR: &str = ".isthmus/tmp";
+/// Who created a bucket, as the door that created it names users.
+const OWNER_FILE: &str = ".isthmus/owner";
 const IO_CHUNK: usize = 1 << 20;
 
 /// A name part unique across processes and hosts sharing one file system.
@@ -293,6 +295,7 @@ impl PosixStore {
         let bucket_fd = self.bucket_fd(bucket)?;
         ObjectPath::parse(key)?;
         crate::meta::validate_tags(&request.meta.tags)?;
+        crate::meta::validate_user_metadata(&request.meta.user)?;
         let staged = StagedFile::create(create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?)?
             .with_checksum(request.checksum_algorithm);
         Ok(PosixWriter {
@@ -723,6 +726,38 @@ impl Store for PosixStore {
         }
         if self.strict() {
             rustix::fs::fsync(&self.root_fd)?;
+        }
+        Ok(())
+    }
+
+    fn bucket_owner(&self, bucket: &str) -> StoreResult<Option<String>> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        let fd = match rustix::fs::openat(
+            &bucket_fd,
+            OWNER_FILE,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        let mut owner = String::new();
+        File::from(fd).read_to_string(&mut owner)?;
+        Ok(Some(owner.trim().to_string()).filter(|o| !o.is_empty()))
+    }
+
+    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StoreResult<()> {
+        let bucket_fd = self.bucket_fd(bucket)?;
+        let dir = create_dirs_beneath(bucket_fd.as_fd(), INTERNAL_DIR, self.strict())?;
+        let mut staged = StagedFile::create(dir.try_clone()?)?;
+        staged.write_all(owner.as_bytes())?;
+        if self.strict() {
+            rustix::fs::fsync(&staged.file)?;
+        }
+        staged.rename_into(dir.as_fd(), "owner", RenameFlags::empty())?;
+        if self.strict() {
+            rustix::fs::fsync(&dir)?;
         }
         Ok(())
     }

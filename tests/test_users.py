@@ -1,0 +1,71 @@
+"""Several users: each sees and uses only its own buckets unless the configuration grants more;
+the root user sees everything."""
+
+import pytest
+from botocore.exceptions import ClientError
+
+from conftest import Server, make_client
+
+CONFIG = """
+[[users]]
+access_key = "alice"
+secret_key = "alice-secret-0123"
+display_name = "Alice"
+buckets = ["shared-*"]
+
+[[users]]
+access_key = "bob"
+secret_key = "bob-secret-456789"
+"""
+
+
+@pytest.fixture
+def multi(tmp_path):
+    config = tmp_path / "isthmus.toml"
+    config.write_text(CONFIG)
+    srv = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    yield srv, make_client(srv.endpoint), make_client(srv.endpoint, "alice", "alice-secret-0123"), make_client(srv.endpoint, "bob", "bob-secret-456789")
+    srv.stop()
+
+
+def denied(fn, **kwargs):
+    with pytest.raises(ClientError) as e:
+        fn(**kwargs)
+    return e.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def names(client):
+    return [b["Name"] for b in client.list_buckets()["Buckets"]]
+
+
+def test_buckets_are_private_unless_granted(multi):
+    srv, root, alice, bob = multi
+    root.create_bucket(Bucket="shared-data")
+    root.create_bucket(Bucket="root-only")
+    alice.create_bucket(Bucket="alice-bucket")
+    bob.create_bucket(Bucket="bob-bucket")
+    (srv.root / "made-by-posix").mkdir()
+    assert names(root) == ["alice-bucket", "bob-bucket", "made-by-posix", "root-only", "shared-data"]
+    assert names(alice) == ["alice-bucket", "shared-data"]
+    assert names(bob) == ["bob-bucket"]
+
+    alice.put_object(Bucket="alice-bucket", Key="a", Body=b"alice's")
+    alice.put_object(Bucket="shared-data", Key="from-alice", Body=b"shared")
+    assert denied(bob.get_object, Bucket="alice-bucket", Key="a")
+    assert denied(bob.put_object, Bucket="shared-data", Key="x", Body=b"x")
+    assert denied(bob.list_objects_v2, Bucket="alice-bucket")
+    assert denied(alice.put_object, Bucket="root-only", Key="x", Body=b"x")
+    assert denied(alice.list_objects_v2, Bucket="made-by-posix")
+    assert denied(bob.delete_bucket, Bucket="alice-bucket")
+    # Copies need access to the source too.
+    assert denied(bob.copy_object, Bucket="bob-bucket", Key="stolen", CopySource={"Bucket": "alice-bucket", "Key": "a"})
+    alice.copy_object(Bucket="alice-bucket", Key="copy", CopySource={"Bucket": "shared-data", "Key": "from-alice"})
+    # The root user reaches everything.
+    assert root.get_object(Bucket="alice-bucket", Key="a")["Body"].read() == b"alice's"
+    # A bucket that does not exist is reported as such, not as denied.
+    with pytest.raises(ClientError) as e:
+        alice.get_object(Bucket="no-such-bucket", Key="k")
+    assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+    # Ownership is kept in the bucket's hidden directory, never listed.
+    assert (srv.root / "alice-bucket" / ".isthmus" / "owner").read_text() == "alice"
+    assert [o["Key"] for o in alice.list_objects_v2(Bucket="alice-bucket")["Contents"]] == ["a", "copy"]
