@@ -506,7 +506,11 @@ impl PosixStore {
         Ok(UploadsPage { uploads, is_truncated, next_key_marker, next_upload_id_marker })
     }
 
-    /// Removes upload directories whose Complete or Abort was interrupted by a crash.
+    /// Repairs what a crash during Create, Complete or Abort left: a half-made upload (`new.`)
+    /// or an aborted one (`aborted.`) is removed; a claimed upload (`claimed.`) is given back
+    /// under its id, so the client's retried Complete finds it (re-assembling is harmless if the
+    /// object was already installed). Only leftovers of dead writers on this host or older than
+    /// `older_than` are touched.
     pub(crate) fn clean_claimed_uploads(&self, bucket: BorrowedFd<'_>, older_than: SystemTime) -> usize {
         let Ok(uploads) = open_dir_beneath(bucket, UPLOADS_DIR) else {
             return 0;
@@ -519,15 +523,25 @@ impl PosixStore {
             .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
             .filter(|n| n.starts_with("claimed.") || n.starts_with("aborted.") || n.starts_with("new."))
             .collect();
-        let mut removed = 0;
+        let mut repaired = 0;
         for name in names {
             let old = rustix::fs::statat(&uploads, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
                 .is_ok_and(|s| modified(&s) < older_than);
-            if old && remove_tree(uploads.as_fd(), &name).is_ok() {
-                removed += 1;
+            if !old && !crate::posix::left_by_dead_writer(&name) {
+                continue;
+            }
+            let restored = name
+                .strip_prefix("claimed.")
+                .and_then(|rest| rest.split('.').next())
+                .filter(|id| valid_upload_id(id))
+                .is_some_and(|id| {
+                    rustix::fs::renameat_with(&uploads, name.as_str(), &uploads, id, RenameFlags::NOREPLACE).is_ok()
+                });
+            if restored || remove_tree(uploads.as_fd(), &name).is_ok() {
+                repaired += 1;
             }
         }
-        removed
+        repaired
     }
 }
 

@@ -134,6 +134,8 @@ const OWNER_FILE: &str = ".isthmus/owner";
 const IO_CHUNK: usize = 1 << 20;
 
 /// A name part unique across processes and hosts sharing one file system.
+/// It ends in `<host tag>.<pid>.<random>.<counter>`, so a restarted gateway can tell which
+/// leftovers belong to dead writers of its own host (see `left_by_dead_writer`).
 pub(crate) fn unique_suffix() -> String {
     static PROCESS: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -142,7 +144,35 @@ pub(crate) fn unique_suffix() -> String {
         getrandom::fill(&mut bytes).expect("the OS random source works");
         u64::from_le_bytes(bytes)
     });
-    format!("{:x}.{process:016x}.{:x}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    format!("{}.{:x}.{process:016x}.{:x}", host_tag(), std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A short, dot-free tag of this host's name.
+fn host_tag() -> &'static str {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        crate::meta::key_hash(name.trim())[..8].to_string()
+    })
+}
+
+/// Whether an internal file or directory name made by `unique_suffix` belongs to a process of
+/// this host that no longer runs: what a crash (kill -9, power loss) leaves behind.
+pub(crate) fn left_by_dead_writer(name: &str) -> bool {
+    let fields: Vec<&str> = name.rsplitn(5, '.').collect();
+    // rsplitn yields counter, random, pid, host, rest.
+    let (Some(pid), Some(host)) = (fields.get(2), fields.get(3)) else { return false };
+    let Some(host) = host.rsplit('.').next() else { return false };
+    if host != host_tag() {
+        return false;
+    }
+    let Some(pid) = u32::from_str_radix(pid, 16).ok().and_then(|p| rustix::process::Pid::from_raw(p as i32)) else {
+        return false;
+    };
+    if pid.as_raw_nonzero().get() as u32 == std::process::id() {
+        return false;
+    }
+    matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
 }
 
 fn system_time(sec: i64, nsec: i64) -> SystemTime {
@@ -237,6 +267,7 @@ impl PosixStore {
     /// Removes temporary files older than `max_age` left in buckets by crashed writers.
     /// Returns how many were removed. Other gateways on the same file system may have writes in
     /// flight, so only files older than any upload could take are touched.
+    /// Leftovers of writers on this host that no longer run go at once, whatever their age.
     pub fn clean_stale_temporaries(&self, max_age: Duration) -> StoreResult<usize> {
         let mut removed = 0;
         let now = SystemTime::now();
@@ -258,7 +289,8 @@ impl PosixStore {
                     continue;
                 };
                 let age = now.duration_since(modified(&stat)).unwrap_or_default();
-                if age >= max_age && rustix::fs::unlinkat(&tmp, name.as_c_str(), AtFlags::empty()).is_ok() {
+                let dead = name.to_str().is_ok_and(left_by_dead_writer);
+                if (dead || age >= max_age) && rustix::fs::unlinkat(&tmp, name.as_c_str(), AtFlags::empty()).is_ok() {
                     removed += 1;
                 }
             }

@@ -604,3 +604,32 @@ fn racing_if_match_writers_never_lose_an_update() {
     assert_eq!(final_value, successes.into_inner());
     assert!(final_value > 0);
 }
+
+#[test]
+fn leftovers_of_dead_writers_are_cleaned_at_once() {
+    let (dir, store) = store();
+    put(&store, "k", b"v");
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = &md5_hex(hostname.trim().as_bytes())[..8];
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+    let tmp = dir.path().join("bkt/.isthmus/tmp");
+    let dead = format!("tmp.{host}.{dead_pid:x}.0123456789abcdef.0");
+    let alive = format!("tmp.{host}.{:x}.0123456789abcdef.1", std::process::id());
+    let elsewhere = format!("tmp.ffffffff.{dead_pid:x}.0123456789abcdef.2");
+    for name in [&dead, &alive, &elsewhere] {
+        std::fs::write(tmp.join(name), b"partial").unwrap();
+    }
+    assert_eq!(store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap(), 1);
+    assert!(!tmp.join(&dead).exists());
+    assert!(tmp.join(&alive).exists() && tmp.join(&elsewhere).exists());
+    // An upload whose Complete was interrupted is given back under its id.
+    let id = store.create_multipart_upload("bkt", "mp", PutRequest::default()).unwrap();
+    let uploads = dir.path().join("bkt/.isthmus/uploads");
+    std::fs::rename(uploads.join(&id), uploads.join(format!("claimed.{id}.{host}.{dead_pid:x}.0123456789abcdef.3")))
+        .unwrap();
+    assert!(matches!(store.list_parts("bkt", "mp", &id, 0, 10), Err(StoreError::NoSuchUpload)));
+    store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap();
+    assert!(store.list_parts("bkt", "mp", &id, 0, 10).is_ok());
+}
