@@ -36,6 +36,14 @@ pub struct ServeArgs {
     /// Domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works
     #[arg(long)]
     pub domain: Option<String>,
+    /// Seconds a client may take to send a request's headers (also closes idle keep-alive
+    /// connections) [default: 30]
+    #[arg(long)]
+    pub header_timeout: Option<u64>,
+    /// Seconds a connection may stay with nothing read or written before it is closed
+    /// [default: 120]
+    #[arg(long)]
+    pub idle_timeout: Option<u64>,
     /// Refuse requests signed with AWS Signature Version 2 (accepted by default for old
     /// clients such as libs3 2.0)
     #[arg(long)]
@@ -67,6 +75,8 @@ pub struct FileConfig {
     pub domain: Option<String>,
     /// Accept Signature Version 2 (default true).
     pub sigv2: Option<bool>,
+    pub header_timeout: Option<u64>,
+    pub idle_timeout: Option<u64>,
     /// Root credentials; otherwise from the environment or the data root.
     pub root_user: Option<User>,
     #[serde(default)]
@@ -92,6 +102,8 @@ pub struct ServeSettings {
     pub log_format: LogFormat,
     pub domain: Option<String>,
     pub sigv2: bool,
+    pub header_timeout: std::time::Duration,
+    pub idle_timeout: std::time::Duration,
     pub root_user: Option<User>,
     pub users: Vec<User>,
 }
@@ -129,6 +141,10 @@ impl ServeSettings {
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             domain: args.domain.or(file.domain),
             sigv2: !args.disable_sigv2 && file.sigv2.unwrap_or(true),
+            header_timeout: std::time::Duration::from_secs(
+                args.header_timeout.or(file.header_timeout).unwrap_or(30).max(1),
+            ),
+            idle_timeout: std::time::Duration::from_secs(args.idle_timeout.or(file.idle_timeout).unwrap_or(120).max(1)),
             root_user,
             users: file.users,
         })

@@ -12,7 +12,22 @@ use crate::config::ServeSettings;
 /// Temporary files older than this are left over from crashed writers.
 const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
 
+/// Raises the open-file limit to its hard maximum: every connection and open object is a file
+/// descriptor, and the usual soft limit of 1024 is reached by a modest flood of clients.
+fn raise_file_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if let Some(max) = limit.maximum
+        && limit.current.is_some_and(|cur| cur < max)
+    {
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Nofile,
+            rustix::process::Rlimit { current: Some(max), maximum: Some(max) },
+        );
+    }
+}
+
 pub fn run(settings: ServeSettings) -> Result<(), String> {
+    raise_file_limit();
     let options =
         StoreOptions { durability: settings.durability, metadata: settings.metadata, ..StoreOptions::default() };
     let store = PosixStore::open(&settings.root, options)
@@ -81,7 +96,12 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             Ok(n) => tracing::info!(removed = n, "removed stale temporary files"),
             Err(err) => tracing::warn!(error = %err, "could not clean stale temporary files"),
         });
-        let config = GatewayConfig { accept_sigv2: settings.sigv2, ..GatewayConfig::default() };
+        let config = GatewayConfig {
+            accept_sigv2: settings.sigv2,
+            header_timeout: settings.header_timeout,
+            idle_timeout: settings.idle_timeout,
+            ..GatewayConfig::default()
+        };
         isthmus_s3::serve(listener, service, config, shutdown_signal()).await;
         Ok(())
     })

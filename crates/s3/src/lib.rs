@@ -8,6 +8,7 @@ mod body;
 mod bucket;
 pub mod convert;
 pub mod error;
+mod idle;
 pub mod integrity;
 mod list;
 mod multipart;

@@ -21,6 +21,8 @@ pub struct GatewayConfig {
     pub header_timeout: Duration,
     /// How long in-flight requests get to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// A connection with nothing read or written for this long is closed.
+    pub idle_timeout: Duration,
     /// Accept AWS Signature Version 2 (header and query), which old HPC clients such as libs3
     /// 2.0 use.
     pub accept_sigv2: bool,
@@ -28,7 +30,12 @@ pub struct GatewayConfig {
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        Self { header_timeout: Duration::from_secs(30), shutdown_grace: Duration::from_secs(10), accept_sigv2: true }
+        Self {
+            header_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            accept_sigv2: true,
+        }
     }
 }
 
@@ -196,6 +203,7 @@ pub async fn serve(
         };
         let _ = socket.set_nodelay(true);
         let svc = LoggedService { inner: service.clone(), ids: ids.clone(), peer, accept_sigv2: config.accept_sigv2 };
+        let socket = crate::idle::IdleTimeout::new(socket, config.idle_timeout);
         let conn = builder.serve_connection(TokioIo::new(socket), svc).into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
