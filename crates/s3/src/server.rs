@@ -80,6 +80,10 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
             let resp = error_response("AuthorizationHeaderMalformed", &message, &extra, &id);
             return Box::pin(futures::future::ready(Ok(resp)));
         }
+        if oversized_xml_body(&req) {
+            let resp = error_response("MaxMessageLengthExceeded", "Your request was too big.", "", &id);
+            return Box::pin(futures::future::ready(Ok(resp)));
+        }
         if !self.accept_sigv2 && is_sigv2(&req) {
             let message =
                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
@@ -143,6 +147,34 @@ fn unusable_signing_region<B>(req: &hyper::Request<B>) -> Option<String> {
 
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The largest XML request body accepted (s3s's default limit, which it reports as an internal
+/// error; refused here first with the S3 error for it).
+pub const MAX_XML_BODY: u64 = 20 << 20;
+
+/// Requests whose body is an XML document (every POST, and PUTs of a subresource such as
+/// `?tagging`) declaring more than `MAX_XML_BODY` bytes. Object data (PUT of an object or a
+/// part) has no such limit.
+fn oversized_xml_body<B>(req: &hyper::Request<B>) -> bool {
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if declared <= MAX_XML_BODY {
+        return false;
+    }
+    let data_query = |q: &str| {
+        q.split('&')
+            .all(|p| ["partNumber=", "uploadId=", "x-id="].iter().any(|k| p.starts_with(k)) || p.starts_with("X-Amz-"))
+    };
+    match *req.method() {
+        hyper::Method::POST => true,
+        hyper::Method::PUT => req.uri().query().is_some_and(|q| !q.is_empty() && !data_query(q)),
+        _ => false,
+    }
 }
 
 /// Requests signed with AWS Signature Version 2, in the header or the query.
