@@ -166,13 +166,25 @@ fn oversized_xml_body<B>(req: &hyper::Request<B>) -> bool {
     if declared <= MAX_XML_BODY {
         return false;
     }
-    let data_query = |q: &str| {
-        q.split('&')
-            .all(|p| ["partNumber=", "uploadId=", "x-id="].iter().any(|k| p.starts_with(k)) || p.starts_with("X-Amz-"))
-    };
+    // PUTs with one of these subresources carry an XML document; other PUTs carry data.
+    const XML_SUBRESOURCES: [&str; 12] = [
+        "tagging",
+        "acl",
+        "cors",
+        "lifecycle",
+        "policy",
+        "versioning",
+        "website",
+        "replication",
+        "notification",
+        "encryption",
+        "logging",
+        "object-lock",
+    ];
+    let xml_query = |q: &str| q.split('&').any(|p| XML_SUBRESOURCES.contains(&p.split('=').next().unwrap_or_default()));
     match *req.method() {
         hyper::Method::POST => true,
-        hyper::Method::PUT => req.uri().query().is_some_and(|q| !q.is_empty() && !data_query(q)),
+        hyper::Method::PUT => req.uri().query().is_some_and(xml_query),
         _ => false,
     }
 }
