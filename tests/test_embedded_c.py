@@ -1,0 +1,86 @@
+"""libisthmus from C: the example program (built with the installed header, library and
+pkg-config file, shared and static), and data shared with a running gateway on the same root."""
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, Server, make_client
+
+READER = r"""
+#include <isthmus.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    struct IsthmusStore *store = NULL;
+    if (argc != 4 || isthmus_open(argv[1], 1, &store) != ISTHMUS_STATUS_OK) return 1;
+    static char buf[1 << 16];
+    size_t len = 0;
+    struct IsthmusObjectInfo info;
+    enum IsthmusStatus s = isthmus_get(store, argv[2], argv[3], 0, 0, (uint8_t *)buf, sizeof buf, &len, &info);
+    if (s != ISTHMUS_STATUS_OK) { fprintf(stderr, "%s: %s\n", isthmus_status_name(s), isthmus_last_error()); return 1; }
+    printf("%s\n%.*s", info.etag, (int)len, buf);
+    isthmus_close(store);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("prefix")
+    subprocess.run([str(REPO / "scripts" / "install-embed"), str(prefix)], check=True, capture_output=True)
+    return prefix
+
+
+def compile_c(prefix, source, out, static=False):
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "isthmus"], env=env, check=True, capture_output=True, text=True).stdout.split()
+    if static:
+        flags = [f for f in flags if f != "-listhmus"] + [str(prefix / "lib" / "libisthmus.a"), "-lpthread", "-ldl", "-lm"]
+    subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(source), *flags, "-lpthread"], check=True)
+    return out
+
+
+def run(prefix, exe, *args):
+    env = dict(os.environ, LD_LIBRARY_PATH=str(prefix / "lib"))
+    return subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_example_program(prefix, tmp_path, static):
+    exe = compile_c(prefix, REPO / "crates" / "embed" / "examples" / "example.c", tmp_path / "example", static)
+    root = tmp_path / "root"
+    r = run(prefix, exe, str(root))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "range 6+4: from" in r.stdout and r.stdout.strip().endswith("done")
+    assert "prefix greetings/" in r.stdout and "object big.bin" in r.stdout
+    assert (root / "embedded" / "greetings" / "hello.txt").read_bytes() == b"hello from C"
+
+
+def test_interoperates_with_a_running_gateway(prefix, tmp_path):
+    root = tmp_path / "data"
+    exe = compile_c(prefix, REPO / "crates" / "embed" / "examples" / "example.c", tmp_path / "example")
+    assert run(prefix, exe, str(root)).returncode == 0
+    source = tmp_path / "reader.c"
+    source.write_text(READER)
+    reader = compile_c(prefix, source, tmp_path / "reader")
+    srv = Server(root)
+    try:
+        s3 = make_client(srv.endpoint)
+        # Written in-process by C, served by the gateway with the same ETag.
+        got = s3.get_object(Bucket="embedded", Key="greetings/hello.txt")
+        assert got["Body"].read() == b"hello from C"
+        assert got["ETag"] == '"%s"' % hashlib.md5(b"hello from C").hexdigest()
+        # Written over S3 while the gateway runs, read in-process at the same time.
+        s3.put_object(Bucket="embedded", Key="from-s3.txt", Body=b"via the gateway")
+        r = run(prefix, reader, str(root), "embedded", "from-s3.txt")
+        assert r.returncode == 0, r.stderr
+        etag, body = r.stdout.split("\n", 1)
+        assert body == "via the gateway" and etag == hashlib.md5(b"via the gateway").hexdigest()
+        r = run(prefix, reader, str(root), "embedded", "nope")
+        assert r.returncode == 1 and "NoSuchKey" in r.stderr
+    finally:
+        srv.stop()
