@@ -1,0 +1,28 @@
+"""Isthmus, in-process: S3 semantics (buckets, objects with ETags, ranged reads, ordered listing,
+multipart uploads) on a POSIX directory, with no server and no HTTP. The same directory can be
+served by `isthmus serve` at the same time.
+
+    import isthmus
+    store = isthmus.Store("/lustre/project/data")
+    store.put_object("runs", "2026/result.h5", data)        # any contiguous buffer
+    view = store.get_object("runs", "2026/result.h5")       # bytes, read in place
+
+Errors raise `isthmus.IsthmusError` with `args == (s3_code, message)`.
+"""
+
+from ._native import IsthmusError, Store
+
+__all__ = ["IsthmusError", "Store", "iter_objects"]
+
+
+def iter_objects(store, bucket, prefix="", delimiter=None):
+    """Every object (dict) and common prefix (str) under `prefix`, in key order, page by page."""
+    marker = None
+    while True:
+        page = store.list_objects(bucket, prefix=prefix, delimiter=delimiter, start_after=marker)
+        items = [(o["key"], o) for o in page["objects"]] + [(p, p) for p in page["common_prefixes"]]
+        for _, item in sorted(items, key=lambda kv: kv[0].encode()):
+            yield item
+        if not page["is_truncated"]:
+            return
+        marker = page["next_marker"]

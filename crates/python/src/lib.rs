@@ -1,0 +1,300 @@
+//! The `isthmus._native` Python module: the engine in-process. Calls release the GIL while they
+//! do I/O; object bodies are read straight into the returned `bytes` (or a caller's writable
+//! buffer) and written from any contiguous buffer (bytes, bytearray, memoryview, numpy) without
+//! an intermediate copy.
+
+use std::io::Read;
+
+use isthmus_store::{
+    ByteRange, CompletedPart, Conditions, CopyRequest, Durability, GetRequest, ListRequest, ObjectInfo, ObjectMeta,
+    ObjectRead, ObjectWrite, PosixStore, PutRequest, Store as _, StoreError, StoreOptions,
+};
+use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+create_exception!(_native, IsthmusError, PyException, "An engine error; args are (S3 error code, message).");
+
+fn to_py(err: StoreError) -> PyErr {
+    IsthmusError::new_err((err.s3_code(), err.to_string()))
+}
+
+/// The buffer of any buffer-protocol object, seen as bytes: typed buffers (numpy float arrays,
+/// `array.array`) are recast as unsigned bytes through a memoryview, without copying.
+fn byte_buffer(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    match PyBuffer::<u8>::get(obj) {
+        Ok(buffer) => Ok(buffer),
+        Err(_) => {
+            let view = obj.py().import("builtins")?.getattr("memoryview")?.call1((obj,))?;
+            PyBuffer::<u8>::get(&view.call_method1("cast", ("B",))?)
+        }
+    }
+}
+
+/// A contiguous byte view of any buffer-protocol object.
+fn with_bytes<R>(py: Python<'_>, data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R + Send) -> PyResult<R>
+where
+    R: Send,
+{
+    let buffer = byte_buffer(data)?;
+    if !buffer.is_c_contiguous() {
+        return Err(PyValueError::new_err("the buffer must be C-contiguous"));
+    }
+    let (ptr, len) = (buffer.buf_ptr() as usize, buffer.len_bytes());
+    // SAFETY: the buffer stays alive (and exported, so not resized) for the duration of the call;
+    // it is contiguous and `len` bytes long.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    Ok(py.detach(|| f(bytes)))
+}
+
+fn info_dict<'py>(py: Python<'py>, info: &ObjectInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("key", &info.key)?;
+    d.set_item("size", info.size)?;
+    d.set_item("etag", &info.etag)?;
+    d.set_item(
+        "last_modified",
+        info.last_modified.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |t| t.as_secs_f64()),
+    )?;
+    d.set_item("content_type", info.meta.content_type.clone())?;
+    d.set_item("metadata", info.meta.user.clone())?;
+    Ok(d)
+}
+
+fn range(offset: u64, length: Option<u64>) -> Option<ByteRange> {
+    match (offset, length) {
+        (0, None) => None,
+        (first, None) => Some(ByteRange::FromTo { first, last: None }),
+        (first, Some(0)) => Some(ByteRange::FromTo { first, last: Some(first.saturating_sub(1)) }),
+        (first, Some(n)) => Some(ByteRange::FromTo { first, last: Some(first + n - 1) }),
+    }
+}
+
+/// A data root: buckets are its top-level directories, objects are files.
+#[pyclass(frozen, name = "Store")]
+struct PyStore {
+    inner: PosixStore,
+}
+
+#[pymethods]
+impl PyStore {
+    /// Opens (creating it if needed) a data root. `durability` is "strict" (fsync before a
+    /// write returns, as the gateway's default) or "relaxed".
+    #[new]
+    #[pyo3(signature = (root, durability = "strict"))]
+    fn new(root: &str, durability: &str) -> PyResult<Self> {
+        let durability: Durability = durability.parse().map_err(PyValueError::new_err)?;
+        let inner = PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?;
+        Ok(Self { inner })
+    }
+
+    fn create_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
+        py.detach(|| self.inner.create_bucket(bucket)).map_err(to_py)
+    }
+
+    fn delete_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
+        py.detach(|| self.inner.delete_bucket(bucket)).map_err(to_py)
+    }
+
+    fn head_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
+        py.detach(|| self.inner.head_bucket(bucket)).map_err(to_py)
+    }
+
+    fn list_buckets(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let buckets = py.detach(|| self.inner.list_buckets()).map_err(to_py)?;
+        Ok(buckets.into_iter().map(|b| b.name).collect())
+    }
+
+    /// Stores `data` (any contiguous buffer) atomically; returns size and ETag.
+    #[pyo3(signature = (bucket, key, data, content_type = None, metadata = None))]
+    fn put_object<'py>(
+        &self,
+        py: Python<'py>,
+        bucket: &str,
+        key: &str,
+        data: &Bound<'py, PyAny>,
+        content_type: Option<String>,
+        metadata: Option<std::collections::BTreeMap<String, String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let meta = ObjectMeta { content_type, user: metadata.unwrap_or_default(), ..Default::default() };
+        let request = PutRequest { meta, ..Default::default() };
+        let info = with_bytes(py, data, |bytes| self.inner.put_bytes(bucket, key, bytes, request))?.map_err(to_py)?;
+        info_dict(py, &info)
+    }
+
+    /// The object's bytes (or `length` bytes from `offset`), read straight into a new `bytes`.
+    #[pyo3(signature = (bucket, key, offset = 0, length = None))]
+    fn get_object<'py>(
+        &self,
+        py: Python<'py>,
+        bucket: &str,
+        key: &str,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let request = GetRequest { range: range(offset, length), ..Default::default() };
+        let response = py.detach(|| self.inner.get_object(bucket, key, &request)).map_err(to_py)?;
+        let mut body = response.body;
+        let len = usize::try_from(body.remaining()).map_err(|_| PyValueError::new_err("object too large"))?;
+        PyBytes::new_with(py, len, |dst| {
+            let dst_addr = (dst.as_mut_ptr() as usize, dst.len());
+            let result = py.detach(move || {
+                // SAFETY: `dst` is the new bytes object's buffer, alive and unshared until we return.
+                let dst = unsafe { std::slice::from_raw_parts_mut(dst_addr.0 as *mut u8, dst_addr.1) };
+                body.read_exact(dst)
+            });
+            result.map_err(|e| to_py(StoreError::from(e)))
+        })
+    }
+
+    /// Reads the object (or a range) into a writable contiguous buffer (bytearray, memoryview,
+    /// numpy array); returns the number of bytes read. The buffer must be large enough.
+    #[pyo3(signature = (bucket, key, buffer, offset = 0))]
+    fn get_object_into(
+        &self,
+        py: Python<'_>,
+        bucket: &str,
+        key: &str,
+        buffer: &Bound<'_, PyAny>,
+        offset: u64,
+    ) -> PyResult<usize> {
+        let view = byte_buffer(buffer)?;
+        if view.readonly() || !view.is_c_contiguous() {
+            return Err(PyValueError::new_err("the buffer must be writable and C-contiguous"));
+        }
+        let (ptr, cap) = (view.buf_ptr() as usize, view.len_bytes());
+        let request = GetRequest { range: range(offset, None), ..Default::default() };
+        py.detach(|| -> Result<usize, StoreError> {
+            let mut body = self.inner.get_object(bucket, key, &request)?.body;
+            let len = usize::try_from(body.remaining()).unwrap_or(usize::MAX);
+            if len > cap {
+                return Err(StoreError::InvalidArgument(format!("the buffer holds {cap} bytes, the object has {len}")));
+            }
+            // SAFETY: the exported buffer is writable, contiguous and at least `len` bytes.
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
+            body.read_exact(dst)?;
+            Ok(len)
+        })
+        .map_err(to_py)
+    }
+
+    fn head_object<'py>(&self, py: Python<'py>, bucket: &str, key: &str) -> PyResult<Bound<'py, PyDict>> {
+        let info = py.detach(|| self.inner.head_object(bucket, key, &Conditions::default())).map_err(to_py)?;
+        info_dict(py, &info)
+    }
+
+    fn delete_object(&self, py: Python<'_>, bucket: &str, key: &str) -> PyResult<()> {
+        py.detach(|| self.inner.delete_object(bucket, key)).map_err(to_py)
+    }
+
+    fn copy_object<'py>(
+        &self,
+        py: Python<'py>,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let info = py
+            .detach(|| self.inner.copy_object(src_bucket, src_key, dst_bucket, dst_key, &CopyRequest::default()))
+            .map_err(to_py)?;
+        info_dict(py, &info)
+    }
+
+    /// One page of keys in UTF-8 byte order: {"objects": [...], "common_prefixes": [...],
+    /// "is_truncated": bool, "next_marker": str | None}.
+    #[pyo3(signature = (bucket, prefix = String::new(), delimiter = None, start_after = None, max_keys = 1000))]
+    fn list_objects<'py>(
+        &self,
+        py: Python<'py>,
+        bucket: &str,
+        prefix: String,
+        delimiter: Option<String>,
+        start_after: Option<String>,
+        max_keys: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let request = ListRequest { prefix, delimiter, start_after, max_keys };
+        let page = py.detach(|| self.inner.list_objects(bucket, &request)).map_err(to_py)?;
+        let d = PyDict::new(py);
+        let objects = page.objects.iter().map(|o| info_dict(py, o)).collect::<PyResult<Vec<_>>>()?;
+        d.set_item("objects", objects)?;
+        d.set_item("common_prefixes", page.common_prefixes)?;
+        d.set_item("is_truncated", page.is_truncated)?;
+        d.set_item("next_marker", page.next_marker)?;
+        Ok(d)
+    }
+
+    #[pyo3(signature = (bucket, key, content_type = None, metadata = None))]
+    fn create_multipart_upload(
+        &self,
+        py: Python<'_>,
+        bucket: &str,
+        key: &str,
+        content_type: Option<String>,
+        metadata: Option<std::collections::BTreeMap<String, String>>,
+    ) -> PyResult<String> {
+        let meta = ObjectMeta { content_type, user: metadata.unwrap_or_default(), ..Default::default() };
+        py.detach(|| self.inner.create_multipart_upload(bucket, key, PutRequest { meta, ..Default::default() }))
+            .map_err(to_py)
+    }
+
+    /// Uploads one part from any contiguous buffer; returns its ETag.
+    fn upload_part(
+        &self,
+        py: Python<'_>,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<String> {
+        with_bytes(py, data, |bytes| -> Result<String, StoreError> {
+            let mut writer = self.inner.upload_part(bucket, key, upload_id, part_number)?;
+            writer.write_all(bytes)?;
+            Ok(writer.commit()?.etag)
+        })?
+        .map_err(to_py)
+    }
+
+    /// Completes an upload from [(part_number, etag), ...] in ascending order.
+    fn complete_multipart_upload<'py>(
+        &self,
+        py: Python<'py>,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: Vec<(u32, String)>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let parts: Vec<CompletedPart> =
+            parts.into_iter().map(|(part_number, etag)| CompletedPart { part_number, etag, checksum: None }).collect();
+        let info = py
+            .detach(|| self.inner.complete_multipart_upload(bucket, key, upload_id, &parts, PutRequest::default()))
+            .map_err(to_py)?;
+        info_dict(py, &info)
+    }
+
+    fn abort_multipart_upload(&self, py: Python<'_>, bucket: &str, key: &str, upload_id: &str) -> PyResult<()> {
+        py.detach(|| self.inner.abort_multipart_upload(bucket, key, upload_id)).map_err(to_py)
+    }
+
+    /// [(part_number, etag, size), ...]
+    fn list_parts(
+        &self,
+        py: Python<'_>,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+    ) -> PyResult<Vec<(u32, String, u64)>> {
+        let page = py.detach(|| self.inner.list_parts(bucket, key, upload_id, 0, 10_000)).map_err(to_py)?;
+        Ok(page.parts.into_iter().map(|p| (p.part_number, p.etag, p.size)).collect())
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStore>()?;
+    m.add("IsthmusError", m.py().get_type::<IsthmusError>())?;
+    Ok(())
+}
