@@ -329,7 +329,8 @@ impl PosixStore {
         crate::meta::validate_tags(&request.meta.tags)?;
         crate::meta::validate_user_metadata(&request.meta.user)?;
         let staged = StagedFile::create(create_dirs_beneath(bucket_fd.as_fd(), TMP_DIR, false)?)?
-            .with_checksum(request.checksum_algorithm);
+            .with_checksum(request.checksum_algorithm)
+            .with_early_writeback(self.strict());
         Ok(PosixWriter {
             bucket_fd,
             staged,

@@ -21,7 +21,15 @@ pub(crate) struct StagedFile {
     md5: Md5,
     checksum: Option<Hasher>,
     pub(crate) written: u64,
+    /// Strict durability: start writeback of each full window while later bytes are still
+    /// arriving and being hashed, so the final fsync has little left to wait for.
+    early_writeback: bool,
+    /// Bytes already handed to writeback.
+    flushed: u64,
 }
+
+/// How much data accumulates before its writeback is started.
+const WRITEBACK_WINDOW: u64 = 8 << 20;
 
 impl StagedFile {
     /// Creates a new, empty temporary file in `dir`.
@@ -33,7 +41,22 @@ impl StagedFile {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o666),
         )?;
-        Ok(Self { dir, name: Some(name), file, md5: Md5::new(), checksum: None, written: 0 })
+        Ok(Self {
+            dir,
+            name: Some(name),
+            file,
+            md5: Md5::new(),
+            checksum: None,
+            written: 0,
+            early_writeback: false,
+            flushed: 0,
+        })
+    }
+
+    /// Starts writeback early (for writes that will be fsynced).
+    pub(crate) fn with_early_writeback(mut self, enabled: bool) -> Self {
+        self.early_writeback = enabled;
+        self
     }
 
     /// Also computes `algorithm` over everything written.
@@ -50,13 +73,29 @@ impl StagedFile {
         }
     }
 
+    /// Hashes and writes `bytes` in windows, so that on fsynced writes the writeback of one
+    /// window overlaps the hashing of the next.
     pub(crate) fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
-        self.md5.update(bytes);
-        if let Some(h) = &mut self.checksum {
-            h.update(bytes);
+        for window in bytes.chunks(WRITEBACK_WINDOW as usize) {
+            self.md5.update(window);
+            if let Some(h) = &mut self.checksum {
+                h.update(window);
+            }
+            write_all(self.file.as_fd(), window)?;
+            self.written += window.len() as u64;
+            if self.early_writeback && self.written - self.flushed >= WRITEBACK_WINDOW {
+                // SAFETY: a plain syscall on a file descriptor we own; it only schedules writeback.
+                unsafe {
+                    libc::sync_file_range(
+                        std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                        self.flushed as i64,
+                        (self.written - self.flushed) as i64,
+                        libc::SYNC_FILE_RANGE_WRITE,
+                    );
+                }
+                self.flushed = self.written;
+            }
         }
-        write_all(self.file.as_fd(), bytes)?;
-        self.written += bytes.len() as u64;
         Ok(())
     }
 
