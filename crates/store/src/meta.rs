@@ -118,7 +118,7 @@ pub struct MetaRecord {
     /// (size, count), so GET and HEAD can serve `partNumber`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<(u64, u32)>,
-    #[serde(flatten)]
+    #[serde(default)]
     pub meta: ObjectMeta,
 }
 

@@ -6,9 +6,9 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -126,7 +126,12 @@ pub struct PosixStore {
     /// The metadata mode in effect (auto resolved by probing the root).
     metadata: MetadataMode,
     list_cache: DirCache,
+    /// Recently opened bucket directories (see `bucket_fd`).
+    bucket_fds: quick_cache::sync::Cache<String, (Arc<OwnedFd>, Instant)>,
 }
+
+/// How long an open bucket directory is reused.
+const BUCKET_FD_TTL: Duration = Duration::from_secs(1);
 
 const TMP_DIR: &str = ".isthmus/tmp";
 /// Who created a bucket, as the door that created it names users.
@@ -209,7 +214,14 @@ impl PosixStore {
             MetadataMode::Auto => probe_xattr_support(root_fd.as_fd()),
             explicit => explicit,
         };
-        Ok(Self { root, root_fd, options, metadata, list_cache: DirCache::new(options.list_cache_entries) })
+        Ok(Self {
+            root,
+            root_fd,
+            options,
+            metadata,
+            list_cache: DirCache::new(options.list_cache_entries),
+            bucket_fds: quick_cache::sync::Cache::new(1024),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -244,7 +256,16 @@ impl PosixStore {
 
     /// Opens a bucket directory. A bucket may be a symlink placed by the administrator (for
     /// example to a project directory); keys never leave the directory it resolves to.
-    pub(crate) fn bucket_fd(&self, bucket: &str) -> StoreResult<OwnedFd> {
+    ///
+    /// Open bucket directories are kept for `BUCKET_FD_TTL`, which saves an open and a close on
+    /// every call; a bucket directory that POSIX tools remove and re-create is seen again
+    /// within that time (buckets deleted or created through the store are seen at once).
+    pub(crate) fn bucket_fd(&self, bucket: &str) -> StoreResult<Arc<OwnedFd>> {
+        if let Some((fd, opened)) = self.bucket_fds.get(bucket)
+            && opened.elapsed() < BUCKET_FD_TTL
+        {
+            return Ok(fd);
+        }
         if validate_bucket_name(bucket).is_err() {
             return Err(StoreError::NoSuchBucket);
         }
@@ -254,7 +275,11 @@ impl PosixStore {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => Ok(fd),
+            Ok(fd) => {
+                let fd = Arc::new(fd);
+                self.bucket_fds.insert(bucket.to_string(), (fd.clone(), Instant::now()));
+                Ok(fd)
+            }
             Err(Errno::NOENT | Errno::NOTDIR) => Err(StoreError::NoSuchBucket),
             Err(err) => Err(err.into()),
         }
@@ -465,7 +490,7 @@ fn probe_xattr_support(root: BorrowedFd<'_>) -> MetadataMode {
 
 /// A PUT in progress: bytes go to a temporary file, MD5 is computed as they pass.
 pub struct PosixWriter {
-    bucket_fd: OwnedFd,
+    bucket_fd: Arc<OwnedFd>,
     pub(crate) staged: StagedFile,
     key: String,
     request: PutRequest,
@@ -717,6 +742,7 @@ impl Store for PosixStore {
 
     fn create_bucket(&self, bucket: &str) -> StoreResult<()> {
         validate_bucket_name(bucket)?;
+        self.bucket_fds.remove(bucket);
         match rustix::fs::mkdirat(&self.root_fd, bucket, Mode::from_raw_mode(0o777)) {
             Ok(()) => {}
             Err(Errno::EXIST) => return Err(StoreError::BucketAlreadyOwnedByYou),
@@ -734,6 +760,7 @@ impl Store for PosixStore {
 
     fn delete_bucket(&self, bucket: &str) -> StoreResult<()> {
         let fd = self.bucket_fd(bucket)?;
+        self.bucket_fds.remove(bucket);
         for entry in rustix::fs::Dir::read_from(&fd)? {
             let entry = entry?;
             let name = entry.file_name().to_bytes();

@@ -73,14 +73,41 @@ impl StagedFile {
         }
     }
 
-    /// Hashes and writes `bytes` in windows, so that on fsynced writes the writeback of one
-    /// window overlaps the hashing of the next.
+    /// Writes `bytes`, hashing them as they go. A large buffer is hashed on a second thread
+    /// while this one writes it (MD5 runs at about 0.55 GiB/s, slower than a page-cache write):
+    /// the two overlap instead of adding up.
     pub(crate) fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
+        if bytes.len() < 2 * WRITEBACK_WINDOW as usize {
+            self.hash(bytes);
+            return self.write_windows(bytes);
+        }
+        let (mut md5, mut checksum) = (std::mem::take(&mut self.md5), self.checksum.take());
+        let written = std::thread::scope(|scope| {
+            let hasher = scope.spawn(|| {
+                md5.update(bytes);
+                if let Some(h) = &mut checksum {
+                    h.update(bytes);
+                }
+            });
+            let written = self.write_windows(bytes);
+            hasher.join().expect("hashing does not panic");
+            written
+        });
+        self.md5 = md5;
+        self.checksum = checksum;
+        written
+    }
+
+    fn hash(&mut self, bytes: &[u8]) {
+        self.md5.update(bytes);
+        if let Some(h) = &mut self.checksum {
+            h.update(bytes);
+        }
+    }
+
+    /// Writes in windows; on fsynced writes, each full window's writeback starts at once.
+    fn write_windows(&mut self, bytes: &[u8]) -> StoreResult<()> {
         for window in bytes.chunks(WRITEBACK_WINDOW as usize) {
-            self.md5.update(window);
-            if let Some(h) = &mut self.checksum {
-                h.update(window);
-            }
             write_all(self.file.as_fd(), window)?;
             self.written += window.len() as u64;
             if self.early_writeback && self.written - self.flushed >= WRITEBACK_WINDOW {
