@@ -22,9 +22,12 @@ from conftest import Server, make_client  # noqa: E402
 DATA = os.urandom(4096)
 
 
+KEYS = 200
+
+
 def rate(seconds, op):
     n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while time.perf_counter() - start < seconds or n < KEYS:
         op(n)
         n += 1
     return n / (time.perf_counter() - start)
@@ -38,10 +41,10 @@ def posix_ops(root):
         tmp = d / f".tmp{n}"
         with open(tmp, "wb") as f:
             f.write(DATA)
-        os.rename(tmp, d / f"k{n % 1000}")
+        os.rename(tmp, d / f"k{n % KEYS}")
 
     def get(n):
-        with open(d / f"k{n % 1000}", "rb") as f:
+        with open(d / f"k{n % KEYS}", "rb") as f:
             f.read()
 
     return put, get
@@ -49,10 +52,10 @@ def posix_ops(root):
 
 def s3_ops(s3, bucket):
     def put(n):
-        s3.put_object(Bucket=bucket, Key=f"k{n % 1000}", Body=DATA)
+        s3.put_object(Bucket=bucket, Key=f"k{n % KEYS}", Body=DATA)
 
     def get(n):
-        s3.get_object(Bucket=bucket, Key=f"k{n % 1000}")["Body"].read()
+        s3.get_object(Bucket=bucket, Key=f"k{n % KEYS}")["Body"].read()
 
     return put, get
 
@@ -68,10 +71,10 @@ def main():
         store.create_bucket("native")
 
         def nput(n):
-            store.put_object("native", f"k{n % 1000}", DATA)
+            store.put_object("native", f"k{n % KEYS}", DATA)
 
         def nget(n):
-            store.get_object("native", f"k{n % 1000}")
+            store.get_object("native", f"k{n % KEYS}")
 
         drop_in = isthmus.boto3.client(str(root), store=store)
         drop_in.create_bucket(Bucket="dropin")

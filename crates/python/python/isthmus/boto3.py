@@ -7,12 +7,13 @@
 
 botocore builds, serialises and parses every call as usual; a `before-send` hook answers the
 request from the engine, so existing code (put/get/head/delete(s)/copy/list/multipart,
-upload_file/download_file) runs unchanged. The client does not sign requests and does not
-compute request checksums: nothing travels over a network.
+upload_file/download_file) runs unchanged. The client does not sign requests, does not
+compute request checksums and skips botocore's parameter validation: nothing travels over a
+network. Timestamps (LastModified) reach botocore as epoch seconds, which it turns into the
+same datetime objects as S3's date strings.
 """
 
 import base64
-import email.utils
 import hashlib
 import io
 import xml.etree.ElementTree as ET
@@ -71,13 +72,13 @@ def _error(url, code, message, method):
 
 
 def _http_date(ts):
-    return email.utils.formatdate(ts, usegmt=True)
+    # Epoch seconds: botocore turns them into the same datetime as an RFC 822 date, without
+    # running dateutil's general parser on every response.
+    return str(int(ts))
 
 
 def _iso(ts):
-    import datetime
-
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return str(int(ts))
 
 
 def _object_headers(info):
@@ -245,6 +246,7 @@ def client(root, store=None, **kwargs):
         signature_version=botocore.UNSIGNED,
         s3={"addressing_style": "path"},
         request_checksum_calculation="when_required",
+        parameter_validation=False,
         response_checksum_validation="when_required",
         retries={"max_attempts": 1},
     )
