@@ -252,4 +252,8 @@ def client(root, store=None, **kwargs):
     )
     s3 = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1", config=config, **kwargs)
     s3.meta.events.register("before-send.s3", _Handler(store))
+    # The User-Agent header is rebuilt for every request; nothing reads it in-process.
+    creator = getattr(s3, "_user_agent_creator", None)
+    if creator is not None:
+        s3.meta.events.unregister("request-created.s3", creator.rebuild_and_replace_user_agent_handler)
     return s3
