@@ -285,6 +285,23 @@ unsafe fn bucket_of<'a>(ctx: *const S3BucketContext) -> Result<(&'static PosixSt
     Ok((store, bucket))
 }
 
+/// Runs a bucket-level call (create, delete, test) for `host` and `bucket`, and completes it.
+unsafe fn bucket_call(
+    host: *const c_char,
+    bucket: *const c_char,
+    handler: *const S3ResponseHandler,
+    data: *mut c_void,
+    call: impl FnOnce(&PosixStore, &str) -> Result<(), Failure>,
+) {
+    let result = (|| -> Result<(), Failure> {
+        let store = unsafe { engine(host) }?;
+        let bucket = unsafe { text(bucket) }
+            .ok_or_else(|| Failure(status("ErrorInvalidBucketName"), "no bucket name".into()))?;
+        call(store, bucket)
+    })();
+    unsafe { complete(handler, data, result) };
+}
+
 fn key_of<'a>(key: *const c_char) -> Result<&'a str, Failure> {
     unsafe { text(key) }.ok_or_else(|| Failure(status("ErrorInvalidArgument"), "no key".into()))
 }
@@ -361,13 +378,7 @@ pub unsafe extern "C" fn S3_create_bucket(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    let result = (|| -> Result<(), Failure> {
-        let store = unsafe { engine(host) }?;
-        let bucket = unsafe { text(bucket) }
-            .ok_or_else(|| Failure(status("ErrorInvalidBucketName"), "no bucket name".into()))?;
-        Ok(store.create_bucket(bucket)?)
-    })();
-    unsafe { complete(handler, data, result) };
+    unsafe { bucket_call(host, bucket, handler, data, |store, bucket| Ok(store.create_bucket(bucket)?)) };
 }
 
 #[unsafe(no_mangle)]
@@ -382,13 +393,7 @@ pub unsafe extern "C" fn S3_delete_bucket(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    let result = (|| -> Result<(), Failure> {
-        let store = unsafe { engine(host) }?;
-        let bucket = unsafe { text(bucket) }
-            .ok_or_else(|| Failure(status("ErrorInvalidBucketName"), "no bucket name".into()))?;
-        Ok(store.delete_bucket(bucket)?)
-    })();
-    unsafe { complete(handler, data, result) };
+    unsafe { bucket_call(host, bucket, handler, data, |store, bucket| Ok(store.delete_bucket(bucket)?)) };
 }
 
 #[unsafe(no_mangle)]
@@ -405,17 +410,15 @@ pub unsafe extern "C" fn S3_test_bucket(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    let result = (|| -> Result<(), Failure> {
-        let store = unsafe { engine(host) }?;
-        let bucket = unsafe { text(bucket) }
-            .ok_or_else(|| Failure(status("ErrorInvalidBucketName"), "no bucket name".into()))?;
-        store.head_bucket(bucket)?;
-        if !location.is_null() && location_size > 0 {
-            unsafe { *location = 0 };
-        }
-        Ok(())
-    })();
-    unsafe { complete(handler, data, result) };
+    unsafe {
+        bucket_call(host, bucket, handler, data, |store, bucket| {
+            store.head_bucket(bucket)?;
+            if !location.is_null() && location_size > 0 {
+                *location = 0;
+            }
+            Ok(())
+        })
+    };
 }
 
 #[unsafe(no_mangle)]

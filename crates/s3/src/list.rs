@@ -45,6 +45,21 @@ fn max_keys(requested: Option<i32>) -> S3Result<usize> {
     }
 }
 
+/// The engine request of a listing: empty delimiters and markers count as absent.
+fn list_request(
+    prefix: &Option<String>,
+    delimiter: &Option<String>,
+    after: Option<String>,
+    max_keys: usize,
+) -> ListRequest {
+    ListRequest {
+        prefix: prefix.clone().unwrap_or_default(),
+        delimiter: delimiter.clone().filter(|d| !d.is_empty()),
+        start_after: after.filter(|m| !m.is_empty()),
+        max_keys,
+    }
+}
+
 async fn list_page<S: Store>(gw: &Gateway<S>, bucket: String, request: ListRequest) -> S3Result<ListPage> {
     gw.read(move |store| store.list_objects(&bucket, &request)).await
 }
@@ -75,12 +90,7 @@ pub async fn list_objects<S: Store>(
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
-    let request = ListRequest {
-        prefix: input.prefix.clone().unwrap_or_default(),
-        delimiter: input.delimiter.clone().filter(|d| !d.is_empty()),
-        start_after: input.marker.clone().filter(|m| !m.is_empty()),
-        max_keys: max,
-    };
+    let request = list_request(&input.prefix, &input.delimiter, input.marker.clone(), max);
     let mut page = list_page(gw, input.bucket.clone(), request).await?;
     let (objects, prefixes) = contents(&mut page, &enc);
     Ok(S3Response::new(ListObjectsOutput {
@@ -109,13 +119,8 @@ pub async fn list_objects_v2<S: Store>(
         Some(token) => Some(decode_token(token)?),
         None => None,
     };
-    let request = ListRequest {
-        prefix: input.prefix.clone().unwrap_or_default(),
-        delimiter: input.delimiter.clone().filter(|d| !d.is_empty()),
-        // A continuation token supersedes start-after, as in S3.
-        start_after: from_token.or_else(|| input.start_after.clone()).filter(|m| !m.is_empty()),
-        max_keys: max,
-    };
+    // A continuation token supersedes start-after, as in S3.
+    let request = list_request(&input.prefix, &input.delimiter, from_token.or_else(|| input.start_after.clone()), max);
     let mut page = list_page(gw, input.bucket.clone(), request).await?;
     let (objects, prefixes) = contents(&mut page, &enc);
     let owner = input
@@ -163,12 +168,7 @@ pub async fn list_object_versions<S: Store>(
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
-    let request = ListRequest {
-        prefix: input.prefix.clone().unwrap_or_default(),
-        delimiter: input.delimiter.clone().filter(|d| !d.is_empty()),
-        start_after: input.key_marker.clone().filter(|m| !m.is_empty()),
-        max_keys: max,
-    };
+    let request = list_request(&input.prefix, &input.delimiter, input.key_marker.clone(), max);
     let mut page = list_page(gw, input.bucket.clone(), request).await?;
     let versions = std::mem::take(&mut page.objects)
         .into_iter()

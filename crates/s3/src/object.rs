@@ -42,6 +42,32 @@ pub async fn put_object<S: Store>(
     Ok(S3Response::new(output))
 }
 
+/// The description GET and HEAD both return (size or range, ETag, dates, headers, metadata),
+/// for either output type, plus `extra` fields.
+macro_rules! object_output {
+    ($ty:ident, $info:expr, $range:expr, $part_number:expr, { $($field:ident: $value:expr),* $(,)? }) => {{
+        let info: ObjectInfo = $info;
+        let range: Option<(u64, u64)> = $range;
+        $ty {
+            content_length: Some(range.map_or(info.size, |(first, last)| last - first + 1) as i64),
+            content_range: range.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
+            accept_ranges: Some("bytes".into()),
+            parts_count: $part_number.map(|_| info.part_count() as i32),
+            e_tag: Some(etag(&info.etag)),
+            last_modified: Some(Timestamp::from(info.last_modified)),
+            metadata: user_metadata(&info.meta),
+            expires: expires(&info),
+            content_type: info.meta.content_type,
+            content_encoding: info.meta.content_encoding,
+            content_disposition: info.meta.content_disposition,
+            content_language: info.meta.content_language,
+            cache_control: info.meta.cache_control,
+            $($field: $value,)*
+            ..Default::default()
+        }
+    }};
+}
+
 fn expires(info: &ObjectInfo) -> Option<Timestamp> {
     info.meta.expires.as_deref().and_then(parse_http_date)
 }
@@ -126,29 +152,16 @@ pub async fn get_object<S: Store>(
         })
         .await?;
     let (info, range) = response;
-    let content_length = range.map_or(info.size, |(first, last)| last - first + 1);
-    let mut output = GetObjectOutput {
+    let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
+    let checksum = info.checksum.clone();
+    let mut output = object_output!(GetObjectOutput, info, range, part_number, {
         body: Some(body.into_blob()),
-        content_length: Some(content_length as i64),
-        content_range: range.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
-        accept_ranges: Some("bytes".into()),
-        parts_count: part_number.map(|_| info.part_count() as i32),
-        e_tag: Some(etag(&info.etag)),
-        last_modified: Some(Timestamp::from(info.last_modified)),
-        tag_count: (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32),
-        metadata: user_metadata(&info.meta),
-        expires: expires(&info),
-        content_type: info.meta.content_type,
-        content_encoding: info.meta.content_encoding,
-        content_disposition: info.meta.content_disposition,
-        content_language: info.meta.content_language,
-        cache_control: info.meta.cache_control,
-        ..Default::default()
-    };
+        tag_count: tag_count,
+    });
     // Checksums describe the whole object: returned on request, and not for ranges.
     if checksum_mode && range.is_none() {
-        output.checksum_type = info.checksum.as_ref().map(checksum_type);
-        set_checksum!(output, &info.checksum);
+        output.checksum_type = checksum.as_ref().map(checksum_type);
+        set_checksum!(output, &checksum);
     }
     Ok(S3Response::new(output))
 }
@@ -172,25 +185,11 @@ pub async fn head_object<S: Store>(
             info.part_range(n).ok_or_else(|| crate::error::s3_error(isthmus_store::StoreError::InvalidPartNumber))?,
         ),
     };
-    let mut output = HeadObjectOutput {
-        content_length: Some(part.map_or(info.size, |(first, last)| last - first + 1) as i64),
-        content_range: part.map(|(first, last)| format!("bytes {first}-{last}/{}", info.size)),
-        parts_count: part_number.map(|_| info.part_count() as i32),
-        accept_ranges: Some("bytes".into()),
-        e_tag: Some(etag(&info.etag)),
-        last_modified: Some(Timestamp::from(info.last_modified)),
-        metadata: user_metadata(&info.meta),
-        expires: expires(&info),
-        content_type: info.meta.content_type,
-        content_encoding: info.meta.content_encoding,
-        content_disposition: info.meta.content_disposition,
-        content_language: info.meta.content_language,
-        cache_control: info.meta.cache_control,
-        ..Default::default()
-    };
+    let checksum = info.checksum.clone();
+    let mut output = object_output!(HeadObjectOutput, info, part, part_number, {});
     if checksum_mode {
-        output.checksum_type = info.checksum.as_ref().map(checksum_type);
-        set_checksum!(output, &info.checksum);
+        output.checksum_type = checksum.as_ref().map(checksum_type);
+        set_checksum!(output, &checksum);
     }
     let mut response = S3Response::new(output);
     if part.is_some() {
