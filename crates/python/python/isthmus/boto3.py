@@ -252,8 +252,11 @@ def client(root, store=None, **kwargs):
     )
     s3 = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1", config=config, **kwargs)
     s3.meta.events.register("before-send.s3", _Handler(store))
-    # The User-Agent header is rebuilt for every request; nothing reads it in-process.
+    # botocore formats the User-Agent header twice per request; nothing reads it in-process,
+    # so it is formatted once.
     creator = getattr(s3, "_user_agent_creator", None)
     if creator is not None:
         s3.meta.events.unregister("request-created.s3", creator.rebuild_and_replace_user_agent_handler)
+        user_agent = creator.to_string()
+        creator.to_string = lambda: user_agent
     return s3
