@@ -2,11 +2,13 @@
 //! pieces, so every figure for S3 or the embedded engine has its raw POSIX baseline from the
 //! same run. `report` turns results into a table with ratios, and JSON.
 
+pub mod mdtest;
 pub mod report;
 pub mod target;
 pub mod units;
 pub mod workload;
 
+pub use mdtest::{Mdtest, Variant};
 pub use report::{Report, ratio_to_posix};
 pub use target::{BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target};
 pub use workload::{Op, OpResult, Workload};

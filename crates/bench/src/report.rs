@@ -25,11 +25,30 @@ fn figure(r: &OpResult) -> f64 {
 
 /// `r` as a fraction of the POSIX result for the same operation, size and workers.
 pub fn ratio_to_posix(results: &[OpResult], r: &OpResult) -> Option<f64> {
-    let base = results
-        .iter()
-        .find(|b| b.kind == "posix" && b.op == r.op && b.object_size == r.object_size && b.workers == r.workers)?;
+    let base = results.iter().find(|b| {
+        b.kind == "posix"
+            && b.workload == r.workload
+            && b.op == r.op
+            && b.object_size == r.object_size
+            && b.workers == r.workers
+    })?;
     let base = figure(base);
     (base > 0.0).then(|| figure(r) / base)
+}
+
+/// "put", or for mdtest "mdtest-easy create" (create, stat, read, delete).
+fn phase_name(r: &OpResult) -> String {
+    if r.workload == "ops" {
+        return r.op.to_string();
+    }
+    let phase = match r.op {
+        Op::Put => "create",
+        Op::Head => "stat",
+        Op::Get => "read",
+        Op::Delete => "delete",
+        Op::List => "list",
+    };
+    format!("{} {phase}", r.workload)
 }
 
 impl Report {
@@ -43,7 +62,7 @@ impl Report {
             let ratio =
                 ratio_to_posix(&self.results, r).map_or_else(|| "-".to_string(), |x| format!("{:.1} %", x * 100.0));
             table.add_row([
-                r.op.to_string(),
+                phase_name(r),
                 if r.op == Op::List { "-".into() } else { format_size(r.object_size) },
                 r.workers.to_string(),
                 r.kind.clone(),
@@ -76,6 +95,7 @@ mod tests {
 
     fn result(kind: &str, op: Op, ops_per_s: f64, keys_per_s: f64) -> OpResult {
         OpResult {
+            workload: "ops".into(),
             target: kind.into(),
             kind: kind.into(),
             op,

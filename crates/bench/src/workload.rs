@@ -63,6 +63,10 @@ pub struct Workload {
 /// What one workload measured on one target.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OpResult {
+    /// The workload this phase belongs to: `ops` for the single-operation workloads,
+    /// `mdtest-easy`, `mdtest-hard`, ...
+    #[serde(default = "default_workload")]
+    pub workload: String,
     pub target: String,
     pub kind: String,
     pub op: Op,
@@ -83,8 +87,12 @@ pub struct OpResult {
     pub max_us: u64,
 }
 
+fn default_workload() -> String {
+    "ops".to_string()
+}
+
 /// Per-worker tallies.
-struct Tally {
+pub(crate) struct Tally {
     ops: u64,
     bytes: u64,
     keys: u64,
@@ -94,7 +102,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             ops: 0,
             bytes: 0,
@@ -105,7 +113,7 @@ impl Tally {
         }
     }
 
-    fn record(&mut self, started: Instant, outcome: BenchResult<(u64, u64)>) {
+    pub(crate) fn record(&mut self, started: Instant, outcome: BenchResult<(u64, u64)>) {
         match outcome {
             Ok((bytes, keys)) => {
                 self.ops += 1;
@@ -161,7 +169,7 @@ fn list_prefix() -> &'static str {
 }
 
 /// Runs `f(worker, connection)` on `workers` threads and merges their tallies.
-fn on_workers<F>(target: &dyn Target, workers: usize, f: F) -> BenchResult<Tally>
+pub(crate) fn on_workers<F>(target: &dyn Target, workers: usize, f: F) -> BenchResult<Tally>
 where
     F: Fn(usize, &mut dyn Connection) -> Tally + Sync,
 {
@@ -249,25 +257,38 @@ impl Workload {
             }
             t
         })?;
-        let seconds = start.elapsed().as_secs_f64();
-        Ok(OpResult {
-            target: target.describe(),
-            kind: target.kind().to_string(),
-            op: self.op,
-            object_size: size,
-            workers,
-            ops: tally.ops,
-            bytes: tally.bytes,
-            keys: tally.keys,
-            errors: tally.errors,
-            first_error: tally.first_error,
-            seconds,
-            ops_per_s: tally.ops as f64 / seconds,
-            mib_per_s: tally.bytes as f64 / seconds / f64::from(1 << 20),
-            keys_per_s: tally.keys as f64 / seconds,
-            p50_us: tally.latency.value_at_quantile(0.5),
-            p99_us: tally.latency.value_at_quantile(0.99),
-            max_us: tally.latency.max(),
-        })
+        Ok(result_of(target, "ops", self.op, size, workers, tally, start.elapsed().as_secs_f64()))
+    }
+}
+
+/// Turns a phase's merged tallies into its reported figures.
+pub(crate) fn result_of(
+    target: &dyn Target,
+    workload: &str,
+    op: Op,
+    size: u64,
+    workers: usize,
+    tally: Tally,
+    seconds: f64,
+) -> OpResult {
+    OpResult {
+        workload: workload.to_string(),
+        target: target.describe(),
+        kind: target.kind().to_string(),
+        op,
+        object_size: size,
+        workers,
+        ops: tally.ops,
+        bytes: tally.bytes,
+        keys: tally.keys,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        seconds,
+        ops_per_s: tally.ops as f64 / seconds,
+        mib_per_s: tally.bytes as f64 / seconds / f64::from(1 << 20),
+        keys_per_s: tally.keys as f64 / seconds,
+        p50_us: tally.latency.value_at_quantile(0.5),
+        p99_us: tally.latency.value_at_quantile(0.99),
+        max_us: tally.latency.max(),
     }
 }

@@ -8,13 +8,34 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use isthmus_bench::units::{parse_duration, parse_size};
-use isthmus_bench::{EmbeddedTarget, Op, PosixTarget, Report, S3Target, Target, Workload};
+use isthmus_bench::{EmbeddedTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Variant, Workload};
 use isthmus_store::{Durability, PosixStore, StoreOptions};
+
+/// What `isthmus bench` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchWorkload {
+    /// Single operations (--ops) with a fixed object size, for a duration
+    Ops,
+    /// IO500 mdtest-easy: each rank creates, stats, reads and deletes empty files in its own directory
+    MdtestEasy,
+    /// IO500 mdtest-hard: all ranks share one directory of 3901-byte files
+    MdtestHard,
+}
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// The workload
+    #[arg(value_enum, default_value = "ops")]
+    pub workload: BenchWorkload,
+    /// mdtest: files each rank (worker) creates
+    #[arg(long, default_value_t = 1000)]
+    pub files: usize,
+    /// mdtest: stop the create phase after this long (the IO500 stonewall)
+    #[arg(long, value_parser = parse_duration)]
+    pub stonewall: Option<Duration>,
     /// Targets besides the POSIX baseline: http(s)://host:port (keys from AWS_ACCESS_KEY_ID and
-    /// AWS_SECRET_ACCESS_KEY) or embedded:///path (the engine in-process). Repeatable.
+    /// AWS_SECRET_ACCESS_KEY), embedded:///path (the engine in-process) or posix:///path (raw
+    /// file operations in another directory). Repeatable.
     #[arg(long = "target")]
     pub targets: Vec<String>,
     /// Start an Isthmus gateway on this data root for the run (same durability) and add it as
@@ -94,6 +115,9 @@ fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedGatew
 }
 
 fn open_target(url: &str, bucket: &str, durability: Durability) -> Result<Box<dyn Target>, String> {
+    if let Some(path) = url.strip_prefix("posix://") {
+        return Ok(Box::new(PosixTarget { dir: PathBuf::from(path), sync: durability == Durability::Strict }));
+    }
     if let Some(path) = url.strip_prefix("embedded://") {
         let options = StoreOptions { durability, ..StoreOptions::default() };
         let store = PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
@@ -106,7 +130,7 @@ fn open_target(url: &str, bucket: &str, durability: Durability) -> Result<Box<dy
             .map_err(|_| "set AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
         return Ok(Box::new(S3Target::new(url, bucket, &key, &secret).map_err(|e| e.to_string())?));
     }
-    Err(format!("unknown target {url:?}: use http://host:port, https://host:port or embedded:///path"))
+    Err(format!("unknown target {url:?}: use http://host:port, https://host:port, embedded:///path or posix:///path"))
 }
 
 fn default_objects(size: u64) -> usize {
@@ -131,7 +155,29 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
-    for &size in &args.size {
+    if let Some(variant) = match args.workload {
+        BenchWorkload::Ops => None,
+        BenchWorkload::MdtestEasy => Some(Variant::Easy),
+        BenchWorkload::MdtestHard => Some(Variant::Hard),
+    } {
+        for target in &targets {
+            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+        }
+        for &ranks in &args.workers {
+            let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
+            for target in &targets {
+                eprintln!(
+                    "running {} ranks={ranks} files/rank={} on {}",
+                    variant.name(),
+                    args.files,
+                    target.describe()
+                );
+                results.extend(run.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?);
+            }
+        }
+    }
+    for &size in if args.workload == BenchWorkload::Ops { &args.size[..] } else { &[] } {
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;

@@ -257,12 +257,14 @@ impl PosixStore {
     /// Opens a bucket directory. A bucket may be a symlink placed by the administrator (for
     /// example to a project directory); keys never leave the directory it resolves to.
     ///
-    /// Open bucket directories are kept for `BUCKET_FD_TTL`, which saves an open and a close on
-    /// every call; a bucket directory that POSIX tools remove and re-create is seen again
-    /// within that time (buckets deleted or created through the store are seen at once).
+    /// Open bucket directories are kept for `BUCKET_FD_TTL`, which saves a path lookup on every
+    /// call. A kept directory is used only while it still has a name (a bucket directory that
+    /// POSIX tools removed and re-created is opened again at once); one renamed away and
+    /// replaced is seen within the TTL.
     pub(crate) fn bucket_fd(&self, bucket: &str) -> StoreResult<Arc<OwnedFd>> {
         if let Some((fd, opened)) = self.bucket_fds.get(bucket)
             && opened.elapsed() < BUCKET_FD_TTL
+            && rustix::fs::fstat(&*fd).is_ok_and(|stat| stat.st_nlink > 0)
         {
             return Ok(fd);
         }

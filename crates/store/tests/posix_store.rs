@@ -633,3 +633,15 @@ fn leftovers_of_dead_writers_are_cleaned_at_once() {
     store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap();
     assert!(store.list_parts("bkt", "mp", &id, 0, 10).is_ok());
 }
+
+#[test]
+fn a_bucket_removed_and_recreated_by_posix_tools_is_used_at_once() {
+    let (dir, store) = store();
+    put(&store, "k", b"v");
+    std::fs::remove_dir_all(dir.path().join("bkt")).unwrap();
+    std::fs::create_dir(dir.path().join("bkt")).unwrap();
+    // No stale directory handle: the new, empty directory is the bucket now.
+    assert!(matches!(store.head_object("bkt", "k", &Conditions::default()), Err(StoreError::NoSuchKey)));
+    put(&store, "k2", b"after");
+    assert_eq!(std::fs::read(dir.path().join("bkt/k2")).unwrap(), b"after");
+}
