@@ -2,12 +2,14 @@
 //! pieces, so every figure for S3 or the embedded engine has its raw POSIX baseline from the
 //! same run. `report` turns results into a table with ratios, and JSON.
 
+pub mod ior;
 pub mod mdtest;
 pub mod report;
 pub mod target;
 pub mod units;
 pub mod workload;
 
+pub use ior::{Io500Score, Ior, IorVariant, io500_scores};
 pub use mdtest::{Mdtest, Variant};
 pub use report::{Report, ratio_to_posix};
 pub use target::{BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target};

@@ -42,6 +42,7 @@ fn phase_name(r: &OpResult) -> String {
         return r.op.to_string();
     }
     let phase = match r.op {
+        Op::Put if r.workload.starts_with("ior") => "write",
         Op::Put => "create",
         Op::Head => "stat",
         Op::Get => "read",

@@ -41,6 +41,32 @@ pub trait Connection: Send {
     /// Lists one page of up to `max` keys under `prefix` after `after`; returns the number of
     /// keys and the marker of the next page, if any.
     fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)>;
+
+    /// Writes `data` at `offset` of the file `key`, as IOR does. Object targets store one
+    /// object per transfer, keyed by its offset, the way IOR's S3 backend maps a file.
+    fn write_at(&mut self, key: &str, offset: u64, data: &[u8]) -> BenchResult<()> {
+        self.put(&fragment_key(key, offset), data)
+    }
+
+    /// Reads `len` bytes at `offset` of the file `key`; returns the bytes read.
+    fn read_at(&mut self, key: &str, offset: u64, _len: usize) -> BenchResult<u64> {
+        self.get(&fragment_key(key, offset))
+    }
+
+    /// Makes a file written with `write_at` durable (IOR's fsync at close); objects already are.
+    fn close_file(&mut self, _key: &str) -> BenchResult<()> {
+        Ok(())
+    }
+
+    /// Removes a file written with `write_at` at these offsets.
+    fn remove_file(&mut self, key: &str, offsets: &[u64]) -> BenchResult<()> {
+        offsets.iter().try_for_each(|&offset| self.delete(&fragment_key(key, offset)))
+    }
+}
+
+/// The object key of the transfer at `offset` of the file `key`.
+pub fn fragment_key(key: &str, offset: u64) -> String {
+    format!("{key}/{offset:016}")
 }
 
 /// A system under test.
@@ -74,9 +100,25 @@ struct PosixConnection {
     dir: PathBuf,
     sync: bool,
     buf: Vec<u8>,
+    /// Files open for `write_at` and `read_at`.
+    open_files: std::collections::HashMap<String, std::fs::File>,
 }
 
 impl PosixConnection {
+    /// The open file `key` (created, with its directory, when writing).
+    fn file(&mut self, key: &str, create: bool) -> BenchResult<&std::fs::File> {
+        if !self.open_files.contains_key(key) {
+            let path = self.dir.join(key);
+            if create && let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let file =
+                std::fs::OpenOptions::new().read(true).write(create).create(create).truncate(false).open(&path)?;
+            self.open_files.insert(key.to_string(), file);
+        }
+        Ok(&self.open_files[key])
+    }
+
     fn fsync_parent(&self, path: &Path) -> BenchResult<()> {
         if self.sync {
             let parent = path.parent().unwrap_or(&self.dir);
@@ -149,6 +191,39 @@ impl Connection for PosixConnection {
         }
         Ok((count, None))
     }
+
+    fn write_at(&mut self, key: &str, offset: u64, data: &[u8]) -> BenchResult<()> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file(key, true)?;
+        file.write_all_at(data, offset)?;
+        Ok(())
+    }
+
+    fn read_at(&mut self, key: &str, offset: u64, len: usize) -> BenchResult<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(len, 0);
+        let result = self.file(key, false).and_then(|f| Ok(f.read_exact_at(&mut buf, offset)?));
+        self.buf = buf;
+        result.map(|()| len as u64)
+    }
+
+    fn close_file(&mut self, key: &str) -> BenchResult<()> {
+        if let Some(file) = self.open_files.remove(key)
+            && self.sync
+        {
+            file.sync_all()?;
+        }
+        Ok(())
+    }
+
+    fn remove_file(&mut self, key: &str, _offsets: &[u64]) -> BenchResult<()> {
+        self.open_files.remove(key);
+        match std::fs::remove_file(self.dir.join(key)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Target for PosixTarget {
@@ -163,7 +238,12 @@ impl Target for PosixTarget {
         Ok(())
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(PosixConnection { dir: self.dir.clone(), sync: self.sync, buf: Vec::new() }))
+        Ok(Box::new(PosixConnection {
+            dir: self.dir.clone(),
+            sync: self.sync,
+            buf: Vec::new(),
+            open_files: std::collections::HashMap::new(),
+        }))
     }
     fn cleanup(&self) -> BenchResult<()> {
         match std::fs::remove_dir_all(&self.dir) {

@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use isthmus_bench::units::{parse_duration, parse_size};
-use isthmus_bench::{EmbeddedTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Variant, Workload};
+use isthmus_bench::{
+    EmbeddedTarget, Ior, IorVariant, Mdtest, Op, PosixTarget, Report, S3Target, Target, Variant, Workload,
+};
 use isthmus_store::{Durability, PosixStore, StoreOptions};
 
 /// What `isthmus bench` runs.
@@ -20,6 +22,12 @@ pub enum BenchWorkload {
     MdtestEasy,
     /// IO500 mdtest-hard: all ranks share one directory of 3901-byte files
     MdtestHard,
+    /// IO500 ior-easy: a file per rank, 2 MiB transfers, write then read
+    IorEasy,
+    /// IO500 ior-hard: one shared file, 47008-byte interleaved transfers, write then read
+    IorHard,
+    /// IOR easy and hard, mdtest easy and hard, and the IO500-style score per target
+    Io500,
 }
 
 #[derive(Debug, Args)]
@@ -30,6 +38,9 @@ pub struct BenchArgs {
     /// mdtest: files each rank (worker) creates
     #[arg(long, default_value_t = 1000)]
     pub files: usize,
+    /// ior: transfers per rank (ior-easy: 2 MiB each, ior-hard: 47008 bytes each)
+    #[arg(long, default_value_t = 64)]
+    pub transfers: usize,
     /// mdtest: stop the create phase after this long (the IO500 stonewall)
     #[arg(long, value_parser = parse_duration)]
     pub stonewall: Option<Duration>,
@@ -155,25 +166,41 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
-    if let Some(variant) = match args.workload {
-        BenchWorkload::Ops => None,
-        BenchWorkload::MdtestEasy => Some(Variant::Easy),
-        BenchWorkload::MdtestHard => Some(Variant::Hard),
-    } {
+    let (iors, mdtests): (&[IorVariant], &[Variant]) = match args.workload {
+        BenchWorkload::Ops => (&[], &[]),
+        BenchWorkload::MdtestEasy => (&[], &[Variant::Easy]),
+        BenchWorkload::MdtestHard => (&[], &[Variant::Hard]),
+        BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
+        BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
+        BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
+    };
+    if args.workload != BenchWorkload::Ops {
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
         }
-        for &ranks in &args.workers {
-            let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
-            for target in &targets {
+    }
+    for &ranks in if args.workload == BenchWorkload::Ops { &[][..] } else { &args.workers[..] } {
+        for target in &targets {
+            let fail = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
+            for &variant in iors {
+                eprintln!(
+                    "running {} ranks={ranks} transfers/rank={} on {}",
+                    variant.name(),
+                    args.transfers,
+                    target.describe()
+                );
+                results.extend(Ior { variant, ranks, transfers: args.transfers }.run(target.as_ref()).map_err(fail)?);
+            }
+            for &variant in mdtests {
                 eprintln!(
                     "running {} ranks={ranks} files/rank={} on {}",
                     variant.name(),
                     args.files,
                     target.describe()
                 );
-                results.extend(run.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?);
+                let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
+                results.extend(run.run(target.as_ref()).map_err(fail)?);
             }
         }
     }
@@ -213,6 +240,15 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let durability = format!("{:?}", args.durability).to_lowercase();
     let report = Report { started_unix, host, durability, results };
     println!("{}", report.table());
+    if args.workload == BenchWorkload::Io500 {
+        println!("\nIO500-style score (NOT an official IO500 result: one node, short phases):");
+        for s in isthmus_bench::io500_scores(&report.results) {
+            println!(
+                "  {:9} bandwidth {:.3} GiB/s, metadata {:.2} kIOPS, score {:.3}",
+                s.kind, s.bandwidth_gib_s, s.metadata_kiops, s.score
+            );
+        }
+    }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
