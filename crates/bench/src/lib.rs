@@ -5,6 +5,7 @@
 pub mod ior;
 pub mod mdtest;
 pub mod report;
+pub mod streams;
 pub mod target;
 pub mod units;
 pub mod workload;
@@ -12,5 +13,6 @@ pub mod workload;
 pub use ior::{Io500Score, Ior, IorVariant, io500_scores};
 pub use mdtest::{Mdtest, Variant};
 pub use report::{Report, ratio_to_posix};
+pub use streams::{StreamsResult, run_streams};
 pub use target::{BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target};
 pub use workload::{Op, OpResult, Workload};

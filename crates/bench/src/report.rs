@@ -15,6 +15,9 @@ pub struct Report {
     pub host: String,
     pub durability: String,
     pub results: Vec<OpResult>,
+    /// Results of the streams workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<crate::streams::StreamsResult>,
 }
 
 /// The figure a workload is judged by: keys/s for listings, ops/s otherwise (for a fixed
@@ -76,7 +79,38 @@ impl Report {
                 ratio,
             ]);
         }
-        let mut out = table.to_string();
+        let mut out = if self.results.is_empty() { String::new() } else { table.to_string() };
+        if !self.streams.is_empty() {
+            let mut streams = Table::new();
+            streams.load_preset(UTF8_FULL_CONDENSED);
+            streams.set_header([
+                "phase",
+                "streams",
+                "size",
+                "target",
+                "mean MiB/s per stream",
+                "sigma",
+                "p99 s",
+                "max s",
+                "aggregate MiB/s",
+                "errors",
+            ]);
+            for r in &self.streams {
+                streams.add_row([
+                    if r.op == Op::Put { "write".to_string() } else { "read".to_string() },
+                    r.streams.to_string(),
+                    format_size(r.object_size),
+                    r.kind.clone(),
+                    format!("{:.1}", r.mean_mib_s),
+                    format!("{:.1}", r.sigma_mib_s),
+                    format!("{:.3}", r.p99_seconds),
+                    format!("{:.3}", r.max_seconds),
+                    format!("{:.1}", r.aggregate_mib_s),
+                    r.errors.to_string(),
+                ]);
+            }
+            out.push_str(&streams.to_string());
+        }
         for r in self.results.iter().filter(|r| r.errors > 0) {
             out.push_str(&format!(
                 "\n{} {} on {}: first error: {}",
@@ -129,7 +163,8 @@ mod tests {
         assert_eq!(ratio_to_posix(&results, &results[1]), Some(0.6));
         assert_eq!(ratio_to_posix(&results, &results[3]), Some(0.5));
         assert_eq!(ratio_to_posix(&results, &results[4]), None);
-        let report = Report { started_unix: 0, host: "h".into(), durability: "strict".into(), results };
+        let report =
+            Report { started_unix: 0, host: "h".into(), durability: "strict".into(), results, streams: Vec::new() };
         let table = report.table();
         assert!(table.contains("60.0 %") && table.contains("50.0 %"), "{table}");
     }

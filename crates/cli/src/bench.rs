@@ -28,6 +28,8 @@ pub enum BenchWorkload {
     IorHard,
     /// IOR easy and hard, mdtest easy and hard, and the IO500-style score per target
     Io500,
+    /// N parallel streams (--workers) each write then read one object of --size
+    Streams,
 }
 
 #[derive(Debug, Args)]
@@ -173,14 +175,34 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
         BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
         BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
+        BenchWorkload::Streams => (&[], &[]),
     };
-    if args.workload != BenchWorkload::Ops {
+    let mut streams = Vec::new();
+    if args.workload == BenchWorkload::Streams {
+        let size = args.size[0];
+        for target in &targets {
+            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            for &n in &args.workers {
+                eprintln!(
+                    "running streams n={n} size={} on {}",
+                    isthmus_bench::units::format_size(size),
+                    target.describe()
+                );
+                streams.extend(
+                    isthmus_bench::run_streams(target.as_ref(), n, size)
+                        .map_err(|e| format!("{}: {e}", target.describe()))?,
+                );
+            }
+        }
+    }
+    if !iors.is_empty() || !mdtests.is_empty() {
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
         }
     }
-    for &ranks in if args.workload == BenchWorkload::Ops { &[][..] } else { &args.workers[..] } {
+    for &ranks in if iors.is_empty() && mdtests.is_empty() { &[][..] } else { &args.workers[..] } {
         for target in &targets {
             let fail = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
             for &variant in iors {
@@ -238,7 +260,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let durability = format!("{:?}", args.durability).to_lowercase();
-    let report = Report { started_unix, host, durability, results };
+    let report = Report { started_unix, host, durability, results, streams };
     println!("{}", report.table());
     if args.workload == BenchWorkload::Io500 {
         println!("\nIO500-style score (NOT an official IO500 result: one node, short phases):");
