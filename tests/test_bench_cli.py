@@ -1,0 +1,39 @@
+"""`isthmus bench` end to end, briefly: the IO500-style run and streams over raw POSIX, a
+gateway it starts, and the engine in-process, with JSON results."""
+
+import json
+import subprocess
+
+from conftest import binary
+
+
+def bench(tmp_path, *args):
+    root = tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    out = tmp_path / "results.json"
+    r = subprocess.run(
+        [str(binary()), "bench", *args, "--serve", str(root), "--target", f"embedded://{root}", "--json", str(out), "--durability", "relaxed"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, json.loads(out.read_text())
+
+
+def test_io500_style_run(tmp_path):
+    stdout, report = bench(tmp_path, "io500", "--workers", "2", "--files", "30", "--transfers", "3")
+    phases = {(r["kind"], r["workload"], r["op"]): r for r in report["results"]}
+    for kind in ("posix", "s3", "embedded"):
+        for workload, ops in [("ior-easy", ["put", "get"]), ("ior-hard", ["put", "get"]), ("mdtest-easy", ["put", "head", "get", "delete"]), ("mdtest-hard", ["put", "head", "get", "delete"])]:
+            for op in ops:
+                r = phases[(kind, workload, op)]
+                assert r["errors"] == 0, r
+                assert r["ops"] == (6 if workload.startswith("ior") else 60), r
+    assert phases[("s3", "ior-easy", "put")]["bytes"] == 6 * 2 * 1024 * 1024
+    assert "NOT an official IO500 result" in stdout
+    assert sum(1 for line in stdout.splitlines() if "kIOPS, score" in line) == 3
+
+
+def test_streams(tmp_path):
+    _, report = bench(tmp_path, "streams", "--workers", "3", "--size", "1MiB")
+    assert {(s["kind"], s["op"]) for s in report["streams"]} == {(k, op) for k in ("posix", "s3", "embedded") for op in ("put", "get")}
+    assert all(s["errors"] == 0 and s["streams"] == 3 and s["mean_mib_s"] > 0 for s in report["streams"])
