@@ -37,3 +37,10 @@ def test_streams(tmp_path):
     _, report = bench(tmp_path, "streams", "--workers", "3", "--size", "1MiB")
     assert {(s["kind"], s["op"]) for s in report["streams"]} == {(k, op) for k in ("posix", "s3", "embedded") for op in ("put", "get")}
     assert all(s["errors"] == 0 and s["streams"] == 3 and s["mean_mib_s"] > 0 for s in report["streams"])
+
+
+def test_md_workbench(tmp_path):
+    _, report = bench(tmp_path, "md-workbench", "--workers", "2", "--datasets", "3", "--files", "10", "--iterations", "5")
+    rows = [r for r in report["results"] if r["workload"] == "md-workbench"]
+    assert len(rows) == 3 * 4  # stat, read, delete, create on three targets
+    assert all(r["errors"] == 0 and r["ops"] == 2 * 3 * 5 for r in rows)

@@ -4,6 +4,7 @@
 
 pub mod ior;
 pub mod mdtest;
+pub mod mdworkbench;
 pub mod report;
 pub mod streams;
 pub mod target;
@@ -12,6 +13,7 @@ pub mod workload;
 
 pub use ior::{Io500Score, Ior, IorVariant, io500_scores};
 pub use mdtest::{Mdtest, Variant};
+pub use mdworkbench::MdWorkbench;
 pub use report::{Report, ratio_to_posix};
 pub use streams::{StreamsResult, run_streams};
 pub use target::{BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target};

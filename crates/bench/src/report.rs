@@ -46,6 +46,7 @@ fn phase_name(r: &OpResult) -> String {
     }
     let phase = match r.op {
         Op::Put if r.workload.starts_with("ior") => "write",
+        Op::Put if r.workload == "md-workbench-precreate" => return r.workload.clone(),
         Op::Put => "create",
         Op::Head => "stat",
         Op::Get => "read",

@@ -128,7 +128,7 @@ impl Tally {
         }
     }
 
-    fn merge(&mut self, other: Self) {
+    pub(crate) fn merge(&mut self, other: Self) {
         self.ops += other.ops;
         self.bytes += other.bytes;
         self.keys += other.keys;

@@ -30,6 +30,9 @@ pub enum BenchWorkload {
     Io500,
     /// N parallel streams (--workers) each write then read one object of --size
     Streams,
+    /// MD-Workbench: pre-create --datasets x --files objects per rank, then --iterations rounds
+    /// of stat, read and delete the oldest, write a new one
+    MdWorkbench,
 }
 
 #[derive(Debug, Args)]
@@ -40,6 +43,12 @@ pub struct BenchArgs {
     /// mdtest: files each rank (worker) creates
     #[arg(long, default_value_t = 1000)]
     pub files: usize,
+    /// md-workbench: datasets per rank
+    #[arg(long, default_value_t = 10)]
+    pub datasets: usize,
+    /// md-workbench: benchmark iterations
+    #[arg(long, default_value_t = 100)]
+    pub iterations: usize,
     /// ior: transfers per rank (ior-easy: 2 MiB each, ior-hard: 47008 bytes each)
     #[arg(long, default_value_t = 64)]
     pub transfers: usize,
@@ -175,8 +184,24 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
         BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
         BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
-        BenchWorkload::Streams => (&[], &[]),
+        BenchWorkload::Streams | BenchWorkload::MdWorkbench => (&[], &[]),
     };
+    if args.workload == BenchWorkload::MdWorkbench {
+        for target in &targets {
+            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            for &ranks in &args.workers {
+                eprintln!("running md-workbench ranks={ranks} on {}", target.describe());
+                let run = isthmus_bench::MdWorkbench {
+                    ranks,
+                    datasets: args.datasets,
+                    objects: args.files,
+                    iterations: args.iterations,
+                };
+                results.extend(run.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?);
+            }
+        }
+    }
     let mut streams = Vec::new();
     if args.workload == BenchWorkload::Streams {
         let size = args.size[0];
