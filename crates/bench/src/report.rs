@@ -18,6 +18,9 @@ pub struct Report {
     /// Results of the streams workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<crate::streams::StreamsResult>,
+    /// Results of a COSBench workload file, per target, stage and operation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cosbench: Vec<crate::cosbench::StageReport>,
 }
 
 /// The figure a workload is judged by: keys/s for listings, ops/s otherwise (for a fixed
@@ -112,6 +115,43 @@ impl Report {
             }
             out.push_str(&streams.to_string());
         }
+        if !self.cosbench.is_empty() {
+            let mut cos = Table::new();
+            cos.load_preset(UTF8_FULL_CONDENSED);
+            cos.set_header([
+                "target",
+                "stage",
+                "op",
+                "Op-Count",
+                "Byte-Count",
+                "Avg-ResTime ms",
+                "Avg-ProcTime ms",
+                "Throughput op/s",
+                "Bandwidth MB/s",
+                "Succ-Ratio",
+                "p50 ms",
+                "p90 ms",
+                "p99 ms",
+            ]);
+            for r in &self.cosbench {
+                cos.add_row([
+                    r.kind.clone(),
+                    r.stage.clone(),
+                    r.op.clone(),
+                    r.op_count.to_string(),
+                    r.byte_count.to_string(),
+                    format!("{:.3}", r.avg_res_time_ms),
+                    format!("{:.3}", r.avg_proc_time_ms),
+                    format!("{:.1}", r.throughput_ops),
+                    format!("{:.2}", r.bandwidth_mb_s),
+                    format!("{:.2} %", r.succ_ratio * 100.0),
+                    format!("{:.3}", r.p50_ms),
+                    format!("{:.3}", r.p90_ms),
+                    format!("{:.3}", r.p99_ms),
+                ]);
+            }
+            out.push_str(&cos.to_string());
+        }
         for r in self.results.iter().filter(|r| r.errors > 0) {
             out.push_str(&format!(
                 "\n{} {} on {}: first error: {}",
@@ -164,8 +204,14 @@ mod tests {
         assert_eq!(ratio_to_posix(&results, &results[1]), Some(0.6));
         assert_eq!(ratio_to_posix(&results, &results[3]), Some(0.5));
         assert_eq!(ratio_to_posix(&results, &results[4]), None);
-        let report =
-            Report { started_unix: 0, host: "h".into(), durability: "strict".into(), results, streams: Vec::new() };
+        let report = Report {
+            started_unix: 0,
+            host: "h".into(),
+            durability: "strict".into(),
+            results,
+            streams: Vec::new(),
+            cosbench: Vec::new(),
+        };
         let table = report.table();
         assert!(table.contains("60.0 %") && table.contains("50.0 %"), "{table}");
     }

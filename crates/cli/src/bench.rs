@@ -33,6 +33,9 @@ pub enum BenchWorkload {
     /// MD-Workbench: pre-create --datasets x --files objects per rank, then --iterations rounds
     /// of stat, read and delete the oldest, write a new one
     MdWorkbench,
+    /// A COSBench workload file (--cosbench FILE.xml); its <storage> endpoint and keys are used
+    /// when no --target or --serve is given
+    Cosbench,
 }
 
 #[derive(Debug, Args)]
@@ -43,6 +46,9 @@ pub struct BenchArgs {
     /// mdtest: files each rank (worker) creates
     #[arg(long, default_value_t = 1000)]
     pub files: usize,
+    /// cosbench: the workload file
+    #[arg(long)]
+    pub cosbench: Option<PathBuf>,
     /// md-workbench: datasets per rank
     #[arg(long, default_value_t = 10)]
     pub datasets: usize,
@@ -184,8 +190,31 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
         BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
         BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
-        BenchWorkload::Streams | BenchWorkload::MdWorkbench => (&[], &[]),
+        BenchWorkload::Streams | BenchWorkload::MdWorkbench | BenchWorkload::Cosbench => (&[], &[]),
     };
+    let mut cosbench = Vec::new();
+    if args.workload == BenchWorkload::Cosbench {
+        let path = args.cosbench.as_ref().ok_or("the cosbench workload needs --cosbench FILE.xml")?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let workload =
+            isthmus_bench::cosbench::CosbenchWorkload::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if args.targets.is_empty() && args.serve.is_none() {
+            if let (Some(endpoint), Some(key), Some(secret)) =
+                (&workload.endpoint, &workload.access_key, &workload.secret_key)
+            {
+                targets.push(Box::new(S3Target::new(endpoint, &args.bucket, key, secret).map_err(|e| e.to_string())?));
+            }
+        }
+        for target in &targets {
+            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            eprintln!("running COSBench workload {:?} on {}", workload.name, target.describe());
+            cosbench.extend(
+                isthmus_bench::cosbench::run(&workload, target.as_ref())
+                    .map_err(|e| format!("{}: {e}", target.describe()))?,
+            );
+        }
+    }
     if args.workload == BenchWorkload::MdWorkbench {
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
@@ -285,7 +314,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let durability = format!("{:?}", args.durability).to_lowercase();
-    let report = Report { started_unix, host, durability, results, streams };
+    let report = Report { started_unix, host, durability, results, streams, cosbench };
     println!("{}", report.table());
     if args.workload == BenchWorkload::Io500 {
         println!("\nIO500-style score (NOT an official IO500 result: one node, short phases):");
