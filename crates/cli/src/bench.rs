@@ -198,12 +198,12 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let workload =
             isthmus_bench::cosbench::CosbenchWorkload::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        if args.targets.is_empty() && args.serve.is_none() {
-            if let (Some(endpoint), Some(key), Some(secret)) =
+        if args.targets.is_empty()
+            && args.serve.is_none()
+            && let (Some(endpoint), Some(key), Some(secret)) =
                 (&workload.endpoint, &workload.access_key, &workload.secret_key)
-            {
-                targets.push(Box::new(S3Target::new(endpoint, &args.bucket, key, secret).map_err(|e| e.to_string())?));
-            }
+        {
+            targets.push(Box::new(S3Target::new(endpoint, &args.bucket, key, secret).map_err(|e| e.to_string())?));
         }
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
