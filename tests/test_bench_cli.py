@@ -44,3 +44,20 @@ def test_md_workbench(tmp_path):
     rows = [r for r in report["results"] if r["workload"] == "md-workbench"]
     assert len(rows) == 3 * 4  # stat, read, delete, create on three targets
     assert all(r["errors"] == 0 and r["ops"] == 2 * 3 * 5 for r in rows)
+
+
+def test_compare_result_files(tmp_path):
+    bench(tmp_path, "mdtest-easy", "--workers", "1", "--files", "20")
+    first = tmp_path / "first.json"
+    (tmp_path / "results.json").rename(first)
+    csv, svg = tmp_path / "cmp.csv", tmp_path / "cmp.svg"
+    r = subprocess.run([str(binary()), "bench", "compare", str(first), "--csv", str(csv), "--svg", str(svg)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "% of POSIX" in r.stdout and "mdtest-easy create" in r.stdout
+    lines = csv.read_text().splitlines()
+    assert lines[0] == "file,phase,size,workers,target,figure,unit,percent_of_posix"
+    assert len(lines) == 1 + 2 * 4  # s3 and embedded, four phases each
+    assert all(line.split(",")[-1] for line in lines[1:])
+    assert svg.read_text().startswith("<svg")
+    bad = subprocess.run([str(binary()), "bench", "compare"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "needs result files" in bad.stderr

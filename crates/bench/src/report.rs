@@ -25,7 +25,7 @@ pub struct Report {
 
 /// The figure a workload is judged by: keys/s for listings, ops/s otherwise (for a fixed
 /// object size, the ops/s ratio is also the bandwidth ratio).
-fn figure(r: &OpResult) -> f64 {
+pub fn figure(r: &OpResult) -> f64 {
     if r.op == Op::List { r.keys_per_s } else { r.ops_per_s }
 }
 
@@ -43,7 +43,7 @@ pub fn ratio_to_posix(results: &[OpResult], r: &OpResult) -> Option<f64> {
 }
 
 /// "put", or for mdtest "mdtest-easy create" (create, stat, read, delete).
-fn phase_name(r: &OpResult) -> String {
+pub fn phase_name(r: &OpResult) -> String {
     if r.workload == "ops" {
         return r.op.to_string();
     }

@@ -36,6 +36,8 @@ pub enum BenchWorkload {
     /// A COSBench workload file (--cosbench FILE.xml); its <storage> endpoint and keys are used
     /// when no --target or --serve is given
     Cosbench,
+    /// Compare result files (given after the workload) side by side with "% of POSIX"
+    Compare,
 }
 
 #[derive(Debug, Args)]
@@ -43,6 +45,15 @@ pub struct BenchArgs {
     /// The workload
     #[arg(value_enum, default_value = "ops")]
     pub workload: BenchWorkload,
+    /// compare: the `--json` result files
+    #[arg(value_name = "RESULT_FILES")]
+    pub results: Vec<PathBuf>,
+    /// compare: also write the rows as CSV
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// compare: also draw "% of POSIX" as an SVG chart
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
     /// mdtest: files each rank (worker) creates
     #[arg(long, default_value_t = 1000)]
     pub files: usize,
@@ -165,7 +176,39 @@ fn default_objects(size: u64) -> usize {
     ((1u64 << 30) / size.max(1)).clamp(16, 2000) as usize
 }
 
+fn compare(args: &BenchArgs) -> Result<(), String> {
+    if args.results.is_empty() {
+        return Err("bench compare needs result files: isthmus bench compare a.json b.json".into());
+    }
+    let mut files = Vec::new();
+    for path in &args.results {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not an `isthmus bench --json` result: {e}", path.display()))?;
+        files.push((
+            path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+            report,
+        ));
+    }
+    let rows = isthmus_bench::compare::rows(&files);
+    println!("{}", isthmus_bench::compare::table(&rows));
+    if let Some(path) = &args.csv {
+        std::fs::write(path, isthmus_bench::compare::csv(&rows))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        isthmus_bench::compare::write_svg(&rows, path)?;
+    }
+    Ok(())
+}
+
 pub fn run(args: BenchArgs) -> Result<(), String> {
+    if args.workload == BenchWorkload::Compare {
+        return compare(&args);
+    }
+    if !args.results.is_empty() {
+        return Err(format!("unexpected file arguments {:?}: only `bench compare` takes files", args.results));
+    }
     let data_root = args.serve.clone().unwrap_or_else(|| PathBuf::from("./data"));
     let baseline_dir = args.baseline.clone().unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
     let mut targets: Vec<Box<dyn Target>> =
@@ -190,7 +233,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
         BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
         BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
-        BenchWorkload::Streams | BenchWorkload::MdWorkbench | BenchWorkload::Cosbench => (&[], &[]),
+        BenchWorkload::Streams | BenchWorkload::MdWorkbench | BenchWorkload::Cosbench | BenchWorkload::Compare => {
+            (&[], &[])
+        }
     };
     let mut cosbench = Vec::new();
     if args.workload == BenchWorkload::Cosbench {

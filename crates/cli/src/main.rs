@@ -21,7 +21,7 @@ enum Command {
     /// Serve a directory over S3 (every top-level directory is a bucket)
     Serve(config::ServeArgs),
     /// Measure S3 and embedded targets against the raw POSIX file system in one run
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Compare the cost of cloud and on-premises storage over time
     Cost(cost::CostArgs),
 }
@@ -49,7 +49,7 @@ fn main() {
         }
         Command::Bench(args) => {
             init_logging("warn", config::LogFormat::Text);
-            bench::run(args)
+            bench::run(*args)
         }
         Command::Cost(args) => cost::run(args),
     };
