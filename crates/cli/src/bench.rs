@@ -114,6 +114,32 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
 }
 
+/// Shows what is running: on a terminal a spinner with the elapsed time, cleared when the
+/// returned guard is dropped; otherwise one plain line.
+struct Progress(Option<indicatif::ProgressBar>);
+
+fn announce(message: String) -> Progress {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{message}");
+        return Progress(None);
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}") {
+        bar.set_style(style);
+    }
+    bar.set_message(message);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    Progress(Some(bar))
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = self.0.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// A gateway started for the run; stopped when dropped.
 struct SpawnedGateway(Child);
 
@@ -253,7 +279,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
-            eprintln!("running COSBench workload {:?} on {}", workload.name, target.describe());
+            let _progress = announce(format!("running COSBench workload {:?} on {}", workload.name, target.describe()));
             cosbench.extend(
                 isthmus_bench::cosbench::run(&workload, target.as_ref())
                     .map_err(|e| format!("{}: {e}", target.describe()))?,
@@ -265,7 +291,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
             for &ranks in &args.workers {
-                eprintln!("running md-workbench ranks={ranks} on {}", target.describe());
+                let _progress = announce(format!("running md-workbench ranks={ranks} on {}", target.describe()));
                 let run = isthmus_bench::MdWorkbench {
                     ranks,
                     datasets: args.datasets,
@@ -283,11 +309,11 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
             for &n in &args.workers {
-                eprintln!(
+                let _progress = announce(format!(
                     "running streams n={n} size={} on {}",
                     isthmus_bench::units::format_size(size),
                     target.describe()
-                );
+                ));
                 streams.extend(
                     isthmus_bench::run_streams(target.as_ref(), n, size)
                         .map_err(|e| format!("{}: {e}", target.describe()))?,
@@ -305,21 +331,21 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         for target in &targets {
             let fail = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
             for &variant in iors {
-                eprintln!(
+                let _progress = announce(format!(
                     "running {} ranks={ranks} transfers/rank={} on {}",
                     variant.name(),
                     args.transfers,
                     target.describe()
-                );
+                ));
                 results.extend(Ior { variant, ranks, transfers: args.transfers }.run(target.as_ref()).map_err(fail)?);
             }
             for &variant in mdtests {
-                eprintln!(
+                let _progress = announce(format!(
                     "running {} ranks={ranks} files/rank={} on {}",
                     variant.name(),
                     args.files,
                     target.describe()
-                );
+                ));
                 let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
                 results.extend(run.run(target.as_ref()).map_err(fail)?);
             }
@@ -341,11 +367,11 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 };
                 let workload = Workload { op, object_size: size, workers, duration: args.duration, objects };
                 for target in &targets {
-                    eprintln!(
+                    let _progress = announce(format!(
                         "running {op} size={} workers={workers} on {}",
                         isthmus_bench::units::format_size(size),
                         target.describe()
-                    );
+                    ));
                     let result = workload.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?;
                     results.push(result);
                 }
