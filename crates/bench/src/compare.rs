@@ -121,26 +121,7 @@ mod tests {
     use crate::{Op, OpResult};
 
     fn result(kind: &str, op: Op, ops_per_s: f64) -> OpResult {
-        OpResult {
-            workload: "ops".into(),
-            target: kind.into(),
-            kind: kind.into(),
-            op,
-            object_size: 4096,
-            workers: 4,
-            ops: 1,
-            bytes: 0,
-            keys: 0,
-            errors: 0,
-            first_error: None,
-            seconds: 1.0,
-            ops_per_s,
-            mib_per_s: 0.0,
-            keys_per_s: 0.0,
-            p50_us: 1,
-            p99_us: 1,
-            max_us: 1,
-        }
+        crate::workload::sample_result(kind, "ops", op, ops_per_s, 0.0, 0.0)
     }
 
     fn report(results: Vec<OpResult>) -> Report {

@@ -198,25 +198,8 @@ mod tests {
 
     #[test]
     fn score_is_the_root_of_the_two_geometric_means() {
-        let r = |workload: &str, mib: f64, ops: f64| OpResult {
-            workload: workload.into(),
-            target: "t".into(),
-            kind: "posix".into(),
-            op: Op::Put,
-            object_size: 1,
-            workers: 1,
-            ops: 1,
-            bytes: 1,
-            keys: 0,
-            errors: 0,
-            first_error: None,
-            seconds: 1.0,
-            ops_per_s: ops,
-            mib_per_s: mib,
-            keys_per_s: 0.0,
-            p50_us: 1,
-            p99_us: 1,
-            max_us: 1,
+        let r = |workload: &str, mib: f64, ops: f64| {
+            crate::workload::sample_result("posix", workload, Op::Put, ops, mib, 0.0)
         };
         let results = [
             r("ior-easy", 1024.0, 0.0),

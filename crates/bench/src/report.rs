@@ -170,26 +170,7 @@ mod tests {
     use super::*;
 
     fn result(kind: &str, op: Op, ops_per_s: f64, keys_per_s: f64) -> OpResult {
-        OpResult {
-            workload: "ops".into(),
-            target: kind.into(),
-            kind: kind.into(),
-            op,
-            object_size: 4096,
-            workers: 2,
-            ops: 10,
-            bytes: 0,
-            keys: 0,
-            errors: 0,
-            first_error: None,
-            seconds: 1.0,
-            ops_per_s,
-            mib_per_s: 0.0,
-            keys_per_s,
-            p50_us: 1,
-            p99_us: 2,
-            max_us: 3,
-        }
+        crate::workload::sample_result(kind, "ops", op, ops_per_s, 0.0, keys_per_s)
     }
 
     #[test]

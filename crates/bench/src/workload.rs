@@ -261,6 +261,38 @@ impl Workload {
     }
 }
 
+/// A result with the given figures and neutral everything else, for tests.
+#[cfg(test)]
+pub(crate) fn sample_result(
+    kind: &str,
+    workload: &str,
+    op: Op,
+    ops_per_s: f64,
+    mib_per_s: f64,
+    keys_per_s: f64,
+) -> OpResult {
+    OpResult {
+        workload: workload.into(),
+        target: kind.into(),
+        kind: kind.into(),
+        op,
+        object_size: 4096,
+        workers: 4,
+        ops: 1,
+        bytes: 0,
+        keys: 0,
+        errors: 0,
+        first_error: None,
+        seconds: 1.0,
+        ops_per_s,
+        mib_per_s,
+        keys_per_s,
+        p50_us: 1,
+        p99_us: 2,
+        max_us: 3,
+    }
+}
+
 /// Turns a phase's merged tallies into its reported figures.
 pub(crate) fn result_of(
     target: &dyn Target,
