@@ -2,6 +2,7 @@
 gateway it starts, and the engine in-process, with JSON results."""
 
 import json
+import os
 import subprocess
 
 from conftest import binary
@@ -61,3 +62,36 @@ def test_compare_result_files(tmp_path):
     assert svg.read_text().startswith("<svg")
     bad = subprocess.run([str(binary()), "bench", "compare"], capture_output=True, text=True)
     assert bad.returncode == 1 and "needs result files" in bad.stderr
+
+
+def test_ranks_run_as_processes_and_merge(tmp_path):
+    stdout, report = bench(tmp_path, "mdtest-easy", "--ranks", "2", "--workers", "2", "--files", "25")
+    assert "2 ranks, results merged" in stdout
+    rows = {(r["kind"], r["op"]): r for r in report["results"]}
+    assert set(rows) == {(k, op) for k in ("posix", "s3", "embedded") for op in ("put", "head", "get", "delete")}
+    for r in rows.values():
+        assert r["errors"] == 0 and r["workers"] == 4 and r["ops"] == 2 * 2 * 25, r
+    # The sync directory with barriers and per-rank reports is gone afterwards.
+    assert not [p for p in (tmp_path / "root" / ".isthmus").iterdir() if p.name.startswith("bench-sync")]
+
+
+def test_launcher_ranks_meet_at_barriers(tmp_path):
+    """Two processes given rank and size as srun gives them, synchronised through --sync-dir."""
+    sync, out = tmp_path / "sync", tmp_path / "merged.json"
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2"}
+        procs.append(subprocess.Popen(
+            [str(binary()), "bench", "mdtest-hard", "--workers", "1", "--files", "10", "--durability", "relaxed",
+             "--baseline", str(tmp_path / "posix"), "--sync-dir", str(sync), "--json", str(out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert "2 ranks, results merged" in outputs[0][0] and "merged" not in outputs[1][0]
+    rows = json.loads(out.read_text())["results"]
+    assert len(rows) == 4 and all(r["ops"] == 20 and r["workers"] == 2 and r["errors"] == 0 for r in rows)
+    # The reports stay in the sync directory; reusing it would break the barrier count, so it is refused.
+    r = subprocess.run([str(binary()), "bench", "mdtest-hard", "--sync-dir", str(sync), "--baseline", str(tmp_path / "posix")],
+                       env={**os.environ, "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "earlier run" in r.stderr, r.stderr

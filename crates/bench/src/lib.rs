@@ -10,6 +10,7 @@ pub mod mdworkbench;
 pub mod report;
 pub mod streams;
 pub mod target;
+pub mod team;
 pub mod units;
 pub mod workload;
 
@@ -19,4 +20,5 @@ pub use mdworkbench::MdWorkbench;
 pub use report::{Report, ratio_to_posix};
 pub use streams::{StreamsResult, run_streams};
 pub use target::{BenchError, BenchResult, Connection, EmbeddedTarget, PosixTarget, S3Target, Target};
+pub use team::Team;
 pub use workload::{Op, OpResult, Workload};

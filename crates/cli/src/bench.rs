@@ -1,7 +1,7 @@
 //! `isthmus bench`: runs the chosen workloads on the raw POSIX baseline and on each target in
 //! the same run, prints the table with ratios, and writes JSON.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Args;
 use isthmus_bench::units::{parse_duration, parse_size};
 use isthmus_bench::{
-    EmbeddedTarget, Ior, IorVariant, Mdtest, Op, PosixTarget, Report, S3Target, Target, Variant, Workload,
+    EmbeddedTarget, Ior, IorVariant, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team, Variant, Workload,
 };
 use isthmus_store::{Durability, PosixStore, StoreOptions};
 
@@ -112,11 +112,35 @@ pub struct BenchArgs {
     /// Write the results as JSON to this file
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run as this many processes on this host, phases started together by a barrier, one merged
+    /// report. Under mpirun or srun, leave it out: rank and size come from the launcher.
+    #[arg(long, default_value_t = 1)]
+    pub ranks: usize,
+    /// Directory all ranks share for barriers and reports; needed under mpirun or srun (put it on
+    /// the shared file system) [default with --ranks: DATA/.isthmus/bench-sync-PID]
+    #[arg(long)]
+    pub sync_dir: Option<PathBuf>,
 }
+
+/// The environment variable through which `--ranks` hands the gateway it started to its ranks:
+/// "ENDPOINT ACCESS_KEY SECRET_KEY".
+const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
 
 /// Shows what is running: on a terminal a spinner with the elapsed time, cleared when the
 /// returned guard is dropped; otherwise one plain line.
 struct Progress(Option<indicatif::ProgressBar>);
+
+/// Starts a timed phase: waits for the other ranks, if any, then shows what runs (only rank 0
+/// speaks, so a many-rank run prints one line per phase).
+fn start_phase(team: &mut Option<Team>, message: String) -> Result<Progress, String> {
+    if let Some(team) = team {
+        team.barrier().map_err(|e| e.to_string())?;
+        if team.rank != 0 {
+            return Ok(Progress(None));
+        }
+    }
+    Ok(announce(message))
+}
 
 fn announce(message: String) -> Progress {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -140,17 +164,17 @@ impl Drop for Progress {
     }
 }
 
-/// A gateway started for the run; stopped when dropped.
-struct SpawnedGateway(Child);
+/// A process started for the run (a gateway, a rank); stopped when dropped.
+struct SpawnedProcess(Child);
 
-impl Drop for SpawnedGateway {
+impl Drop for SpawnedProcess {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
 
-fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedGateway, String, String, String), String> {
+fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedProcess, String, String, String), String> {
     let port =
         std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
     let user = isthmus_s3::User::generate("bench");
@@ -168,7 +192,7 @@ fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedGatew
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start the gateway: {e}"))?;
-    let gateway = SpawnedGateway(child);
+    let gateway = SpawnedProcess(child);
     let endpoint = format!("http://127.0.0.1:{port}");
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -236,19 +260,49 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         return Err(format!("unexpected file arguments {:?}: only `bench compare` takes files", args.results));
     }
     let data_root = args.serve.clone().unwrap_or_else(|| PathBuf::from("./data"));
+    if args.ranks == 0 {
+        return Err("--ranks must be at least 1".into());
+    }
+    if args.ranks > 1 && std::env::var_os(isthmus_bench::team::RANK_VAR).is_none() {
+        return launch_ranks(&args, &data_root);
+    }
+    let mut team = Team::from_env(args.sync_dir.as_deref())?;
+    // Each rank works in its own directory and bucket, so ranks never clean up or read each
+    // other's objects; inside a rank, workers share them as before.
+    let rank_suffix = team.as_ref().map(|t| format!("rank{}", t.rank));
+    let in_rank_dir = |dir: PathBuf| match &rank_suffix {
+        Some(suffix) => dir.join(suffix),
+        None => dir,
+    };
+    let bucket = match &rank_suffix {
+        Some(suffix) => format!("{}-{suffix}", args.bucket),
+        None => args.bucket.clone(),
+    };
     let baseline_dir = args.baseline.clone().unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
     let mut targets: Vec<Box<dyn Target>> =
-        vec![Box::new(PosixTarget { dir: baseline_dir, sync: args.durability == Durability::Strict })];
-    let _gateway = match &args.serve {
-        Some(root) => {
+        vec![Box::new(PosixTarget { dir: in_rank_dir(baseline_dir), sync: args.durability == Durability::Strict })];
+    let shared_gateway = std::env::var(SHARED_GATEWAY_VAR).ok();
+    let _gateway = match (&args.serve, shared_gateway) {
+        (Some(_), Some(shared)) => {
+            let [endpoint, key, secret] = shared.split(' ').collect::<Vec<_>>()[..] else {
+                return Err(format!("{SHARED_GATEWAY_VAR} must be \"ENDPOINT ACCESS_KEY SECRET_KEY\""));
+            };
+            targets.push(Box::new(S3Target::new(endpoint, &bucket, key, secret).map_err(|e| e.to_string())?));
+            None
+        }
+        (Some(root), None) => {
             let (gateway, endpoint, key, secret) = spawn_gateway(root, args.durability)?;
-            targets.push(Box::new(S3Target::new(&endpoint, &args.bucket, &key, &secret).map_err(|e| e.to_string())?));
+            targets.push(Box::new(S3Target::new(&endpoint, &bucket, &key, &secret).map_err(|e| e.to_string())?));
             Some(gateway)
         }
-        None => None,
+        (None, _) => None,
     };
     for url in &args.targets {
-        targets.push(open_target(url, &args.bucket, args.durability)?);
+        let url = match (url.strip_prefix("posix://"), &rank_suffix) {
+            (Some(path), Some(suffix)) => format!("posix://{}", Path::new(path).join(suffix).display()),
+            _ => url.clone(),
+        };
+        targets.push(open_target(&url, &bucket, args.durability)?);
     }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
@@ -274,12 +328,15 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             && let (Some(endpoint), Some(key), Some(secret)) =
                 (&workload.endpoint, &workload.access_key, &workload.secret_key)
         {
-            targets.push(Box::new(S3Target::new(endpoint, &args.bucket, key, secret).map_err(|e| e.to_string())?));
+            targets.push(Box::new(S3Target::new(endpoint, &bucket, key, secret).map_err(|e| e.to_string())?));
         }
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
-            let _progress = announce(format!("running COSBench workload {:?} on {}", workload.name, target.describe()));
+            let _progress = start_phase(
+                &mut team,
+                format!("running COSBench workload {:?} on {}", workload.name, target.describe()),
+            )?;
             cosbench.extend(
                 isthmus_bench::cosbench::run(&workload, target.as_ref())
                     .map_err(|e| format!("{}: {e}", target.describe()))?,
@@ -291,7 +348,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
             for &ranks in &args.workers {
-                let _progress = announce(format!("running md-workbench ranks={ranks} on {}", target.describe()));
+                let _progress =
+                    start_phase(&mut team, format!("running md-workbench ranks={ranks} on {}", target.describe()))?;
                 let run = isthmus_bench::MdWorkbench {
                     ranks,
                     datasets: args.datasets,
@@ -309,11 +367,14 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
             for &n in &args.workers {
-                let _progress = announce(format!(
-                    "running streams n={n} size={} on {}",
-                    isthmus_bench::units::format_size(size),
-                    target.describe()
-                ));
+                let _progress = start_phase(
+                    &mut team,
+                    format!(
+                        "running streams n={n} size={} on {}",
+                        isthmus_bench::units::format_size(size),
+                        target.describe()
+                    ),
+                )?;
                 streams.extend(
                     isthmus_bench::run_streams(target.as_ref(), n, size)
                         .map_err(|e| format!("{}: {e}", target.describe()))?,
@@ -331,21 +392,27 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         for target in &targets {
             let fail = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
             for &variant in iors {
-                let _progress = announce(format!(
-                    "running {} ranks={ranks} transfers/rank={} on {}",
-                    variant.name(),
-                    args.transfers,
-                    target.describe()
-                ));
+                let _progress = start_phase(
+                    &mut team,
+                    format!(
+                        "running {} ranks={ranks} transfers/rank={} on {}",
+                        variant.name(),
+                        args.transfers,
+                        target.describe()
+                    ),
+                )?;
                 results.extend(Ior { variant, ranks, transfers: args.transfers }.run(target.as_ref()).map_err(fail)?);
             }
             for &variant in mdtests {
-                let _progress = announce(format!(
-                    "running {} ranks={ranks} files/rank={} on {}",
-                    variant.name(),
-                    args.files,
-                    target.describe()
-                ));
+                let _progress = start_phase(
+                    &mut team,
+                    format!(
+                        "running {} ranks={ranks} files/rank={} on {}",
+                        variant.name(),
+                        args.files,
+                        target.describe()
+                    ),
+                )?;
                 let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
                 results.extend(run.run(target.as_ref()).map_err(fail)?);
             }
@@ -367,11 +434,14 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 };
                 let workload = Workload { op, object_size: size, workers, duration: args.duration, objects };
                 for target in &targets {
-                    let _progress = announce(format!(
-                        "running {op} size={} workers={workers} on {}",
-                        isthmus_bench::units::format_size(size),
-                        target.describe()
-                    ));
+                    let _progress = start_phase(
+                        &mut team,
+                        format!(
+                            "running {op} size={} workers={workers} on {}",
+                            isthmus_bench::units::format_size(size),
+                            target.describe()
+                        ),
+                    )?;
                     let result = workload.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?;
                     results.push(result);
                 }
@@ -386,6 +456,16 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let durability = format!("{:?}", args.durability).to_lowercase();
     let report = Report { started_unix, host, durability, results, streams, cosbench };
+    let report = match &mut team {
+        Some(team) => match team.gather(&report)? {
+            Some(merged) => {
+                println!("{} ranks, results merged: rates add up, latencies are the slowest rank's", team.size);
+                merged
+            }
+            None => return Ok(()),
+        },
+        None => report,
+    };
     println!("{}", report.table());
     if args.workload == BenchWorkload::Io500 {
         println!("\nIO500-style score (NOT an official IO500 result: one node, short phases):");
@@ -400,6 +480,60 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         println!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// `--ranks N` on one host: starts N copies of this command as ranks 0..N, with one gateway
+/// shared by all when `--serve` is given, and waits for them; rank 0 prints the merged report.
+fn launch_ranks(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
+    let sync_dir = args
+        .sync_dir
+        .clone()
+        .unwrap_or_else(|| data_root.join(".isthmus").join(format!("bench-sync-{}", std::process::id())));
+    if sync_dir.exists() {
+        return Err(format!("{} already exists: remove it or pass another --sync-dir", sync_dir.display()));
+    }
+    std::fs::create_dir_all(&sync_dir).map_err(|e| format!("cannot create {}: {e}", sync_dir.display()))?;
+    let outcome = run_ranks(args, &sync_dir);
+    let _ = std::fs::remove_dir_all(&sync_dir);
+    outcome
+}
+
+fn run_ranks(args: &BenchArgs, sync_dir: &Path) -> Result<(), String> {
+    let gateway = match &args.serve {
+        Some(root) => Some(spawn_gateway(root, args.durability)?),
+        None => None,
+    };
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut ranks = Vec::with_capacity(args.ranks);
+    for rank in 0..args.ranks {
+        let mut command = Command::new(&exe);
+        command
+            .args(std::env::args_os().skip(1))
+            .env(isthmus_bench::team::RANK_VAR, rank.to_string())
+            .env(isthmus_bench::team::SIZE_VAR, args.ranks.to_string())
+            .env(isthmus_bench::team::SYNC_VAR, sync_dir);
+        if let Some((_, endpoint, key, secret)) = &gateway {
+            command.env(SHARED_GATEWAY_VAR, format!("{endpoint} {key} {secret}"));
+        }
+        ranks.push(SpawnedProcess(command.spawn().map_err(|e| format!("cannot start rank {rank}: {e}"))?));
+    }
+    // Wait for all; a failed rank would leave the others waiting at a barrier, so on the first
+    // failure the rest are stopped (dropping them kills them).
+    let mut running: Vec<(usize, SpawnedProcess)> = ranks.into_iter().enumerate().collect();
+    while !running.is_empty() {
+        let mut still_running = Vec::with_capacity(running.len());
+        for (rank, mut child) in running {
+            match child.0.try_wait() {
+                Ok(None) => still_running.push((rank, child)),
+                Ok(Some(status)) if status.success() => {}
+                Ok(Some(status)) => return Err(format!("rank {rank} failed ({status})")),
+                Err(e) => return Err(format!("rank {rank}: {e}")),
+            }
+        }
+        running = still_running;
+        std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
 }

@@ -1,0 +1,232 @@
+//! Multi-process runs: which rank this process is and how many there are (from `isthmus bench
+//! --ranks`, mpirun or srun), a barrier through files in a directory every rank sees, and the
+//! merge of the ranks' reports into one.
+//!
+//! Decision: the barrier uses files, not MPI, so no MPI library is linked and the same binary
+//! runs under any launcher; the sync directory must be on a file system all ranks share (the
+//! parallel file system under test is one), which is exactly what an HPC user has.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::report::Report;
+use crate::target::{BenchError, BenchResult};
+use crate::workload::OpResult;
+
+/// The environment variables `isthmus bench --ranks` sets for the processes it starts.
+pub const RANK_VAR: &str = "ISTHMUS_BENCH_RANK";
+pub const SIZE_VAR: &str = "ISTHMUS_BENCH_SIZE";
+pub const SYNC_VAR: &str = "ISTHMUS_BENCH_SYNC";
+
+/// How long a rank waits at a barrier for the others before giving up.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// This process's place among the ranks of one run.
+#[derive(Debug, Clone)]
+pub struct Team {
+    pub rank: usize,
+    pub size: usize,
+    /// The shared directory holding barrier marks and each rank's report.
+    pub sync_dir: PathBuf,
+    barriers_passed: usize,
+}
+
+/// Rank and size from the first launcher whose variables are set: Isthmus's own, Open MPI,
+/// PMI (MPICH, Intel MPI, Slurm's PMI) and Slurm.
+fn rank_and_size(var: impl Fn(&str) -> Option<String>) -> Option<(usize, usize)> {
+    let pairs = [
+        (RANK_VAR, SIZE_VAR),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+    ];
+    pairs.iter().find_map(|(rank, size)| {
+        let rank = var(rank)?.trim().parse().ok()?;
+        let size: usize = var(size)?.trim().parse().ok()?;
+        (size > 1 && rank < size).then_some((rank, size))
+    })
+}
+
+impl Team {
+    /// The team this process belongs to, or `None` when it runs alone. `sync_dir` is used when
+    /// the launcher did not name one (mpirun, srun); it must be shared by all ranks.
+    pub fn from_env(sync_dir: Option<&Path>) -> Result<Option<Self>, String> {
+        let Some((rank, size)) = rank_and_size(|name| std::env::var(name).ok()) else {
+            return Ok(None);
+        };
+        let sync_dir = match (std::env::var_os(SYNC_VAR), sync_dir) {
+            (Some(dir), _) => PathBuf::from(dir),
+            (None, Some(dir)) => dir.to_path_buf(),
+            (None, None) => {
+                return Err(format!(
+                    "rank {rank} of {size}: pass --sync-dir DIR, a directory on a file system all ranks share"
+                ));
+            }
+        };
+        std::fs::create_dir_all(&sync_dir).map_err(|e| format!("cannot create {}: {e}", sync_dir.display()))?;
+        let team = Self { rank, size, sync_dir, barriers_passed: 0 };
+        // Barriers are counted from zero, so a directory an earlier run left would let every
+        // barrier pass at once.
+        if team.report_path(rank).exists() {
+            return Err(format!(
+                "{} holds an earlier run's reports: remove it or pass another --sync-dir",
+                team.sync_dir.display()
+            ));
+        }
+        Ok(Some(team))
+    }
+
+    /// Waits until every rank has reached the same barrier (barriers are counted, so every
+    /// rank must pass the same number of them, which identical arguments guarantee).
+    pub fn barrier(&mut self) -> BenchResult<()> {
+        let dir = self.sync_dir.join(format!("barrier-{}", self.barriers_passed));
+        self.barriers_passed += 1;
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(format!("rank-{}", self.rank)), b"")?;
+        let started = Instant::now();
+        let mut pause = Duration::from_micros(200);
+        loop {
+            if std::fs::read_dir(&dir)?.count() >= self.size {
+                return Ok(());
+            }
+            if started.elapsed() > BARRIER_TIMEOUT {
+                return Err(BenchError::Setup(format!(
+                    "rank {}: the other ranks did not reach barrier {} within {} s",
+                    self.rank,
+                    self.barriers_passed - 1,
+                    BARRIER_TIMEOUT.as_secs()
+                )));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    fn report_path(&self, rank: usize) -> PathBuf {
+        self.sync_dir.join(format!("report-{rank}.json"))
+    }
+
+    /// Publishes this rank's report, waits for all, and on rank 0 returns the merged report.
+    pub fn gather(&mut self, report: &Report) -> Result<Option<Report>, String> {
+        let json = serde_json::to_vec(report).map_err(|e| e.to_string())?;
+        let path = self.report_path(self.rank);
+        let partial = path.with_extension("json.partial");
+        std::fs::write(&partial, json)
+            .and_then(|()| std::fs::rename(&partial, &path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.barrier().map_err(|e| e.to_string())?;
+        if self.rank != 0 {
+            return Ok(None);
+        }
+        let mut reports = Vec::with_capacity(self.size);
+        for rank in 0..self.size {
+            let path = self.report_path(rank);
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            reports.push(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+        }
+        merge(reports).map(Some)
+    }
+}
+
+/// One result for a phase all ranks ran at the same time: counts and rates add up, the phase
+/// lasts as long as its slowest rank, and latency percentiles are the worst rank's (exact
+/// percentiles across ranks would need the histograms; the worst rank's is the honest bound).
+fn merge_phase(phases: &[&OpResult]) -> OpResult {
+    let mut merged = phases[0].clone();
+    for r in &phases[1..] {
+        merged.workers += r.workers;
+        merged.ops += r.ops;
+        merged.bytes += r.bytes;
+        merged.keys += r.keys;
+        merged.errors += r.errors;
+        if merged.first_error.is_none() {
+            merged.first_error.clone_from(&r.first_error);
+        }
+        merged.seconds = merged.seconds.max(r.seconds);
+        merged.ops_per_s += r.ops_per_s;
+        merged.mib_per_s += r.mib_per_s;
+        merged.keys_per_s += r.keys_per_s;
+        merged.p50_us = merged.p50_us.max(r.p50_us);
+        merged.p99_us = merged.p99_us.max(r.p99_us);
+        merged.max_us = merged.max_us.max(r.max_us);
+    }
+    merged
+}
+
+/// Merges the ranks' reports phase by phase; every rank must have run the same phases.
+pub fn merge(reports: Vec<Report>) -> Result<Report, String> {
+    let Some(first) = reports.first() else {
+        return Err("no rank reported".into());
+    };
+    let same_phase = |a: &OpResult, b: &OpResult| {
+        (&a.workload, &a.kind, a.op, a.object_size) == (&b.workload, &b.kind, b.op, b.object_size)
+    };
+    let mut results = Vec::with_capacity(first.results.len());
+    for (i, phase) in first.results.iter().enumerate() {
+        let mut phases = vec![phase];
+        for (rank, report) in reports.iter().enumerate().skip(1) {
+            match report.results.get(i) {
+                Some(other) if same_phase(phase, other) => phases.push(other),
+                _ => return Err(format!("rank {rank} did not run the same phases as rank 0 (phase {i})")),
+            }
+        }
+        results.push(merge_phase(&phases));
+    }
+    let mut streams = Vec::new();
+    let mut cosbench = Vec::new();
+    for report in &reports {
+        streams.extend(report.streams.iter().cloned());
+        cosbench.extend(report.cosbench.iter().cloned());
+    }
+    Ok(Report {
+        started_unix: reports.iter().map(|r| r.started_unix).min().unwrap_or(first.started_unix),
+        host: first.host.clone(),
+        durability: first.durability.clone(),
+        results,
+        streams,
+        cosbench,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Op;
+
+    #[test]
+    fn launcher_variables_give_rank_and_size() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(rank_and_size(env(&[("OMPI_COMM_WORLD_RANK", "3"), ("OMPI_COMM_WORLD_SIZE", "8")])), Some((3, 8)));
+        assert_eq!(rank_and_size(env(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2")])), Some((1, 2)));
+        // A single task, or a rank outside the size, is no team.
+        assert_eq!(rank_and_size(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")])), None);
+        assert_eq!(rank_and_size(env(&[("PMI_RANK", "4"), ("PMI_SIZE", "4")])), None);
+        assert_eq!(rank_and_size(env(&[])), None);
+    }
+
+    fn result(op: Op, ops: u64, ops_per_s: f64, p99_us: u64) -> OpResult {
+        OpResult { ops, p99_us, ..crate::workload::sample_result("posix", "ops", op, ops_per_s, 0.0, 0.0) }
+    }
+
+    #[test]
+    fn merged_phases_add_rates_and_keep_the_worst_latency() {
+        let report = |results| Report {
+            started_unix: 0,
+            host: "h".into(),
+            durability: "strict".into(),
+            results,
+            streams: vec![],
+            cosbench: vec![],
+        };
+        let merged =
+            merge(vec![report(vec![result(Op::Put, 100, 50.0, 900)]), report(vec![result(Op::Put, 300, 150.0, 400)])])
+                .unwrap();
+        let r = &merged.results[0];
+        assert_eq!((r.ops, r.ops_per_s, r.p99_us), (400, 200.0, 900));
+        assert!(
+            merge(vec![report(vec![result(Op::Put, 1, 1.0, 1)]), report(vec![result(Op::Get, 1, 1.0, 1)])]).is_err()
+        );
+    }
+}
