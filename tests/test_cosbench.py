@@ -26,7 +26,7 @@ def run(tmp_path, xml):
     root = tmp_path / "root"
     root.mkdir()
     out = tmp_path / "out.json"
-    r = subprocess.run([str(binary()), "bench", "cosbench", "--cosbench", str(xml), "--serve", str(root), "--target", f"embedded://{root}", "--json", str(out), "--durability", "relaxed"],
+    r = subprocess.run([str(binary()), "bench", "cosbench", str(xml), "--serve", str(root), "--target", f"embedded://{root}", "--json", str(out), "--durability", "relaxed"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout, json.loads(out.read_text())["cosbench"]

@@ -266,10 +266,25 @@ pub struct S3Target {
 const SIGN_FOR: Duration = Duration::from_secs(3600);
 
 impl S3Target {
+    /// A path-style target in us-east-1, the form every S3 server accepts (the gateway too).
     pub fn new(endpoint: &str, bucket: &str, access_key: &str, secret_key: &str) -> BenchResult<Self> {
+        Self::addressed(endpoint, bucket, access_key, secret_key, false, "us-east-1")
+    }
+
+    /// A target addressed as the endpoint wants: `virtual_host` puts the bucket in the host name
+    /// (bucket.host:port, as AWS prefers), and `region` is the one requests are signed for.
+    pub fn addressed(
+        endpoint: &str,
+        bucket: &str,
+        access_key: &str,
+        secret_key: &str,
+        virtual_host: bool,
+        region: &str,
+    ) -> BenchResult<Self> {
         let url: url::Url =
             endpoint.parse().map_err(|e| BenchError::Setup(format!("invalid endpoint {endpoint:?}: {e}")))?;
-        let bucket = rusty_s3::Bucket::new(url, rusty_s3::UrlStyle::Path, bucket.to_string(), "us-east-1")
+        let style = if virtual_host { rusty_s3::UrlStyle::VirtualHost } else { rusty_s3::UrlStyle::Path };
+        let bucket = rusty_s3::Bucket::new(url, style, bucket.to_string(), region.to_string())
             .map_err(|e| BenchError::Setup(format!("invalid endpoint or bucket: {e}")))?;
         Ok(Self {
             bucket,
@@ -517,5 +532,19 @@ impl Target for EmbeddedTarget {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3_targets_address_buckets_by_path_or_host() {
+        let path = S3Target::new("http://127.0.0.1:9000", "b", "k", "s").unwrap();
+        assert_eq!(path.bucket.object_url("x/y").as_str(), "http://127.0.0.1:9000/b/x/y");
+        let host = S3Target::addressed("https://s3.example.org", "b", "k", "s", true, "eu-west-1").unwrap();
+        assert_eq!(host.bucket.object_url("x/y").as_str(), "https://b.s3.example.org/x/y");
+        assert_eq!(host.bucket.region(), "eu-west-1");
     }
 }

@@ -45,8 +45,8 @@ pub struct BenchArgs {
     /// The workload
     #[arg(value_enum, default_value = "ops")]
     pub workload: BenchWorkload,
-    /// compare: the `--json` result files
-    #[arg(value_name = "RESULT_FILES")]
+    /// compare: the `--json` result files; cosbench: the workload file
+    #[arg(value_name = "FILES")]
     pub results: Vec<PathBuf>,
     /// compare: also write the rows as CSV
     #[arg(long)]
@@ -57,7 +57,7 @@ pub struct BenchArgs {
     /// mdtest: files each rank (worker) creates
     #[arg(long, default_value_t = 1000)]
     pub files: usize,
-    /// cosbench: the workload file
+    /// cosbench: the workload file (or give it after `cosbench`)
     #[arg(long)]
     pub cosbench: Option<PathBuf>,
     /// md-workbench: datasets per rank
@@ -106,6 +106,13 @@ pub struct BenchArgs {
     /// strict: the baseline fsyncs files and directories as the gateway does; relaxed: no fsync
     #[arg(long, default_value = "strict")]
     pub durability: Durability,
+    /// Address http(s) targets virtual-host style (bucket.host), as AWS prefers; default is
+    /// path style (host/bucket), which every S3 server accepts
+    #[arg(long)]
+    pub virtual_host: bool,
+    /// Region http(s) targets sign requests for
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
     /// Bucket used on S3 and embedded targets
     #[arg(long, default_value = "isthmus-bench")]
     pub bucket: String,
@@ -203,7 +210,8 @@ fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedProce
     Err("the gateway did not start listening within 5 s".into())
 }
 
-fn open_target(url: &str, bucket: &str, durability: Durability) -> Result<Box<dyn Target>, String> {
+fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Target>, String> {
+    let durability = args.durability;
     if let Some(path) = url.strip_prefix("posix://") {
         return Ok(Box::new(PosixTarget { dir: PathBuf::from(path), sync: durability == Durability::Strict }));
     }
@@ -217,7 +225,8 @@ fn open_target(url: &str, bucket: &str, durability: Durability) -> Result<Box<dy
             .map_err(|_| "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
         let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
             .map_err(|_| "set AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
-        return Ok(Box::new(S3Target::new(url, bucket, &key, &secret).map_err(|e| e.to_string())?));
+        let target = S3Target::addressed(url, bucket, &key, &secret, args.virtual_host, &args.region);
+        return Ok(Box::new(target.map_err(|e| e.to_string())?));
     }
     Err(format!("unknown target {url:?}: use http://host:port, https://host:port, embedded:///path or posix:///path"))
 }
@@ -256,9 +265,17 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if args.workload == BenchWorkload::Compare {
         return compare(&args);
     }
-    if !args.results.is_empty() {
-        return Err(format!("unexpected file arguments {:?}: only `bench compare` takes files", args.results));
-    }
+    // `bench cosbench FILE.xml` names its workload file like `--cosbench FILE.xml` does.
+    let cosbench_file = match (&args.cosbench, &args.results[..]) {
+        (Some(file), []) => Some(file.clone()),
+        (None, [file]) if args.workload == BenchWorkload::Cosbench => Some(file.clone()),
+        (_, []) => None,
+        (_, files) => {
+            return Err(format!(
+                "unexpected file arguments {files:?}: only `bench compare` takes files, and `bench cosbench` one workload file"
+            ));
+        }
+    };
     let data_root = args.serve.clone().unwrap_or_else(|| PathBuf::from("./data"));
     if args.ranks == 0 {
         return Err("--ranks must be at least 1".into());
@@ -302,7 +319,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             (Some(path), Some(suffix)) => format!("posix://{}", Path::new(path).join(suffix).display()),
             _ => url.clone(),
         };
-        targets.push(open_target(&url, &bucket, args.durability)?);
+        targets.push(open_target(&url, &bucket, &args)?);
     }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
@@ -319,7 +336,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     };
     let mut cosbench = Vec::new();
     if args.workload == BenchWorkload::Cosbench {
-        let path = args.cosbench.as_ref().ok_or("the cosbench workload needs --cosbench FILE.xml")?;
+        let path =
+            cosbench_file.as_ref().ok_or("the cosbench workload needs its file: isthmus bench cosbench FILE.xml")?;
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let workload =
             isthmus_bench::cosbench::CosbenchWorkload::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -328,7 +346,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             && let (Some(endpoint), Some(key), Some(secret)) =
                 (&workload.endpoint, &workload.access_key, &workload.secret_key)
         {
-            targets.push(Box::new(S3Target::new(endpoint, &bucket, key, secret).map_err(|e| e.to_string())?));
+            let target = S3Target::addressed(endpoint, &bucket, key, secret, args.virtual_host, &args.region);
+            targets.push(Box::new(target.map_err(|e| e.to_string())?));
         }
         for target in &targets {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
