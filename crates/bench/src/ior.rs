@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::target::{BenchResult, Target};
+use crate::team::PhaseBarrier;
 use crate::workload::{Op, OpResult, Tally, on_workers, payload, result_of};
 
 /// The IO500 transfer sizes.
@@ -57,6 +58,12 @@ pub struct Ior {
 impl Ior {
     /// Write and read phases (op Put and Get in the results).
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
+        self.run_synced(target, &mut || Ok(()))
+    }
+
+    /// As `run`, calling `between_phases` before each timed phase after the first, so that
+    /// ranks in other processes start every phase together.
+    pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
         let ranks = self.ranks.max(1);
         let (variant, transfers) = (self.variant, self.transfers);
         let size = variant.transfer();
@@ -80,6 +87,7 @@ impl Ior {
         })?;
         results.push(result_of(target, variant.name(), Op::Put, size, ranks, tally, start.elapsed().as_secs_f64()));
 
+        between_phases()?;
         let start = Instant::now();
         let tally = on_workers(target, ranks, |rank, conn| {
             let mut t = Tally::new();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::target::{BenchResult, Target};
+use crate::team::PhaseBarrier;
 use crate::workload::{Op, OpResult, Tally, on_workers, result_of};
 
 /// The IO500 size of an mdtest-hard file.
@@ -60,6 +61,12 @@ impl Mdtest {
     /// Runs the four phases; returns one result per phase (create = put, stat = head,
     /// read = get, delete = delete).
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
+        self.run_synced(target, &mut || Ok(()))
+    }
+
+    /// As `run`, calling `between_phases` before each timed phase after the first, so that
+    /// ranks in other processes start every phase together.
+    pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
         let ranks = self.ranks.max(1);
         let variant = self.variant;
         let size = variant.size();
@@ -86,6 +93,7 @@ impl Mdtest {
         results.push(result_of(target, variant.name(), Op::Put, size, ranks, tally, start.elapsed().as_secs_f64()));
 
         for op in [Op::Head, Op::Get, Op::Delete] {
+            between_phases()?;
             let start = Instant::now();
             let tally = on_workers(target, ranks, |rank, conn| {
                 let mut t = Tally::new();

@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use crate::target::{BenchResult, Target};
+use crate::team::PhaseBarrier;
 use crate::workload::{Op, OpResult, Tally, on_workers, result_of};
 
 /// MD-Workbench's default object size.
@@ -29,6 +30,12 @@ impl MdWorkbench {
     /// Results: `md-workbench-precreate` put, then `md-workbench` head, get, delete and put of
     /// the benchmark phase (each with its own latency statistics), then the untimed cleanup.
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
+        self.run_synced(target, &mut || Ok(()))
+    }
+
+    /// As `run`, calling `between_phases` before each timed phase after the first, so that
+    /// ranks in other processes start every phase together.
+    pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
         let ranks = self.ranks.max(1);
         let data = vec![0x42u8; OBJECT_SIZE as usize];
         let mut results = Vec::new();
@@ -56,6 +63,7 @@ impl MdWorkbench {
 
         // One tally per operation type, merged across ranks.
         let phase_tallies = std::sync::Mutex::new(Vec::<[Tally; 4]>::new());
+        between_phases()?;
         let start = Instant::now();
         on_workers(target, ranks, |rank, conn| {
             let owner = (rank + 1) % ranks;

@@ -18,6 +18,9 @@ pub const RANK_VAR: &str = "ISTHMUS_BENCH_RANK";
 pub const SIZE_VAR: &str = "ISTHMUS_BENCH_SIZE";
 pub const SYNC_VAR: &str = "ISTHMUS_BENCH_SYNC";
 
+/// Called between the timed phases of a workload; a team's barrier, or nothing for one process.
+pub type PhaseBarrier<'a> = &'a mut dyn FnMut() -> BenchResult<()>;
+
 /// How long a rank waits at a barrier for the others before giving up.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(1800);
 

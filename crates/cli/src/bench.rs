@@ -149,6 +149,11 @@ fn start_phase(team: &mut Option<Team>, message: String) -> Result<Progress, Str
     Ok(announce(message))
 }
 
+/// The barrier between a workload's phases: the team's, or none when running alone.
+fn team_barrier(team: &mut Option<Team>) -> isthmus_bench::BenchResult<()> {
+    team.as_mut().map_or(Ok(()), Team::barrier)
+}
+
 fn announce(message: String) -> Progress {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{message}");
@@ -375,7 +380,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     objects: args.files,
                     iterations: args.iterations,
                 };
-                results.extend(run.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?);
+                results.extend(
+                    run.run_synced(target.as_ref(), &mut || team_barrier(&mut team))
+                        .map_err(|e| format!("{}: {e}", target.describe()))?,
+                );
             }
         }
     }
@@ -420,7 +428,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         target.describe()
                     ),
                 )?;
-                results.extend(Ior { variant, ranks, transfers: args.transfers }.run(target.as_ref()).map_err(fail)?);
+                let run = Ior { variant, ranks, transfers: args.transfers };
+                results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
             }
             for &variant in mdtests {
                 let _progress = start_phase(
@@ -433,7 +442,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     ),
                 )?;
                 let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
-                results.extend(run.run(target.as_ref()).map_err(fail)?);
+                results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
             }
         }
     }
