@@ -124,16 +124,7 @@ mod tests {
         crate::workload::sample_result(kind, "ops", op, ops_per_s, 0.0, 0.0)
     }
 
-    fn report(results: Vec<OpResult>) -> Report {
-        Report {
-            started_unix: 0,
-            host: "h".into(),
-            durability: "strict".into(),
-            results,
-            streams: vec![],
-            cosbench: vec![],
-        }
-    }
+    use crate::report::sample_report as report;
 
     #[test]
     fn each_file_is_compared_with_its_own_baseline() {

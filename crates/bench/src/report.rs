@@ -23,6 +23,19 @@ pub struct Report {
     pub cosbench: Vec<crate::cosbench::StageReport>,
 }
 
+/// A report holding just these results, for tests.
+#[cfg(test)]
+pub(crate) fn sample_report(results: Vec<OpResult>) -> Report {
+    Report {
+        started_unix: 0,
+        host: "h".into(),
+        durability: "strict".into(),
+        results,
+        streams: vec![],
+        cosbench: vec![],
+    }
+}
+
 /// The figure a workload is judged by: keys/s for listings, ops/s otherwise (for a fixed
 /// object size, the ops/s ratio is also the bandwidth ratio).
 pub fn figure(r: &OpResult) -> f64 {

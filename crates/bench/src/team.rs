@@ -215,14 +215,7 @@ mod tests {
 
     #[test]
     fn merged_phases_add_rates_and_keep_the_worst_latency() {
-        let report = |results| Report {
-            started_unix: 0,
-            host: "h".into(),
-            durability: "strict".into(),
-            results,
-            streams: vec![],
-            cosbench: vec![],
-        };
+        let report = crate::report::sample_report;
         let merged =
             merge(vec![report(vec![result(Op::Put, 100, 50.0, 900)]), report(vec![result(Op::Put, 300, 150.0, 400)])])
                 .unwrap();
