@@ -30,6 +30,8 @@ def test_io500_style_run(tmp_path):
                 assert r["errors"] == 0, r
                 assert r["ops"] == (6 if workload.startswith("ior") else 60), r
     assert phases[("s3", "ior-easy", "put")]["bytes"] == 6 * 2 * 1024 * 1024
+    # The IO500 runs mdtest on files only (-F): no directory phase enters the score.
+    assert not [r for r in report["results"] if r["op"] in ("mkdir", "statdir", "rename", "rmdir")]
     assert "NOT an official IO500 result" in stdout
     assert sum(1 for line in stdout.splitlines() if "kIOPS, score" in line) == 3
 
@@ -40,6 +42,13 @@ def test_streams(tmp_path):
     assert all(s["errors"] == 0 and s["streams"] == 3 and s["mean_mib_s"] > 0 for s in report["streams"])
 
 
+def test_streams_from_several_ranks_merge_into_one_row_per_phase(tmp_path):
+    stdout, report = bench(tmp_path, "streams", "--ranks", "2", "--workers", "2", "--size", "256KiB")
+    assert "2 ranks, results merged" in stdout
+    assert sorted((s["kind"], s["op"]) for s in report["streams"]) == sorted((k, op) for k in ("posix", "s3", "embedded") for op in ("put", "get"))
+    assert all(s["streams"] == 4 and s["errors"] == 0 for s in report["streams"])
+
+
 def test_md_workbench(tmp_path):
     _, report = bench(tmp_path, "md-workbench", "--workers", "2", "--datasets", "3", "--files", "10", "--iterations", "5")
     rows = [r for r in report["results"] if r["workload"] == "md-workbench"]
@@ -48,7 +57,7 @@ def test_md_workbench(tmp_path):
 
 
 def test_compare_result_files(tmp_path):
-    bench(tmp_path, "mdtest-easy", "--workers", "1", "--files", "20")
+    bench(tmp_path, "mdtest-easy", "--workers", "1", "--files", "20", "--files-only")
     first = tmp_path / "first.json"
     (tmp_path / "results.json").rename(first)
     csv, svg = tmp_path / "cmp.csv", tmp_path / "cmp.svg"
@@ -68,9 +77,12 @@ def test_ranks_run_as_processes_and_merge(tmp_path):
     stdout, report = bench(tmp_path, "mdtest-easy", "--ranks", "2", "--workers", "2", "--files", "25")
     assert "2 ranks, results merged" in stdout
     rows = {(r["kind"], r["op"]): r for r in report["results"]}
-    assert set(rows) == {(k, op) for k in ("posix", "s3", "embedded") for op in ("put", "head", "get", "delete")}
+    # Directory phases first (rename only on POSIX: S3 has none), then the file phases.
+    phases = ("mkdir", "statdir", "rmdir", "put", "head", "get", "delete")
+    assert set(rows) == {(k, op) for k in ("posix", "s3", "embedded") for op in phases} | {("posix", "rename")}
     for r in rows.values():
         assert r["errors"] == 0 and r["workers"] == 4 and r["ops"] == 2 * 2 * 25, r
+    assert "mdtest-easy dir rename" in stdout and "mdtest-easy dir create" in stdout
     # The sync directory with barriers and per-rank reports is gone afterwards.
     assert not [p for p in (tmp_path / "root" / ".isthmus").iterdir() if p.name.startswith("bench-sync")]
 
@@ -82,7 +94,7 @@ def test_launcher_ranks_meet_at_barriers(tmp_path):
     for rank in range(2):
         env = {**os.environ, "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2"}
         procs.append(subprocess.Popen(
-            [str(binary()), "bench", "mdtest-hard", "--workers", "1", "--files", "10", "--durability", "relaxed",
+            [str(binary()), "bench", "mdtest-hard", "--files-only", "--workers", "1", "--files", "10", "--durability", "relaxed",
              "--baseline", str(tmp_path / "posix"), "--sync-dir", str(sync), "--json", str(out)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))

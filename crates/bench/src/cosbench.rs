@@ -292,6 +292,9 @@ pub struct StageReport {
     pub stage: String,
     pub op: String,
     pub op_count: u64,
+    /// Operations that failed (Succ-Ratio is op_count over op_count + failed_count).
+    #[serde(default)]
+    pub failed_count: u64,
     pub byte_count: u64,
     pub avg_res_time_ms: f64,
     pub avg_proc_time_ms: f64,
@@ -301,6 +304,38 @@ pub struct StageReport {
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
+}
+
+impl StageReport {
+    /// Whether two reports are the same stage and operation on the same kind of target.
+    pub fn same_row(&self, other: &Self) -> bool {
+        (&self.kind, &self.stage, &self.op) == (&other.kind, &other.stage, &other.op)
+    }
+
+    /// One row for a stage several ranks ran together: counts, throughput and bandwidth add,
+    /// mean times are weighted by operations, percentiles are the worst rank's (an upper bound).
+    pub fn merge(rows: &[&Self]) -> Self {
+        let mut merged = rows[0].clone();
+        let weighted = |time: fn(&Self) -> f64| {
+            let ops: u64 = rows.iter().map(|r| r.op_count).sum();
+            if ops == 0 { 0.0 } else { rows.iter().map(|r| time(r) * r.op_count as f64).sum::<f64>() / ops as f64 }
+        };
+        merged.avg_res_time_ms = weighted(|r| r.avg_res_time_ms);
+        merged.avg_proc_time_ms = weighted(|r| r.avg_proc_time_ms);
+        for r in &rows[1..] {
+            merged.op_count += r.op_count;
+            merged.failed_count += r.failed_count;
+            merged.byte_count += r.byte_count;
+            merged.throughput_ops += r.throughput_ops;
+            merged.bandwidth_mb_s += r.bandwidth_mb_s;
+            merged.p50_ms = merged.p50_ms.max(r.p50_ms);
+            merged.p90_ms = merged.p90_ms.max(r.p90_ms);
+            merged.p99_ms = merged.p99_ms.max(r.p99_ms);
+        }
+        let total = merged.op_count + merged.failed_count;
+        merged.succ_ratio = if total == 0 { 1.0 } else { merged.op_count as f64 / total as f64 };
+        merged
+    }
 }
 
 #[derive(Default)]
@@ -345,8 +380,21 @@ fn key(config: &Config, container: u64, object: u64) -> String {
 
 /// Runs every stage on `target` and reports each.
 pub fn run(workload: &CosbenchWorkload, target: &dyn Target) -> BenchResult<Vec<StageReport>> {
+    run_synced(workload, target, &mut || Ok(()))
+}
+
+/// As `run`, calling `between_stages` before each stage after the first, so that ranks in other
+/// processes start every stage together, as COSBench's controller starts its drivers.
+pub fn run_synced(
+    workload: &CosbenchWorkload,
+    target: &dyn Target,
+    between_stages: crate::team::PhaseBarrier<'_>,
+) -> BenchResult<Vec<StageReport>> {
     let mut reports = Vec::new();
-    for stage in &workload.stages {
+    for (i, stage) in workload.stages.iter().enumerate() {
+        if i > 0 {
+            between_stages()?;
+        }
         for work in &stage.works {
             let stats = run_work(work, target).map_err(BenchError::Setup)?;
             let mut ops: Vec<_> = stats.into_iter().collect();
@@ -368,6 +416,7 @@ fn report_of(kind: &str, stage: &str, op: &str, stats: OpStats, seconds: f64) ->
         stage: stage.to_string(),
         op: op.to_string(),
         op_count: stats.ok,
+        failed_count: stats.failed,
         byte_count: stats.bytes,
         avg_res_time_ms: mean,
         avg_proc_time_ms: mean,
@@ -531,6 +580,31 @@ fn run_main(work: &Work, connections: &mut [Box<dyn Connection>], collected: &Mu
 mod tests {
     use super::*;
     use crate::target::PosixTarget;
+
+    #[test]
+    fn merged_ranks_add_counts_and_weight_times() {
+        let row = |ok: u64, failed: u64, avg: f64, p99: f64| StageReport {
+            kind: "s3".into(),
+            stage: "main".into(),
+            op: "read".into(),
+            op_count: ok,
+            failed_count: failed,
+            byte_count: ok * 10,
+            avg_res_time_ms: avg,
+            avg_proc_time_ms: avg,
+            throughput_ops: ok as f64,
+            bandwidth_mb_s: 1.0,
+            succ_ratio: ok as f64 / (ok + failed) as f64,
+            p50_ms: avg,
+            p90_ms: avg,
+            p99_ms: p99,
+        };
+        let merged = StageReport::merge(&[&row(30, 0, 1.0, 5.0), &row(10, 10, 5.0, 9.0)]);
+        assert_eq!((merged.op_count, merged.failed_count, merged.byte_count), (40, 10, 400));
+        assert!((merged.avg_res_time_ms - 2.0).abs() < 1e-9); // (30 x 1 + 10 x 5) / 40
+        assert!((merged.succ_ratio - 0.8).abs() < 1e-9);
+        assert_eq!((merged.throughput_ops, merged.bandwidth_mb_s, merged.p99_ms), (40.0, 2.0, 9.0));
+    }
 
     const SAMPLE: &str = r#"<?xml version="1.0" encoding="UTF-8" ?>
 <workload name="s3-sample" description="sample benchmark for s3">

@@ -148,8 +148,10 @@ pub fn io500_scores(results: &[OpResult]) -> Vec<Io500Score> {
             let mine = || results.iter().filter(move |r| r.kind == kind);
             let bw: Vec<f64> =
                 mine().filter(|r| r.workload.starts_with("ior-")).map(|r| r.mib_per_s / 1024.0).collect();
-            let md: Vec<f64> =
-                mine().filter(|r| r.workload.starts_with("mdtest-")).map(|r| r.ops_per_s / 1000.0).collect();
+            let md: Vec<f64> = mine()
+                .filter(|r| r.workload.starts_with("mdtest-") && !r.op.is_directory_op())
+                .map(|r| r.ops_per_s / 1000.0)
+                .collect();
             let (b, m) = (geomean(&bw), geomean(&md));
             Io500Score { kind: kind.to_string(), bandwidth_gib_s: b, metadata_kiops: m, score: (b * m).sqrt() }
         })

@@ -1,15 +1,16 @@
 //! mdtest, in the two forms the IO500 defines: `easy` (each rank works in its own directory on
-//! empty files) and `hard` (all ranks share one directory, files of 3901 bytes). Phases run one
-//! after the other with a barrier between them — create, stat, read, delete — and each is
-//! timed on its own. An optional stonewall ends the create phase early; the later phases then
-//! work on the files that were created.
+//! empty files) and `hard` (all ranks share one directory, files of 3901 bytes). As mdtest does
+//! without `-F`, the directory phases come first — create, stat, rename (POSIX only: S3 has no
+//! rename), remove — then the file phases — create, stat, read, remove. Phases run one after
+//! the other with a barrier between them, each timed on its own. An optional stonewall ends the
+//! create phases early; the later phases then work on what was created.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::target::{BenchResult, Target};
+use crate::target::{BenchResult, Connection, Target};
 use crate::team::PhaseBarrier;
 use crate::workload::{Op, OpResult, Tally, on_workers, result_of};
 
@@ -40,11 +41,25 @@ impl Variant {
 
     /// The key of file `i` of rank `rank`.
     pub fn key(self, rank: usize, i: usize) -> String {
+        self.item(rank, "file", i)
+    }
+
+    /// The key of directory `i` of rank `rank`, beside the files.
+    pub fn dir_key(self, rank: usize, i: usize) -> String {
+        self.item(rank, "dir", i)
+    }
+
+    fn item(self, rank: usize, kind: &str, i: usize) -> String {
         match self {
-            Self::Easy => format!("mdtest-easy/rank{rank}/file.{i}"),
-            Self::Hard => format!("mdtest-hard/file.{rank}.{i}"),
+            Self::Easy => format!("mdtest-easy/rank{rank}/{kind}.{i}"),
+            Self::Hard => format!("mdtest-hard/{kind}.{rank}.{i}"),
         }
     }
+}
+
+/// The name the rename phase gives directory `key`.
+fn renamed(key: &str) -> String {
+    format!("{key}.renamed")
 }
 
 /// One mdtest run.
@@ -52,14 +67,25 @@ impl Variant {
 pub struct Mdtest {
     pub variant: Variant,
     pub ranks: usize,
+    /// Files, and directories, each rank creates (mdtest's `-n`).
     pub files_per_rank: usize,
-    /// Ends the create phase after this long (the IO500's stonewall); `None` creates all files.
+    /// Ends the create phases after this long (the IO500's stonewall); `None` creates all.
     pub stonewall: Option<Duration>,
+    /// Runs the directory phases before the file phases (the IO500 runs files only, `-F`).
+    pub directories: bool,
+}
+
+/// Which items a phase works on: a create phase makes each rank's own items and counts them;
+/// the later phases take the items another rank created.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Items {
+    Create,
+    Created,
 }
 
 impl Mdtest {
-    /// Runs the four phases; returns one result per phase (create = put, stat = head,
-    /// read = get, delete = delete).
+    /// Runs the phases; returns one result per phase (directories: mkdir, statdir, rename,
+    /// rmdir; files: create = put, stat = head, read = get, delete = delete).
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
         self.run_synced(target, &mut || Ok(()))
     }
@@ -67,56 +93,88 @@ impl Mdtest {
     /// As `run`, calling `between_phases` before each timed phase after the first, so that
     /// ranks in other processes start every phase together.
     pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
-        let ranks = self.ranks.max(1);
         let variant = self.variant;
         let size = variant.size();
         let data = vec![0x5au8; size as usize];
-        // How many files each rank created (the stonewall may stop it early); the later phases
-        // touch exactly those.
-        let created: Vec<AtomicUsize> = (0..ranks).map(|_| AtomicUsize::new(0)).collect();
-        let mut results = Vec::with_capacity(4);
+        let mut results = Vec::with_capacity(8);
+        let mut phase = |op: Op, items: Items, counts: &[AtomicUsize], action: &PhaseAction<'_>| {
+            if !results.is_empty() {
+                between_phases()?;
+            }
+            let object_size = if op.is_directory_op() { 0 } else { size };
+            results.push(self.timed_phase(target, op, object_size, items, counts, action)?);
+            BenchResult::Ok(())
+        };
 
+        if self.directories {
+            let made = self.counters();
+            let rename = target.renames();
+            phase(Op::Mkdir, Items::Create, &made, &|c, rank, i| c.mkdir(&variant.dir_key(rank, i)).map(|()| 0))?;
+            phase(Op::StatDir, Items::Created, &made, &|c, rank, i| c.stat_dir(&variant.dir_key(rank, i)).map(|()| 0))?;
+            if rename {
+                phase(Op::Rename, Items::Created, &made, &|c, rank, i| {
+                    let key = variant.dir_key(rank, i);
+                    c.rename_dir(&key, &renamed(&key)).map(|()| 0)
+                })?;
+            }
+            phase(Op::Rmdir, Items::Created, &made, &|c, rank, i| {
+                let key = variant.dir_key(rank, i);
+                c.rmdir(&if rename { renamed(&key) } else { key }).map(|()| 0)
+            })?;
+        }
+
+        let created = self.counters();
+        phase(Op::Put, Items::Create, &created, &|c, rank, i| c.put(&variant.key(rank, i), &data).map(|()| size))?;
+        phase(Op::Head, Items::Created, &created, &|c, rank, i| c.head(&variant.key(rank, i)).map(|()| 0))?;
+        phase(Op::Get, Items::Created, &created, &|c, rank, i| c.get(&variant.key(rank, i)))?;
+        phase(Op::Delete, Items::Created, &created, &|c, rank, i| c.delete(&variant.key(rank, i)).map(|()| 0))?;
+        Ok(results)
+    }
+
+    /// One counter per rank of the items it created.
+    fn counters(&self) -> Vec<AtomicUsize> {
+        (0..self.ranks.max(1)).map(|_| AtomicUsize::new(0)).collect()
+    }
+
+    /// Times one phase: every rank applies `action` to its items and the tallies merge.
+    fn timed_phase(
+        &self,
+        target: &dyn Target,
+        op: Op,
+        size: u64,
+        items: Items,
+        counts: &[AtomicUsize],
+        action: &PhaseAction<'_>,
+    ) -> BenchResult<OpResult> {
+        let ranks = counts.len();
         let start = Instant::now();
-        let deadline = self.stonewall.map(|d| start + d);
+        let deadline = self.stonewall.filter(|_| items == Items::Create).map(|d| start + d);
         let tally = on_workers(target, ranks, |rank, conn| {
             let mut t = Tally::new();
-            for i in 0..self.files_per_rank {
+            // Later phases work on another rank's items, as mdtest does, so no client reads
+            // what it just wrote from its own cache.
+            let (owner, count) = match items {
+                Items::Create => (rank, self.files_per_rank),
+                Items::Created => ((rank + 1) % ranks, counts[(rank + 1) % ranks].load(Ordering::Relaxed)),
+            };
+            for i in 0..count {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
                 let started = Instant::now();
-                t.record(started, conn.put(&variant.key(rank, i), &data).map(|()| (size, 0)));
-                created[rank].store(i + 1, Ordering::Relaxed);
+                t.record(started, action(conn, owner, i).map(|bytes| (bytes, 0)));
+                if items == Items::Create {
+                    counts[rank].store(i + 1, Ordering::Relaxed);
+                }
             }
             t
         })?;
-        results.push(result_of(target, variant.name(), Op::Put, size, ranks, tally, start.elapsed().as_secs_f64()));
-
-        for op in [Op::Head, Op::Get, Op::Delete] {
-            between_phases()?;
-            let start = Instant::now();
-            let tally = on_workers(target, ranks, |rank, conn| {
-                let mut t = Tally::new();
-                // Ranks work on another rank's files, as mdtest does, so no client reads what
-                // it just wrote from its own cache.
-                let owner = (rank + 1) % ranks;
-                for i in 0..created[owner].load(Ordering::Relaxed) {
-                    let key = variant.key(owner, i);
-                    let started = Instant::now();
-                    let outcome = match op {
-                        Op::Head => conn.head(&key).map(|()| (0, 0)),
-                        Op::Get => conn.get(&key).map(|n| (n, 0)),
-                        _ => conn.delete(&key).map(|()| (0, 0)),
-                    };
-                    t.record(started, outcome);
-                }
-                t
-            })?;
-            results.push(result_of(target, variant.name(), op, size, ranks, tally, start.elapsed().as_secs_f64()));
-        }
-        Ok(results)
+        Ok(result_of(target, self.variant.name(), op, size, ranks, tally, start.elapsed().as_secs_f64()))
     }
 }
+
+/// What a phase does to item `i` of rank `rank`; returns the bytes moved.
+type PhaseAction<'a> = dyn Fn(&mut dyn Connection, usize, usize) -> BenchResult<u64> + Sync + 'a;
 
 #[cfg(test)]
 mod tests {
@@ -134,7 +192,7 @@ mod tests {
         let target = PosixTarget { dir: dir.path().join("md"), sync: false };
         target.prepare().unwrap();
         for variant in [Variant::Easy, Variant::Hard] {
-            let run = Mdtest { variant, ranks: 3, files_per_rank: 40, stonewall: None };
+            let run = Mdtest { variant, ranks: 3, files_per_rank: 40, stonewall: None, directories: false };
             let results = run.run(&target).unwrap();
             let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
             assert_eq!(
@@ -171,10 +229,78 @@ mod tests {
             ranks: 2,
             files_per_rank: 10_000_000,
             stonewall: Some(Duration::from_millis(200)),
+            directories: true,
         };
         let results = run.run(&target).unwrap();
-        let created = results[0].ops;
-        assert!(created > 0 && created < 20_000_000);
-        assert!(results.iter().all(|r| r.ops == created && r.errors == 0));
+        // Four directory phases then four file phases, each group following its create phase.
+        assert_eq!(results.len(), 8);
+        for group in results.chunks(4) {
+            let created = group[0].ops;
+            assert!(created > 0 && created < 20_000_000);
+            assert!(group.iter().all(|r| r.ops == created && r.errors == 0), "{group:?}");
+        }
+    }
+
+    fn entries_named(dir: &std::path::Path, part: &str) -> usize {
+        std::fs::read_dir(dir).map_or(0, |rd| {
+            rd.flatten()
+                .map(|e| {
+                    let mine = usize::from(e.file_name().to_string_lossy().contains(part));
+                    mine + if e.path().is_dir() { entries_named(&e.path(), part) } else { 0 }
+                })
+                .sum()
+        })
+    }
+
+    #[test]
+    fn posix_directory_phases_create_stat_rename_and_remove_real_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = PosixTarget { dir: dir.path().join("md"), sync: true };
+        target.prepare().unwrap();
+        for variant in [Variant::Easy, Variant::Hard] {
+            let run = Mdtest { variant, ranks: 2, files_per_rank: 15, stonewall: None, directories: true };
+            let results = run.run(&target).unwrap();
+            let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
+            // Removing the renamed names succeeds only if the rename phase really renamed them.
+            assert_eq!(
+                ops,
+                [
+                    (Op::Mkdir, 30, 0),
+                    (Op::StatDir, 30, 0),
+                    (Op::Rename, 30, 0),
+                    (Op::Rmdir, 30, 0),
+                    (Op::Put, 30, 0),
+                    (Op::Head, 30, 0),
+                    (Op::Get, 30, 0),
+                    (Op::Delete, 30, 0),
+                ],
+                "{variant:?}"
+            );
+            assert_eq!(entries_named(&dir.path().join("md"), "dir."), 0);
+            assert_eq!(files_under(&dir.path().join("md")), 0);
+        }
+    }
+
+    #[test]
+    fn object_targets_make_directory_objects_and_skip_rename() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = isthmus_store::PosixStore::open(dir.path(), isthmus_store::StoreOptions::default()).unwrap();
+        let target = crate::target::EmbeddedTarget { store: std::sync::Arc::new(store), bucket: "mdtest".into() };
+        target.prepare().unwrap();
+        // A directory object is a real directory in the bucket.
+        let mut conn = target.connect().unwrap();
+        conn.mkdir("a/b").unwrap();
+        assert!(dir.path().join("mdtest/a/b").is_dir());
+        conn.stat_dir("a/b").unwrap();
+        assert!(conn.stat_dir("a/missing").is_err());
+        conn.rmdir("a/b").unwrap();
+        assert!(!dir.path().join("mdtest/a/b").exists());
+
+        let run = Mdtest { variant: Variant::Hard, ranks: 2, files_per_rank: 10, stonewall: None, directories: true };
+        let results = run.run(&target).unwrap();
+        let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
+        // Stat fails on a directory that does not exist, so 20 successful stats mean 20 directories.
+        assert_eq!(ops[..3], [(Op::Mkdir, 20, 0), (Op::StatDir, 20, 0), (Op::Rmdir, 20, 0)]);
+        assert_eq!(entries_named(&dir.path().join("mdtest"), "dir."), 0);
     }
 }

@@ -55,7 +55,8 @@ pub fn ratio_to_posix(results: &[OpResult], r: &OpResult) -> Option<f64> {
     (base > 0.0).then(|| figure(r) / base)
 }
 
-/// "put", or for mdtest "mdtest-easy create" (create, stat, read, delete).
+/// "put", or for mdtest "mdtest-easy create" (create, stat, read, delete; "dir create", "dir stat",
+/// "dir rename", "dir remove" for its directory phases).
 pub fn phase_name(r: &OpResult) -> String {
     if r.workload == "ops" {
         return r.op.to_string();
@@ -68,6 +69,10 @@ pub fn phase_name(r: &OpResult) -> String {
         Op::Get => "read",
         Op::Delete => "delete",
         Op::List => "list",
+        Op::Mkdir => "dir create",
+        Op::StatDir => "dir stat",
+        Op::Rename => "dir rename",
+        Op::Rmdir => "dir remove",
     };
     format!("{} {phase}", r.workload)
 }
@@ -84,7 +89,7 @@ impl Report {
                 ratio_to_posix(&self.results, r).map_or_else(|| "-".to_string(), |x| format!("{:.1} %", x * 100.0));
             table.add_row([
                 phase_name(r),
-                if r.op == Op::List { "-".into() } else { format_size(r.object_size) },
+                if r.op == Op::List || r.op.is_directory_op() { "-".into() } else { format_size(r.object_size) },
                 r.workers.to_string(),
                 r.kind.clone(),
                 format!("{:.0}", r.ops_per_s),

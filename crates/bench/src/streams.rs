@@ -28,6 +28,38 @@ pub struct StreamsResult {
     pub aggregate_mib_s: f64,
 }
 
+impl StreamsResult {
+    /// Whether two results are the same phase on the same kind of target.
+    pub fn same_row(&self, other: &Self) -> bool {
+        (&self.kind, self.op, self.object_size) == (&other.kind, other.op, other.object_size)
+    }
+
+    /// One result for a phase several ranks ran together, as if all their streams were one
+    /// run: the per-stream mean and sigma pool the ranks' streams, aggregates add, and p99 is
+    /// the worst rank's (an upper bound; the exact one needs every stream's time).
+    pub fn merge(rows: &[&Self]) -> Self {
+        let mut merged = rows[0].clone();
+        let streams: usize = rows.iter().map(|r| r.streams).sum();
+        let n = streams.max(1) as f64;
+        let mean = rows.iter().map(|r| r.mean_mib_s * r.streams as f64).sum::<f64>() / n;
+        let variance = rows
+            .iter()
+            .map(|r| r.streams as f64 * (r.sigma_mib_s.powi(2) + (r.mean_mib_s - mean).powi(2)))
+            .sum::<f64>()
+            / n;
+        merged.streams = streams;
+        merged.mean_mib_s = mean;
+        merged.sigma_mib_s = variance.sqrt();
+        for r in &rows[1..] {
+            merged.errors += r.errors;
+            merged.p99_seconds = merged.p99_seconds.max(r.p99_seconds);
+            merged.max_seconds = merged.max_seconds.max(r.max_seconds);
+            merged.aggregate_mib_s += r.aggregate_mib_s;
+        }
+        merged
+    }
+}
+
 fn summarise(
     kind: &str,
     op: Op,
@@ -60,10 +92,24 @@ fn summarise(
 
 /// Writes then reads `streams` objects of `size` bytes in parallel.
 pub fn run_streams(target: &dyn Target, streams: usize, size: u64) -> BenchResult<Vec<StreamsResult>> {
+    run_streams_synced(target, streams, size, &mut || Ok(()))
+}
+
+/// As `run_streams`, calling `between_phases` before the read phase, so that ranks in other
+/// processes read only once all have written.
+pub fn run_streams_synced(
+    target: &dyn Target,
+    streams: usize,
+    size: u64,
+    between_phases: crate::team::PhaseBarrier<'_>,
+) -> BenchResult<Vec<StreamsResult>> {
     let streams = streams.max(1);
     let data = payload(size);
     let mut results = Vec::with_capacity(2);
     for op in [Op::Put, Op::Get] {
+        if op == Op::Get {
+            between_phases()?;
+        }
         let mut connections = (0..streams).map(|_| target.connect()).collect::<BenchResult<Vec<_>>>()?;
         let times = Mutex::new(Vec::with_capacity(streams));
         let errors = Mutex::new(0u64);
@@ -118,6 +164,20 @@ mod tests {
         assert_eq!(r.max_seconds, 1.0);
         assert_eq!(r.p99_seconds, 1.0);
         assert!((r.aggregate_mib_s - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn merged_ranks_pool_their_streams() {
+        // Rates 1 and 2 MiB/s on one rank, 4 MiB/s on the other: as one run of three streams.
+        let a = summarise("s3", Op::Get, 2, 1 << 20, vec![1.0, 0.5], 1, 1.0);
+        let b = summarise("s3", Op::Get, 1, 1 << 20, vec![0.25], 0, 0.25);
+        let whole = summarise("s3", Op::Get, 3, 1 << 20, vec![1.0, 0.5, 0.25], 1, 1.0);
+        let merged = StreamsResult::merge(&[&a, &b]);
+        assert_eq!((merged.streams, merged.errors, merged.max_seconds), (3, 1, 1.0));
+        assert!((merged.mean_mib_s - whole.mean_mib_s).abs() < 1e-9);
+        assert!((merged.sigma_mib_s - whole.sigma_mib_s).abs() < 1e-9);
+        assert!((merged.aggregate_mib_s - (2.0 + 4.0)).abs() < 1e-9);
+        assert!(a.same_row(&b) && !a.same_row(&summarise("s3", Op::Put, 1, 1 << 20, vec![1.0], 0, 1.0)));
     }
 
     #[test]

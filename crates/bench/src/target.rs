@@ -62,6 +62,32 @@ pub trait Connection: Send {
     fn remove_file(&mut self, key: &str, offsets: &[u64]) -> BenchResult<()> {
         offsets.iter().try_for_each(|&offset| self.delete(&fragment_key(key, offset)))
     }
+
+    /// Creates the directory `key` (mdtest's directory phases). Object targets store the empty
+    /// directory object `key/`, which S3 consoles show as a folder and Isthmus maps to a real
+    /// directory.
+    fn mkdir(&mut self, key: &str) -> BenchResult<()> {
+        self.put(&directory_key(key), &[])
+    }
+
+    fn stat_dir(&mut self, key: &str) -> BenchResult<()> {
+        self.head(&directory_key(key))
+    }
+
+    /// Removes the empty directory `key`.
+    fn rmdir(&mut self, key: &str) -> BenchResult<()> {
+        self.delete(&directory_key(key))
+    }
+
+    /// Renames the directory `from` to `to`, where `Target::renames` says the target can.
+    fn rename_dir(&mut self, from: &str, _to: &str) -> BenchResult<()> {
+        Err(BenchError::Setup(format!("cannot rename {from}: S3 has no rename operation")))
+    }
+}
+
+/// The object key of the directory `key`.
+fn directory_key(key: &str) -> String {
+    format!("{key}/")
 }
 
 /// The object key of the transfer at `offset` of the file `key`.
@@ -79,6 +105,11 @@ pub trait Target: Send + Sync {
     fn connect(&self) -> BenchResult<Box<dyn Connection>>;
     /// Removes what the run created.
     fn cleanup(&self) -> BenchResult<()>;
+    /// Whether connections can rename directories: S3 has no rename (a copy and a delete per
+    /// object is not one), so only POSIX targets run mdtest's rename phase.
+    fn renames(&self) -> bool {
+        false
+    }
 }
 
 const READ_BUF: usize = 1 << 20;
@@ -224,6 +255,34 @@ impl Connection for PosixConnection {
             _ => Ok(()),
         }
     }
+
+    fn mkdir(&mut self, key: &str) -> BenchResult<()> {
+        let path = self.dir.join(key);
+        match std::fs::create_dir(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(path.parent().expect("keys have a parent"))?;
+                std::fs::create_dir(&path)?;
+            }
+            result => result?,
+        }
+        self.fsync_parent(&path)
+    }
+
+    fn stat_dir(&mut self, key: &str) -> BenchResult<()> {
+        self.head(key)
+    }
+
+    fn rmdir(&mut self, key: &str) -> BenchResult<()> {
+        let path = self.dir.join(key);
+        std::fs::remove_dir(&path)?;
+        self.fsync_parent(&path)
+    }
+
+    fn rename_dir(&mut self, from: &str, to: &str) -> BenchResult<()> {
+        let to = self.dir.join(to);
+        std::fs::rename(self.dir.join(from), &to)?;
+        self.fsync_parent(&to)
+    }
 }
 
 impl Target for PosixTarget {
@@ -250,6 +309,9 @@ impl Target for PosixTarget {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }
+    }
+    fn renames(&self) -> bool {
+        true
     }
 }
 

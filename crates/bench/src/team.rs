@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::cosbench::StageReport;
 use crate::report::Report;
+use crate::streams::StreamsResult;
 use crate::target::{BenchError, BenchResult};
 use crate::workload::OpResult;
 
@@ -164,31 +166,40 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, String> {
     let same_phase = |a: &OpResult, b: &OpResult| {
         (&a.workload, &a.kind, a.op, a.object_size) == (&b.workload, &b.kind, b.op, b.object_size)
     };
-    let mut results = Vec::with_capacity(first.results.len());
-    for (i, phase) in first.results.iter().enumerate() {
-        let mut phases = vec![phase];
-        for (rank, report) in reports.iter().enumerate().skip(1) {
-            match report.results.get(i) {
-                Some(other) if same_phase(phase, other) => phases.push(other),
-                _ => return Err(format!("rank {rank} did not run the same phases as rank 0 (phase {i})")),
-            }
-        }
-        results.push(merge_phase(&phases));
-    }
-    let mut streams = Vec::new();
-    let mut cosbench = Vec::new();
-    for report in &reports {
-        streams.extend(report.streams.iter().cloned());
-        cosbench.extend(report.cosbench.iter().cloned());
-    }
     Ok(Report {
         started_unix: reports.iter().map(|r| r.started_unix).min().unwrap_or(first.started_unix),
         host: first.host.clone(),
         durability: first.durability.clone(),
-        results,
-        streams,
-        cosbench,
+        results: merge_rows(&reports, |r| &r.results, same_phase, merge_phase)?,
+        streams: merge_rows(&reports, |r| &r.streams, StreamsResult::same_row, StreamsResult::merge)?,
+        cosbench: merge_rows(&reports, |r| &r.cosbench, StageReport::same_row, StageReport::merge)?,
     })
+}
+
+/// Merges row `i` of every rank's `rows` into row `i` of the result.
+fn merge_rows<T>(
+    reports: &[Report],
+    rows: fn(&Report) -> &Vec<T>,
+    same: impl Fn(&T, &T) -> bool,
+    merge: fn(&[&T]) -> T,
+) -> Result<Vec<T>, String> {
+    let first = rows(&reports[0]);
+    if let Some(rank) = reports.iter().position(|r| rows(r).len() != first.len()) {
+        return Err(format!("rank {rank} did not run as many phases as rank 0"));
+    }
+    let mut merged = Vec::with_capacity(first.len());
+    for (i, row) in first.iter().enumerate() {
+        let mut group = vec![row];
+        for (rank, report) in reports.iter().enumerate().skip(1) {
+            let other = &rows(report)[i];
+            if !same(row, other) {
+                return Err(format!("rank {rank} did not run the same phases as rank 0 (phase {i})"));
+            }
+            group.push(other);
+        }
+        merged.push(merge(&group));
+    }
+    Ok(merged)
 }
 
 #[cfg(test)]

@@ -19,6 +19,18 @@ pub enum Op {
     Head,
     Delete,
     List,
+    /// mdtest's directory phases: create, stat, rename (POSIX only) and remove.
+    Mkdir,
+    StatDir,
+    Rename,
+    Rmdir,
+}
+
+impl Op {
+    /// Whether this is one of mdtest's directory operations rather than an object operation.
+    pub fn is_directory_op(self) -> bool {
+        matches!(self, Self::Mkdir | Self::StatDir | Self::Rename | Self::Rmdir)
+    }
 }
 
 impl std::str::FromStr for Op {
@@ -43,6 +55,10 @@ impl std::fmt::Display for Op {
             Self::Head => "head",
             Self::Delete => "delete",
             Self::List => "list",
+            Self::Mkdir => "mkdir",
+            Self::StatDir => "statdir",
+            Self::Rename => "rename",
+            Self::Rmdir => "rmdir",
         };
         f.write_str(name)
     }
@@ -225,6 +241,7 @@ impl Workload {
             }
             Op::List => populate(target, workers, self.objects.max(1), 0, |i| format!("{}o{i:08}", list_prefix()))?,
             Op::Put => {}
+            op => return Err(BenchError::Setup(format!("{op} is an mdtest phase, not a workload of its own"))),
         }
         let data = Arc::new(payload(if self.op == Op::Put { size } else { 0 }));
         let objects = self.objects.max(1);
@@ -251,6 +268,8 @@ impl Workload {
                         marker = next;
                         (0, keys as u64)
                     }),
+                    // Refused before the workers started.
+                    Op::Mkdir | Op::StatDir | Op::Rename | Op::Rmdir => break,
                 };
                 t.record(started, outcome);
                 n += 1;

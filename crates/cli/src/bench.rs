@@ -18,9 +18,10 @@ use isthmus_store::{Durability, PosixStore, StoreOptions};
 pub enum BenchWorkload {
     /// Single operations (--ops) with a fixed object size, for a duration
     Ops,
-    /// IO500 mdtest-easy: each rank creates, stats, reads and deletes empty files in its own directory
+    /// IO500 mdtest-easy: each rank creates, stats, (on POSIX) renames and removes directories,
+    /// then creates, stats, reads and deletes empty files, in its own directory
     MdtestEasy,
-    /// IO500 mdtest-hard: all ranks share one directory of 3901-byte files
+    /// IO500 mdtest-hard: as mdtest-easy, all ranks in one shared directory, files of 3901 bytes
     MdtestHard,
     /// IO500 ior-easy: a file per rank, 2 MiB transfers, write then read
     IorEasy,
@@ -72,6 +73,10 @@ pub struct BenchArgs {
     /// mdtest: stop the create phase after this long (the IO500 stonewall)
     #[arg(long, value_parser = parse_duration)]
     pub stonewall: Option<Duration>,
+    /// mdtest: skip the directory phases (mkdir, stat, rename on POSIX, rmdir) and time files
+    /// only, as mdtest -F does; io500 always runs files only, as the IO500 does
+    #[arg(long)]
+    pub files_only: bool,
     /// Targets besides the POSIX baseline: http(s)://host:port (keys from AWS_ACCESS_KEY_ID and
     /// AWS_SECRET_ACCESS_KEY), embedded:///path (the engine in-process) or posix:///path (raw
     /// file operations in another directory). Repeatable.
@@ -362,7 +367,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 format!("running COSBench workload {:?} on {}", workload.name, target.describe()),
             )?;
             cosbench.extend(
-                isthmus_bench::cosbench::run(&workload, target.as_ref())
+                isthmus_bench::cosbench::run_synced(&workload, target.as_ref(), &mut || team_barrier(&mut team))
                     .map_err(|e| format!("{}: {e}", target.describe()))?,
             );
         }
@@ -403,7 +408,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     ),
                 )?;
                 streams.extend(
-                    isthmus_bench::run_streams(target.as_ref(), n, size)
+                    isthmus_bench::run_streams_synced(target.as_ref(), n, size, &mut || team_barrier(&mut team))
                         .map_err(|e| format!("{}: {e}", target.describe()))?,
                 );
             }
@@ -441,7 +446,13 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         target.describe()
                     ),
                 )?;
-                let run = Mdtest { variant, ranks, files_per_rank: args.files, stonewall: args.stonewall };
+                let run = Mdtest {
+                    variant,
+                    ranks,
+                    files_per_rank: args.files,
+                    stonewall: args.stonewall,
+                    directories: !args.files_only && args.workload != BenchWorkload::Io500,
+                };
                 results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
             }
         }
