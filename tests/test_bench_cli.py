@@ -37,7 +37,14 @@ def test_io500_style_run(tmp_path):
 
 
 def test_streams(tmp_path):
-    _, report = bench(tmp_path, "streams", "--workers", "3", "--size", "1MiB")
+    csv = tmp_path / "streams.csv"
+    _, report = bench(tmp_path, "streams", "--workers", "3", "--size", "1MiB", "--csv", str(csv))
+    lines = csv.read_text().splitlines()
+    assert lines[0] == "file,phase,size,workers,target,figure,unit,percent_of_posix"
+    # Every phase on every target, POSIX included (at 100 %), as aggregate MiB/s.
+    assert sorted(tuple(line.split(",")[1:5:3]) for line in lines[1:]) == sorted((f"streams {p}", k) for k in ("posix", "s3", "embedded") for p in ("write", "read"))
+    assert all(line.split(",")[6] == "MiB/s" for line in lines[1:])
+    assert all(line.endswith(",100.00") for line in lines[1:] if ",posix," in line)
     assert {(s["kind"], s["op"]) for s in report["streams"]} == {(k, op) for k in ("posix", "s3", "embedded") for op in ("put", "get")}
     assert all(s["errors"] == 0 and s["streams"] == 3 and s["mean_mib_s"] > 0 for s in report["streams"])
 

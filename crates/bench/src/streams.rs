@@ -29,9 +29,9 @@ pub struct StreamsResult {
 }
 
 impl StreamsResult {
-    /// Whether two results are the same phase on the same kind of target.
-    pub fn same_row(&self, other: &Self) -> bool {
-        (&self.kind, self.op, self.object_size) == (&other.kind, other.op, other.object_size)
+    /// Whether `other` is the same phase with as many streams of the same size (on any target).
+    pub fn same_phase(&self, other: &Self) -> bool {
+        (self.op, self.streams, self.object_size) == (other.op, other.streams, other.object_size)
     }
 
     /// One result for a phase several ranks ran together, as if all their streams were one
@@ -177,7 +177,7 @@ mod tests {
         assert!((merged.mean_mib_s - whole.mean_mib_s).abs() < 1e-9);
         assert!((merged.sigma_mib_s - whole.sigma_mib_s).abs() < 1e-9);
         assert!((merged.aggregate_mib_s - (2.0 + 4.0)).abs() < 1e-9);
-        assert!(a.same_row(&b) && !a.same_row(&summarise("s3", Op::Put, 1, 1 << 20, vec![1.0], 0, 1.0)));
+        assert!(!a.same_phase(&b) && !b.same_phase(&summarise("s3", Op::Put, 1, 1 << 20, vec![1.0], 0, 1.0)));
     }
 
     #[test]

@@ -171,7 +171,12 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, String> {
         host: first.host.clone(),
         durability: first.durability.clone(),
         results: merge_rows(&reports, |r| &r.results, same_phase, merge_phase)?,
-        streams: merge_rows(&reports, |r| &r.streams, StreamsResult::same_row, StreamsResult::merge)?,
+        streams: merge_rows(
+            &reports,
+            |r| &r.streams,
+            |a: &StreamsResult, b| a.kind == b.kind && a.same_phase(b),
+            StreamsResult::merge,
+        )?,
         cosbench: merge_rows(&reports, |r| &r.cosbench, StageReport::same_row, StageReport::merge)?,
     })
 }

@@ -49,7 +49,8 @@ pub struct BenchArgs {
     /// compare: the `--json` result files; cosbench: the workload file
     #[arg(value_name = "FILES")]
     pub results: Vec<PathBuf>,
-    /// compare: also write the rows as CSV
+    /// Also write the results as CSV (compare: the compared rows; a run: every result, POSIX
+    /// included, with its % of POSIX)
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// compare: also draw "% of POSIX" as an SVG chart
@@ -259,7 +260,7 @@ fn compare(args: &BenchArgs) -> Result<(), String> {
             report,
         ));
     }
-    let rows = isthmus_bench::compare::rows(&files);
+    let rows = isthmus_bench::compare::rows(&files, false);
     println!("{}", isthmus_bench::compare::table(&rows));
     if let Some(path) = &args.csv {
         std::fs::write(path, isthmus_bench::compare::csv(&rows))
@@ -514,6 +515,13 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 s.kind, s.bandwidth_gib_s, s.metadata_kiops, s.score
             );
         }
+    }
+    if let Some(path) = &args.csv {
+        let name = args.json.as_ref().and_then(|p| p.file_name()).map_or("run".into(), |n| n.to_string_lossy());
+        let rows = isthmus_bench::compare::rows(&[(name.into_owned(), report.clone())], true);
+        std::fs::write(path, isthmus_bench::compare::csv(&rows))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("results written to {}", path.display());
     }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
