@@ -348,6 +348,7 @@ struct OpStats {
 
 impl OpStats {
     fn record(&mut self, micros: u64, outcome: BenchResult<u64>) {
+        crate::workload::count_done();
         match outcome {
             Ok(bytes) => {
                 self.ok += 1;

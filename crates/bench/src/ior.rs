@@ -56,6 +56,14 @@ pub struct Ior {
 }
 
 impl Ior {
+    /// The operations a run does (every transfer written and read, then the removals), for a
+    /// progress bar.
+    pub fn expected_operations(&self) -> u64 {
+        let ranks = self.ranks.max(1) as u64;
+        let removals = if self.variant == IorVariant::Easy { ranks } else { 1 };
+        2 * ranks * self.transfers as u64 + removals
+    }
+
     /// Write and read phases (op Put and Get in the results).
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
         self.run_synced(target, &mut || Ok(()))
@@ -175,7 +183,11 @@ mod tests {
         let target = PosixTarget { dir: dir.path().join("t"), sync: false };
         target.prepare().unwrap();
         for variant in [IorVariant::Easy, IorVariant::Hard] {
-            let results = Ior { variant, ranks: 2, transfers: 3 }.run(&target).unwrap();
+            let run = Ior { variant, ranks: 2, transfers: 3 };
+            let results = run.run(&target).unwrap();
+            // Writes and reads, then one removal per file (one shared file for hard).
+            let files = if variant == IorVariant::Easy { 2 } else { 1 };
+            assert_eq!(run.expected_operations(), results.iter().map(|r| r.ops).sum::<u64>() + files);
             assert_eq!(
                 results.iter().map(|r| (r.op, r.ops, r.errors)).collect::<Vec<_>>(),
                 [(Op::Put, 6, 0), (Op::Get, 6, 0)],

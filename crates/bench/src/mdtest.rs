@@ -131,6 +131,15 @@ impl Mdtest {
         Ok(results)
     }
 
+    /// The operations a run does when no stonewall stops it early, for a progress bar.
+    pub fn expected_operations(&self, target: &dyn Target) -> u64 {
+        let directory_phases = match (self.directories, target.renames()) {
+            (false, _) => 0,
+            (true, renames) => 3 + u64::from(renames),
+        };
+        (self.ranks.max(1) * self.files_per_rank) as u64 * (4 + directory_phases)
+    }
+
     /// One counter per rank of the items it created.
     fn counters(&self) -> Vec<AtomicUsize> {
         (0..self.ranks.max(1)).map(|_| AtomicUsize::new(0)).collect()
@@ -278,6 +287,7 @@ mod tests {
             );
             assert_eq!(entries_named(&dir.path().join("md"), "dir."), 0);
             assert_eq!(files_under(&dir.path().join("md")), 0);
+            assert_eq!(run.expected_operations(&target), results.iter().map(|r| r.ops).sum::<u64>());
         }
     }
 
@@ -301,6 +311,7 @@ mod tests {
         let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
         // Stat fails on a directory that does not exist, so 20 successful stats mean 20 directories.
         assert_eq!(ops[..3], [(Op::Mkdir, 20, 0), (Op::StatDir, 20, 0), (Op::Rmdir, 20, 0)]);
+        assert_eq!(run.expected_operations(&target), results.iter().map(|r| r.ops).sum::<u64>());
         assert_eq!(entries_named(&dir.path().join("mdtest"), "dir."), 0);
     }
 }

@@ -27,6 +27,12 @@ fn key(owner: usize, dataset: usize, n: usize) -> String {
 }
 
 impl MdWorkbench {
+    /// The operations a run does (pre-creation and the four of each benchmark step), for a
+    /// progress bar.
+    pub fn expected_operations(&self) -> u64 {
+        (self.ranks.max(1) * self.datasets * (self.objects + 4 * self.iterations)) as u64
+    }
+
     /// Results: `md-workbench-precreate` put, then `md-workbench` head, get, delete and put of
     /// the benchmark phase (each with its own latency statistics), then the untimed cleanup.
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
@@ -125,6 +131,7 @@ mod tests {
             assert_eq!((r.ops, r.errors), (2 * 4 * 3, 0), "{:?}", r.op);
         }
         assert_eq!(results[2].bytes, 2 * 4 * 3 * OBJECT_SIZE);
+        assert_eq!(run.expected_operations(), results.iter().map(|r| r.ops).sum::<u64>());
         let left: usize = walk(&dir.path().join("w"));
         assert_eq!(left, 0);
     }

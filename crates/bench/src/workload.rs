@@ -3,6 +3,7 @@
 //! delete or list) is not timed; each timed operation goes into a latency histogram.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -107,6 +108,15 @@ fn default_workload() -> String {
     "ops".to_string()
 }
 
+/// Operations this process has finished (timed or setup, in any workload, failed ones too),
+/// read by the command line's progress bar: one relaxed atomic add per operation.
+pub static OPERATIONS_DONE: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one finished operation for the progress bar.
+pub(crate) fn count_done() {
+    OPERATIONS_DONE.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Per-worker tallies.
 pub(crate) struct Tally {
     ops: u64,
@@ -130,6 +140,7 @@ impl Tally {
     }
 
     pub(crate) fn record(&mut self, started: Instant, outcome: BenchResult<(u64, u64)>) {
+        count_done();
         match outcome {
             Ok((bytes, keys)) => {
                 self.ops += 1;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
@@ -139,20 +140,21 @@ pub struct BenchArgs {
 /// "ENDPOINT ACCESS_KEY SECRET_KEY".
 const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
 
-/// Shows what is running: on a terminal a spinner with the elapsed time, cleared when the
-/// returned guard is dropped; otherwise one plain line.
-struct Progress(Option<indicatif::ProgressBar>);
+/// Shows what is running: on a terminal a bar of the operations done (of the expected number,
+/// when the workload knows it; a count and rate otherwise) with the elapsed time, cleared when
+/// the guard is dropped; otherwise one plain line.
+struct Progress(Option<(indicatif::ProgressBar, Arc<AtomicBool>, std::thread::JoinHandle<()>)>);
 
 /// Starts a timed phase: waits for the other ranks, if any, then shows what runs (only rank 0
-/// speaks, so a many-rank run prints one line per phase).
-fn start_phase(team: &mut Option<Team>, message: String) -> Result<Progress, String> {
+/// speaks, so a many-rank run prints one line per phase; its bar counts its own operations).
+fn start_phase(team: &mut Option<Team>, message: String, expected: Option<u64>) -> Result<Progress, String> {
     if let Some(team) = team {
         team.barrier().map_err(|e| e.to_string())?;
         if team.rank != 0 {
             return Ok(Progress(None));
         }
     }
-    Ok(announce(message))
+    Ok(announce(message, expected))
 }
 
 /// The barrier between a workload's phases: the team's, or none when running alone.
@@ -160,23 +162,43 @@ fn team_barrier(team: &mut Option<Team>) -> isthmus_bench::BenchResult<()> {
     team.as_mut().map_or(Ok(()), Team::barrier)
 }
 
-fn announce(message: String) -> Progress {
+fn announce(message: String, expected: Option<u64>) -> Progress {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{message}");
         return Progress(None);
     }
-    let bar = indicatif::ProgressBar::new_spinner();
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}") {
-        bar.set_style(style);
+    let template = match expected {
+        Some(_) => "{spinner} [{elapsed_precise}] {msg}\n  [{bar:40}] {human_pos}/{human_len} ops ({rate})",
+        None => "{spinner} [{elapsed_precise}] {msg}: {human_pos} ops ({rate})",
+    };
+    let bar = indicatif::ProgressBar::new(expected.unwrap_or(0));
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        let rate = |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{:.0} ops/s", state.per_sec());
+        };
+        bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
     }
     bar.set_message(message);
     bar.enable_steady_tick(Duration::from_millis(120));
-    Progress(Some(bar))
+    // The workloads count finished operations in one process-wide counter; follow it.
+    let done = &isthmus_bench::workload::OPERATIONS_DONE;
+    let base = done.load(Ordering::Relaxed);
+    let (follower, stop) = (bar.clone(), Arc::new(AtomicBool::new(false)));
+    let stopped = stop.clone();
+    let ticker = std::thread::spawn(move || {
+        while !stopped.load(Ordering::Relaxed) {
+            follower.set_position(done.load(Ordering::Relaxed) - base);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    Progress(Some((bar, stop, ticker)))
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        if let Some(bar) = self.0.take() {
+        if let Some((bar, stop, ticker)) = self.0.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = ticker.join();
             bar.finish_and_clear();
         }
     }
@@ -366,6 +388,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             let _progress = start_phase(
                 &mut team,
                 format!("running COSBench workload {:?} on {}", workload.name, target.describe()),
+                None,
             )?;
             cosbench.extend(
                 isthmus_bench::cosbench::run_synced(&workload, target.as_ref(), &mut || team_barrier(&mut team))
@@ -378,14 +401,17 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
             target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
             for &ranks in &args.workers {
-                let _progress =
-                    start_phase(&mut team, format!("running md-workbench ranks={ranks} on {}", target.describe()))?;
                 let run = isthmus_bench::MdWorkbench {
                     ranks,
                     datasets: args.datasets,
                     objects: args.files,
                     iterations: args.iterations,
                 };
+                let _progress = start_phase(
+                    &mut team,
+                    format!("running md-workbench ranks={ranks} on {}", target.describe()),
+                    Some(run.expected_operations()),
+                )?;
                 results.extend(
                     run.run_synced(target.as_ref(), &mut || team_barrier(&mut team))
                         .map_err(|e| format!("{}: {e}", target.describe()))?,
@@ -407,6 +433,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         isthmus_bench::units::format_size(size),
                         target.describe()
                     ),
+                    Some(2 * n as u64),
                 )?;
                 streams.extend(
                     isthmus_bench::run_streams_synced(target.as_ref(), n, size, &mut || team_barrier(&mut team))
@@ -425,6 +452,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         for target in &targets {
             let fail = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
             for &variant in iors {
+                let run = Ior { variant, ranks, transfers: args.transfers };
                 let _progress = start_phase(
                     &mut team,
                     format!(
@@ -433,11 +461,18 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         args.transfers,
                         target.describe()
                     ),
+                    Some(run.expected_operations()),
                 )?;
-                let run = Ior { variant, ranks, transfers: args.transfers };
                 results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
             }
             for &variant in mdtests {
+                let run = Mdtest {
+                    variant,
+                    ranks,
+                    files_per_rank: args.files,
+                    stonewall: args.stonewall,
+                    directories: !args.files_only && args.workload != BenchWorkload::Io500,
+                };
                 let _progress = start_phase(
                     &mut team,
                     format!(
@@ -446,14 +481,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         args.files,
                         target.describe()
                     ),
+                    Some(run.expected_operations(target.as_ref())),
                 )?;
-                let run = Mdtest {
-                    variant,
-                    ranks,
-                    files_per_rank: args.files,
-                    stonewall: args.stonewall,
-                    directories: !args.files_only && args.workload != BenchWorkload::Io500,
-                };
                 results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
             }
         }
@@ -481,6 +510,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                             isthmus_bench::units::format_size(size),
                             target.describe()
                         ),
+                        None,
                     )?;
                     let result = workload.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?;
                     results.push(result);
