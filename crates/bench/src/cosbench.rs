@@ -381,7 +381,7 @@ fn key(config: &Config, container: u64, object: u64) -> String {
 
 /// Runs every stage on `target` and reports each.
 pub fn run(workload: &CosbenchWorkload, target: &dyn Target) -> BenchResult<Vec<StageReport>> {
-    run_synced(workload, target, &mut || Ok(()))
+    run_synced(workload, target, &mut None::<crate::team::Team>)
 }
 
 /// As `run`, calling `between_stages` before each stage after the first, so that ranks in other
@@ -394,7 +394,7 @@ pub fn run_synced(
     let mut reports = Vec::new();
     for (i, stage) in workload.stages.iter().enumerate() {
         if i > 0 {
-            between_stages()?;
+            between_stages.barrier()?;
         }
         for work in &stage.works {
             let stats = run_work(work, target).map_err(BenchError::Setup)?;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::target::{BenchResult, Target};
-use crate::team::PhaseBarrier;
+use crate::team::{PhaseBarrier, RankSpan, Team};
 use crate::workload::{Op, OpResult, Tally, on_workers, payload, result_of};
 
 /// The IO500 transfer sizes.
@@ -66,20 +66,23 @@ impl Ior {
 
     /// Write and read phases (op Put and Get in the results).
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
-        self.run_synced(target, &mut || Ok(()))
+        self.run_synced(target, &mut None::<Team>)
     }
 
-    /// As `run`, calling `between_phases` before each timed phase after the first, so that
-    /// ranks in other processes start every phase together.
-    pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
-        let ranks = self.ranks.max(1);
+    /// As `run`, as one process of several: `self.ranks` workers here are ranks among all
+    /// processes' workers (so ior-hard's file is shared by all), and the read phase and the
+    /// removal start at a barrier.
+    pub fn run_synced(&self, target: &dyn Target, phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
+        let span = RankSpan::of(phases, self.ranks);
+        let (workers, ranks) = (span.workers, span.total);
         let (variant, transfers) = (self.variant, self.transfers);
         let size = variant.transfer();
         let data = payload(size);
         let mut results = Vec::with_capacity(2);
 
         let start = Instant::now();
-        let tally = on_workers(target, ranks, |rank, conn| {
+        let tally = on_workers(target, workers, |w, conn| {
+            let rank = span.rank(w);
             let mut t = Tally::new();
             let mut file = String::new();
             for i in 0..transfers {
@@ -93,11 +96,12 @@ impl Ior {
             }
             t
         })?;
-        results.push(result_of(target, variant.name(), Op::Put, size, ranks, tally, start.elapsed().as_secs_f64()));
+        results.push(result_of(target, variant.name(), Op::Put, size, workers, tally, start.elapsed().as_secs_f64()));
 
-        between_phases()?;
+        phases.barrier()?;
         let start = Instant::now();
-        let tally = on_workers(target, ranks, |rank, conn| {
+        let tally = on_workers(target, workers, |w, conn| {
+            let rank = span.rank(w);
             let mut t = Tally::new();
             let owner = (rank + 1) % ranks;
             for i in 0..transfers {
@@ -107,10 +111,13 @@ impl Ior {
             }
             t
         })?;
-        results.push(result_of(target, variant.name(), Op::Get, size, ranks, tally, start.elapsed().as_secs_f64()));
+        results.push(result_of(target, variant.name(), Op::Get, size, workers, tally, start.elapsed().as_secs_f64()));
 
-        // Untimed cleanup: each rank removes its own transfers (the shared file once).
-        on_workers(target, ranks, |rank, conn| {
+        // Untimed cleanup, once every rank has read: each rank removes its own transfers (the
+        // shared file once).
+        phases.barrier()?;
+        on_workers(target, workers, |w, conn| {
+            let rank = span.rank(w);
             let mut t = Tally::new();
             let offsets: Vec<u64> = (0..transfers).map(|i| variant.place(rank, ranks, i).1).collect();
             let (key, _) = variant.place(rank, ranks, 0);

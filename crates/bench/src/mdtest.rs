@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::target::{BenchResult, Connection, Target};
-use crate::team::PhaseBarrier;
+use crate::team::{PhaseBarrier, RankSpan, Team};
 use crate::workload::{Op, OpResult, Tally, on_workers, result_of};
 
 /// The IO500 size of an mdtest-hard file.
@@ -87,27 +87,37 @@ impl Mdtest {
     /// Runs the phases; returns one result per phase (directories: mkdir, statdir, rename,
     /// rmdir; files: create = put, stat = head, read = get, delete = delete).
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
-        self.run_synced(target, &mut || Ok(()))
+        self.run_synced(target, &mut None::<Team>)
     }
 
-    /// As `run`, calling `between_phases` before each timed phase after the first, so that
-    /// ranks in other processes start every phase together.
-    pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
+    /// As `run`, as one process of several: `self.ranks` workers here are ranks among all
+    /// processes' workers (so mdtest-hard's directory is shared by all), every timed phase after
+    /// the first starts at a barrier, and the counts of files created before the stonewall are
+    /// shared so each rank works on what another created.
+    pub fn run_synced(&self, target: &dyn Target, phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
+        let span = RankSpan::of(phases, self.ranks);
         let variant = self.variant;
         let size = variant.size();
         let data = vec![0x5au8; size as usize];
         let mut results = Vec::with_capacity(8);
         let mut phase = |op: Op, items: Items, counts: &[AtomicUsize], action: &PhaseAction<'_>| {
             if !results.is_empty() {
-                between_phases()?;
+                phases.barrier()?;
             }
             let object_size = if op.is_directory_op() { 0 } else { size };
-            results.push(self.timed_phase(target, op, object_size, items, counts, action)?);
+            results.push(self.timed_phase(target, span, op, object_size, items, counts, action)?);
+            if items == Items::Create && span.total > span.workers {
+                let mine: Vec<u64> =
+                    counts[span.first..][..span.workers].iter().map(|c| c.load(Ordering::Relaxed) as u64).collect();
+                for (count, all) in counts.iter().zip(phases.all_gather(&mine)?) {
+                    count.store(all as usize, Ordering::Relaxed);
+                }
+            }
             BenchResult::Ok(())
         };
 
         if self.directories {
-            let made = self.counters();
+            let made = counters(span);
             let rename = target.renames();
             phase(Op::Mkdir, Items::Create, &made, &|c, rank, i| c.mkdir(&variant.dir_key(rank, i)).map(|()| 0))?;
             phase(Op::StatDir, Items::Created, &made, &|c, rank, i| c.stat_dir(&variant.dir_key(rank, i)).map(|()| 0))?;
@@ -123,7 +133,7 @@ impl Mdtest {
             })?;
         }
 
-        let created = self.counters();
+        let created = counters(span);
         phase(Op::Put, Items::Create, &created, &|c, rank, i| c.put(&variant.key(rank, i), &data).map(|()| size))?;
         phase(Op::Head, Items::Created, &created, &|c, rank, i| c.head(&variant.key(rank, i)).map(|()| 0))?;
         phase(Op::Get, Items::Created, &created, &|c, rank, i| c.get(&variant.key(rank, i)))?;
@@ -140,15 +150,12 @@ impl Mdtest {
         (self.ranks.max(1) * self.files_per_rank) as u64 * (4 + directory_phases)
     }
 
-    /// One counter per rank of the items it created.
-    fn counters(&self) -> Vec<AtomicUsize> {
-        (0..self.ranks.max(1)).map(|_| AtomicUsize::new(0)).collect()
-    }
-
     /// Times one phase: every rank applies `action` to its items and the tallies merge.
+    #[allow(clippy::too_many_arguments)]
     fn timed_phase(
         &self,
         target: &dyn Target,
+        span: RankSpan,
         op: Op,
         size: u64,
         items: Items,
@@ -158,7 +165,8 @@ impl Mdtest {
         let ranks = counts.len();
         let start = Instant::now();
         let deadline = self.stonewall.filter(|_| items == Items::Create).map(|d| start + d);
-        let tally = on_workers(target, ranks, |rank, conn| {
+        let tally = on_workers(target, span.workers, |w, conn| {
+            let rank = span.rank(w);
             let mut t = Tally::new();
             // Later phases work on another rank's items, as mdtest does, so no client reads
             // what it just wrote from its own cache.
@@ -178,8 +186,13 @@ impl Mdtest {
             }
             t
         })?;
-        Ok(result_of(target, self.variant.name(), op, size, ranks, tally, start.elapsed().as_secs_f64()))
+        Ok(result_of(target, self.variant.name(), op, size, span.workers, tally, start.elapsed().as_secs_f64()))
     }
+}
+
+/// One counter per rank, of all processes, of the items it created.
+fn counters(span: RankSpan) -> Vec<AtomicUsize> {
+    (0..span.total).map(|_| AtomicUsize::new(0)).collect()
 }
 
 /// What a phase does to item `i` of rank `rank`; returns the bytes moved.
@@ -313,5 +326,42 @@ mod tests {
         assert_eq!(ops[..3], [(Op::Mkdir, 20, 0), (Op::StatDir, 20, 0), (Op::Rmdir, 20, 0)]);
         assert_eq!(run.expected_operations(&target), results.iter().map(|r| r.ops).sum::<u64>());
         assert_eq!(entries_named(&dir.path().join("mdtest"), "dir."), 0);
+    }
+
+    #[test]
+    fn processes_share_mdtest_hard_and_the_stonewall_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = PosixTarget { dir: dir.path().join("md"), sync: false };
+        target.prepare().unwrap();
+        let run = Mdtest {
+            variant: Variant::Hard,
+            ranks: 2,
+            files_per_rank: 10_000_000,
+            stonewall: Some(Duration::from_millis(150)),
+            directories: false,
+        };
+        // Two processes of two workers: four ranks in one directory. Each rank stats, reads
+        // and removes the files of the next rank, two of which live in the other process, so
+        // every phase matches the creates only if the counts cross the processes.
+        let (run, target_ref) = (&run, &target);
+        let results: Vec<Vec<OpResult>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = crate::team::ThreadTeam::of(2)
+                .into_iter()
+                .map(|mut team| scope.spawn(move || run.run_synced(target_ref, &mut team).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let total = |phase: usize| {
+            results.iter().map(|r| (r[phase].ops, r[phase].errors)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let (created, _) = total(0);
+        assert!(created > 0);
+        for phase in 1..4 {
+            assert_eq!(total(phase), (created, 0), "phase {phase}");
+        }
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("md/mdtest-hard"))
+            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        assert!(names.is_empty(), "{names:?}");
     }
 }

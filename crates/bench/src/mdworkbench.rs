@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use crate::target::{BenchResult, Target};
-use crate::team::PhaseBarrier;
+use crate::team::{PhaseBarrier, RankSpan, Team};
 use crate::workload::{Op, OpResult, Tally, on_workers, result_of};
 
 /// MD-Workbench's default object size.
@@ -36,18 +36,21 @@ impl MdWorkbench {
     /// Results: `md-workbench-precreate` put, then `md-workbench` head, get, delete and put of
     /// the benchmark phase (each with its own latency statistics), then the untimed cleanup.
     pub fn run(&self, target: &dyn Target) -> BenchResult<Vec<OpResult>> {
-        self.run_synced(target, &mut || Ok(()))
+        self.run_synced(target, &mut None::<Team>)
     }
 
-    /// As `run`, calling `between_phases` before each timed phase after the first, so that
-    /// ranks in other processes start every phase together.
-    pub fn run_synced(&self, target: &dyn Target, between_phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
-        let ranks = self.ranks.max(1);
+    /// As `run`, as one process of several: `self.ranks` workers here are ranks among all
+    /// processes' workers (each works on the next rank's datasets, wherever it runs), and the
+    /// benchmark phase and the cleanup start at a barrier.
+    pub fn run_synced(&self, target: &dyn Target, phases: PhaseBarrier<'_>) -> BenchResult<Vec<OpResult>> {
+        let span = RankSpan::of(phases, self.ranks);
+        let (workers, ranks) = (span.workers, span.total);
         let data = vec![0x42u8; OBJECT_SIZE as usize];
         let mut results = Vec::new();
 
         let start = Instant::now();
-        let tally = on_workers(target, ranks, |rank, conn| {
+        let tally = on_workers(target, workers, |w, conn| {
+            let rank = span.rank(w);
             let mut t = Tally::new();
             for d in 0..self.datasets {
                 for n in 0..self.objects {
@@ -62,17 +65,17 @@ impl MdWorkbench {
             "md-workbench-precreate",
             Op::Put,
             OBJECT_SIZE,
-            ranks,
+            workers,
             tally,
             start.elapsed().as_secs_f64(),
         ));
 
         // One tally per operation type, merged across ranks.
         let phase_tallies = std::sync::Mutex::new(Vec::<[Tally; 4]>::new());
-        between_phases()?;
+        phases.barrier()?;
         let start = Instant::now();
-        on_workers(target, ranks, |rank, conn| {
-            let owner = (rank + 1) % ranks;
+        on_workers(target, workers, |w, conn| {
+            let owner = (span.rank(w) + 1) % ranks;
             let mut t = [Tally::new(), Tally::new(), Tally::new(), Tally::new()];
             for it in 0..self.iterations {
                 for d in 0..self.datasets {
@@ -98,10 +101,13 @@ impl MdWorkbench {
             }
         }
         for (op, tally) in [Op::Head, Op::Get, Op::Delete, Op::Put].into_iter().zip(merged) {
-            results.push(result_of(target, "md-workbench", op, OBJECT_SIZE, ranks, tally, seconds));
+            results.push(result_of(target, "md-workbench", op, OBJECT_SIZE, workers, tally, seconds));
         }
 
-        on_workers(target, ranks, |rank, conn| {
+        // Untimed cleanup, once every rank is done with the datasets it works on.
+        phases.barrier()?;
+        on_workers(target, workers, |w, conn| {
+            let rank = span.rank(w);
             for d in 0..self.datasets {
                 for n in self.iterations..self.objects + self.iterations {
                     let _ = conn.delete(&key(rank, d, n));

@@ -92,7 +92,7 @@ fn summarise(
 
 /// Writes then reads `streams` objects of `size` bytes in parallel.
 pub fn run_streams(target: &dyn Target, streams: usize, size: u64) -> BenchResult<Vec<StreamsResult>> {
-    run_streams_synced(target, streams, size, &mut || Ok(()))
+    run_streams_synced(target, streams, size, &mut None::<crate::team::Team>)
 }
 
 /// As `run_streams`, calling `between_phases` before the read phase, so that ranks in other
@@ -108,7 +108,7 @@ pub fn run_streams_synced(
     let mut results = Vec::with_capacity(2);
     for op in [Op::Put, Op::Get] {
         if op == Op::Get {
-            between_phases()?;
+            between_phases.barrier()?;
         }
         let mut connections = (0..streams).map(|_| target.connect()).collect::<BenchResult<Vec<_>>>()?;
         let times = Mutex::new(Vec::with_capacity(streams));

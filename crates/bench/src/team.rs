@@ -20,8 +20,60 @@ pub const RANK_VAR: &str = "ISTHMUS_BENCH_RANK";
 pub const SIZE_VAR: &str = "ISTHMUS_BENCH_SIZE";
 pub const SYNC_VAR: &str = "ISTHMUS_BENCH_SYNC";
 
-/// Called between the timed phases of a workload; a team's barrier, or nothing for one process.
-pub type PhaseBarrier<'a> = &'a mut dyn FnMut() -> BenchResult<()>;
+/// What a workload needs from the other processes of its run: a barrier between phases, and
+/// the sharing of a few counts (how many files each rank created before the stonewall).
+/// `None::<Team>` is a process running alone.
+pub trait Phases {
+    /// This process's rank and the number of processes.
+    fn process(&self) -> (usize, usize);
+    /// Waits until every process has reached the same point.
+    fn barrier(&mut self) -> BenchResult<()>;
+    /// Every process's `mine`, concatenated in rank order (all pass slices of one length).
+    fn all_gather(&mut self, mine: &[u64]) -> BenchResult<Vec<u64>>;
+}
+
+/// The phases of a workload, passed down to it.
+pub type PhaseBarrier<'a> = &'a mut dyn Phases;
+
+impl Phases for Option<Team> {
+    fn process(&self) -> (usize, usize) {
+        self.as_ref().map_or((0, 1), |t| (t.rank, t.size))
+    }
+
+    fn barrier(&mut self) -> BenchResult<()> {
+        self.as_mut().map_or(Ok(()), Team::barrier)
+    }
+
+    fn all_gather(&mut self, mine: &[u64]) -> BenchResult<Vec<u64>> {
+        match self {
+            None => Ok(mine.to_vec()),
+            Some(team) => team.all_gather(mine),
+        }
+    }
+}
+
+/// The global ranks of one process's workers: worker `w` of process `p` is rank
+/// `p × workers + w` of `processes × workers`, so keys, shared files and "another rank's data"
+/// mean the same across processes as inside one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankSpan {
+    pub first: usize,
+    pub workers: usize,
+    pub total: usize,
+}
+
+impl RankSpan {
+    pub fn of(phases: &dyn Phases, workers: usize) -> Self {
+        let (process, processes) = phases.process();
+        let workers = workers.max(1);
+        Self { first: process * workers, workers, total: processes * workers }
+    }
+
+    /// The global rank of local worker `w`.
+    pub fn rank(&self, w: usize) -> usize {
+        self.first + w
+    }
+}
 
 /// How long a rank waits at a barrier for the others before giving up.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -105,6 +157,26 @@ impl Team {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+    }
+
+    /// Every rank's `mine`, in rank order: each writes its values beside the next barrier's
+    /// marks, passes the barrier, and reads the others'.
+    pub fn all_gather(&mut self, mine: &[u64]) -> BenchResult<Vec<u64>> {
+        let path = |rank: usize| self.sync_dir.join(format!("gather-{}-rank{rank}", self.barriers_passed));
+        let mine_path = path(self.rank);
+        let partial = mine_path.with_extension("partial");
+        std::fs::write(&partial, mine.iter().map(u64::to_string).collect::<Vec<_>>().join(" "))?;
+        std::fs::rename(&partial, &mine_path)?;
+        let paths: Vec<PathBuf> = (0..self.size).map(path).collect();
+        self.barrier()?;
+        let mut all = Vec::with_capacity(mine.len() * self.size);
+        for path in paths {
+            let text = std::fs::read_to_string(&path)?;
+            for value in text.split_whitespace() {
+                all.push(value.parse().map_err(|_| BenchError::Setup(format!("{}: not a count", path.display())))?);
+            }
+        }
+        Ok(all)
     }
 
     fn report_path(&self, rank: usize) -> PathBuf {
@@ -207,6 +279,45 @@ fn merge_rows<T>(
     Ok(merged)
 }
 
+/// Processes simulated by threads, for tests of workloads run by several processes.
+#[cfg(test)]
+pub(crate) struct ThreadTeam {
+    pub rank: usize,
+    pub size: usize,
+    pub barrier: std::sync::Arc<std::sync::Barrier>,
+    pub slots: std::sync::Arc<std::sync::Mutex<Vec<Vec<u64>>>>,
+}
+
+#[cfg(test)]
+impl ThreadTeam {
+    /// One member per simulated process.
+    pub(crate) fn of(size: usize) -> Vec<Self> {
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(size));
+        let slots = std::sync::Arc::new(std::sync::Mutex::new(vec![Vec::new(); size]));
+        (0..size).map(|rank| Self { rank, size, barrier: barrier.clone(), slots: slots.clone() }).collect()
+    }
+}
+
+#[cfg(test)]
+impl Phases for ThreadTeam {
+    fn process(&self) -> (usize, usize) {
+        (self.rank, self.size)
+    }
+
+    fn barrier(&mut self) -> BenchResult<()> {
+        self.barrier.wait();
+        Ok(())
+    }
+
+    fn all_gather(&mut self, mine: &[u64]) -> BenchResult<Vec<u64>> {
+        self.slots.lock().unwrap()[self.rank] = mine.to_vec();
+        self.barrier.wait();
+        let all = self.slots.lock().unwrap().concat();
+        self.barrier.wait();
+        Ok(all)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +351,37 @@ mod tests {
         assert!(
             merge(vec![report(vec![result(Op::Put, 1, 1.0, 1)]), report(vec![result(Op::Get, 1, 1.0, 1)])]).is_err()
         );
+    }
+
+    #[test]
+    fn all_gather_through_files_returns_every_rank_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let teams: Vec<Team> =
+            (0..3).map(|rank| Team { rank, size: 3, sync_dir: dir.path().to_path_buf(), barriers_passed: 0 }).collect();
+        let gathered: Vec<Vec<u64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = teams
+                .into_iter()
+                .map(|mut team| {
+                    scope.spawn(move || {
+                        let r = team.rank as u64;
+                        let first = team.all_gather(&[r, 10 * r]).unwrap();
+                        // A second round must not see the first one's values.
+                        let second = team.all_gather(&[100 + r]).unwrap();
+                        (first, second)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| {
+                    let (a, b) = h.join().unwrap();
+                    [a, b]
+                })
+                .collect()
+        });
+        for pair in gathered.chunks(2) {
+            assert_eq!(pair[0], [0, 0, 1, 10, 2, 20]);
+            assert_eq!(pair[1], [100, 101, 102]);
+        }
     }
 }

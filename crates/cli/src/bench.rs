@@ -157,11 +157,6 @@ fn start_phase(team: &mut Option<Team>, message: String, expected: Option<u64>) 
     Ok(announce(message, expected))
 }
 
-/// The barrier between a workload's phases: the team's, or none when running alone.
-fn team_barrier(team: &mut Option<Team>) -> isthmus_bench::BenchResult<()> {
-    team.as_mut().map_or(Ok(()), Team::barrier)
-}
-
 fn announce(message: String, expected: Option<u64>) -> Progress {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{message}");
@@ -264,6 +259,15 @@ fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Targ
     Err(format!("unknown target {url:?}: use http://host:port, https://host:port, embedded:///path or posix:///path"))
 }
 
+/// Empties and prepares a target for a workload, when this process is the one that prepares.
+fn start_fresh(target: &dyn Target, preparing: bool) -> Result<(), String> {
+    if preparing {
+        target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
+        target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+    }
+    Ok(())
+}
+
 fn default_objects(size: u64) -> usize {
     ((1u64 << 30) / size.max(1)).clamp(16, 2000) as usize
 }
@@ -317,9 +321,21 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         return launch_ranks(&args, &data_root);
     }
     let mut team = Team::from_env(args.sync_dir.as_deref())?;
-    // Each rank works in its own directory and bucket, so ranks never clean up or read each
-    // other's objects; inside a rank, workers share them as before.
-    let rank_suffix = team.as_ref().map(|t| format!("rank{}", t.rank));
+    // The IO500 workloads (mdtest, IOR, MD-Workbench) place every worker of every process as one
+    // rank of the run, in one directory and bucket: mdtest-hard's directory and ior-hard's file
+    // are shared by all ranks, and rank 0 alone prepares and removes them. The other workloads
+    // name their keys per worker, so each process works in its own directory and bucket.
+    let shared_namespace = matches!(
+        args.workload,
+        BenchWorkload::MdtestEasy
+            | BenchWorkload::MdtestHard
+            | BenchWorkload::IorEasy
+            | BenchWorkload::IorHard
+            | BenchWorkload::Io500
+            | BenchWorkload::MdWorkbench
+    );
+    let preparing = team.as_ref().is_none_or(|t| t.rank == 0 || !shared_namespace);
+    let rank_suffix = team.as_ref().filter(|_| !shared_namespace).map(|t| format!("rank{}", t.rank));
     let in_rank_dir = |dir: PathBuf| match &rank_suffix {
         Some(suffix) => dir.join(suffix),
         None => dir,
@@ -383,23 +399,21 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             targets.push(Box::new(target.map_err(|e| e.to_string())?));
         }
         for target in &targets {
-            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
-            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            start_fresh(target.as_ref(), preparing)?;
             let _progress = start_phase(
                 &mut team,
                 format!("running COSBench workload {:?} on {}", workload.name, target.describe()),
                 None,
             )?;
             cosbench.extend(
-                isthmus_bench::cosbench::run_synced(&workload, target.as_ref(), &mut || team_barrier(&mut team))
+                isthmus_bench::cosbench::run_synced(&workload, target.as_ref(), &mut team)
                     .map_err(|e| format!("{}: {e}", target.describe()))?,
             );
         }
     }
     if args.workload == BenchWorkload::MdWorkbench {
         for target in &targets {
-            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
-            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            start_fresh(target.as_ref(), preparing)?;
             for &ranks in &args.workers {
                 let run = isthmus_bench::MdWorkbench {
                     ranks,
@@ -413,8 +427,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     Some(run.expected_operations()),
                 )?;
                 results.extend(
-                    run.run_synced(target.as_ref(), &mut || team_barrier(&mut team))
-                        .map_err(|e| format!("{}: {e}", target.describe()))?,
+                    run.run_synced(target.as_ref(), &mut team).map_err(|e| format!("{}: {e}", target.describe()))?,
                 );
             }
         }
@@ -423,8 +436,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if args.workload == BenchWorkload::Streams {
         let size = args.size[0];
         for target in &targets {
-            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
-            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            start_fresh(target.as_ref(), preparing)?;
             for &n in &args.workers {
                 let _progress = start_phase(
                     &mut team,
@@ -436,7 +448,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     Some(2 * n as u64),
                 )?;
                 streams.extend(
-                    isthmus_bench::run_streams_synced(target.as_ref(), n, size, &mut || team_barrier(&mut team))
+                    isthmus_bench::run_streams_synced(target.as_ref(), n, size, &mut team)
                         .map_err(|e| format!("{}: {e}", target.describe()))?,
                 );
             }
@@ -444,8 +456,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     if !iors.is_empty() || !mdtests.is_empty() {
         for target in &targets {
-            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
-            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            start_fresh(target.as_ref(), preparing)?;
         }
     }
     for &ranks in if iors.is_empty() && mdtests.is_empty() { &[][..] } else { &args.workers[..] } {
@@ -463,7 +474,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     ),
                     Some(run.expected_operations()),
                 )?;
-                results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
+                results.extend(run.run_synced(target.as_ref(), &mut team).map_err(fail)?);
             }
             for &variant in mdtests {
                 let run = Mdtest {
@@ -483,14 +494,13 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     ),
                     Some(run.expected_operations(target.as_ref())),
                 )?;
-                results.extend(run.run_synced(target.as_ref(), &mut || team_barrier(&mut team)).map_err(fail)?);
+                results.extend(run.run_synced(target.as_ref(), &mut team).map_err(fail)?);
             }
         }
     }
     for &size in if args.workload == BenchWorkload::Ops { &args.size[..] } else { &[] } {
         for target in &targets {
-            target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
-            target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
+            start_fresh(target.as_ref(), preparing)?;
         }
         for &op in &args.ops {
             if op == Op::List && size != args.size[0] {
@@ -518,7 +528,11 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             }
         }
     }
-    for target in &targets {
+    // Ranks sharing a namespace remove it once, after all are done with it.
+    if shared_namespace && let Some(team) = &mut team {
+        team.barrier().map_err(|e| e.to_string())?;
+    }
+    for target in targets.iter().filter(|_| preparing) {
         if let Err(e) = target.cleanup() {
             eprintln!("warning: {}: cleanup failed: {e}", target.describe());
         }
