@@ -1,7 +1,8 @@
 //! The `isthmus._native` Python module: the engine in-process. Calls release the GIL while they
 //! do I/O; object bodies are read straight into the returned `bytes` (or a caller's writable
 //! buffer) and written from any contiguous buffer (bytes, bytearray, memoryview, numpy) without
-//! an intermediate copy.
+//! an intermediate copy. Objects of any size stream through `open_object` (an `ObjectReader`)
+//! and `put_stream` (from any object with `read`) in bounded pieces.
 
 use std::io::Read;
 
@@ -69,6 +70,99 @@ fn range(offset: u64, length: Option<u64>) -> Option<ByteRange> {
         (first, None) => Some(ByteRange::FromTo { first, last: None }),
         (first, Some(0)) => Some(ByteRange::FromTo { first, last: Some(first.saturating_sub(1)) }),
         (first, Some(n)) => Some(ByteRange::FromTo { first, last: Some(first + n - 1) }),
+    }
+}
+
+/// How much `put_stream` asks its source for at a time.
+const STREAM_CHUNK: usize = 1 << 20;
+
+/// An object open for reading, from `Store.open_object`. `info` describes the open file the
+/// bytes come from (so ETag and body always match); `read` and `readinto` return the next
+/// bytes without holding the GIL, so an object of any size streams in bounded pieces.
+#[pyclass(name = "ObjectReader")]
+struct PyObjectReader {
+    body: Option<<PosixStore as isthmus_store::Store>::Reader>,
+    /// The object's description: key, size, etag, last_modified, content_type, metadata.
+    #[pyo3(get)]
+    info: Py<PyDict>,
+    /// (first, last) byte of the object served, when a range was asked for.
+    #[pyo3(get)]
+    range: Option<(u64, u64)>,
+}
+
+#[pymethods]
+impl PyObjectReader {
+    /// Bytes left to read.
+    #[getter]
+    fn remaining(&self) -> u64 {
+        self.body.as_ref().map_or(0, |b| b.remaining())
+    }
+
+    /// Up to `size` next bytes (all that remain when `size` is omitted or negative); empty at
+    /// the end. A file truncated under the reader is an error, never a short object.
+    #[pyo3(signature = (size = -1))]
+    fn read<'py>(&mut self, py: Python<'py>, size: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let Some(body) = self.body.as_mut() else {
+            return Err(PyValueError::new_err("read of a closed ObjectReader"));
+        };
+        let left = body.remaining();
+        let want = if size < 0 { left } else { left.min(size as u64) };
+        let len = usize::try_from(want).map_err(|_| PyValueError::new_err("object too large to read at once"))?;
+        PyBytes::new_with(py, len, |dst| {
+            let dst_addr = (dst.as_mut_ptr() as usize, dst.len());
+            let result = py.detach(move || {
+                // SAFETY: `dst` is the new bytes object's buffer, alive and unshared until we return.
+                let dst = unsafe { std::slice::from_raw_parts_mut(dst_addr.0 as *mut u8, dst_addr.1) };
+                body.read_exact(dst)
+            });
+            result.map_err(|e| to_py(StoreError::from(e)))
+        })
+    }
+
+    /// Reads the next bytes into a writable contiguous buffer; returns how many (0 at the end).
+    fn readinto(&mut self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let Some(body) = self.body.as_mut() else {
+            return Err(PyValueError::new_err("read of a closed ObjectReader"));
+        };
+        let view = byte_buffer(buffer)?;
+        if view.readonly() || !view.is_c_contiguous() {
+            return Err(PyValueError::new_err("the buffer must be writable and C-contiguous"));
+        }
+        let want = view.len_bytes().min(usize::try_from(body.remaining()).unwrap_or(usize::MAX));
+        let ptr = view.buf_ptr() as usize;
+        py.detach(move || {
+            // SAFETY: the exported buffer is writable, contiguous and at least `want` bytes.
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, want) };
+            body.read_exact(dst).map(|()| want)
+        })
+        .map_err(|e| to_py(StoreError::from(e)))
+    }
+
+    fn close(&mut self) {
+        self.body = None;
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&mut self, _exc_type: Py<PyAny>, _exc: Py<PyAny>, _tb: Py<PyAny>) {
+        self.close();
+    }
+}
+
+/// An HTTP Range header of one range: `bytes=first-last`, `bytes=first-` or `bytes=-suffix`.
+fn http_range(header: &str) -> Result<ByteRange, StoreError> {
+    let invalid =
+        || StoreError::InvalidArgument(format!("invalid Range {header:?}: use bytes=FIRST-LAST, FIRST- or -N"));
+    let spec = header.trim().strip_prefix("bytes=").ok_or_else(invalid)?;
+    let (first, last) = spec.split_once('-').ok_or_else(invalid)?;
+    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| invalid());
+    match (first.trim(), last.trim()) {
+        ("", "") => Err(invalid()),
+        ("", suffix) => Ok(ByteRange::Suffix(number(suffix)?)),
+        (first, "") => Ok(ByteRange::FromTo { first: number(first)?, last: None }),
+        (first, last) => Ok(ByteRange::FromTo { first: number(first)?, last: Some(number(last)?) }),
     }
 }
 
@@ -147,6 +241,69 @@ impl PyStore {
             });
             result.map_err(|e| to_py(StoreError::from(e)))
         })
+    }
+
+    /// Opens the object (or `length` bytes from `offset`, or the HTTP `range` such as
+    /// "bytes=0-99" or "bytes=-100") for reading in pieces.
+    #[pyo3(signature = (bucket, key, offset = 0, length = None, range = None))]
+    fn open_object(
+        &self,
+        py: Python<'_>,
+        bucket: &str,
+        key: &str,
+        offset: u64,
+        length: Option<u64>,
+        range: Option<&str>,
+    ) -> PyResult<PyObjectReader> {
+        let range = match range {
+            Some(header) => Some(http_range(header).map_err(to_py)?),
+            None => self::range(offset, length),
+        };
+        let request = GetRequest { range, ..Default::default() };
+        let response = py.detach(|| self.inner.get_object(bucket, key, &request)).map_err(to_py)?;
+        let info = info_dict(py, &response.info)?.unbind();
+        Ok(PyObjectReader { body: Some(response.body), info, range: response.range })
+    }
+
+    /// Stores what `source.read(n)` returns until it returns nothing, in pieces of 1 MiB, so a
+    /// file of any size goes in with bounded memory; the object appears whole or not at all.
+    /// `content_md5` (the 16-byte digest) is checked before the object becomes visible.
+    #[pyo3(signature = (bucket, key, source, content_type = None, metadata = None, content_md5 = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_stream<'py>(
+        &self,
+        py: Python<'py>,
+        bucket: &str,
+        key: &str,
+        source: &Bound<'py, PyAny>,
+        content_type: Option<String>,
+        metadata: Option<std::collections::BTreeMap<String, String>>,
+        content_md5: Option<Vec<u8>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let meta = ObjectMeta { content_type, user: metadata.unwrap_or_default(), ..Default::default() };
+        let request = PutRequest { meta, ..Default::default() };
+        let mut writer = py.detach(|| self.inner.put_object(bucket, key, request)).map_err(to_py)?;
+        loop {
+            let chunk = source.call_method1("read", (STREAM_CHUNK,))?;
+            let chunk = match chunk.cast::<pyo3::types::PyString>() {
+                Ok(text) => PyBytes::new(py, text.to_str()?.as_bytes()).into_any(),
+                Err(_) => chunk,
+            };
+            if chunk.len()? == 0 {
+                break;
+            }
+            with_bytes(py, &chunk, |bytes| writer.write_all(bytes))?.map_err(to_py)?;
+        }
+        if let Some(expected) = content_md5
+            && writer.digests().md5.is_some_and(|md5| md5[..] != expected[..])
+        {
+            // Dropping the writer removes its temporary file: nothing becomes visible.
+            return Err(to_py(StoreError::BadDigest(
+                "The Content-MD5 you specified did not match what we received.".into(),
+            )));
+        }
+        let info = py.detach(|| writer.commit()).map_err(to_py)?;
+        info_dict(py, &info)
     }
 
     /// Reads the object (or a range) into a writable contiguous buffer (bytearray, memoryview,
@@ -295,6 +452,7 @@ impl PyStore {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
+    m.add_class::<PyObjectReader>()?;
     m.add("IsthmusError", m.py().get_type::<IsthmusError>())?;
     Ok(())
 }

@@ -9,7 +9,8 @@ botocore builds, serialises and parses every call as usual; a `before-send` hook
 request from the engine, so existing code (put/get/head/delete(s)/copy/list/multipart,
 upload_file/download_file) runs unchanged. The client does not sign requests, does not
 compute request checksums and skips botocore's parameter validation: nothing travels over a
-network. Timestamps (LastModified) reach botocore as epoch seconds, which it turns into the
+network. A file given as Body and the Body of a GET stream through the engine in 1 MiB pieces,
+so memory stays bounded whatever the object's size. Timestamps (LastModified) reach botocore as epoch seconds, which it turns into the
 same datetime objects as S3's date strings.
 """
 
@@ -36,10 +37,11 @@ _STATUS = {
 
 
 class _Raw:
-    """What botocore reads a response body from."""
+    """What botocore reads a response body from: bytes, or an engine `ObjectReader` that an
+    object of any size streams from in pieces."""
 
     def __init__(self, data):
-        self._io = io.BytesIO(data)
+        self._io = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
 
     def read(self, amt=None, **_):
         return self._io.read(amt) if amt is not None else self._io.read()
@@ -49,12 +51,13 @@ class _Raw:
             yield chunk
 
     def close(self):
-        pass
+        self._io.close()
 
 
 def _response(url, status=200, headers=None, body=b""):
     headers = dict(headers or {})
-    headers.setdefault("content-length", str(len(body)))
+    if "content-length" not in headers:
+        headers["content-length"] = str(len(body))
     return AWSResponse(url, status, headers, _Raw(body))
 
 
@@ -137,10 +140,15 @@ class _Handler:
             return _xml(url, "CopyObjectResult", inner)
         if method == "PUT":
             meta = {k[len("x-amz-meta-"):]: v for k, v in h.items() if k.startswith("x-amz-meta-")}
-            data = _body_bytes(body)
-            if "content-md5" in h and base64.b64decode(h["content-md5"]) != hashlib.md5(data).digest():
-                raise IsthmusError("BadDigest", "The Content-MD5 you specified did not match what we received.")
-            info = s.put_object(bucket, key, data, content_type=h.get("content-type"), metadata=meta or None)
+            md5 = base64.b64decode(h["content-md5"]) if "content-md5" in h else None
+            if hasattr(body, "read"):
+                # A file or stream: in pieces, so its size does not matter.
+                info = s.put_stream(bucket, key, body, content_type=h.get("content-type"), metadata=meta or None, content_md5=md5)
+            else:
+                data = _body_bytes(body)
+                if md5 is not None and md5 != hashlib.md5(data).digest():
+                    raise IsthmusError("BadDigest", "The Content-MD5 you specified did not match what we received.")
+                info = s.put_object(bucket, key, data, content_type=h.get("content-type"), metadata=meta or None)
             return _response(url, 200, {"etag": f'"{info["etag"]}"'})
         if method in ("GET", "HEAD") and "uploadId" in q:
             parts = "".join(f'<Part><PartNumber>{n}</PartNumber><ETag>"{e}"</ETag><Size>{size}</Size></Part>' for n, e, size in s.list_parts(bucket, key, q["uploadId"]))
@@ -149,21 +157,15 @@ class _Handler:
             info = s.head_object(bucket, key)
             return _response(url, 200, {**_object_headers(info), "content-length": str(info["size"])})
         if method == "GET":
-            info = s.head_object(bucket, key)
+            # The body streams from the open file its ETag was taken from, in pieces.
             rng = h.get("range")
-            if rng:
-                first, _, last = rng.removeprefix("bytes=").partition("-")
-                if first == "":
-                    start = max(info["size"] - int(last), 0)
-                    end = info["size"] - 1
-                else:
-                    start, end = int(first), min(int(last) if last else info["size"] - 1, info["size"] - 1)
-                if start >= info["size"]:
-                    raise IsthmusError("InvalidRange", "The requested range is not satisfiable")
-                data = s.get_object(bucket, key, offset=start, length=end - start + 1)
-                headers = {**_object_headers(info), "content-range": f"bytes {start}-{end}/{info['size']}"}
-                return _response(url, 206, headers, data)
-            return _response(url, 200, _object_headers(info), s.get_object(bucket, key))
+            reader = s.open_object(bucket, key, range=rng)
+            info = reader.info
+            headers = {**_object_headers(info), "content-length": str(reader.remaining)}
+            if reader.range is None:
+                return _response(url, 200, headers, reader)
+            first, last = reader.range
+            return _response(url, 206, {**headers, "content-range": f"bytes {first}-{last}/{info['size']}"}, reader)
         if method == "DELETE" and "uploadId" in q:
             s.abort_multipart_upload(bucket, key, q["uploadId"])
             return _response(url, 204)
