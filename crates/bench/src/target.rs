@@ -215,9 +215,15 @@ impl Connection for PosixConnection {
         for entry in rustix::fs::Dir::read_from(fd.as_fd())? {
             let entry = entry?;
             let name = entry.file_name();
-            if name.to_bytes() != b"." && name.to_bytes() != b".." {
-                rustix::fs::statat(&fd, name, rustix::fs::AtFlags::empty())?;
-                count += 1;
+            // Dot entries and another worker's temporary files are not objects.
+            if name.to_bytes().starts_with(b".") {
+                continue;
+            }
+            match rustix::fs::statat(&fd, name, rustix::fs::AtFlags::empty()) {
+                Ok(_) => count += 1,
+                // Renamed or removed by a concurrent writer since readdir saw it.
+                Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok((count, None))
