@@ -15,6 +15,8 @@ use crate::auth::UserDirectory;
 pub struct AccessPolicy<S: Store> {
     pub store: Arc<S>,
     pub users: Arc<UserDirectory>,
+    /// Where the owner lookup runs (inline on local file systems, as the gateway's reads do).
+    pub io: crate::error::IoPolicy,
 }
 
 /// Checks that `access_key` may use `bucket`. A missing bucket passes, so the operation itself
@@ -60,10 +62,7 @@ impl<S: Store> s3s::access::S3Access for AccessPolicy<S> {
         if cx.s3_op().name() == "CreateBucket" {
             return Ok(());
         }
-        let (store, users) = (self.store.clone(), self.users.clone());
-        tokio::task::spawn_blocking(move || check_bucket(&*store, &users, &access_key, &bucket))
-            .await
-            .map_err(crate::error::join_error)?
+        self.check_owner(access_key, bucket).await
     }
 
     async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
@@ -79,11 +78,19 @@ impl<S: Store> AccessPolicy<S> {
     /// The source of a copy must be readable by the requester too.
     async fn check_source<T>(&self, req: &S3Request<T>, source_bucket: Option<&str>) -> S3Result<()> {
         let (Some(bucket), access_key) = (source_bucket, requester(req)?) else { return Ok(()) };
-        if self.users.is_root(access_key) {
+        self.check_owner(access_key.to_string(), bucket.to_string()).await
+    }
+
+    /// `check_bucket` without a thread handoff where none is needed: the root user needs no
+    /// lookup at all, and on local file systems the owner file is read inline.
+    async fn check_owner(&self, access_key: String, bucket: String) -> S3Result<()> {
+        if self.users.is_root(&access_key) {
             return Ok(());
         }
-        let (store, users, access_key, bucket) =
-            (self.store.clone(), self.users.clone(), access_key.to_string(), bucket.to_string());
+        if self.io.inline_reads {
+            return check_bucket(&*self.store, &self.users, &access_key, &bucket);
+        }
+        let (store, users) = (self.store.clone(), self.users.clone());
         tokio::task::spawn_blocking(move || check_bucket(&*store, &users, &access_key, &bucket))
             .await
             .map_err(crate::error::join_error)?

@@ -184,7 +184,7 @@ pub fn build_service<S: Store>(
     let users = Arc::new(users);
     let mut builder = S3ServiceBuilder::new(Gateway::new(store.clone(), io, users.clone()));
     builder.set_auth((*users).clone());
-    builder.set_access(access::AccessPolicy { store, users });
+    builder.set_access(access::AccessPolicy { store, users, io });
     if let Some((domain, port)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let names = if domain.contains(':') {
