@@ -73,6 +73,19 @@ fn range(offset: u64, length: Option<u64>) -> Option<ByteRange> {
     }
 }
 
+/// The next `len` bytes of `body`, read without the GIL straight into a new `bytes`.
+fn read_new_bytes<'py>(py: Python<'py>, body: &mut (impl Read + Send), len: usize) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, len, |dst| {
+        let dst_addr = (dst.as_mut_ptr() as usize, dst.len());
+        let result = py.detach(move || {
+            // SAFETY: `dst` is the new bytes object's buffer, alive and unshared until we return.
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst_addr.0 as *mut u8, dst_addr.1) };
+            body.read_exact(dst)
+        });
+        result.map_err(|e| to_py(StoreError::from(e)))
+    })
+}
+
 /// How much `put_stream` asks its source for at a time.
 const STREAM_CHUNK: usize = 1 << 20;
 
@@ -108,15 +121,7 @@ impl PyObjectReader {
         let left = body.remaining();
         let want = if size < 0 { left } else { left.min(size as u64) };
         let len = usize::try_from(want).map_err(|_| PyValueError::new_err("object too large to read at once"))?;
-        PyBytes::new_with(py, len, |dst| {
-            let dst_addr = (dst.as_mut_ptr() as usize, dst.len());
-            let result = py.detach(move || {
-                // SAFETY: `dst` is the new bytes object's buffer, alive and unshared until we return.
-                let dst = unsafe { std::slice::from_raw_parts_mut(dst_addr.0 as *mut u8, dst_addr.1) };
-                body.read_exact(dst)
-            });
-            result.map_err(|e| to_py(StoreError::from(e)))
-        })
+        read_new_bytes(py, body, len)
     }
 
     /// Reads the next bytes into a writable contiguous buffer; returns how many (0 at the end).
@@ -232,15 +237,7 @@ impl PyStore {
         let response = py.detach(|| self.inner.get_object(bucket, key, &request)).map_err(to_py)?;
         let mut body = response.body;
         let len = usize::try_from(body.remaining()).map_err(|_| PyValueError::new_err("object too large"))?;
-        PyBytes::new_with(py, len, |dst| {
-            let dst_addr = (dst.as_mut_ptr() as usize, dst.len());
-            let result = py.detach(move || {
-                // SAFETY: `dst` is the new bytes object's buffer, alive and unshared until we return.
-                let dst = unsafe { std::slice::from_raw_parts_mut(dst_addr.0 as *mut u8, dst_addr.1) };
-                body.read_exact(dst)
-            });
-            result.map_err(|e| to_py(StoreError::from(e)))
-        })
+        read_new_bytes(py, &mut body, len)
     }
 
     /// Opens the object (or `length` bytes from `offset`, or the HTTP `range` such as
