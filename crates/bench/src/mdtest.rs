@@ -203,6 +203,19 @@ mod tests {
     use super::*;
     use crate::target::PosixTarget;
 
+    /// A POSIX target in `md` under a new temporary directory.
+    fn posix_target(sync: bool) -> (tempfile::TempDir, PosixTarget) {
+        let dir = tempfile::tempdir().unwrap();
+        let target = PosixTarget { dir: dir.path().join("md"), sync };
+        target.prepare().unwrap();
+        (dir, target)
+    }
+
+    /// (operation, count, errors) of each phase.
+    fn phase_counts(results: &[OpResult]) -> Vec<(Op, u64, u64)> {
+        results.iter().map(|r| (r.op, r.ops, r.errors)).collect()
+    }
+
     fn files_under(dir: &std::path::Path) -> usize {
         std::fs::read_dir(dir)
             .map_or(0, |rd| rd.flatten().map(|e| if e.path().is_dir() { files_under(&e.path()) } else { 1 }).sum())
@@ -210,13 +223,11 @@ mod tests {
 
     #[test]
     fn each_phase_touches_every_file_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = PosixTarget { dir: dir.path().join("md"), sync: false };
-        target.prepare().unwrap();
+        let (dir, target) = posix_target(false);
         for variant in [Variant::Easy, Variant::Hard] {
             let run = Mdtest { variant, ranks: 3, files_per_rank: 40, stonewall: None, directories: false };
             let results = run.run(&target).unwrap();
-            let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
+            let ops = phase_counts(&results);
             assert_eq!(
                 ops,
                 [(Op::Put, 120, 0), (Op::Head, 120, 0), (Op::Get, 120, 0), (Op::Delete, 120, 0)],
@@ -243,9 +254,7 @@ mod tests {
 
     #[test]
     fn stonewall_stops_creation_and_later_phases_follow_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = PosixTarget { dir: dir.path().join("md"), sync: false };
-        target.prepare().unwrap();
+        let (_dir, target) = posix_target(false);
         let run = Mdtest {
             variant: Variant::Hard,
             ranks: 2,
@@ -276,13 +285,11 @@ mod tests {
 
     #[test]
     fn posix_directory_phases_create_stat_rename_and_remove_real_directories() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = PosixTarget { dir: dir.path().join("md"), sync: true };
-        target.prepare().unwrap();
+        let (dir, target) = posix_target(true);
         for variant in [Variant::Easy, Variant::Hard] {
             let run = Mdtest { variant, ranks: 2, files_per_rank: 15, stonewall: None, directories: true };
             let results = run.run(&target).unwrap();
-            let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
+            let ops = phase_counts(&results);
             // Removing the renamed names succeeds only if the rename phase really renamed them.
             assert_eq!(
                 ops,
@@ -321,7 +328,7 @@ mod tests {
 
         let run = Mdtest { variant: Variant::Hard, ranks: 2, files_per_rank: 10, stonewall: None, directories: true };
         let results = run.run(&target).unwrap();
-        let ops: Vec<(Op, u64, u64)> = results.iter().map(|r| (r.op, r.ops, r.errors)).collect();
+        let ops = phase_counts(&results);
         // Stat fails on a directory that does not exist, so 20 successful stats mean 20 directories.
         assert_eq!(ops[..3], [(Op::Mkdir, 20, 0), (Op::StatDir, 20, 0), (Op::Rmdir, 20, 0)]);
         assert_eq!(run.expected_operations(&target), results.iter().map(|r| r.ops).sum::<u64>());
@@ -330,9 +337,7 @@ mod tests {
 
     #[test]
     fn processes_share_mdtest_hard_and_the_stonewall_counts() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = PosixTarget { dir: dir.path().join("md"), sync: false };
-        target.prepare().unwrap();
+        let (dir, target) = posix_target(false);
         let run = Mdtest {
             variant: Variant::Hard,
             ranks: 2,
