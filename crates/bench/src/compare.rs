@@ -224,6 +224,7 @@ mod tests {
             p50_ms: 1.0,
             p90_ms: 1.0,
             p99_ms: 1.0,
+            latency_histogram: None,
         };
         let mut run = report(vec![]);
         run.streams = vec![stream("posix", 400.0), stream("s3", 100.0)];

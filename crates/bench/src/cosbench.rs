@@ -304,6 +304,9 @@ pub struct StageReport {
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
+    /// Every response time (µs) as an encoded HdrHistogram, for exact percentiles across ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_histogram: Option<String>,
 }
 
 impl StageReport {
@@ -313,7 +316,8 @@ impl StageReport {
     }
 
     /// One row for a stage several ranks ran together: counts, throughput and bandwidth add,
-    /// mean times are weighted by operations, percentiles are the worst rank's (an upper bound).
+    /// mean times are weighted by operations, percentiles come from the ranks' histograms added
+    /// together (the worst rank's, an upper bound, for rows without histograms).
     pub fn merge(rows: &[&Self]) -> Self {
         let mut merged = rows[0].clone();
         let weighted = |time: fn(&Self) -> f64| {
@@ -331,6 +335,12 @@ impl StageReport {
             merged.p50_ms = merged.p50_ms.max(r.p50_ms);
             merged.p90_ms = merged.p90_ms.max(r.p90_ms);
             merged.p99_ms = merged.p99_ms.max(r.p99_ms);
+        }
+        merged.latency_histogram = None;
+        if let Some(latency) = crate::latency::merge(rows.iter().map(|r| r.latency_histogram.as_deref())) {
+            let ms = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
+            (merged.p50_ms, merged.p90_ms, merged.p99_ms) = (ms(0.5), ms(0.9), ms(0.99));
+            merged.latency_histogram = crate::latency::encode(&latency);
         }
         let total = merged.op_count + merged.failed_count;
         merged.succ_ratio = if total == 0 { 1.0 } else { merged.op_count as f64 / total as f64 };
@@ -427,6 +437,7 @@ fn report_of(kind: &str, stage: &str, op: &str, stats: OpStats, seconds: f64) ->
         p50_ms: quantile(0.5),
         p90_ms: quantile(0.9),
         p99_ms: quantile(0.99),
+        latency_histogram: stats.latency.as_ref().and_then(crate::latency::encode),
     }
 }
 
@@ -599,6 +610,7 @@ mod tests {
             p50_ms: avg,
             p90_ms: avg,
             p99_ms: p99,
+            latency_histogram: None,
         };
         let merged = StageReport::merge(&[&row(30, 0, 1.0, 5.0), &row(10, 10, 5.0, 9.0)]);
         assert_eq!((merged.op_count, merged.failed_count, merged.byte_count), (40, 10, 400));

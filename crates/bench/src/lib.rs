@@ -5,6 +5,7 @@
 pub mod compare;
 pub mod cosbench;
 pub mod ior;
+pub mod latency;
 pub mod mdtest;
 pub mod mdworkbench;
 pub mod report;

@@ -206,8 +206,8 @@ impl Team {
 }
 
 /// One result for a phase all ranks ran at the same time: counts and rates add up, the phase
-/// lasts as long as its slowest rank, and latency percentiles are the worst rank's (exact
-/// percentiles across ranks would need the histograms; the worst rank's is the honest bound).
+/// lasts as long as its slowest rank, and latency percentiles come from the ranks' histograms
+/// added together (the worst rank's, an upper bound, for results without histograms).
 fn merge_phase(phases: &[&OpResult]) -> OpResult {
     let mut merged = phases[0].clone();
     for r in &phases[1..] {
@@ -226,6 +226,13 @@ fn merge_phase(phases: &[&OpResult]) -> OpResult {
         merged.p50_us = merged.p50_us.max(r.p50_us);
         merged.p99_us = merged.p99_us.max(r.p99_us);
         merged.max_us = merged.max_us.max(r.max_us);
+    }
+    merged.latency_histogram = None;
+    if let Some(latency) = crate::latency::merge(phases.iter().map(|r| r.latency_histogram.as_deref())) {
+        merged.p50_us = latency.value_at_quantile(0.5);
+        merged.p99_us = latency.value_at_quantile(0.99);
+        merged.max_us = latency.max();
+        merged.latency_histogram = crate::latency::encode(&latency);
     }
     merged
 }
@@ -351,6 +358,22 @@ mod tests {
         assert!(
             merge(vec![report(vec![result(Op::Put, 1, 1.0, 1)]), report(vec![result(Op::Get, 1, 1.0, 1)])]).is_err()
         );
+    }
+
+    #[test]
+    fn merged_phases_with_histograms_have_exact_percentiles() {
+        let with_latencies = |values: std::ops::Range<u64>| {
+            let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+            values.clone().for_each(|v| h.record(v).unwrap());
+            OpResult { latency_histogram: crate::latency::encode(&h), ..result(Op::Get, values.count() as u64, 1.0, 0) }
+        };
+        let report = crate::report::sample_report;
+        // 900 fast operations on one rank, 100 slow ones on the other: the median is a fast one.
+        let merged =
+            merge(vec![report(vec![with_latencies(1..901)]), report(vec![with_latencies(10_000..10_100)])]).unwrap();
+        let r = &merged.results[0];
+        assert_eq!((r.ops, r.p50_us), (1000, 500)); // the worst rank's median would be 10,049
+        assert!(r.p99_us >= 10_000 && r.max_us >= 10_099);
     }
 
     #[test]

@@ -102,6 +102,9 @@ pub struct OpResult {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
+    /// Every latency (µs) as an encoded HdrHistogram, for exact percentiles across ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_histogram: Option<String>,
 }
 
 fn default_workload() -> String {
@@ -320,6 +323,7 @@ pub(crate) fn sample_result(
         p50_us: 1,
         p99_us: 2,
         max_us: 3,
+        latency_histogram: None,
     }
 }
 
@@ -352,5 +356,6 @@ pub(crate) fn result_of(
         p50_us: tally.latency.value_at_quantile(0.5),
         p99_us: tally.latency.value_at_quantile(0.99),
         max_us: tally.latency.max(),
+        latency_histogram: crate::latency::encode(&tally.latency),
     }
 }

@@ -543,7 +543,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let report = match &mut team {
         Some(team) => match team.gather(&report)? {
             Some(merged) => {
-                println!("{} ranks, results merged: rates add up, latencies are the slowest rank's", team.size);
+                println!(
+                    "{} ranks, results merged: rates add up, latency percentiles over all ranks' operations",
+                    team.size
+                );
                 merged
             }
             None => return Ok(()),
