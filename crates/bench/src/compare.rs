@@ -208,6 +208,8 @@ mod tests {
             p99_seconds: 1.0,
             max_seconds: 1.0,
             aggregate_mib_s: aggregate,
+            stream_seconds: vec![],
+            wall_seconds: 1.0,
         };
         let stage = |kind: &str, op: &str, bytes: u64, bandwidth: f64, throughput: f64| crate::cosbench::StageReport {
             kind: kind.into(),

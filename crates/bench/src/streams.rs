@@ -26,6 +26,12 @@ pub struct StreamsResult {
     pub max_seconds: f64,
     /// All bytes over the phase's wall time, MiB/s.
     pub aggregate_mib_s: f64,
+    /// Each successful stream's time and the phase's wall time, seconds: what merges several
+    /// ranks' results exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_seconds: Vec<f64>,
+    #[serde(default)]
+    pub wall_seconds: f64,
 }
 
 impl StreamsResult {
@@ -34,10 +40,17 @@ impl StreamsResult {
         (self.op, self.streams, self.object_size) == (other.op, other.streams, other.object_size)
     }
 
-    /// One result for a phase several ranks ran together, as if all their streams were one
-    /// run: the per-stream mean and sigma pool the ranks' streams, aggregates add, and p99 is
-    /// the worst rank's (an upper bound; the exact one needs every stream's time).
+    /// One result for a phase several ranks ran together (they start at a barrier), as if all
+    /// their streams were one run: statistics over every stream's time, and the aggregate over
+    /// the slowest rank's wall time. Results without stream times (older files) pool mean and
+    /// sigma, add aggregates and keep the worst p99, an upper bound.
     pub fn merge(rows: &[&Self]) -> Self {
+        if rows.iter().all(|r| r.stream_seconds.len() as u64 + r.errors == r.streams as u64) {
+            let times = rows.iter().flat_map(|r| r.stream_seconds.iter().copied()).collect();
+            let wall = rows.iter().map(|r| r.wall_seconds).fold(0.0, f64::max);
+            let (streams, errors) = (rows.iter().map(|r| r.streams).sum(), rows.iter().map(|r| r.errors).sum());
+            return summarise(&rows[0].kind, rows[0].op, streams, rows[0].object_size, times, errors, wall);
+        }
         let mut merged = rows[0].clone();
         let streams: usize = rows.iter().map(|r| r.streams).sum();
         let n = streams.max(1) as f64;
@@ -74,6 +87,7 @@ fn summarise(
     let n = rates.len().max(1) as f64;
     let mean = rates.iter().sum::<f64>() / n;
     let sigma = (rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let stream_seconds = times.clone();
     times.sort_by(f64::total_cmp);
     let p99 = times.get(((times.len() as f64 * 0.99).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0);
     StreamsResult {
@@ -87,6 +101,8 @@ fn summarise(
         p99_seconds: p99,
         max_seconds: times.last().copied().unwrap_or(0.0),
         aggregate_mib_s: mib * times.len() as f64 / wall.max(1e-9),
+        stream_seconds,
+        wall_seconds: wall,
     }
 }
 
@@ -170,11 +186,14 @@ mod tests {
     #[test]
     fn merged_ranks_pool_their_streams() {
         // Rates 1 and 2 MiB/s on one rank, 4 MiB/s on the other: as one run of three streams.
-        let a = summarise("s3", Op::Get, 2, 1 << 20, vec![1.0, 0.5], 1, 1.0);
+        let a = summarise("s3", Op::Get, 2, 1 << 20, vec![1.0, 0.5], 0, 1.0);
         let b = summarise("s3", Op::Get, 1, 1 << 20, vec![0.25], 0, 0.25);
-        let whole = summarise("s3", Op::Get, 3, 1 << 20, vec![1.0, 0.5, 0.25], 1, 1.0);
-        let merged = StreamsResult::merge(&[&a, &b]);
-        assert_eq!((merged.streams, merged.errors, merged.max_seconds), (3, 1, 1.0));
+        let whole = summarise("s3", Op::Get, 3, 1 << 20, vec![1.0, 0.5, 0.25], 0, 1.0);
+        assert_eq!(StreamsResult::merge(&[&a, &b]), whole);
+        // Without stream times (older result files): pooled mean and sigma, summed aggregates.
+        let bare = |r: &StreamsResult| StreamsResult { stream_seconds: Vec::new(), ..r.clone() };
+        let merged = StreamsResult::merge(&[&bare(&a), &bare(&b)]);
+        assert_eq!((merged.streams, merged.errors, merged.max_seconds), (3, 0, 1.0));
         assert!((merged.mean_mib_s - whole.mean_mib_s).abs() < 1e-9);
         assert!((merged.sigma_mib_s - whole.sigma_mib_s).abs() < 1e-9);
         assert!((merged.aggregate_mib_s - (2.0 + 4.0)).abs() < 1e-9);
