@@ -248,14 +248,21 @@ unsafe fn properties(
         content_length: length,
         server: c"Isthmus".as_ptr(),
         e_tag: etag.as_ptr(),
-        last_modified: info.last_modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+        last_modified: unix_seconds(info.last_modified),
         meta_data_count: meta.len() as c_int,
         meta_data: if meta.is_empty() { std::ptr::null() } else { meta.as_ptr() },
     };
-    match unsafe { callback(&props, data) } {
-        0 => Ok(()),
-        code => Err(Failure(code, "the properties callback stopped the request".into())),
-    }
+    callback_result(unsafe { callback(&props, data) }, "the properties callback stopped the request")
+}
+
+/// A caller's callback result: 0 goes on, anything else stops the request with that status.
+fn callback_result(code: c_int, why: &str) -> Result<(), Failure> {
+    if code == 0 { Ok(()) } else { Err(Failure(code, why.into())) }
+}
+
+/// Seconds since the Unix epoch, as libs3 reports times.
+fn unix_seconds(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 unsafe fn put_request(props: *const S3PutProperties) -> PutRequest {
@@ -437,12 +444,10 @@ pub unsafe extern "C" fn S3_list_service(
         let callback = unsafe { handler.as_ref() }.and_then(|h| h.list);
         for bucket in store.list_buckets()? {
             let name = CString::new(bucket.name).unwrap_or_default();
-            let created = bucket.created.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+            let created = unix_seconds(bucket.created);
             if let Some(cb) = callback {
                 let code = unsafe { cb(c"isthmus".as_ptr(), c"isthmus".as_ptr(), name.as_ptr(), created, data) };
-                if code != 0 {
-                    return Err(Failure(code, "the listing callback stopped".into()));
-                }
+                callback_result(code, "the listing callback stopped")?;
             }
         }
         Ok(())
@@ -481,7 +486,7 @@ pub unsafe extern "C" fn S3_list_bucket(
             .zip(keys.iter().zip(&etags))
             .map(|(o, (k, e))| S3ListBucketContent {
                 key: k.as_ptr(),
-                last_modified: o.last_modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+                last_modified: unix_seconds(o.last_modified),
                 e_tag: e.as_ptr(),
                 size: o.size,
                 owner_id: c"isthmus".as_ptr(),
@@ -504,9 +509,7 @@ pub unsafe extern "C" fn S3_list_bucket(
                     data,
                 )
             };
-            if code != 0 {
-                return Err(Failure(code, "the listing callback stopped".into()));
-            }
+            callback_result(code, "the listing callback stopped")?;
         }
         Ok(())
     })();
@@ -625,9 +628,7 @@ pub unsafe extern "C" fn S3_get_object(
             }
             if let Some(write) = sink {
                 let code = unsafe { write(n as c_int, buf.as_ptr().cast(), data) };
-                if code != 0 {
-                    return Err(Failure(code, "the data callback stopped the download".into()));
-                }
+                callback_result(code, "the data callback stopped the download")?;
             }
         }
     })();
@@ -691,7 +692,7 @@ pub unsafe extern "C" fn S3_copy_object(
         };
         let info = store.copy_object(bucket, key, dst_bucket, dst_key, &request)?;
         if let Some(t) = unsafe { last_modified_return.as_mut() } {
-            *t = info.last_modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+            *t = unix_seconds(info.last_modified);
         }
         if !etag_return.is_null() && etag_return_size > 0 {
             let quoted = format!("\"{}\"", info.etag);

@@ -64,6 +64,11 @@ async fn list_page<S: Store>(gw: &Gateway<S>, bucket: String, request: ListReque
     gw.read(move |store| store.list_objects(&bucket, &request)).await
 }
 
+/// The page's common prefixes, encoded as the request asked.
+fn common_prefixes(page: &mut ListPage, enc: &Encoder) -> Vec<CommonPrefix> {
+    std::mem::take(&mut page.common_prefixes).into_iter().map(|p| CommonPrefix { prefix: Some(enc.apply(p)) }).collect()
+}
+
 fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefix>) {
     let objects = std::mem::take(&mut page.objects)
         .into_iter()
@@ -76,10 +81,7 @@ fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefi
             ..Default::default()
         })
         .collect();
-    let prefixes = std::mem::take(&mut page.common_prefixes)
-        .into_iter()
-        .map(|p| CommonPrefix { prefix: Some(enc.apply(p)) })
-        .collect();
+    let prefixes = common_prefixes(page, enc);
     (objects, prefixes)
 }
 
@@ -183,10 +185,7 @@ pub async fn list_object_versions<S: Store>(
             ..Default::default()
         })
         .collect();
-    let prefixes = std::mem::take(&mut page.common_prefixes)
-        .into_iter()
-        .map(|p| CommonPrefix { prefix: Some(enc.apply(p)) })
-        .collect();
+    let prefixes = common_prefixes(&mut page, &enc);
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(input.bucket),
         prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
