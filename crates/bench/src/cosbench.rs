@@ -358,7 +358,7 @@ struct OpStats {
 
 impl OpStats {
     fn record(&mut self, micros: u64, outcome: BenchResult<u64>) {
-        crate::workload::count_done();
+        crate::workload::count_done(1);
         match outcome {
             Ok(bytes) => {
                 self.ok += 1;

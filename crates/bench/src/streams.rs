@@ -140,7 +140,7 @@ pub fn run_streams_synced(
                         Op::Put => conn.put(&key, data).is_ok(),
                         _ => conn.get(&key).is_ok_and(|n| n == size),
                     };
-                    crate::workload::count_done();
+                    crate::workload::count_done(1);
                     if ok {
                         times.lock().expect("not poisoned").push(t0.elapsed().as_secs_f64());
                     } else {
