@@ -528,6 +528,8 @@ pub struct EmbeddedTarget {
 
 struct EmbeddedConnection {
     store: std::sync::Arc<isthmus_store::PosixStore>,
+    /// The benchmark acts as the process itself, as an embedding program does.
+    cx: isthmus_store::RequestContext,
     bucket: String,
     buf: Vec<u8>,
 }
@@ -535,13 +537,13 @@ struct EmbeddedConnection {
 impl Connection for EmbeddedConnection {
     fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
         use isthmus_store::Store;
-        self.store.put_bytes(&self.bucket, key, data, isthmus_store::PutRequest::default())?;
+        self.store.put_bytes(&self.cx, &self.bucket, key, data, isthmus_store::PutRequest::default())?;
         Ok(())
     }
 
     fn get(&mut self, key: &str) -> BenchResult<u64> {
         use isthmus_store::Store;
-        let mut body = self.store.get_object(&self.bucket, key, &isthmus_store::GetRequest::default())?.body;
+        let mut body = self.store.get_object(&self.cx, &self.bucket, key, &isthmus_store::GetRequest::default())?.body;
         self.buf.resize(READ_BUF, 0);
         let mut total = 0u64;
         loop {
@@ -555,13 +557,13 @@ impl Connection for EmbeddedConnection {
 
     fn head(&mut self, key: &str) -> BenchResult<()> {
         use isthmus_store::Store;
-        self.store.head_object(&self.bucket, key, &isthmus_store::Conditions::default())?;
+        self.store.head_object(&self.cx, &self.bucket, key, &Default::default())?;
         Ok(())
     }
 
     fn delete(&mut self, key: &str) -> BenchResult<()> {
         use isthmus_store::Store;
-        self.store.delete_object(&self.bucket, key)?;
+        self.store.delete_object(&self.cx, &self.bucket, key, &Default::default())?;
         Ok(())
     }
 
@@ -573,7 +575,7 @@ impl Connection for EmbeddedConnection {
             start_after: after.map(str::to_string),
             max_keys: max,
         };
-        let page = self.store.list_objects(&self.bucket, &request)?;
+        let page = self.store.list_objects(&self.cx, &self.bucket, &request)?;
         Ok((page.objects.len() + page.common_prefixes.len(), page.next_marker))
     }
 }
@@ -587,13 +589,18 @@ impl Target for EmbeddedTarget {
     }
     fn prepare(&self) -> BenchResult<()> {
         use isthmus_store::Store;
-        match self.store.create_bucket(&self.bucket) {
-            Ok(()) | Err(isthmus_store::StoreError::BucketAlreadyOwnedByYou) => Ok(()),
+        match self.store.create_bucket(&isthmus_store::RequestContext::process(), &self.bucket, &Default::default()) {
+            Ok(()) | Err(isthmus_store::StoreError::BucketAlreadyExists) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EmbeddedConnection { store: self.store.clone(), bucket: self.bucket.clone(), buf: Vec::new() }))
+        Ok(Box::new(EmbeddedConnection {
+            store: self.store.clone(),
+            cx: isthmus_store::RequestContext::process(),
+            bucket: self.bucket.clone(),
+            buf: Vec::new(),
+        }))
     }
     fn cleanup(&self) -> BenchResult<()> {
         match std::fs::remove_dir_all(self.store.root().join(&self.bucket)) {

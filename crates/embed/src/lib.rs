@@ -8,10 +8,16 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::io::Read;
 
+use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    CompletedPart, Conditions, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta,
-    ObjectWrite, PosixStore, PutRequest, Store, StoreError, StoreOptions,
+    CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta, PartRequest,
+    PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
 };
+
+/// The context of this library's calls: the host process acting for itself.
+fn cx() -> RequestContext {
+    RequestContext::process()
+}
 
 /// What a call did.
 #[repr(C)]
@@ -97,7 +103,7 @@ fn status_of(err: &StoreError) -> IsthmusStatus {
     match err {
         StoreError::NoSuchBucket => IsthmusStatus::NoSuchBucket,
         StoreError::NoSuchKey => IsthmusStatus::NoSuchKey,
-        StoreError::BucketAlreadyOwnedByYou => IsthmusStatus::BucketAlreadyExists,
+        StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists => IsthmusStatus::BucketAlreadyExists,
         StoreError::BucketNotEmpty => IsthmusStatus::BucketNotEmpty,
         StoreError::PreconditionFailed | StoreError::NotModified | StoreError::SourceChanged => {
             IsthmusStatus::PreconditionFailed
@@ -110,14 +116,15 @@ fn status_of(err: &StoreError) -> IsthmusStatus {
         StoreError::ParentIsObject(_) | StoreError::ObjectIsDirectory(_) => IsthmusStatus::Conflict,
         StoreError::InsufficientStorage => IsthmusStatus::InsufficientStorage,
         StoreError::AccessDenied => IsthmusStatus::AccessDenied,
-        StoreError::Io(_) => IsthmusStatus::IoError,
+        StoreError::Io(_) | StoreError::IoAt { .. } | StoreError::WouldBlock => IsthmusStatus::IoError,
         _ => IsthmusStatus::InvalidArgument,
     }
 }
 
-/// Runs an engine call, turning its error into a status and the thread's last error.
+/// Runs an engine call, turning its error into a status and the thread's last error. A panic
+/// becomes an IoError status: it never unwinds into the host program.
 fn run(f: impl FnOnce() -> Result<(), StoreError>) -> IsthmusStatus {
-    match f() {
+    match guard(f) {
         Ok(()) => IsthmusStatus::Ok,
         Err(err) => fail(status_of(&err), &err.to_string()),
     }
@@ -139,6 +146,21 @@ unsafe fn text<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, StoreError
 /// `ptr` is NULL or a valid NUL-terminated string.
 unsafe fn optional_text<'a>(ptr: *const c_char, what: &str) -> Result<Option<&'a str>, StoreError> {
     if ptr.is_null() { Ok(None) } else { unsafe { text(ptr, what) }.map(Some) }
+}
+
+/// The `len` bytes at `data`; NULL is refused unless `len` is 0.
+///
+/// # Safety
+/// `data` is NULL or points to `len` readable bytes that stay unchanged during the call.
+unsafe fn bytes_arg<'a>(data: *const u8, len: usize) -> Result<&'a [u8], StoreError> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if data.is_null() {
+        return Err(StoreError::InvalidArgument("data is NULL".into()));
+    }
+    // SAFETY: not NULL, and the caller provides `len` readable bytes (the function's contract).
+    Ok(unsafe { std::slice::from_raw_parts(data, len) })
 }
 
 fn fill_etag(dst: &mut [c_char; 48], etag: &str) {
@@ -197,7 +219,7 @@ pub extern "C" fn isthmus_status_name(status: IsthmusStatus) -> *const c_char {
         IsthmusStatus::End => c"End",
         IsthmusStatus::NoSuchBucket => c"NoSuchBucket",
         IsthmusStatus::NoSuchKey => c"NoSuchKey",
-        IsthmusStatus::BucketAlreadyExists => c"BucketAlreadyOwnedByYou",
+        IsthmusStatus::BucketAlreadyExists => c"BucketAlreadyExists",
         IsthmusStatus::BucketNotEmpty => c"BucketNotEmpty",
         IsthmusStatus::InvalidArgument => c"InvalidArgument",
         IsthmusStatus::PreconditionFailed => c"PreconditionFailed",
@@ -250,21 +272,21 @@ pub unsafe extern "C" fn isthmus_close(store: *mut IsthmusStore) {
 /// `store` is a live handle; `bucket` a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn isthmus_create_bucket(store: *const IsthmusStore, bucket: *const c_char) -> IsthmusStatus {
-    run(|| unsafe { handle(store)?.create_bucket(text(bucket, "bucket")?) })
+    run(|| unsafe { handle(store)?.create_bucket(&cx(), text(bucket, "bucket")?, &Default::default()) })
 }
 
 /// # Safety
 /// `store` is a live handle; `bucket` a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn isthmus_delete_bucket(store: *const IsthmusStore, bucket: *const c_char) -> IsthmusStatus {
-    run(|| unsafe { handle(store)?.delete_bucket(text(bucket, "bucket")?) })
+    run(|| unsafe { handle(store)?.delete_bucket(&cx(), text(bucket, "bucket")?) })
 }
 
 /// # Safety
 /// `store` is a live handle; `bucket` a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn isthmus_head_bucket(store: *const IsthmusStore, bucket: *const c_char) -> IsthmusStatus {
-    run(|| unsafe { handle(store)?.head_bucket(text(bucket, "bucket")?) })
+    run(|| unsafe { handle(store)?.head_bucket(&cx(), text(bucket, "bucket")?) })
 }
 
 /// Stores `len` bytes from `data` as an object (atomically: readers see the old or the new
@@ -285,21 +307,14 @@ pub unsafe extern "C" fn isthmus_put(
 ) -> IsthmusStatus {
     run(|| {
         let store = unsafe { handle(store) }?;
-        let bytes: &[u8] = if len == 0 {
-            &[]
-        } else if data.is_null() {
-            return Err(StoreError::InvalidArgument("data is NULL".into()));
-        } else {
-            // SAFETY: the caller provides `len` readable bytes.
-            unsafe { std::slice::from_raw_parts(data, len) }
-        };
+        let bytes = unsafe { bytes_arg(data, len) }?;
         let meta = ObjectMeta {
             content_type: unsafe { optional_text(content_type, "content_type") }?.map(str::to_string),
             ..Default::default()
         };
         let request = PutRequest { meta, ..Default::default() };
         let stored =
-            store.put_bytes(unsafe { text(bucket, "bucket") }?, unsafe { text(key, "key") }?, bytes, request)?;
+            store.put_bytes(&cx(), unsafe { text(bucket, "bucket") }?, unsafe { text(key, "key") }?, bytes, request)?;
         unsafe { write_info(info, &stored) };
         Ok(())
     })
@@ -325,6 +340,7 @@ pub unsafe extern "C" fn isthmus_put_stream(
     let status = run(|| {
         let store = unsafe { handle(store) }?;
         let mut writer = store.put_object(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
             PutRequest::default(),
@@ -371,12 +387,13 @@ pub unsafe extern "C" fn isthmus_get(
     let status = run(|| {
         let store = unsafe { handle(store) }?;
         let response = store.get_object(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
-            &range_request(offset, length),
+            &range_request(offset, length)?,
         )?;
         let mut body = response.body;
-        let needed = usize::try_from(isthmus_store::ObjectRead::remaining(&body)).unwrap_or(usize::MAX);
+        let needed = usize::try_from(body.remaining()).unwrap_or(usize::MAX);
         unsafe { write_info(info, &response.info) };
         if !out_len.is_null() {
             // SAFETY: checked for NULL; provided by the caller.
@@ -396,13 +413,9 @@ pub unsafe extern "C" fn isthmus_get(
     if too_small { fail(IsthmusStatus::BufferTooSmall, "the buffer is smaller than the object") } else { status }
 }
 
-fn range_request(offset: u64, length: u64) -> GetRequest {
-    let range = match (offset, length) {
-        (0, 0) => None,
-        (first, 0) => Some(isthmus_store::ByteRange::FromTo { first, last: None }),
-        (first, n) => Some(isthmus_store::ByteRange::FromTo { first, last: Some(first + n - 1) }),
-    };
-    GetRequest { range, ..Default::default() }
+/// The request for `length` bytes from `offset` (`length` 0: to the end).
+fn range_request(offset: u64, length: u64) -> Result<GetRequest, StoreError> {
+    Ok(GetRequest { range: range_of(offset, std::num::NonZeroU64::new(length))?, ..Default::default() })
 }
 
 /// Streams an object (or a range, as in `isthmus_get`) to `write` in chunks of up to 1 MiB;
@@ -426,23 +439,15 @@ pub unsafe extern "C" fn isthmus_get_stream(
     let status = run(|| {
         let store = unsafe { handle(store) }?;
         let response = store.get_object(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
-            &range_request(offset, length),
+            &range_request(offset, length)?,
         )?;
         unsafe { write_info(info, &response.info) };
         let mut body = response.body;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = body.read(&mut buf)?;
-            if n == 0 {
-                return Ok(());
-            }
-            if write(ctx, buf.as_ptr(), n) != 0 {
-                aborted = true;
-                return Ok(());
-            }
-        }
+        aborted = !stream_out(&mut body, |chunk| write(ctx, chunk.as_ptr(), chunk.len()) == 0)?;
+        Ok(())
     });
     if aborted { fail(IsthmusStatus::Aborted, "the write callback stopped the download") } else { status }
 }
@@ -459,9 +464,10 @@ pub unsafe extern "C" fn isthmus_head(
     run(|| {
         let store = unsafe { handle(store) }?;
         let found = store.head_object(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
-            &Conditions::default(),
+            &Default::default(),
         )?;
         unsafe { write_info(info, &found) };
         Ok(())
@@ -478,7 +484,9 @@ pub unsafe extern "C" fn isthmus_delete(
     bucket: *const c_char,
     key: *const c_char,
 ) -> IsthmusStatus {
-    run(|| unsafe { handle(store)?.delete_object(text(bucket, "bucket")?, text(key, "key")?) })
+    run(|| unsafe {
+        handle(store)?.delete_object(&cx(), text(bucket, "bucket")?, text(key, "key")?, &Default::default())
+    })
 }
 
 /// Server-side copy (metadata kept), done by the file system where it can.
@@ -498,10 +506,9 @@ pub unsafe extern "C" fn isthmus_copy(
         let store = unsafe { handle(store) }?;
         let copied = unsafe {
             store.copy_object(
-                text(src_bucket, "src_bucket")?,
-                text(src_key, "src_key")?,
-                text(dst_bucket, "dst_bucket")?,
-                text(dst_key, "dst_key")?,
+                &cx(),
+                (text(src_bucket, "src_bucket")?, text(src_key, "src_key")?),
+                (text(dst_bucket, "dst_bucket")?, text(dst_key, "dst_key")?),
                 &CopyRequest::default(),
             )
         }?;
@@ -564,9 +571,9 @@ pub unsafe extern "C" fn isthmus_list_next(list: *mut IsthmusList, entry: *mut I
         if list.done {
             return IsthmusStatus::End;
         }
-        let fetched = (|| -> Result<(), StoreError> {
+        let fetched = guard(|| -> Result<(), StoreError> {
             let store = unsafe { handle(list.store) }?;
-            list.page = store.list_objects(&list.bucket, &list.request)?;
+            list.page = store.list_objects(&cx(), &list.bucket, &list.request)?;
             let mut entries: Vec<(String, Option<ObjectInfo>)> =
                 std::mem::take(&mut list.page.objects).into_iter().map(|o| (o.key.clone(), Some(o))).collect();
             entries.extend(std::mem::take(&mut list.page.common_prefixes).into_iter().map(|p| (p, None)));
@@ -576,7 +583,7 @@ pub unsafe extern "C" fn isthmus_list_next(list: *mut IsthmusList, entry: *mut I
             list.done = !list.page.is_truncated;
             list.request.start_after = list.page.next_marker.take();
             Ok(())
-        })();
+        });
         if let Err(err) = fetched {
             return fail(status_of(&err), &err.to_string());
         }
@@ -631,6 +638,7 @@ pub unsafe extern "C" fn isthmus_multipart_create(
     run(|| {
         let store = unsafe { handle(store) }?;
         let id = store.create_multipart_upload(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
             PutRequest::default(),
@@ -657,12 +665,13 @@ pub unsafe extern "C" fn isthmus_multipart_put_part(
 ) -> IsthmusStatus {
     run(|| {
         let store = unsafe { handle(store) }?;
-        let bytes: &[u8] = if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(data, len) } };
+        let bytes = unsafe { bytes_arg(data, len) }?;
         let mut writer = store.upload_part(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
             unsafe { text(upload_id, "upload_id") }?,
-            part_number,
+            &PartRequest { part_number, ..Default::default() },
         )?;
         writer.write_all(bytes)?;
         let part = writer.commit()?;
@@ -702,6 +711,7 @@ pub unsafe extern "C" fn isthmus_multipart_complete(
             });
         }
         let done = store.complete_multipart_upload(
+            &cx(),
             unsafe { text(bucket, "bucket") }?,
             unsafe { text(key, "key") }?,
             unsafe { text(upload_id, "upload_id") }?,
@@ -723,6 +733,11 @@ pub unsafe extern "C" fn isthmus_multipart_abort(
     upload_id: *const c_char,
 ) -> IsthmusStatus {
     run(|| unsafe {
-        handle(store)?.abort_multipart_upload(text(bucket, "bucket")?, text(key, "key")?, text(upload_id, "upload_id")?)
+        handle(store)?.abort_multipart_upload(
+            &cx(),
+            text(bucket, "bucket")?,
+            text(key, "key")?,
+            text(upload_id, "upload_id")?,
+        )
     })
 }

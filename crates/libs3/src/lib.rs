@@ -10,13 +10,18 @@
 mod status_names;
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::io::Read;
 use std::sync::OnceLock;
 
+use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, ObjectWrite,
-    PosixStore, PutRequest, Store, StoreError, StoreOptions,
+    Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PosixStore, PutRequest,
+    RequestContext, Store, StoreError, StoreOptions,
 };
+
+/// The context of this library's calls: the host process acting for itself.
+fn cx() -> RequestContext {
+    RequestContext::process()
+}
 
 type S3Status = c_int;
 
@@ -166,7 +171,8 @@ fn from_store(err: StoreError) -> Failure {
     let name = match &err {
         StoreError::NoSuchBucket => "ErrorNoSuchBucket",
         StoreError::NoSuchKey => "ErrorNoSuchKey",
-        StoreError::BucketAlreadyOwnedByYou => "ErrorBucketAlreadyOwnedByYou",
+        // In-process, the program acts as the owner of the whole data root.
+        StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists => "ErrorBucketAlreadyOwnedByYou",
         StoreError::BucketNotEmpty => "ErrorBucketNotEmpty",
         StoreError::InvalidBucketName(_) => "ErrorInvalidBucketName",
         StoreError::KeyTooLong(_) => "ErrorKeyTooLong",
@@ -300,12 +306,12 @@ unsafe fn bucket_call(
     data: *mut c_void,
     call: impl FnOnce(&PosixStore, &str) -> Result<(), Failure>,
 ) {
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let store = unsafe { engine(host) }?;
         let bucket = unsafe { text(bucket) }
             .ok_or_else(|| Failure(status("ErrorInvalidBucketName"), "no bucket name".into()))?;
         call(store, bucket)
-    })();
+    });
     unsafe { complete(handler, data, result) };
 }
 
@@ -385,7 +391,11 @@ pub unsafe extern "C" fn S3_create_bucket(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    unsafe { bucket_call(host, bucket, handler, data, |store, bucket| Ok(store.create_bucket(bucket)?)) };
+    unsafe {
+        bucket_call(host, bucket, handler, data, |store, bucket| {
+            Ok(store.create_bucket(&cx(), bucket, &Default::default())?)
+        })
+    };
 }
 
 #[unsafe(no_mangle)]
@@ -400,7 +410,7 @@ pub unsafe extern "C" fn S3_delete_bucket(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    unsafe { bucket_call(host, bucket, handler, data, |store, bucket| Ok(store.delete_bucket(bucket)?)) };
+    unsafe { bucket_call(host, bucket, handler, data, |store, bucket| Ok(store.delete_bucket(&cx(), bucket)?)) };
 }
 
 #[unsafe(no_mangle)]
@@ -419,7 +429,7 @@ pub unsafe extern "C" fn S3_test_bucket(
 ) {
     unsafe {
         bucket_call(host, bucket, handler, data, |store, bucket| {
-            store.head_bucket(bucket)?;
+            store.head_bucket(&cx(), bucket)?;
             if !location.is_null() && location_size > 0 {
                 *location = 0;
             }
@@ -439,10 +449,10 @@ pub unsafe extern "C" fn S3_list_service(
     data: *mut c_void,
 ) {
     let response = unsafe { handler.as_ref() }.map_or(std::ptr::null(), |h| &h.response as *const _);
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let store = unsafe { engine(host) }?;
         let callback = unsafe { handler.as_ref() }.and_then(|h| h.list);
-        for bucket in store.list_buckets()? {
+        for bucket in store.list_buckets(&cx())? {
             let name = CString::new(bucket.name).unwrap_or_default();
             let created = unix_seconds(bucket.created);
             if let Some(cb) = callback {
@@ -451,7 +461,7 @@ pub unsafe extern "C" fn S3_list_service(
             }
         }
         Ok(())
-    })();
+    });
     unsafe { complete(response, data, result) };
 }
 
@@ -467,7 +477,7 @@ pub unsafe extern "C" fn S3_list_bucket(
     data: *mut c_void,
 ) {
     let response = unsafe { handler.as_ref() }.map_or(std::ptr::null(), |h| &h.response as *const _);
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
         let request = ListRequest {
             prefix: unsafe { text(prefix) }.unwrap_or_default().to_string(),
@@ -475,7 +485,7 @@ pub unsafe extern "C" fn S3_list_bucket(
             start_after: unsafe { text(marker) }.filter(|m| !m.is_empty()).map(str::to_string),
             max_keys: if max_keys > 0 { (max_keys as usize).min(1000) } else { 1000 },
         };
-        let page = store.list_objects(bucket, &request)?;
+        let page = store.list_objects(&cx(), bucket, &request)?;
         let keys: Vec<CString> =
             page.objects.iter().map(|o| CString::new(o.key.as_str()).unwrap_or_default()).collect();
         let etags: Vec<CString> =
@@ -512,7 +522,7 @@ pub unsafe extern "C" fn S3_list_bucket(
             callback_result(code, "the listing callback stopped")?;
         }
         Ok(())
-    })();
+    });
     unsafe { complete(response, data, result) };
 }
 
@@ -527,9 +537,9 @@ pub unsafe extern "C" fn S3_put_object(
     data: *mut c_void,
 ) {
     let response = unsafe { handler.as_ref() }.map_or(std::ptr::null(), |h| &h.response as *const _);
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
-        let mut writer = store.put_object(bucket, key_of(key)?, unsafe { put_request(props) })?;
+        let mut writer = store.put_object(&cx(), bucket, key_of(key)?, unsafe { put_request(props) })?;
         let source = unsafe { handler.as_ref() }.and_then(|h| h.data);
         let mut buf = vec![0u8; 1 << 20];
         let mut left = content_length;
@@ -563,7 +573,7 @@ pub unsafe extern "C" fn S3_put_object(
         }
         let info = writer.commit()?;
         unsafe { properties(response, data, &info, 0) }
-    })();
+    });
     unsafe { complete(response, data, result) };
 }
 
@@ -597,7 +607,7 @@ pub unsafe extern "C" fn S3_get_object(
     data: *mut c_void,
 ) {
     let response = unsafe { handler.as_ref() }.map_or(std::ptr::null(), |h| &h.response as *const _);
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
         let mut request = GetRequest::default();
         if let Some(c) = unsafe { conditions.as_ref() } {
@@ -611,27 +621,27 @@ pub unsafe extern "C" fn S3_get_object(
                     .map(|t| ETagMatch::Tags(vec![t.trim_matches('"').to_string()])),
             };
         }
-        if start_byte > 0 || byte_count > 0 {
-            let last = (byte_count > 0).then(|| start_byte + byte_count - 1);
-            request.range = Some(ByteRange::FromTo { first: start_byte, last });
-        }
-        let response_data = store.get_object(bucket, key_of(key)?, &request)?;
-        let length = isthmus_store::ObjectRead::remaining(&response_data.body);
+        // libs3: a byte count of 0 reads to the end.
+        request.range = range_of(start_byte, std::num::NonZeroU64::new(byte_count))?;
+        let response_data = store.get_object(&cx(), bucket, key_of(key)?, &request)?;
+        let length = response_data.body.remaining();
         unsafe { properties(response, data, &response_data.info, length) }?;
         let sink = unsafe { handler.as_ref() }.and_then(|h| h.data);
         let mut body = response_data.body;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = body.read(&mut buf).map_err(StoreError::from)?;
-            if n == 0 {
-                return Ok(());
+        let mut stopped = None;
+        stream_out(&mut body, |chunk| {
+            let Some(write) = sink else { return true };
+            let code = unsafe { write(chunk.len() as c_int, chunk.as_ptr().cast(), data) };
+            match callback_result(code, "the data callback stopped the download") {
+                Ok(()) => true,
+                Err(failure) => {
+                    stopped = Some(failure);
+                    false
+                }
             }
-            if let Some(write) = sink {
-                let code = unsafe { write(n as c_int, buf.as_ptr().cast(), data) };
-                callback_result(code, "the data callback stopped the download")?;
-            }
-        }
-    })();
+        })?;
+        stopped.map_or(Ok(()), Err)
+    });
     unsafe { complete(response, data, result) };
 }
 
@@ -643,11 +653,11 @@ pub unsafe extern "C" fn S3_head_object(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
-        let info = store.head_object(bucket, key_of(key)?, &Conditions::default())?;
+        let info = store.head_object(&cx(), bucket, key_of(key)?, &Default::default())?;
         unsafe { properties(handler, data, &info, info.size) }
-    })();
+    });
     unsafe { complete(handler, data, result) };
 }
 
@@ -659,10 +669,10 @@ pub unsafe extern "C" fn S3_delete_object(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
-        Ok(store.delete_object(bucket, key_of(key)?)?)
-    })();
+        Ok(store.delete_object(&cx(), bucket, key_of(key)?, &Default::default())?)
+    });
     unsafe { complete(handler, data, result) };
 }
 
@@ -680,7 +690,7 @@ pub unsafe extern "C" fn S3_copy_object(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    let result = (|| -> Result<(), Failure> {
+    let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
         let key = key_of(key)?;
         let dst_bucket = unsafe { text(destination_bucket) }.unwrap_or(bucket);
@@ -690,7 +700,7 @@ pub unsafe extern "C" fn S3_copy_object(
             replace_meta: (!props.is_null()).then(|| unsafe { put_request(props) }.meta),
             ..Default::default()
         };
-        let info = store.copy_object(bucket, key, dst_bucket, dst_key, &request)?;
+        let info = store.copy_object(&cx(), (bucket, key), (dst_bucket, dst_key), &request)?;
         if let Some(t) = unsafe { last_modified_return.as_mut() } {
             *t = unix_seconds(info.last_modified);
         }
@@ -703,7 +713,7 @@ pub unsafe extern "C" fn S3_copy_object(
             }
         }
         Ok(())
-    })();
+    });
     unsafe { complete(handler, data, result) };
 }
 

@@ -6,9 +6,12 @@
 
 use std::io::Read;
 
+use std::num::NonZeroU64;
+
+use isthmus_store::door::{http_range, range_of};
 use isthmus_store::{
-    ByteRange, CompletedPart, Conditions, CopyRequest, Durability, GetRequest, ListRequest, ObjectInfo, ObjectMeta,
-    ObjectRead, ObjectWrite, PosixStore, PutRequest, Store as _, StoreError, StoreOptions,
+    BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest, ObjectInfo,
+    ObjectMeta, PartRequest, PosixStore, PutRequest, RequestContext, Store as _, StoreError, StoreOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -34,7 +37,11 @@ fn byte_buffer(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
     }
 }
 
-/// A contiguous byte view of any buffer-protocol object.
+/// Runs `f` without the GIL on the bytes of any buffer-protocol object. A read-only buffer
+/// (`bytes`, a read-only memoryview) cannot change while it is exported, so its memory is used
+/// in place. A writable one (bytearray, numpy array) could be changed by another thread while
+/// the GIL is released, which would be a data race on memory Rust reads: it is copied first,
+/// with the GIL held.
 fn with_bytes<R>(py: Python<'_>, data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R + Send) -> PyResult<R>
 where
     R: Send,
@@ -44,10 +51,48 @@ where
         return Err(PyValueError::new_err("the buffer must be C-contiguous"));
     }
     let (ptr, len) = (buffer.buf_ptr() as usize, buffer.len_bytes());
-    // SAFETY: the buffer stays alive (and exported, so not resized) for the duration of the call;
-    // it is contiguous and `len` bytes long.
+    if !buffer.readonly() {
+        let copy = buffer.to_vec(py)?;
+        return Ok(py.detach(|| f(&copy)));
+    }
+    // SAFETY: the buffer is read-only, contiguous, `len` bytes long, and stays exported (so
+    // alive and unchanged) until `buffer` drops after the call.
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
     Ok(py.detach(|| f(bytes)))
+}
+
+/// Copies `bytes` into a writable buffer-protocol object, with the GIL held.
+fn copy_into(py: Python<'_>, view: &PyBuffer<u8>, bytes: &[u8]) -> PyResult<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    if view.readonly() || !view.is_c_contiguous() || view.len_bytes() < bytes.len() {
+        return Err(PyValueError::new_err("the buffer must be writable, C-contiguous and large enough"));
+    }
+    let _gil_held = py;
+    // SAFETY: the exported buffer is writable, contiguous and at least `bytes.len()` bytes; it
+    // stays exported while `view` lives; the GIL is held (we have `py`), so no Python code runs
+    // meanwhile, and `bytes` is our own memory, which cannot overlap it.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), view.buf_ptr().cast::<u8>(), bytes.len()) };
+    Ok(())
+}
+
+/// A writable, C-contiguous byte view of `buffer`.
+fn writable(buffer: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    let view = byte_buffer(buffer)?;
+    if view.readonly() || !view.is_c_contiguous() {
+        return Err(PyValueError::new_err("the buffer must be writable and C-contiguous"));
+    }
+    Ok(view)
+}
+
+/// Reads exactly `len` bytes from `body` without the GIL into a new vector.
+fn read_vec(py: Python<'_>, body: &mut BoxedReader, len: usize) -> PyResult<Vec<u8>> {
+    py.detach(|| {
+        let mut buf = vec![0u8; len];
+        body.read_exact(&mut buf).map(|()| buf)
+    })
+    .map_err(|e| to_py(StoreError::from(e)))
 }
 
 fn info_dict<'py>(py: Python<'py>, info: &ObjectInfo) -> PyResult<Bound<'py, PyDict>> {
@@ -64,17 +109,17 @@ fn info_dict<'py>(py: Python<'py>, info: &ObjectInfo) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-fn range(offset: u64, length: Option<u64>) -> Option<ByteRange> {
-    match (offset, length) {
-        (0, None) => None,
-        (first, None) => Some(ByteRange::FromTo { first, last: None }),
-        (first, Some(0)) => Some(ByteRange::FromTo { first, last: Some(first.saturating_sub(1)) }),
-        (first, Some(n)) => Some(ByteRange::FromTo { first, last: Some(first + n - 1) }),
+/// The range of `length` bytes from `offset` (to the end without a length); `None` for a
+/// length of 0, which reads nothing.
+fn requested_range(offset: u64, length: Option<u64>) -> Result<Option<Option<isthmus_store::ByteRange>>, StoreError> {
+    match length {
+        Some(0) => Ok(None),
+        other => range_of(offset, other.and_then(NonZeroU64::new)).map(Some),
     }
 }
 
 /// The next `len` bytes of `body`, read without the GIL straight into a new `bytes`.
-fn read_new_bytes<'py>(py: Python<'py>, body: &mut (impl Read + Send), len: usize) -> PyResult<Bound<'py, PyBytes>> {
+fn read_new_bytes<'py>(py: Python<'py>, body: &mut BoxedReader, len: usize) -> PyResult<Bound<'py, PyBytes>> {
     PyBytes::new_with(py, len, |dst| {
         let dst_addr = (dst.as_mut_ptr() as usize, dst.len());
         let result = py.detach(move || {
@@ -94,7 +139,7 @@ const STREAM_CHUNK: usize = 1 << 20;
 /// bytes without holding the GIL, so an object of any size streams in bounded pieces.
 #[pyclass(name = "ObjectReader")]
 struct PyObjectReader {
-    body: Option<<PosixStore as isthmus_store::Store>::Reader>,
+    body: Option<BoxedReader>,
     /// The object's description: key, size, etag, last_modified, content_type, metadata.
     #[pyo3(get)]
     info: Py<PyDict>,
@@ -129,18 +174,13 @@ impl PyObjectReader {
         let Some(body) = self.body.as_mut() else {
             return Err(PyValueError::new_err("read of a closed ObjectReader"));
         };
-        let view = byte_buffer(buffer)?;
-        if view.readonly() || !view.is_c_contiguous() {
-            return Err(PyValueError::new_err("the buffer must be writable and C-contiguous"));
-        }
+        let view = writable(buffer)?;
         let want = view.len_bytes().min(usize::try_from(body.remaining()).unwrap_or(usize::MAX));
-        let ptr = view.buf_ptr() as usize;
-        py.detach(move || {
-            // SAFETY: the exported buffer is writable, contiguous and at least `want` bytes.
-            let dst = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, want) };
-            body.read_exact(dst).map(|()| want)
-        })
-        .map_err(|e| to_py(StoreError::from(e)))
+        // Read without the GIL into memory of our own, then copy in with the GIL held: the
+        // caller's buffer may be used by other threads meanwhile.
+        let bytes = read_vec(py, body, want)?;
+        copy_into(py, &view, &bytes)?;
+        Ok(want)
     }
 
     fn close(&mut self) {
@@ -156,25 +196,12 @@ impl PyObjectReader {
     }
 }
 
-/// An HTTP Range header of one range: `bytes=first-last`, `bytes=first-` or `bytes=-suffix`.
-fn http_range(header: &str) -> Result<ByteRange, StoreError> {
-    let invalid =
-        || StoreError::InvalidArgument(format!("invalid Range {header:?}: use bytes=FIRST-LAST, FIRST- or -N"));
-    let spec = header.trim().strip_prefix("bytes=").ok_or_else(invalid)?;
-    let (first, last) = spec.split_once('-').ok_or_else(invalid)?;
-    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| invalid());
-    match (first.trim(), last.trim()) {
-        ("", "") => Err(invalid()),
-        ("", suffix) => Ok(ByteRange::Suffix(number(suffix)?)),
-        (first, "") => Ok(ByteRange::FromTo { first: number(first)?, last: None }),
-        (first, last) => Ok(ByteRange::FromTo { first: number(first)?, last: Some(number(last)?) }),
-    }
-}
-
 /// A data root: buckets are its top-level directories, objects are files.
 #[pyclass(frozen, name = "Store")]
 struct PyStore {
     inner: PosixStore,
+    /// The package acts as the Python process itself.
+    cx: RequestContext,
 }
 
 #[pymethods]
@@ -186,23 +213,23 @@ impl PyStore {
     fn new(root: &str, durability: &str) -> PyResult<Self> {
         let durability: Durability = durability.parse().map_err(PyValueError::new_err)?;
         let inner = PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?;
-        Ok(Self { inner })
+        Ok(Self { inner, cx: RequestContext::process() })
     }
 
     fn create_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
-        py.detach(|| self.inner.create_bucket(bucket)).map_err(to_py)
+        py.detach(|| self.inner.create_bucket(&self.cx, bucket, &Default::default())).map_err(to_py)
     }
 
     fn delete_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
-        py.detach(|| self.inner.delete_bucket(bucket)).map_err(to_py)
+        py.detach(|| self.inner.delete_bucket(&self.cx, bucket)).map_err(to_py)
     }
 
     fn head_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
-        py.detach(|| self.inner.head_bucket(bucket)).map_err(to_py)
+        py.detach(|| self.inner.head_bucket(&self.cx, bucket)).map_err(to_py)
     }
 
     fn list_buckets(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        let buckets = py.detach(|| self.inner.list_buckets()).map_err(to_py)?;
+        let buckets = py.detach(|| self.inner.list_buckets(&self.cx)).map_err(to_py)?;
         Ok(buckets.into_iter().map(|b| b.name).collect())
     }
 
@@ -219,7 +246,8 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyDict>> {
         let meta = ObjectMeta { content_type, user: metadata.unwrap_or_default(), ..Default::default() };
         let request = PutRequest { meta, ..Default::default() };
-        let info = with_bytes(py, data, |bytes| self.inner.put_bytes(bucket, key, bytes, request))?.map_err(to_py)?;
+        let info = with_bytes(py, data, |bytes| self.inner.put_bytes(&self.cx, bucket, key, bytes, request))?
+            .map_err(to_py)?;
         info_dict(py, &info)
     }
 
@@ -233,8 +261,13 @@ impl PyStore {
         offset: u64,
         length: Option<u64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let request = GetRequest { range: range(offset, length), ..Default::default() };
-        let response = py.detach(|| self.inner.get_object(bucket, key, &request)).map_err(to_py)?;
+        let Some(range) = requested_range(offset, length).map_err(to_py)? else {
+            // Nothing to read, but the object must exist.
+            py.detach(|| self.inner.head_object(&self.cx, bucket, key, &Default::default())).map_err(to_py)?;
+            return Ok(PyBytes::new(py, b""));
+        };
+        let request = GetRequest { range, ..Default::default() };
+        let response = py.detach(|| self.inner.get_object(&self.cx, bucket, key, &request)).map_err(to_py)?;
         let mut body = response.body;
         let len = usize::try_from(body.remaining()).map_err(|_| PyValueError::new_err("object too large"))?;
         read_new_bytes(py, &mut body, len)
@@ -254,10 +287,12 @@ impl PyStore {
     ) -> PyResult<PyObjectReader> {
         let range = match range {
             Some(header) => Some(http_range(header).map_err(to_py)?),
-            None => self::range(offset, length),
+            None => requested_range(offset, length)
+                .map_err(to_py)?
+                .ok_or_else(|| PyValueError::new_err("length must be positive (or None: to the end)"))?,
         };
         let request = GetRequest { range, ..Default::default() };
-        let response = py.detach(|| self.inner.get_object(bucket, key, &request)).map_err(to_py)?;
+        let response = py.detach(|| self.inner.get_object(&self.cx, bucket, key, &request)).map_err(to_py)?;
         let info = info_dict(py, &response.info)?.unbind();
         Ok(PyObjectReader { body: Some(response.body), info, range: response.range })
     }
@@ -279,7 +314,7 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyDict>> {
         let meta = ObjectMeta { content_type, user: metadata.unwrap_or_default(), ..Default::default() };
         let request = PutRequest { meta, ..Default::default() };
-        let mut writer = py.detach(|| self.inner.put_object(bucket, key, request)).map_err(to_py)?;
+        let mut writer = py.detach(|| self.inner.put_object(&self.cx, bucket, key, request)).map_err(to_py)?;
         loop {
             let chunk = source.call_method1("read", (STREAM_CHUNK,))?;
             let chunk = match chunk.cast::<pyo3::types::PyString>() {
@@ -314,33 +349,30 @@ impl PyStore {
         buffer: &Bound<'_, PyAny>,
         offset: u64,
     ) -> PyResult<usize> {
-        let view = byte_buffer(buffer)?;
-        if view.readonly() || !view.is_c_contiguous() {
-            return Err(PyValueError::new_err("the buffer must be writable and C-contiguous"));
+        let view = writable(buffer)?;
+        let cap = view.len_bytes();
+        let request = GetRequest { range: range_of(offset, None).map_err(to_py)?, ..Default::default() };
+        let mut body = py.detach(|| self.inner.get_object(&self.cx, bucket, key, &request)).map_err(to_py)?.body;
+        let len = usize::try_from(body.remaining()).unwrap_or(usize::MAX);
+        if len > cap {
+            return Err(to_py(StoreError::InvalidArgument(format!(
+                "the buffer holds {cap} bytes, the object has {len}"
+            ))));
         }
-        let (ptr, cap) = (view.buf_ptr() as usize, view.len_bytes());
-        let request = GetRequest { range: range(offset, None), ..Default::default() };
-        py.detach(|| -> Result<usize, StoreError> {
-            let mut body = self.inner.get_object(bucket, key, &request)?.body;
-            let len = usize::try_from(body.remaining()).unwrap_or(usize::MAX);
-            if len > cap {
-                return Err(StoreError::InvalidArgument(format!("the buffer holds {cap} bytes, the object has {len}")));
-            }
-            // SAFETY: the exported buffer is writable, contiguous and at least `len` bytes.
-            let dst = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
-            body.read_exact(dst)?;
-            Ok(len)
-        })
-        .map_err(to_py)
+        // Read without the GIL into memory of our own, then copy in with the GIL held: the
+        // caller's buffer may be used by other threads meanwhile.
+        let bytes = read_vec(py, &mut body, len)?;
+        copy_into(py, &view, &bytes)?;
+        Ok(len)
     }
 
     fn head_object<'py>(&self, py: Python<'py>, bucket: &str, key: &str) -> PyResult<Bound<'py, PyDict>> {
-        let info = py.detach(|| self.inner.head_object(bucket, key, &Conditions::default())).map_err(to_py)?;
+        let info = py.detach(|| self.inner.head_object(&self.cx, bucket, key, &Default::default())).map_err(to_py)?;
         info_dict(py, &info)
     }
 
     fn delete_object(&self, py: Python<'_>, bucket: &str, key: &str) -> PyResult<()> {
-        py.detach(|| self.inner.delete_object(bucket, key)).map_err(to_py)
+        py.detach(|| self.inner.delete_object(&self.cx, bucket, key, &Default::default())).map_err(to_py)
     }
 
     fn copy_object<'py>(
@@ -352,7 +384,9 @@ impl PyStore {
         dst_key: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
         let info = py
-            .detach(|| self.inner.copy_object(src_bucket, src_key, dst_bucket, dst_key, &CopyRequest::default()))
+            .detach(|| {
+                self.inner.copy_object(&self.cx, (src_bucket, src_key), (dst_bucket, dst_key), &CopyRequest::default())
+            })
             .map_err(to_py)?;
         info_dict(py, &info)
     }
@@ -370,7 +404,7 @@ impl PyStore {
         max_keys: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let request = ListRequest { prefix, delimiter, start_after, max_keys };
-        let page = py.detach(|| self.inner.list_objects(bucket, &request)).map_err(to_py)?;
+        let page = py.detach(|| self.inner.list_objects(&self.cx, bucket, &request)).map_err(to_py)?;
         let d = PyDict::new(py);
         let objects = page.objects.iter().map(|o| info_dict(py, o)).collect::<PyResult<Vec<_>>>()?;
         d.set_item("objects", objects)?;
@@ -390,8 +424,10 @@ impl PyStore {
         metadata: Option<std::collections::BTreeMap<String, String>>,
     ) -> PyResult<String> {
         let meta = ObjectMeta { content_type, user: metadata.unwrap_or_default(), ..Default::default() };
-        py.detach(|| self.inner.create_multipart_upload(bucket, key, PutRequest { meta, ..Default::default() }))
-            .map_err(to_py)
+        py.detach(|| {
+            self.inner.create_multipart_upload(&self.cx, bucket, key, PutRequest { meta, ..Default::default() })
+        })
+        .map_err(to_py)
     }
 
     /// Uploads one part from any contiguous buffer; returns its ETag.
@@ -405,7 +441,13 @@ impl PyStore {
         data: &Bound<'_, PyAny>,
     ) -> PyResult<String> {
         with_bytes(py, data, |bytes| -> Result<String, StoreError> {
-            let mut writer = self.inner.upload_part(bucket, key, upload_id, part_number)?;
+            let mut writer = self.inner.upload_part(
+                &self.cx,
+                bucket,
+                key,
+                upload_id,
+                &PartRequest { part_number, ..Default::default() },
+            )?;
             writer.write_all(bytes)?;
             Ok(writer.commit()?.etag)
         })?
@@ -424,13 +466,15 @@ impl PyStore {
         let parts: Vec<CompletedPart> =
             parts.into_iter().map(|(part_number, etag)| CompletedPart { part_number, etag, checksum: None }).collect();
         let info = py
-            .detach(|| self.inner.complete_multipart_upload(bucket, key, upload_id, &parts, PutRequest::default()))
+            .detach(|| {
+                self.inner.complete_multipart_upload(&self.cx, bucket, key, upload_id, &parts, PutRequest::default())
+            })
             .map_err(to_py)?;
         info_dict(py, &info)
     }
 
     fn abort_multipart_upload(&self, py: Python<'_>, bucket: &str, key: &str, upload_id: &str) -> PyResult<()> {
-        py.detach(|| self.inner.abort_multipart_upload(bucket, key, upload_id)).map_err(to_py)
+        py.detach(|| self.inner.abort_multipart_upload(&self.cx, bucket, key, upload_id)).map_err(to_py)
     }
 
     /// [(part_number, etag, size), ...]
@@ -441,7 +485,17 @@ impl PyStore {
         key: &str,
         upload_id: &str,
     ) -> PyResult<Vec<(u32, String, u64)>> {
-        let page = py.detach(|| self.inner.list_parts(bucket, key, upload_id, 0, 10_000)).map_err(to_py)?;
+        let page = py
+            .detach(|| {
+                self.inner.list_parts(
+                    &self.cx,
+                    bucket,
+                    key,
+                    upload_id,
+                    &ListPartsRequest { after_part: 0, max_parts: 10_000 },
+                )
+            })
+            .map_err(to_py)?;
         Ok(page.parts.into_iter().map(|p| (p.part_number, p.etag, p.size)).collect())
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use isthmus_store::{Store, StoreError};
+use isthmus_store::{RequestContext, Store, StoreError};
 use s3s::access::S3AccessContext;
 use s3s::dto::{CopyObjectInput, CopySource, UploadPartCopyInput};
 use s3s::path::S3Path;
@@ -12,29 +12,30 @@ use s3s::{S3Request, S3Result, s3_error};
 
 use crate::auth::UserDirectory;
 
-pub struct AccessPolicy<S: Store> {
-    pub store: Arc<S>,
+pub struct AccessPolicy {
+    /// Owner lookups are engine calls like any other (inline on local file systems).
+    pub engine: crate::engine::Engine,
     pub users: Arc<UserDirectory>,
-    /// Where the owner lookup runs (inline on local file systems, as the gateway's reads do).
-    pub io: crate::error::IoPolicy,
 }
 
 /// Checks that `access_key` may use `bucket`. A missing bucket passes, so the operation itself
 /// answers NoSuchBucket.
-pub fn check_bucket<S: Store>(store: &S, users: &UserDirectory, access_key: &str, bucket: &str) -> S3Result<()> {
+pub fn check_bucket(
+    store: &dyn Store,
+    cx: &RequestContext,
+    users: &UserDirectory,
+    access_key: &str,
+    bucket: &str,
+) -> Result<bool, StoreError> {
     if users.is_root(access_key) {
-        return Ok(());
+        return Ok(true);
     }
-    let owner = match store.bucket_owner(bucket) {
+    let owner = match store.bucket_owner(cx, bucket) {
         Ok(owner) => owner,
-        Err(StoreError::NoSuchBucket) => return Ok(()),
-        Err(err) => return Err(crate::error::s3_error(err)),
+        Err(StoreError::NoSuchBucket) => return Ok(true),
+        Err(err) => return Err(err),
     };
-    if users.may_use(access_key, bucket, owner.as_deref()) {
-        Ok(())
-    } else {
-        Err(s3_error!(AccessDenied, "Access Denied"))
-    }
+    Ok(users.may_use(access_key, bucket, owner.as_deref()))
 }
 
 fn requester<T>(req: &S3Request<T>) -> S3Result<&str> {
@@ -49,7 +50,7 @@ fn copy_source_bucket(source: &CopySource) -> Option<&str> {
 }
 
 #[async_trait::async_trait]
-impl<S: Store> s3s::access::S3Access for AccessPolicy<S> {
+impl s3s::access::S3Access for AccessPolicy {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let Some(credentials) = cx.credentials() else {
             return Err(s3_error!(AccessDenied, "Anonymous requests are not allowed"));
@@ -74,25 +75,26 @@ impl<S: Store> s3s::access::S3Access for AccessPolicy<S> {
     }
 }
 
-impl<S: Store> AccessPolicy<S> {
+impl AccessPolicy {
     /// The source of a copy must be readable by the requester too.
     async fn check_source<T>(&self, req: &S3Request<T>, source_bucket: Option<&str>) -> S3Result<()> {
         let (Some(bucket), access_key) = (source_bucket, requester(req)?) else { return Ok(()) };
         self.check_owner(access_key.to_string(), bucket.to_string()).await
     }
 
-    /// `check_bucket` without a thread handoff where none is needed: the root user needs no
-    /// lookup at all, and on local file systems the owner file is read inline.
+    /// `check_bucket` as an engine call: none for the root user, inline on local file systems.
     async fn check_owner(&self, access_key: String, bucket: String) -> S3Result<()> {
         if self.users.is_root(&access_key) {
             return Ok(());
         }
-        if self.io.inline_reads {
-            return check_bucket(&*self.store, &self.users, &access_key, &bucket);
-        }
-        let (store, users) = (self.store.clone(), self.users.clone());
-        tokio::task::spawn_blocking(move || check_bucket(&*store, &users, &access_key, &bucket))
-            .await
-            .map_err(crate::error::join_error)?
+        let cx = RequestContext::user(access_key.clone(), false);
+        let users = self.users.clone();
+        let allowed = self
+            .engine
+            .call(&cx, crate::engine::Placement::Read, move |store, cx| {
+                check_bucket(store, cx, &users, &access_key, &bucket)
+            })
+            .await?;
+        if allowed { Ok(()) } else { Err(s3_error!(AccessDenied, "Access Denied")) }
     }
 }

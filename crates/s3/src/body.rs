@@ -7,30 +7,31 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
-use isthmus_store::{ObjectInfo, ObjectRead, ObjectWrite, Store, StoreError, StoreResult};
+use isthmus_store::{BoxedReader, BoxedWriter, ObjectInfo, RequestContext, Store, StoreError, StoreResult};
 
 use crate::Gateway;
+use crate::engine::{Engine, Placement};
 use crate::integrity::Declared;
 use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
 use s3s::{S3Error, S3ErrorCode, StdError};
 use tokio::sync::mpsc;
 
-use crate::error::{blocking, join_error, s3_error};
+use crate::error::{join_error, s3_error};
 
 /// The unit of transfer between the network and the file system.
 pub const CHUNK: usize = 1 << 20;
 
 /// A GET body as the engine produced it: whole (small objects, read in the same blocking call
 /// that opened the file) or still to be streamed.
-pub enum ObjectBody<R> {
+pub enum ObjectBody {
     Whole(Bytes),
-    Stream(R),
+    Stream(BoxedReader),
 }
 
-impl<R: ObjectRead + 'static> ObjectBody<R> {
-    /// Reads small bodies right away; called on the blocking pool.
-    pub fn prefetch(mut reader: R) -> StoreResult<Self> {
+impl ObjectBody {
+    /// Reads small bodies right away, in the engine call that opened the object.
+    pub fn prefetch(mut reader: BoxedReader) -> StoreResult<Self> {
         let remaining = reader.remaining();
         if remaining > CHUNK as u64 {
             return Ok(Self::Stream(reader));
@@ -40,13 +41,13 @@ impl<R: ObjectRead + 'static> ObjectBody<R> {
         Ok(Self::Whole(Bytes::from(buf)))
     }
 
-    pub fn into_blob(self) -> StreamingBlob {
+    pub fn into_blob(self, engine: &Engine) -> StreamingBlob {
         match self {
             Self::Whole(bytes) => StreamingBlob::new(WholeBody(Some(bytes))),
             Self::Stream(reader) => {
                 let remaining = reader.remaining();
                 let (tx, rx) = mpsc::channel(2);
-                tokio::task::spawn_blocking(move || pump_reader(reader, &tx));
+                engine.stream(move |_| pump_reader(reader, &tx));
                 StreamingBlob::new(ChannelBody { rx, remaining })
             }
         }
@@ -54,7 +55,7 @@ impl<R: ObjectRead + 'static> ObjectBody<R> {
 }
 
 /// Reads the object chunk by chunk into the channel until done, or until the client is gone.
-fn pump_reader<R: ObjectRead>(mut reader: R, tx: &mpsc::Sender<Result<Bytes, std::io::Error>>) {
+fn pump_reader(mut reader: BoxedReader, tx: &mpsc::Sender<Result<Bytes, std::io::Error>>) {
     while reader.remaining() > 0 {
         let want = reader.remaining().min(CHUNK as u64) as usize;
         let mut buf = BytesMut::zeroed(want);
@@ -151,26 +152,29 @@ async fn fill(body: &mut StreamingBlob, buf: &mut BytesMut) -> Result<bool, S3Er
     Ok(false)
 }
 
-/// Streams a request body into a new object. `open` creates the engine writer (on the blocking
-/// pool); the object becomes visible only after the whole body arrived and `commit` succeeded.
-/// Any failure discards the temporary file.
-pub async fn write_object<S, W, F>(
-    gw: &Gateway<S>,
+/// Streams a request body into a new object. `open` creates the engine writer; the object
+/// becomes visible only after the whole body arrived and `commit` succeeded. Any failure
+/// discards the temporary file. A body of one chunk is written and committed in one engine
+/// call placed as `placement` says; larger ones stream through a blocking task and commit on
+/// the blocking pool (commits fsync).
+pub async fn write_object<F>(
+    gw: &Gateway,
+    cx: &RequestContext,
     mut body: StreamingBlob,
     declared: Declared,
+    placement: Placement,
     open: F,
 ) -> Result<ObjectInfo, S3Error>
 where
-    S: Store,
-    W: ObjectWrite + 'static,
-    F: FnOnce(&S) -> StoreResult<W> + Send + 'static,
+    F: Fn(&dyn Store, &RequestContext) -> StoreResult<BoxedWriter> + Send + Sync + 'static,
 {
     let mut buf = BytesMut::with_capacity(CHUNK);
     if fill(&mut body, &mut buf).await? {
         let bytes = buf.freeze();
         return gw
-            .write(move |store| {
-                let mut writer = open(store)?;
+            .engine
+            .call(cx, placement, move |store, cx| {
+                let mut writer = open(store, cx)?;
                 writer.write_all(&bytes)?;
                 declared.check(&writer.digests())?;
                 writer.commit()
@@ -178,9 +182,9 @@ where
             .await;
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(2);
-    let store = gw.store.clone();
-    let task = tokio::task::spawn_blocking(move || -> StoreResult<W> {
-        let mut writer = open(&store)?;
+    let stream_cx = cx.with_may_block(true);
+    let task = gw.engine.stream(move |store| -> StoreResult<BoxedWriter> {
+        let mut writer = open(store, &stream_cx)?;
         while let Some(chunk) = rx.blocking_recv() {
             writer.write_all(&chunk)?;
         }
@@ -208,5 +212,5 @@ where
     // The body and its trailers are complete: verify before anything becomes visible.
     declared.check(&writer.digests()).map_err(s3_error)?;
     // Committing fsyncs in strict mode: always off the async workers.
-    blocking(move || writer.commit()).await
+    gw.engine.stream(move |_| writer.commit()).await.map_err(join_error)?.map_err(s3_error)
 }

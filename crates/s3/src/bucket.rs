@@ -1,26 +1,26 @@
 //! Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation.
 
-use isthmus_store::Store;
+use isthmus_store::{CreateBucketRequest, StoreError};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result};
 
 use crate::Gateway;
 
-pub async fn list_buckets<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<ListBucketsInput>,
-) -> S3Result<S3Response<ListBucketsOutput>> {
+pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    let cx = gw.cx(&req);
     let prefix = req.input.prefix.clone();
     let requester = req.credentials.as_ref().map(|c| c.access_key.clone()).unwrap_or_default();
     let users = gw.users.clone();
     // Each user sees the buckets it may use.
     let buckets = gw
-        .read(move |store| {
-            let all = store.list_buckets()?;
-            Ok(all
-                .into_iter()
-                .filter(|b| crate::access::check_bucket(store, &users, &requester, &b.name).is_ok())
-                .collect::<Vec<_>>())
+        .read(&cx, move |store, cx| {
+            let mut visible = Vec::new();
+            for bucket in store.list_buckets(cx)? {
+                if crate::access::check_bucket(store, cx, &users, &requester, &bucket.name)? {
+                    visible.push(bucket);
+                }
+            }
+            Ok(visible)
         })
         .await?;
     let buckets = buckets
@@ -32,51 +32,75 @@ pub async fn list_buckets<S: Store>(
     Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner, prefix, ..Default::default() }))
 }
 
-pub async fn create_bucket<S: Store>(
-    gw: &Gateway<S>,
+pub async fn create_bucket(
+    gw: &Gateway,
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
+    let cx = gw.cx(&req);
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
+    let request = CreateBucketRequest {
+        location: req
+            .input
+            .create_bucket_configuration
+            .and_then(|c| c.location_constraint)
+            .map(|l| l.as_str().to_string()),
+    };
     let owner = req.credentials.map(|c| c.access_key).unwrap_or_default();
-    gw.write(move |store| {
-        store.create_bucket(&bucket)?;
-        store.set_bucket_owner(&bucket, &owner)
+    let users = gw.users.clone();
+    gw.write(&cx, move |store, cx| match store.create_bucket(cx, &bucket, &request) {
+        Ok(()) => store.set_bucket_owner(cx, &bucket, &owner),
+        // S3 tells the owner of an existing bucket apart from everyone else. A bucket made with
+        // mkdir has no recorded owner: it belongs to the root user.
+        Err(StoreError::BucketAlreadyExists) => {
+            let recorded = store.bucket_owner(cx, &bucket).unwrap_or(None);
+            let is_owner = match recorded.as_deref() {
+                Some(recorded) => recorded == owner,
+                None => users.is_root(&owner),
+            };
+            Err(if is_owner { StoreError::BucketAlreadyOwnedByYou } else { StoreError::BucketAlreadyExists })
+        }
+        Err(err) => Err(err),
     })
     .await?;
     Ok(S3Response::new(CreateBucketOutput { location: Some(location) }))
 }
 
-pub async fn head_bucket<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<HeadBucketInput>,
-) -> S3Result<S3Response<HeadBucketOutput>> {
-    gw.read(move |store| store.head_bucket(&req.input.bucket)).await?;
+pub async fn head_bucket(gw: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+    let cx = gw.cx(&req);
+    let bucket = req.input.bucket;
+    gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
     Ok(S3Response::new(HeadBucketOutput::default()))
 }
 
-pub async fn delete_bucket<S: Store>(
-    gw: &Gateway<S>,
+pub async fn delete_bucket(
+    gw: &Gateway,
     req: S3Request<DeleteBucketInput>,
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
-    gw.write(move |store| store.delete_bucket(&req.input.bucket)).await?;
+    let cx = gw.cx(&req);
+    let bucket = req.input.bucket;
+    gw.write(&cx, move |store, cx| store.delete_bucket(cx, &bucket)).await?;
     Ok(S3Response::new(DeleteBucketOutput::default()))
 }
 
-pub async fn get_bucket_location<S: Store>(
-    gw: &Gateway<S>,
+pub async fn get_bucket_location(
+    gw: &Gateway,
     req: S3Request<GetBucketLocationInput>,
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-    gw.read(move |store| store.head_bucket(&req.input.bucket)).await?;
+    let cx = gw.cx(&req);
+    let bucket = req.input.bucket;
+    gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
     // us-east-1 is reported as an empty constraint, which every client accepts.
     Ok(S3Response::new(GetBucketLocationOutput { location_constraint: None }))
 }
 
-pub async fn get_bucket_versioning<S: Store>(
-    gw: &Gateway<S>,
+pub async fn get_bucket_versioning(
+    gw: &Gateway,
     req: S3Request<GetBucketVersioningInput>,
 ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    gw.read(move |store| store.head_bucket(&req.input.bucket)).await?;
+    let cx = gw.cx(&req);
+    let bucket = req.input.bucket;
+    gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
     // Never versioned: S3 reports that by leaving Status out.
     Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }

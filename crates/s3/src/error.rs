@@ -8,8 +8,8 @@ use s3s::{S3Error, S3ErrorCode};
 pub fn s3_error(err: StoreError) -> S3Error {
     let code = S3ErrorCode::from_bytes(err.s3_code().as_bytes()).unwrap_or(S3ErrorCode::InternalError);
     let message = match &err {
-        StoreError::Io(io) => {
-            tracing::error!(error = %io, "internal I/O error");
+        StoreError::Io(_) | StoreError::IoAt { .. } | StoreError::WouldBlock => {
+            tracing::error!(error = %err, "internal error");
             "We encountered an internal error. Please try again.".to_string()
         }
         other => other.to_string(),
@@ -40,21 +40,4 @@ pub struct IoPolicy {
 impl IoPolicy {
     /// Everything on the blocking pool: safe anywhere.
     pub const POOL: Self = Self { inline_reads: false, inline_writes: false };
-
-    pub async fn run<T, F>(inline: bool, f: F) -> Result<T, S3Error>
-    where
-        F: FnOnce() -> Result<T, StoreError> + Send + 'static,
-        T: Send + 'static,
-    {
-        if inline { f().map_err(s3_error) } else { blocking(f).await }
-    }
-}
-
-/// Runs an engine call on the blocking pool and maps its error.
-pub async fn blocking<T, F>(f: F) -> Result<T, S3Error>
-where
-    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(f).await.map_err(join_error)?.map_err(s3_error)
 }

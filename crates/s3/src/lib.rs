@@ -7,6 +7,7 @@ pub mod auth;
 mod body;
 mod bucket;
 pub mod convert;
+pub mod engine;
 pub mod error;
 mod idle;
 pub mod integrity;
@@ -18,50 +19,66 @@ mod tagging;
 
 use std::sync::Arc;
 
-use isthmus_store::{Store, StoreResult};
+use isthmus_store::{RequestContext, Store, StoreResult};
 use s3s::dto::*;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Request, S3Response, S3Result};
 
 pub use auth::{User, UserDirectory};
+pub use engine::{Engine, Placement};
 pub use error::IoPolicy;
 pub use server::{GatewayConfig, serve};
 
-/// The S3 front of an engine.
-pub struct Gateway<S: Store> {
-    store: Arc<S>,
-    io: IoPolicy,
+/// The S3 front of an engine (any `Store`, behind `dyn`).
+pub struct Gateway {
+    engine: Engine,
     users: Arc<UserDirectory>,
 }
 
-impl<S: Store> Gateway<S> {
-    pub fn new(store: Arc<S>, io: IoPolicy, users: Arc<UserDirectory>) -> Self {
-        Self { store, io, users }
+impl Gateway {
+    pub fn new(engine: Engine, users: Arc<UserDirectory>) -> Self {
+        Self { engine, users }
+    }
+
+    /// The context of a request's engine calls: the user its signature authenticated.
+    fn cx<T>(&self, req: &S3Request<T>) -> RequestContext {
+        match &req.credentials {
+            Some(c) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
+            // s3s refuses unsigned requests before they get here (see `access`).
+            None => RequestContext::user(String::new(), false),
+        }
     }
 
     /// Runs a short engine call that only reads.
-    async fn read<T, F>(&self, f: F) -> S3Result<T>
+    async fn read<T, F>(&self, cx: &RequestContext, f: F) -> S3Result<T>
     where
-        F: FnOnce(&S) -> StoreResult<T> + Send + 'static,
+        F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let store = self.store.clone();
-        IoPolicy::run(self.io.inline_reads, move || f(&store)).await
+        self.engine.call(cx, Placement::Read, f).await
     }
 
     /// Runs a short engine call that changes something.
-    async fn write<T, F>(&self, f: F) -> S3Result<T>
+    async fn write<T, F>(&self, cx: &RequestContext, f: F) -> S3Result<T>
     where
-        F: FnOnce(&S) -> StoreResult<T> + Send + 'static,
+        F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let store = self.store.clone();
-        IoPolicy::run(self.io.inline_writes, move || f(&store)).await
+        self.engine.call(cx, Placement::Write, f).await
+    }
+
+    /// Runs an engine call that moves data (copies, multipart completion).
+    async fn long<T, F>(&self, cx: &RequestContext, f: F) -> S3Result<T>
+    where
+        F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.engine.call(cx, Placement::Long, f).await
     }
 }
 
 #[async_trait::async_trait]
-impl<S: Store> S3 for Gateway<S> {
+impl S3 for Gateway {
     async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
         bucket::list_buckets(self, req).await
     }
@@ -175,16 +192,17 @@ impl<S: Store> S3 for Gateway<S> {
 /// Builds the S3 service: the gateway, SigV4 authentication against `users`, and
 /// virtual-hosted-style addressing under `domain` (with the port the server listens on) when
 /// one is given; path style always works.
-pub fn build_service<S: Store>(
-    store: Arc<S>,
+pub fn build_service(
+    store: Arc<dyn Store>,
     io: IoPolicy,
     users: UserDirectory,
     domain: Option<(&str, u16)>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    let mut builder = S3ServiceBuilder::new(Gateway::new(store.clone(), io, users.clone()));
+    let engine = Engine::new(store, io);
+    let mut builder = S3ServiceBuilder::new(Gateway::new(engine.clone(), users.clone()));
     builder.set_auth((*users).clone());
-    builder.set_access(access::AccessPolicy { store, users, io });
+    builder.set_access(access::AccessPolicy { engine, users });
     if let Some((domain, port)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let names = if domain.contains(':') {

@@ -3,7 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use isthmus_store::{ListPage, ListRequest, Store};
+use isthmus_store::{ListPage, ListRequest, RequestContext};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
@@ -60,8 +60,8 @@ fn list_request(
     }
 }
 
-async fn list_page<S: Store>(gw: &Gateway<S>, bucket: String, request: ListRequest) -> S3Result<ListPage> {
-    gw.read(move |store| store.list_objects(&bucket, &request)).await
+async fn list_page(gw: &Gateway, cx: &RequestContext, bucket: String, request: ListRequest) -> S3Result<ListPage> {
+    gw.read(cx, move |store, cx| store.list_objects(cx, &bucket, &request)).await
 }
 
 /// The page's common prefixes, encoded as the request asked.
@@ -85,15 +85,13 @@ fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefi
     (objects, prefixes)
 }
 
-pub async fn list_objects<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<ListObjectsInput>,
-) -> S3Result<S3Response<ListObjectsOutput>> {
+pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
     let request = list_request(&input.prefix, &input.delimiter, input.marker.clone(), max);
-    let mut page = list_page(gw, input.bucket.clone(), request).await?;
+    let mut page = list_page(gw, &cx, input.bucket.clone(), request).await?;
     let (objects, prefixes) = contents(&mut page, &enc);
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),
@@ -110,10 +108,11 @@ pub async fn list_objects<S: Store>(
     }))
 }
 
-pub async fn list_objects_v2<S: Store>(
-    gw: &Gateway<S>,
+pub async fn list_objects_v2(
+    gw: &Gateway,
     req: S3Request<ListObjectsV2Input>,
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
@@ -123,7 +122,7 @@ pub async fn list_objects_v2<S: Store>(
     };
     // A continuation token supersedes start-after, as in S3.
     let request = list_request(&input.prefix, &input.delimiter, from_token.or_else(|| input.start_after.clone()), max);
-    let mut page = list_page(gw, input.bucket.clone(), request).await?;
+    let mut page = list_page(gw, &cx, input.bucket.clone(), request).await?;
     let (objects, prefixes) = contents(&mut page, &enc);
     let owner = input
         .fetch_owner
@@ -163,15 +162,16 @@ fn decode_token(token: &str) -> S3Result<String> {
 }
 
 /// Every object is its own "null" version: this gateway keeps one version per key.
-pub async fn list_object_versions<S: Store>(
-    gw: &Gateway<S>,
+pub async fn list_object_versions(
+    gw: &Gateway,
     req: S3Request<ListObjectVersionsInput>,
 ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
     let request = list_request(&input.prefix, &input.delimiter, input.key_marker.clone(), max);
-    let mut page = list_page(gw, input.bucket.clone(), request).await?;
+    let mut page = list_page(gw, &cx, input.bucket.clone(), request).await?;
     let versions = std::mem::take(&mut page.objects)
         .into_iter()
         .map(|o| ObjectVersion {

@@ -1,13 +1,14 @@
 //! Multipart uploads: CreateMultipartUpload, UploadPart, CompleteMultipartUpload,
 //! AbortMultipartUpload, ListParts, ListMultipartUploads, UploadPartCopy.
 
-use isthmus_store::{CompletedPart as StorePart, ListUploadsRequest, PutRequest, Store};
+use isthmus_store::{CompletedPart as StorePart, ListPartsRequest, ListUploadsRequest, PartRequest, PutRequest};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
 use crate::body::write_object;
 use crate::convert::{etag, etag_match};
+use crate::engine::Placement;
 use crate::integrity::{checksum_type, parse_checksum_type};
 use crate::{checksum_headers, meta_headers, set_checksum};
 use isthmus_store::ChecksumAlgorithm;
@@ -27,10 +28,11 @@ fn part_number(n: i32) -> S3Result<u32> {
         .map_err(|_| s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"))
 }
 
-pub async fn create_multipart_upload<S: Store>(
-    gw: &Gateway<S>,
+pub async fn create_multipart_upload(
+    gw: &Gateway,
     req: S3Request<CreateMultipartUploadInput>,
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let checksum_algorithm = match input.checksum_algorithm.as_ref() {
         None => None,
@@ -60,7 +62,7 @@ pub async fn create_multipart_upload<S: Store>(
     };
     let (bucket, key) = (input.bucket, input.key);
     let (b, k) = (bucket.clone(), key.clone());
-    let upload_id = gw.write(move |store| store.create_multipart_upload(&b, &k, request)).await?;
+    let upload_id = gw.write(&cx, move |store, cx| store.create_multipart_upload(cx, &b, &k, request.clone())).await?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(bucket),
         key: Some(key),
@@ -69,10 +71,8 @@ pub async fn create_multipart_upload<S: Store>(
     }))
 }
 
-pub async fn upload_part<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<UploadPartInput>,
-) -> S3Result<S3Response<UploadPartOutput>> {
+pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+    let cx = gw.cx(&req);
     let declared = crate::object::declared(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
@@ -80,17 +80,23 @@ pub async fn upload_part<S: Store>(
         .body
         .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
-    let info =
-        write_object(gw, body, declared, move |store: &S| store.upload_part(&bucket, &key, &upload_id, number)).await?;
+    // Every checksum the client sends is computed and verified, whether or not the upload was
+    // created with a checksum algorithm.
+    let request = PartRequest { part_number: number, checksum_algorithm: declared.algorithm };
+    let info = write_object(gw, &cx, body, declared, Placement::Write, move |store, cx| {
+        store.upload_part(cx, &bucket, &key, &upload_id, &request)
+    })
+    .await?;
     let mut output = UploadPartOutput { e_tag: Some(etag(&info.etag)), ..Default::default() };
     set_checksum!(output, &info.checksum);
     Ok(S3Response::new(output))
 }
 
-pub async fn complete_multipart_upload<S: Store>(
-    gw: &Gateway<S>,
+pub async fn complete_multipart_upload(
+    gw: &Gateway,
     req: S3Request<CompleteMultipartUploadInput>,
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let listed = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
     let mut parts = Vec::with_capacity(listed.len());
@@ -109,9 +115,9 @@ pub async fn complete_multipart_upload<S: Store>(
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     let (b, k) = (bucket.clone(), key.clone());
     // Assembling copies every part and fsyncs: always on the blocking pool.
-    let store = gw.store.clone();
-    let info =
-        crate::error::blocking(move || store.complete_multipart_upload(&b, &k, &upload_id, &parts, request)).await?;
+    let info = gw
+        .long(&cx, move |store, cx| store.complete_multipart_upload(cx, &b, &k, &upload_id, &parts, request.clone()))
+        .await?;
     let mut output = CompleteMultipartUploadOutput {
         location: Some(format!("/{bucket}/{key}")),
         bucket: Some(bucket),
@@ -124,25 +130,26 @@ pub async fn complete_multipart_upload<S: Store>(
     Ok(S3Response::new(output))
 }
 
-pub async fn abort_multipart_upload<S: Store>(
-    gw: &Gateway<S>,
+pub async fn abort_multipart_upload(
+    gw: &Gateway,
     req: S3Request<AbortMultipartUploadInput>,
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
-    gw.write(move |store| store.abort_multipart_upload(&input.bucket, &input.key, &input.upload_id)).await?;
+    gw.write(&cx, move |store, cx| store.abort_multipart_upload(cx, &input.bucket, &input.key, &input.upload_id))
+        .await?;
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
 }
 
-pub async fn list_parts<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<ListPartsInput>,
-) -> S3Result<S3Response<ListPartsOutput>> {
+pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let max = limit(input.max_parts, "max-parts")?;
     let after = u32::try_from(input.part_number_marker.unwrap_or(0)).unwrap_or(0);
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     let (b, k, u) = (bucket.clone(), key.clone(), upload_id.clone());
-    let page = gw.read(move |store| store.list_parts(&b, &k, &u, after, max)).await?;
+    let request = ListPartsRequest { after_part: after, max_parts: max };
+    let page = gw.read(&cx, move |store, cx| store.list_parts(cx, &b, &k, &u, &request)).await?;
     let parts = page
         .parts
         .into_iter()
@@ -172,10 +179,11 @@ pub async fn list_parts<S: Store>(
     }))
 }
 
-pub async fn list_multipart_uploads<S: Store>(
-    gw: &Gateway<S>,
+pub async fn list_multipart_uploads(
+    gw: &Gateway,
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     if input.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
         return Err(s3_error!(NotImplemented, "ListMultipartUploads with a delimiter is not supported"));
@@ -188,7 +196,7 @@ pub async fn list_multipart_uploads<S: Store>(
         max_uploads: max,
     };
     let bucket = input.bucket.clone();
-    let page = gw.read(move |store| store.list_multipart_uploads(&bucket, &request)).await?;
+    let page = gw.read(&cx, move |store, cx| store.list_multipart_uploads(cx, &bucket, &request)).await?;
     let uploads = page
         .uploads
         .into_iter()
@@ -214,10 +222,11 @@ pub async fn list_multipart_uploads<S: Store>(
     }))
 }
 
-pub async fn upload_part_copy<S: Store>(
-    gw: &Gateway<S>,
+pub async fn upload_part_copy(
+    gw: &Gateway,
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let number = part_number(input.part_number)?;
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
@@ -253,11 +262,12 @@ pub async fn upload_part_copy<S: Store>(
     let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     // Copies the bytes: always on the blocking pool.
-    let store = gw.store.clone();
-    let info = crate::error::blocking(move || {
-        store.upload_part_copy(&bucket, &key, &upload_id, number, (&src_bucket, &src_key), &source_request)
-    })
-    .await?;
+    let request = PartRequest { part_number: number, checksum_algorithm: None };
+    let info = gw
+        .long(&cx, move |store, cx| {
+            store.upload_part_copy(cx, &bucket, &key, &upload_id, &request, (&src_bucket, &src_key), &source_request)
+        })
+        .await?;
     let mut result = CopyPartResult {
         e_tag: Some(etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),

@@ -1,20 +1,19 @@
 //! Object operations: PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects, CopyObject.
 
-use isthmus_store::{Conditions, CopyRequest, GetRequest, ObjectInfo, PutRequest, Store};
+use isthmus_store::{Conditions, CopyRequest, GetRequest, ObjectInfo, PutRequest};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
 use crate::body::{ObjectBody, write_object};
 use crate::convert::{self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata};
+use crate::engine::Placement;
 use crate::integrity::{ChecksumHeaders, Declared, checksum_type};
 use crate::tagging::parse_tagging_header;
 use crate::{checksum_headers, meta_headers, set_checksum};
 
-pub async fn put_object<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<PutObjectInput>,
-) -> S3Result<S3Response<PutObjectOutput>> {
+pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    let cx = gw.cx(&req);
     let declared = declared(&req)?;
     let input = req.input;
     if input.write_offset_bytes.is_some() {
@@ -35,7 +34,13 @@ pub async fn put_object<S: Store>(
         .body
         .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let (bucket, key) = (input.bucket, input.key);
-    let info = write_object(gw, body, declared, move |store: &S| store.put_object(&bucket, &key, request)).await?;
+    // A conditional write reads the current ETag at commit, which may mean hashing a file
+    // written outside the gateway: such a write commits on the blocking pool.
+    let placement = if request.if_match.is_some() { Placement::Long } else { Placement::Write };
+    let info = write_object(gw, &cx, body, declared, placement, move |store, cx| {
+        store.put_object(cx, &bucket, &key, request.clone())
+    })
+    .await?;
     let mut output = PutObjectOutput { e_tag: Some(etag(&info.etag)), ..Default::default() };
     set_checksum!(output, &info.checksum);
     output.checksum_type = info.checksum.as_ref().map(checksum_type);
@@ -130,10 +135,8 @@ fn check_version(version_id: Option<&str>) -> S3Result<()> {
     }
 }
 
-pub async fn get_object<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<GetObjectInput>,
-) -> S3Result<S3Response<GetObjectOutput>> {
+pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     check_version(input.version_id.as_deref())?;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
@@ -145,8 +148,8 @@ pub async fn get_object<S: Store>(
     };
     let (bucket, key) = (input.bucket, input.key);
     let (response, body) = gw
-        .read(move |store| {
-            let response = store.get_object(&bucket, &key, &request)?;
+        .read(&cx, move |store, cx| {
+            let response = store.get_object(cx, &bucket, &key, &request)?;
             let body = ObjectBody::prefetch(response.body)?;
             Ok(((response.info, response.range), body))
         })
@@ -155,7 +158,7 @@ pub async fn get_object<S: Store>(
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let checksum = info.checksum.clone();
     let mut output = object_output!(GetObjectOutput, info, range, part_number, {
-        body: Some(body.into_blob()),
+        body: Some(body.into_blob(&gw.engine)),
         tag_count: tag_count,
     });
     // Checksums describe the whole object: returned on request, and not for ranges.
@@ -166,10 +169,8 @@ pub async fn get_object<S: Store>(
     Ok(S3Response::new(output))
 }
 
-pub async fn head_object<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<HeadObjectInput>,
-) -> S3Result<S3Response<HeadObjectOutput>> {
+pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     check_version(input.version_id.as_deref())?;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
@@ -177,7 +178,8 @@ pub async fn head_object<S: Store>(
         conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since);
     let (bucket, key) = (input.bucket, input.key);
     let part_number = requested_part(input.part_number)?;
-    let info = gw.read(move |store| store.head_object(&bucket, &key, &conditions)).await?;
+    let request = isthmus_store::HeadRequest { conditions };
+    let info = gw.read(&cx, move |store, cx| store.head_object(cx, &bucket, &key, &request)).await?;
     let part = match part_number {
         None | Some(1) if info.parts.is_empty() => None,
         None => None,
@@ -198,19 +200,18 @@ pub async fn head_object<S: Store>(
     Ok(response)
 }
 
-pub async fn delete_object<S: Store>(
-    gw: &Gateway<S>,
+pub async fn delete_object(
+    gw: &Gateway,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let cx = gw.cx(&req);
     let (bucket, key) = (req.input.bucket, req.input.key);
-    gw.write(move |store| store.delete_object(&bucket, &key)).await?;
+    gw.write(&cx, move |store, cx| store.delete_object(cx, &bucket, &key, &Default::default())).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
-pub async fn copy_object<S: Store>(
-    gw: &Gateway<S>,
-    req: S3Request<CopyObjectInput>,
-) -> S3Result<S3Response<CopyObjectOutput>> {
+pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
         return Err(s3_error!(NotImplemented, "Copying from an access point is not supported"));
@@ -242,7 +243,9 @@ pub async fn copy_object<S: Store>(
         source_conditions,
         replace_tags,
     };
-    let info = gw.write(move |store| store.copy_object(&src_bucket, &src_key, &bucket, &key, &request)).await?;
+    let info = gw
+        .long(&cx, move |store, cx| store.copy_object(cx, (&src_bucket, &src_key), (&bucket, &key), &request))
+        .await?;
     let result = CopyObjectResult {
         e_tag: Some(convert::etag(&info.etag)),
         last_modified: Some(Timestamp::from(info.last_modified)),
@@ -254,10 +257,11 @@ pub async fn copy_object<S: Store>(
 /// Most keys one DeleteObjects request may name.
 const MAX_DELETE_KEYS: usize = 1000;
 
-pub async fn delete_objects<S: Store>(
-    gw: &Gateway<S>,
+pub async fn delete_objects(
+    gw: &Gateway,
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let quiet = input.delete.quiet.unwrap_or(false);
     let objects = input.delete.objects;
@@ -267,18 +271,18 @@ pub async fn delete_objects<S: Store>(
     let bucket = input.bucket;
     // One engine call for the whole batch: each key is deleted (and fsynced) in turn.
     let results = gw
-        .write(move |store| {
-            store.head_bucket(&bucket)?;
+        .write(&cx, move |store, cx| {
+            store.head_bucket(cx, &bucket)?;
             Ok(objects
-                .into_iter()
+                .iter()
                 .map(|o| {
                     let outcome = match o.version_id.as_deref() {
                         Some(v) if v != "null" => Err(isthmus_store::StoreError::InvalidArgument(
                             "This gateway keeps only the null version".into(),
                         )),
-                        _ => store.delete_object(&bucket, &o.key),
+                        _ => store.delete_object(cx, &bucket, &o.key, &Default::default()),
                     };
-                    (o.key, outcome)
+                    (o.key.clone(), outcome)
                 })
                 .collect::<Vec<_>>())
         })

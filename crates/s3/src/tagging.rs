@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use isthmus_store::Store;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
@@ -33,34 +32,36 @@ fn tag_map(tag_set: TagSet) -> S3Result<BTreeMap<String, String>> {
     Ok(tags)
 }
 
-pub async fn put_object_tagging<S: Store>(
-    gw: &Gateway<S>,
+pub async fn put_object_tagging(
+    gw: &Gateway,
     req: S3Request<PutObjectTaggingInput>,
 ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
     let tags = tag_map(input.tagging.tag_set)?;
-    gw.write(move |store| store.set_object_tags(&input.bucket, &input.key, tags)).await?;
+    gw.write(&cx, move |store, cx| store.set_object_tags(cx, &input.bucket, &input.key, tags.clone())).await?;
     Ok(S3Response::new(PutObjectTaggingOutput::default()))
 }
 
-pub async fn get_object_tagging<S: Store>(
-    gw: &Gateway<S>,
+pub async fn get_object_tagging(
+    gw: &Gateway,
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
-    let info = gw
-        .read(move |store| store.head_object(&input.bucket, &input.key, &isthmus_store::Conditions::default()))
-        .await?;
+    let info =
+        gw.read(&cx, move |store, cx| store.head_object(cx, &input.bucket, &input.key, &Default::default())).await?;
     let tag_set = info.meta.tags.into_iter().map(|(k, v)| Tag { key: Some(k), value: Some(v) }).collect();
     Ok(S3Response::new(GetObjectTaggingOutput { tag_set, version_id: None }))
 }
 
-pub async fn delete_object_tagging<S: Store>(
-    gw: &Gateway<S>,
+pub async fn delete_object_tagging(
+    gw: &Gateway,
     req: S3Request<DeleteObjectTaggingInput>,
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+    let cx = gw.cx(&req);
     let input = req.input;
-    gw.write(move |store| store.set_object_tags(&input.bucket, &input.key, BTreeMap::new())).await?;
+    gw.write(&cx, move |store, cx| store.set_object_tags(cx, &input.bucket, &input.key, BTreeMap::new())).await?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
 }
 

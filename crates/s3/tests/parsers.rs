@@ -21,9 +21,12 @@ impl Harness {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(PosixStore::open(dir.path(), StoreOptions::default()).unwrap());
-        store.create_bucket("fuzz").unwrap();
-        store.put_bytes("fuzz", "obj", b"0123456789", PutRequest::default()).unwrap();
-        let gateway = Gateway::new(store, IoPolicy::POOL, Arc::new(UserDirectory::new("", [])));
+        store.create_bucket(&isthmus_store::RequestContext::process(), "fuzz", &Default::default()).unwrap();
+        store
+            .put_bytes(&isthmus_store::RequestContext::process(), "fuzz", "obj", b"0123456789", PutRequest::default())
+            .unwrap();
+        let gateway =
+            Gateway::new(isthmus_s3::Engine::new(store, IoPolicy::POOL), Arc::new(UserDirectory::new("", [])));
         let service = S3ServiceBuilder::new(gateway).build();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         Self { _dir: dir, service, runtime }

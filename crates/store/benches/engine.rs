@@ -9,7 +9,12 @@ use std::io::Read;
 use criterion::{Criterion, criterion_group, criterion_main};
 use isthmus_store::key::ObjectPath;
 use isthmus_store::meta::MetaRecord;
-use isthmus_store::{Conditions, Durability, GetRequest, PosixStore, PutRequest, Store, StoreOptions};
+use isthmus_store::{Durability, GetRequest, PosixStore, PutRequest, Store, StoreOptions};
+
+/// The process acting for itself, as the embedded doors do.
+fn cx() -> isthmus_store::RequestContext {
+    isthmus_store::RequestContext::process()
+}
 
 const KEY: &str = "run-0042/rank-017/checkpoint.000123.h5";
 const SMALL: usize = 4096;
@@ -23,8 +28,8 @@ fn store_with_object() -> (tempfile::TempDir, PosixStore) {
     let dir = tempfile::tempdir().unwrap();
     let options = StoreOptions { durability: Durability::Relaxed, ..StoreOptions::default() };
     let store = PosixStore::open(dir.path(), options).unwrap();
-    store.create_bucket("bench").unwrap();
-    store.put_bytes("bench", KEY, &vec![7u8; SMALL], PutRequest::default()).unwrap();
+    store.create_bucket(&cx(), "bench", &Default::default()).unwrap();
+    store.put_bytes(&cx(), "bench", KEY, &vec![7u8; SMALL], PutRequest::default()).unwrap();
     (dir, store)
 }
 
@@ -60,7 +65,7 @@ fn small_objects(c: &mut Criterion) {
     });
     group.bench_function("engine", |b| {
         b.iter(|| {
-            let mut body = store.get_object("bench", KEY, &GetRequest::default()).unwrap().body;
+            let mut body = store.get_object(&cx(), "bench", KEY, &GetRequest::default()).unwrap().body;
             body.read(&mut buf).unwrap()
         })
     });
@@ -68,7 +73,7 @@ fn small_objects(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("head");
     group.bench_function("posix", |b| b.iter(|| rustix::fs::stat(&path).unwrap()));
-    group.bench_function("engine", |b| b.iter(|| store.head_object("bench", KEY, &Conditions::default()).unwrap()));
+    group.bench_function("engine", |b| b.iter(|| store.head_object(&cx(), "bench", KEY, &Default::default()).unwrap()));
     group.finish();
 
     let data = vec![9u8; SMALL];
@@ -82,7 +87,7 @@ fn small_objects(c: &mut Criterion) {
         })
     });
     group.bench_function("engine", |b| {
-        b.iter(|| store.put_bytes("bench", "engine-object", &data, PutRequest::default()).unwrap())
+        b.iter(|| store.put_bytes(&cx(), "bench", "engine-object", &data, PutRequest::default()).unwrap())
     });
     group.finish();
 }

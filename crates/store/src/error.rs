@@ -12,6 +12,12 @@ pub enum StoreError {
     NoSuchKey,
     #[error("Your previous request to create the named bucket succeeded and you already own it")]
     BucketAlreadyOwnedByYou,
+    #[error(
+        "The requested bucket name is not available. The bucket namespace is shared by all users of this gateway. Please select a different name and try again."
+    )]
+    BucketAlreadyExists,
+    #[error("The specified location-constraint is not valid: {0:?} (this store has one location, us-east-1)")]
+    InvalidLocationConstraint(String),
     #[error("The bucket you tried to delete is not empty")]
     BucketNotEmpty,
     #[error("Invalid bucket name: {0}")]
@@ -49,6 +55,8 @@ pub enum StoreError {
     #[error("{0}")]
     InvalidArgument(String),
     #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
     MalformedXml(String),
     #[error("{0}")]
     BadDigest(String),
@@ -58,8 +66,16 @@ pub enum StoreError {
     InvalidPartNumber,
     #[error("Your metadata headers exceed the maximum allowed metadata size ({0} bytes, the limit is 2048)")]
     MetadataTooLarge(usize),
+    /// The call would have to do long work (hash a file written outside the gateway) and its
+    /// context says the caller may not block: the caller retries where blocking is allowed.
+    #[error("This call must run where it may block")]
+    WouldBlock,
     #[error("Internal I/O error: {0}")]
     Io(io::Error),
+    /// An I/O error with what the engine was doing and on which path (relative to the data
+    /// root or the bucket), for the logs.
+    #[error("Internal I/O error: cannot {operation} {path:?}: {source}")]
+    IoAt { operation: &'static str, path: String, source: io::Error },
 }
 
 impl StoreError {
@@ -69,6 +85,8 @@ impl StoreError {
             Self::NoSuchBucket => "NoSuchBucket",
             Self::NoSuchKey => "NoSuchKey",
             Self::BucketAlreadyOwnedByYou => "BucketAlreadyOwnedByYou",
+            Self::BucketAlreadyExists => "BucketAlreadyExists",
+            Self::InvalidLocationConstraint(_) => "InvalidLocationConstraint",
             Self::BucketNotEmpty => "BucketNotEmpty",
             Self::InvalidBucketName(_) => "InvalidBucketName",
             Self::KeyTooLong(_) => "KeyTooLongError",
@@ -88,12 +106,13 @@ impl StoreError {
             Self::InvalidPartOrder => "InvalidPartOrder",
             Self::EntityTooSmall => "EntityTooSmall",
             Self::InvalidArgument(_) => "InvalidArgument",
+            Self::InvalidRequest(_) => "InvalidRequest",
             Self::MalformedXml(_) => "MalformedXML",
             Self::BadDigest(_) => "BadDigest",
             Self::InvalidTag(_) => "InvalidTag",
             Self::InvalidPartNumber => "InvalidPartNumber",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
-            Self::Io(_) => "InternalError",
+            Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => "InternalError",
         }
     }
 
@@ -105,18 +124,47 @@ impl StoreError {
             | Self::InvalidPartOrder
             | Self::EntityTooSmall
             | Self::InvalidArgument(_)
+            | Self::InvalidRequest(_)
             | Self::MalformedXml(_)
             | Self::BadDigest(_)
             | Self::InvalidTag(_)
             | Self::MetadataTooLarge(_) => 400,
-            Self::BucketAlreadyOwnedByYou | Self::BucketNotEmpty | Self::ObjectIsDirectory(_) => 409,
+            Self::BucketAlreadyOwnedByYou
+            | Self::BucketAlreadyExists
+            | Self::BucketNotEmpty
+            | Self::ObjectIsDirectory(_) => 409,
+            Self::InvalidLocationConstraint(_) => 400,
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,
             Self::NotModified => 304,
             Self::InvalidRange { .. } | Self::InvalidPartNumber => 416,
             Self::InsufficientStorage => 507,
             Self::AccessDenied => 403,
-            Self::Io(_) => 500,
+            Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,
+        }
+    }
+}
+
+impl StoreError {
+    /// An I/O error of `operation` on `path`. Errors that have an S3 meaning (no space, no
+    /// permission) become that error; the others keep the operation and path for the logs.
+    pub fn io(operation: &'static str, path: &std::path::Path, err: io::Error) -> Self {
+        match Self::from(err) {
+            Self::Io(source) => Self::IoAt { operation, path: path.display().to_string(), source },
+            other => other,
+        }
+    }
+
+    /// `io` for a system call's error on a path given as text (a key, a bucket, an internal name).
+    pub fn io_at(operation: &'static str, path: &str, err: rustix::io::Errno) -> Self {
+        Self::io(operation, std::path::Path::new(path), err.into())
+    }
+
+    /// Adds the operation and path to a plain I/O error; other errors pass unchanged.
+    pub fn context(self, operation: &'static str, path: &str) -> Self {
+        match self {
+            Self::Io(source) => Self::IoAt { operation, path: path.to_string(), source },
+            other => other,
         }
     }
 }

@@ -7,24 +7,24 @@
 
 pub mod checksum;
 pub mod conditions;
+pub mod context;
+pub mod door;
 pub mod error;
 pub mod key;
-mod list;
 pub mod meta;
-pub mod multipart;
 pub mod posix;
-mod resolve;
-mod staging;
+pub use posix::multipart;
 
 use std::io::Read;
 use std::time::SystemTime;
 
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
+pub use context::{Principal, RequestContext};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
-pub use posix::{Durability, FileSystemKind, PosixStore, StoreOptions};
+pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
 
 /// A bucket as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +140,7 @@ pub struct ListPage {
 }
 
 /// The bytes of an object being read: a reader positioned at the start of the range.
-pub trait ObjectRead: Read + Send {
+pub trait ObjectRead: Read + Send + Sync {
     /// Bytes left to read.
     fn remaining(&self) -> u64;
 }
@@ -153,48 +153,113 @@ pub trait ObjectWrite: Send {
     /// declared (Content-MD5, x-amz-checksum-*) before it commits.
     fn digests(&self) -> Digests;
     /// Makes the object visible atomically and returns what HEAD would now report.
-    fn commit(self) -> StoreResult<ObjectInfo>;
+    fn commit(self: Box<Self>) -> StoreResult<ObjectInfo>;
 }
+
+/// A reader of any backend.
+pub type BoxedReader = Box<dyn ObjectRead>;
+/// A writer (of an object or of a part) of any backend.
+pub type BoxedWriter = Box<dyn ObjectWrite>;
 
 /// What a GET returns: the object's description, the reader, and the byte range served
 /// (`first..=last` of `size`) when a range was requested.
-pub struct GetResponse<R> {
+pub struct GetResponse {
     pub info: ObjectInfo,
-    pub body: R,
+    pub body: BoxedReader,
     pub range: Option<(u64, u64)>,
 }
 
-/// The engine interface, with S3 semantics. Every door calls this and nothing else.
+/// A CreateBucket.
+#[derive(Debug, Clone, Default)]
+pub struct CreateBucketRequest {
+    /// Where the bucket should live (S3's LocationConstraint); `None` is the default place.
+    /// A backend that has one place accepts `None` and its own region name only.
+    pub location: Option<String>,
+}
+
+/// A HEAD of an object.
+#[derive(Debug, Clone, Default)]
+pub struct HeadRequest {
+    pub conditions: Conditions,
+}
+
+/// A DeleteObject. Its fields arrive with versioning; today it names no options.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteRequest {}
+
+/// An UploadPart.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PartRequest {
+    pub part_number: u32,
+    /// The checksum the client declared for this part, computed while writing so the door can
+    /// verify it, whether or not the upload was created with a checksum algorithm. It must be
+    /// the upload's algorithm when the upload has one.
+    pub checksum_algorithm: Option<ChecksumAlgorithm>,
+}
+
+/// A ListParts page request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListPartsRequest {
+    /// Parts with numbers above this one.
+    pub after_part: u32,
+    pub max_parts: usize,
+}
+
+/// What a backend says about one of its buckets: facts doors use to decide how to call it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketFacts {
+    /// The file system the bucket's data lives on (decides inline calls or the blocking pool).
+    pub filesystem: FileSystemKind,
+    /// Where object metadata is kept in this bucket.
+    pub metadata: MetadataMode,
+    pub durability: Durability,
+}
+
+/// The engine interface, with S3 semantics. Every door calls this and nothing else. Every call
+/// carries the request context; every operation takes its request struct, so what later
+/// requests need (versions, ACLs, identities) arrives as fields. It is object safe: a router
+/// can hold several backends as `Arc<dyn Store>`.
 pub trait Store: Send + Sync + 'static {
-    type Reader: ObjectRead + 'static;
-    type Writer: ObjectWrite + 'static;
-    type PartWriter: ObjectWrite + 'static;
-
-    fn list_buckets(&self) -> StoreResult<Vec<BucketInfo>>;
-    fn create_bucket(&self, bucket: &str) -> StoreResult<()>;
-    fn head_bucket(&self, bucket: &str) -> StoreResult<()>;
-    fn delete_bucket(&self, bucket: &str) -> StoreResult<()>;
+    fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>>;
+    fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()>;
+    fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()>;
+    /// Facts about where the bucket lives (file system kind, metadata mode, durability).
+    fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts>;
+    fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()>;
     /// The owner recorded for a bucket (a door's user name), if any; NoSuchBucket if missing.
-    fn bucket_owner(&self, bucket: &str) -> StoreResult<Option<String>>;
-    fn set_bucket_owner(&self, bucket: &str, owner: &str) -> StoreResult<()>;
+    fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
+    fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()>;
 
-    fn put_object(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<Self::Writer>;
-    fn get_object(&self, bucket: &str, key: &str, request: &GetRequest) -> StoreResult<GetResponse<Self::Reader>>;
-    fn head_object(&self, bucket: &str, key: &str, conditions: &Conditions) -> StoreResult<ObjectInfo>;
+    fn put_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: PutRequest)
+    -> StoreResult<BoxedWriter>;
+    fn get_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &GetRequest,
+    ) -> StoreResult<GetResponse>;
+    fn head_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &HeadRequest,
+    ) -> StoreResult<ObjectInfo>;
     /// Deleting a key that does not exist succeeds, as in S3.
-    fn delete_object(&self, bucket: &str, key: &str) -> StoreResult<()>;
+    fn delete_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: &DeleteRequest) -> StoreResult<()>;
     fn copy_object(
         &self,
-        src_bucket: &str,
-        src_key: &str,
-        dst_bucket: &str,
-        dst_key: &str,
+        cx: &RequestContext,
+        source: (&str, &str),
+        destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
-    fn list_objects(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
+    fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
     /// Replaces the object's tags (an empty map removes them).
     fn set_object_tags(
         &self,
+        cx: &RequestContext,
         bucket: &str,
         key: &str,
         tags: std::collections::BTreeMap<String, String>,
@@ -202,65 +267,101 @@ pub trait Store: Send + Sync + 'static {
 
     /// Starts a multipart upload of `key`; returns the upload id. `request.meta` is stored
     /// with the upload and given to the object on completion.
-    fn create_multipart_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String>;
+    fn create_multipart_upload(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String>;
     /// A writer for one part; its `commit` returns the part's size and ETag.
-    fn upload_part(&self, bucket: &str, key: &str, upload_id: &str, part_number: u32) -> StoreResult<Self::PartWriter>;
+    fn upload_part(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &PartRequest,
+    ) -> StoreResult<BoxedWriter>;
     /// Assembles the listed parts into the object, atomically, with the S3 "-N" ETag.
     /// `request` carries the write conditions (its metadata is ignored).
     fn complete_multipart_upload(
         &self,
+        cx: &RequestContext,
         bucket: &str,
         key: &str,
         upload_id: &str,
         parts: &[CompletedPart],
         request: PutRequest,
     ) -> StoreResult<ObjectInfo>;
-    fn abort_multipart_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()>;
-    /// Parts with numbers above `after_part`, at most `max_parts`.
+    fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()>;
     fn list_parts(
         &self,
+        cx: &RequestContext,
         bucket: &str,
         key: &str,
         upload_id: &str,
-        after_part: u32,
-        max_parts: usize,
+        request: &ListPartsRequest,
     ) -> StoreResult<PartsPage>;
-    fn list_multipart_uploads(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage>;
+    fn list_multipart_uploads(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListUploadsRequest,
+    ) -> StoreResult<UploadsPage>;
 
     /// UploadPartCopy: a part made of (a range of) an existing object. The bytes pass through
     /// the writer so the part gets its MD5 and checksum like any uploaded part.
+    #[allow(clippy::too_many_arguments, reason = "the upload's identity, the part and the source, as S3 names them")]
     fn upload_part_copy(
         &self,
+        cx: &RequestContext,
         bucket: &str,
         key: &str,
         upload_id: &str,
-        part_number: u32,
+        request: &PartRequest,
         source: (&str, &str),
         source_request: &GetRequest,
     ) -> StoreResult<ObjectInfo> {
-        let mut writer = self.upload_part(bucket, key, upload_id, part_number)?;
-        let mut body = match self.get_object(source.0, source.1, source_request) {
+        let mut writer = self.upload_part(cx, bucket, key, upload_id, request)?;
+        let mut body = match self.get_object(cx, source.0, source.1, source_request) {
             Ok(response) => response.body,
             // A copy source that "was not modified" fails the copy, as in S3.
             Err(StoreError::NotModified) => return Err(StoreError::PreconditionFailed),
             Err(err) => return Err(err),
         };
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = body.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            writer.write_all(&buf[..n])?;
-        }
+        copy_stream(&mut body, &mut *writer)?;
         writer.commit()
     }
 
     /// Convenience: a whole object from a buffer.
-    fn put_bytes(&self, bucket: &str, key: &str, bytes: &[u8], request: PutRequest) -> StoreResult<ObjectInfo> {
-        let mut writer = self.put_object(bucket, key, request)?;
+    fn put_bytes(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        bytes: &[u8],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let mut writer = self.put_object(cx, bucket, key, request)?;
         writer.write_all(bytes)?;
         writer.commit()
+    }
+}
+
+/// Copies everything a reader yields into a writer, 1 MiB at a time.
+pub fn copy_stream(reader: &mut dyn Read, writer: &mut dyn ObjectWrite) -> StoreResult<u64> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err.into()),
+        };
+        writer.write_all(&buf[..n])?;
+        total += n as u64;
     }
 }
 

@@ -122,11 +122,17 @@ pub struct MetaRecord {
     pub meta: ObjectMeta,
 }
 
-/// Reads and writes metadata records for one bucket.
+/// Reads and writes metadata records for one bucket, for one request.
+#[derive(Clone, Copy)]
 pub struct MetaStore<'a> {
     pub mode: MetadataMode,
     /// The bucket directory (base of the sidecar directory).
     pub bucket: BorrowedFd<'a>,
+    /// Files written outside the gateway up to this size get the MD5 of their content as
+    /// ETag; larger ones an ETag derived from their identity (`identity_etag`).
+    pub etag_md5_limit: u64,
+    /// Whether this request may hash a file (see `RequestContext::may_block`).
+    pub may_block: bool,
 }
 
 impl MetaStore<'_> {
@@ -178,8 +184,8 @@ impl MetaStore<'_> {
     fn write_sidecar(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
         let path = sidecar_path(key);
         let (dir, name) = path.rsplit_once('/').expect("sidecar path has directories");
-        let dir_fd = crate::resolve::create_dirs_beneath(self.bucket, dir, false)?;
-        let tmp = format!("{name}.{}", crate::posix::unique_suffix());
+        let dir_fd = crate::posix::resolve::create_dirs_beneath(self.bucket, dir, false)?;
+        let tmp = format!("{name}.{}", crate::posix::recovery::unique_suffix());
         let fd = rustix::fs::openat(
             &dir_fd,
             &tmp,
@@ -231,6 +237,21 @@ pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> StoreResult<()>
     Ok(())
 }
 
+/// The ETag of a file written outside the gateway that is too large to hash on a request
+/// path: derived from the file's identity (inode, size, mtime in nanoseconds), so it is
+/// available at once, identical on every gateway that serves the same file system, stable
+/// while the file is unchanged and different as soon as the file changes. The `-1` suffix is
+/// the form of a multipart ETag, which clients (rclone, s3cmd, the aws CLI) already treat as
+/// "not the MD5 of the content" and do not verify downloads against.
+pub fn identity_etag(identity: &FileIdentity) -> String {
+    let mut hasher = Md5::new();
+    hasher.update(b"isthmus-file-identity\0");
+    hasher.update(identity.ino.to_le_bytes());
+    hasher.update(identity.size.to_le_bytes());
+    hasher.update(identity.mtime_ns.to_le_bytes());
+    format!("{}-1", hex::encode(hasher.finalize()))
+}
+
 /// Computes the MD5 ETag of a whole open file by reading it from the start.
 pub fn compute_etag(file: BorrowedFd<'_>) -> StoreResult<String> {
     let mut hasher = Md5::new();
@@ -280,6 +301,21 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with(".isthmus/meta/"));
         assert!(!a.contains("a/b"));
+    }
+
+    #[test]
+    fn identity_etags_are_stable_and_change_with_the_file() {
+        let id = FileIdentity { ino: 12, size: 10 << 30, mtime_ns: 1_700_000_000_000_000_001 };
+        let etag = identity_etag(&id);
+        assert_eq!(etag, identity_etag(&id));
+        assert!(etag.ends_with("-1") && etag.len() == 34, "{etag}");
+        for other in [
+            FileIdentity { ino: 13, ..id },
+            FileIdentity { size: id.size + 1, ..id },
+            FileIdentity { mtime_ns: id.mtime_ns + 1, ..id },
+        ] {
+            assert_ne!(identity_etag(&other), etag);
+        }
     }
 
     #[test]

@@ -4,15 +4,20 @@ use std::io::Read;
 use std::time::Duration;
 
 use isthmus_store::{
-    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, ListRequest, MetadataMode, ObjectMeta,
-    ObjectWrite, PosixStore, PutRequest, Store, StoreError, StoreOptions,
+    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, HeadRequest, ListRequest, MetadataMode,
+    ObjectMeta, PosixStore, PutRequest, Store, StoreError, StoreOptions,
 };
+
+/// The process acting for itself, as the embedded doors do.
+fn cx() -> isthmus_store::RequestContext {
+    isthmus_store::RequestContext::process()
+}
 
 fn store_with(metadata: MetadataMode) -> (tempfile::TempDir, PosixStore) {
     let dir = tempfile::tempdir().unwrap();
     let options = StoreOptions { metadata, ..StoreOptions::default() };
     let store = PosixStore::open(dir.path(), options).unwrap();
-    store.create_bucket("bkt").unwrap();
+    store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
     (dir, store)
 }
 
@@ -27,12 +32,12 @@ fn md5_hex(bytes: &[u8]) -> String {
 
 fn read_all(store: &PosixStore, key: &str, request: &GetRequest) -> Vec<u8> {
     let mut out = Vec::new();
-    store.get_object("bkt", key, request).unwrap().body.read_to_end(&mut out).unwrap();
+    store.get_object(&cx(), "bkt", key, request).unwrap().body.read_to_end(&mut out).unwrap();
     out
 }
 
 fn put(store: &PosixStore, key: &str, bytes: &[u8]) {
-    store.put_bytes("bkt", key, bytes, PutRequest::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", key, bytes, PutRequest::default()).unwrap();
 }
 
 fn list_all(store: &PosixStore, prefix: &str, delimiter: Option<&str>, page: usize) -> (Vec<String>, Vec<String>) {
@@ -46,7 +51,7 @@ fn list_all(store: &PosixStore, prefix: &str, delimiter: Option<&str>, page: usi
             start_after: marker.clone(),
             max_keys: page,
         };
-        let p = store.list_objects("bkt", &req).unwrap();
+        let p = store.list_objects(&cx(), "bkt", &req).unwrap();
         assert!(p.objects.len() + p.common_prefixes.len() <= page);
         keys.extend(p.objects.into_iter().map(|o| o.key));
         prefixes.extend(p.common_prefixes);
@@ -63,11 +68,17 @@ fn put_is_a_plain_file_with_md5_etag_and_metadata() {
     let mut meta = ObjectMeta { content_type: Some("text/csv".into()), ..Default::default() };
     meta.user.insert("run".into(), "42".into());
     let info = store
-        .put_bytes("bkt", "results/2026/a.csv", b"x,y\n1,2\n", PutRequest { meta: meta.clone(), ..Default::default() })
+        .put_bytes(
+            &cx(),
+            "bkt",
+            "results/2026/a.csv",
+            b"x,y\n1,2\n",
+            PutRequest { meta: meta.clone(), ..Default::default() },
+        )
         .unwrap();
     assert_eq!(info.etag, md5_hex(b"x,y\n1,2\n"));
     assert_eq!(std::fs::read(dir.path().join("bkt/results/2026/a.csv")).unwrap(), b"x,y\n1,2\n");
-    let head = store.head_object("bkt", "results/2026/a.csv", &Conditions::default()).unwrap();
+    let head = store.head_object(&cx(), "bkt", "results/2026/a.csv", &Default::default()).unwrap();
     assert_eq!(head.meta, meta);
     assert_eq!(head.size, 8);
     assert_eq!(head.etag, info.etag);
@@ -79,12 +90,12 @@ fn put_is_a_plain_file_with_md5_etag_and_metadata() {
 fn posix_written_and_changed_files_get_correct_etags() {
     let (dir, store) = store();
     std::fs::write(dir.path().join("bkt/sim.out"), b"step 1").unwrap();
-    assert_eq!(store.head_object("bkt", "sim.out", &Conditions::default()).unwrap().etag, md5_hex(b"step 1"));
+    assert_eq!(store.head_object(&cx(), "bkt", "sim.out", &Default::default()).unwrap().etag, md5_hex(b"step 1"));
     put(&store, "via-s3", b"original");
     std::thread::sleep(Duration::from_millis(20));
     // Same size, different bytes: the identity (mtime) changes, so the ETag is recomputed.
     std::fs::write(dir.path().join("bkt/via-s3"), b"ORIGINAL").unwrap();
-    let head = store.head_object("bkt", "via-s3", &Conditions::default()).unwrap();
+    let head = store.head_object(&cx(), "bkt", "via-s3", &Default::default()).unwrap();
     assert_eq!(head.etag, md5_hex(b"ORIGINAL"));
     assert_eq!(read_all(&store, "via-s3", &GetRequest::default()), b"ORIGINAL");
 }
@@ -98,13 +109,14 @@ fn ranges_and_conditions() {
     assert_eq!(get(ByteRange::Suffix(3)), b"789");
     assert_eq!(get(ByteRange::FromTo { first: 8, last: None }), b"89");
     let bad = store.get_object(
+        &cx(),
         "bkt",
         "r",
         &GetRequest { range: Some(ByteRange::FromTo { first: 10, last: None }), ..Default::default() },
     );
     assert!(matches!(bad, Err(StoreError::InvalidRange { size: 10 })));
     let etag = md5_hex(b"0123456789");
-    let cond = |c: Conditions| store.head_object("bkt", "r", &c);
+    let cond = |conditions: Conditions| store.head_object(&cx(), "bkt", "r", &HeadRequest { conditions });
     assert!(cond(Conditions { if_match: Some(ETagMatch::Tags(vec![etag.clone()])), ..Default::default() }).is_ok());
     assert!(matches!(
         cond(Conditions { if_none_match: Some(ETagMatch::Tags(vec![etag])), ..Default::default() }),
@@ -116,12 +128,18 @@ fn ranges_and_conditions() {
 fn conditional_puts() {
     let (_dir, store) = store();
     let create_only = || PutRequest { if_none_match: Some(ETagMatch::Any), ..Default::default() };
-    store.put_bytes("bkt", "once", b"first", create_only()).unwrap();
-    assert!(matches!(store.put_bytes("bkt", "once", b"second", create_only()), Err(StoreError::PreconditionFailed)));
+    store.put_bytes(&cx(), "bkt", "once", b"first", create_only()).unwrap();
+    assert!(matches!(
+        store.put_bytes(&cx(), "bkt", "once", b"second", create_only()),
+        Err(StoreError::PreconditionFailed)
+    ));
     assert_eq!(read_all(&store, "once", &GetRequest::default()), b"first");
     let if_match = |etag: &str| PutRequest { if_match: Some(ETagMatch::Tags(vec![etag.into()])), ..Default::default() };
-    assert!(matches!(store.put_bytes("bkt", "once", b"x", if_match("nope")), Err(StoreError::PreconditionFailed)));
-    store.put_bytes("bkt", "once", b"third", if_match(&md5_hex(b"first"))).unwrap();
+    assert!(matches!(
+        store.put_bytes(&cx(), "bkt", "once", b"x", if_match("nope")),
+        Err(StoreError::PreconditionFailed)
+    ));
+    store.put_bytes(&cx(), "bkt", "once", b"third", if_match(&md5_hex(b"first"))).unwrap();
     assert_eq!(read_all(&store, "once", &GetRequest::default()), b"third");
 }
 
@@ -129,7 +147,7 @@ fn conditional_puts() {
 fn abandoned_writes_leave_nothing() {
     let (dir, store) = store();
     put(&store, "k", b"old");
-    let mut writer = store.put_object("bkt", "k", PutRequest::default()).unwrap();
+    let mut writer = store.put_object(&cx(), "bkt", "k", PutRequest::default()).unwrap();
     writer.write_all(b"half of the new").unwrap();
     drop(writer);
     assert_eq!(read_all(&store, "k", &GetRequest::default()), b"old");
@@ -167,7 +185,7 @@ fn listing_is_in_byte_order_across_directories() {
     assert!(!dash.iter().any(|k| k.contains('-')));
     // Start-after in the middle of a directory.
     let req = ListRequest { start_after: Some("a/b/c-d".into()), max_keys: 10, ..Default::default() };
-    let p = store.list_objects("bkt", &req).unwrap();
+    let p = store.list_objects(&cx(), "bkt", &req).unwrap();
     let after: Vec<_> = p.objects.iter().map(|o| o.key.as_str()).collect();
     assert_eq!(
         after,
@@ -180,32 +198,35 @@ fn file_directory_conflicts_get_errors() {
     let (_dir, store) = store();
     put(&store, "f", b"file");
     assert!(matches!(
-        store.put_bytes("bkt", "f/child", b"x", PutRequest::default()),
+        store.put_bytes(&cx(), "bkt", "f/child", b"x", PutRequest::default()),
         Err(StoreError::ParentIsObject(_))
     ));
     put(&store, "d/child", b"x");
-    assert!(matches!(store.put_bytes("bkt", "d", b"x", PutRequest::default()), Err(StoreError::ObjectIsDirectory(_))));
-    assert!(matches!(store.head_object("bkt", "d", &Conditions::default()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(
+        store.put_bytes(&cx(), "bkt", "d", b"x", PutRequest::default()),
+        Err(StoreError::ObjectIsDirectory(_))
+    ));
+    assert!(matches!(store.head_object(&cx(), "bkt", "d", &Default::default()), Err(StoreError::NoSuchKey)));
 }
 
 #[test]
 fn directory_objects_and_pruning() {
     let (dir, store) = store();
-    let info = store.put_bytes("bkt", "folder/", b"", PutRequest::default()).unwrap();
+    let info = store.put_bytes(&cx(), "bkt", "folder/", b"", PutRequest::default()).unwrap();
     assert_eq!(info.etag, "d41d8cd98f00b204e9800998ecf8427e");
     assert!(dir.path().join("bkt/folder").is_dir());
     put(&store, "folder/x", b"1");
     put(&store, "deep/er/y", b"2");
     let (keys, _) = list_all(&store, "", None, 10);
     assert_eq!(keys, ["deep/er/y", "folder/", "folder/x"]);
-    store.delete_object("bkt", "deep/er/y").unwrap();
+    store.delete_object(&cx(), "bkt", "deep/er/y", &Default::default()).unwrap();
     assert!(!dir.path().join("bkt/deep").exists(), "empty parents are pruned");
-    store.delete_object("bkt", "folder/x").unwrap();
+    store.delete_object(&cx(), "bkt", "folder/x", &Default::default()).unwrap();
     assert!(dir.path().join("bkt/folder").is_dir(), "a directory object stays");
-    store.delete_object("bkt", "folder/").unwrap();
+    store.delete_object(&cx(), "bkt", "folder/", &Default::default()).unwrap();
     assert!(!dir.path().join("bkt/folder").exists());
     // Deleting what is not there succeeds.
-    store.delete_object("bkt", "never/was").unwrap();
+    store.delete_object(&cx(), "bkt", "never/was", &Default::default()).unwrap();
 }
 
 #[cfg(unix)]
@@ -216,9 +237,12 @@ fn planted_symlinks_do_not_leak_outside_data() {
     std::fs::write(outside.path().join("secret"), b"secret").unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("bkt/leak")).unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("bkt/leakdir")).unwrap();
-    assert!(matches!(store.get_object("bkt", "leak", &GetRequest::default()), Err(StoreError::NoSuchKey)));
-    assert!(matches!(store.get_object("bkt", "leakdir/secret", &GetRequest::default()), Err(StoreError::NoSuchKey)));
-    assert!(store.put_bytes("bkt", "leakdir/new", b"x", PutRequest::default()).is_err());
+    assert!(matches!(store.get_object(&cx(), "bkt", "leak", &GetRequest::default()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(
+        store.get_object(&cx(), "bkt", "leakdir/secret", &GetRequest::default()),
+        Err(StoreError::NoSuchKey)
+    ));
+    assert!(store.put_bytes(&cx(), "bkt", "leakdir/new", b"x", PutRequest::default()).is_err());
     assert!(!outside.path().join("new").exists());
     let (keys, _) = list_all(&store, "", None, 100);
     assert!(keys.is_empty(), "{keys:?}");
@@ -230,25 +254,24 @@ fn planted_symlinks_do_not_leak_outside_data() {
 #[test]
 fn copy_keeps_or_replaces_metadata() {
     let (_dir, store) = store();
-    store.create_bucket("other").unwrap();
+    store.create_bucket(&cx(), "other", &Default::default()).unwrap();
     let meta = ObjectMeta { content_type: Some("image/png".into()), ..Default::default() };
-    store.put_bytes("bkt", "src", b"pixels", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
-    let copied = store.copy_object("bkt", "src", "other", "dst", &CopyRequest::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", "src", b"pixels", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
+    let copied = store.copy_object(&cx(), ("bkt", "src"), ("other", "dst"), &CopyRequest::default()).unwrap();
     assert_eq!(copied.etag, md5_hex(b"pixels"));
-    assert_eq!(store.head_object("other", "dst", &Conditions::default()).unwrap().meta, meta);
+    assert_eq!(store.head_object(&cx(), "other", "dst", &Default::default()).unwrap().meta, meta);
     let replaced = ObjectMeta { content_type: Some("text/plain".into()), ..Default::default() };
     store
         .copy_object(
-            "bkt",
-            "src",
-            "bkt",
-            "dst2",
+            &cx(),
+            ("bkt", "src"),
+            ("bkt", "dst2"),
             &CopyRequest { replace_meta: Some(replaced.clone()), ..Default::default() },
         )
         .unwrap();
-    assert_eq!(store.head_object("bkt", "dst2", &Conditions::default()).unwrap().meta, replaced);
+    assert_eq!(store.head_object(&cx(), "bkt", "dst2", &Default::default()).unwrap().meta, replaced);
     let mut out = Vec::new();
-    store.get_object("other", "dst", &GetRequest::default()).unwrap().body.read_to_end(&mut out).unwrap();
+    store.get_object(&cx(), "other", "dst", &GetRequest::default()).unwrap().body.read_to_end(&mut out).unwrap();
     assert_eq!(out, b"pixels");
 }
 
@@ -256,10 +279,10 @@ fn copy_keeps_or_replaces_metadata() {
 fn sidecar_mode_keeps_metadata_outside_the_file() {
     let (dir, store) = store_with(MetadataMode::Sidecar);
     let meta = ObjectMeta { content_type: Some("a/b".into()), ..Default::default() };
-    store.put_bytes("bkt", "k/v", b"data", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
+    store.put_bytes(&cx(), "bkt", "k/v", b"data", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
     assert!(xattr_absent(&dir.path().join("bkt/k/v")));
-    assert_eq!(store.head_object("bkt", "k/v", &Conditions::default()).unwrap().meta, meta);
-    store.delete_object("bkt", "k/v").unwrap();
+    assert_eq!(store.head_object(&cx(), "bkt", "k/v", &Default::default()).unwrap().meta, meta);
+    store.delete_object(&cx(), "bkt", "k/v", &Default::default()).unwrap();
     let sidecars = walk_files(&dir.path().join("bkt/.isthmus/meta"));
     assert!(sidecars.is_empty(), "{sidecars:?}");
 }
@@ -286,19 +309,22 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn buckets_lifecycle() {
     let (dir, store) = store();
-    assert!(matches!(store.create_bucket("bkt"), Err(StoreError::BucketAlreadyOwnedByYou)));
-    assert!(matches!(store.create_bucket("Bad_Name"), Err(StoreError::InvalidBucketName(_))));
-    store.create_bucket("zeta").unwrap();
+    assert!(matches!(store.create_bucket(&cx(), "bkt", &Default::default()), Err(StoreError::BucketAlreadyExists)));
+    assert!(matches!(
+        store.create_bucket(&cx(), "Bad_Name", &Default::default()),
+        Err(StoreError::InvalidBucketName(_))
+    ));
+    store.create_bucket(&cx(), "zeta", &Default::default()).unwrap();
     std::fs::create_dir(dir.path().join("made-by-posix")).unwrap();
     std::fs::create_dir(dir.path().join("Not_A_Bucket")).unwrap();
-    let names: Vec<_> = store.list_buckets().unwrap().into_iter().map(|b| b.name).collect();
+    let names: Vec<_> = store.list_buckets(&cx()).unwrap().into_iter().map(|b| b.name).collect();
     assert_eq!(names, ["bkt", "made-by-posix", "zeta"]);
     put(&store, "x", b"1");
-    assert!(matches!(store.delete_bucket("bkt"), Err(StoreError::BucketNotEmpty)));
-    store.delete_object("bkt", "x").unwrap();
-    store.delete_bucket("bkt").unwrap();
-    assert!(matches!(store.head_bucket("bkt"), Err(StoreError::NoSuchBucket)));
-    assert!(matches!(store.get_object("nope", "x", &GetRequest::default()), Err(StoreError::NoSuchBucket)));
+    assert!(matches!(store.delete_bucket(&cx(), "bkt"), Err(StoreError::BucketNotEmpty)));
+    store.delete_object(&cx(), "bkt", "x", &Default::default()).unwrap();
+    store.delete_bucket(&cx(), "bkt").unwrap();
+    assert!(matches!(store.head_bucket(&cx(), "bkt"), Err(StoreError::NoSuchBucket)));
+    assert!(matches!(store.get_object(&cx(), "nope", "x", &GetRequest::default()), Err(StoreError::NoSuchBucket)));
 }
 
 #[test]
@@ -311,7 +337,7 @@ fn concurrent_writers_of_one_key_leave_one_whole_version() {
             let store = store.clone();
             s.spawn(move || {
                 for _ in 0..3 {
-                    let mut w = store.put_object("bkt", "race", PutRequest::default()).unwrap();
+                    let mut w = store.put_object(&cx(), "bkt", "race", PutRequest::default()).unwrap();
                     for chunk in p.chunks(64 << 10) {
                         w.write_all(chunk).unwrap();
                     }
@@ -322,7 +348,7 @@ fn concurrent_writers_of_one_key_leave_one_whole_version() {
     });
     let got = read_all(&store, "race", &GetRequest::default());
     assert!(payloads.contains(&got));
-    assert_eq!(store.head_object("bkt", "race", &Conditions::default()).unwrap().etag, md5_hex(&got));
+    assert_eq!(store.head_object(&cx(), "bkt", "race", &Default::default()).unwrap().etag, md5_hex(&got));
 }
 
 #[test]
@@ -330,8 +356,8 @@ fn relaxed_durability_and_stale_temporaries() {
     let dir = tempfile::tempdir().unwrap();
     let store =
         PosixStore::open(dir.path(), StoreOptions { durability: Durability::Relaxed, ..Default::default() }).unwrap();
-    store.create_bucket("bkt").unwrap();
-    store.put_bytes("bkt", "k", b"v", PutRequest::default()).unwrap();
+    store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", "k", b"v", PutRequest::default()).unwrap();
     std::fs::write(dir.path().join("bkt/.isthmus/tmp/crashed-writer"), b"partial").unwrap();
     assert_eq!(store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap(), 0);
     assert_eq!(store.clean_stale_temporaries(Duration::ZERO).unwrap(), 1);
@@ -343,7 +369,9 @@ mod multipart {
     use md5::Digest;
 
     fn upload_part(store: &PosixStore, key: &str, id: &str, n: u32, data: &[u8]) -> String {
-        let mut w = store.upload_part("bkt", key, id, n).unwrap();
+        let mut w = store
+            .upload_part(&cx(), "bkt", key, id, &isthmus_store::PartRequest { part_number: n, ..Default::default() })
+            .unwrap();
         w.write_all(data).unwrap();
         w.commit().unwrap().etag
     }
@@ -357,7 +385,12 @@ mod multipart {
         let (dir, store) = store();
         let meta = ObjectMeta { content_type: Some("application/x-hdf5".into()), ..Default::default() };
         let id = store
-            .create_multipart_upload("bkt", "big/file.h5", PutRequest { meta: meta.clone(), ..Default::default() })
+            .create_multipart_upload(
+                &cx(),
+                "bkt",
+                "big/file.h5",
+                PutRequest { meta: meta.clone(), ..Default::default() },
+            )
             .unwrap();
         let p1 = vec![1u8; 5 << 20];
         let p2 = b"tail".to_vec();
@@ -365,40 +398,101 @@ mod multipart {
         // Uploading a part again replaces it.
         upload_part(&store, "big/file.h5", &id, 2, b"first try");
         let e2 = upload_part(&store, "big/file.h5", &id, 2, &p2);
-        let page = store.list_parts("bkt", "big/file.h5", &id, 0, 1000).unwrap();
+        let page = store
+            .list_parts(
+                &cx(),
+                "bkt",
+                "big/file.h5",
+                &id,
+                &isthmus_store::ListPartsRequest { after_part: 0, max_parts: 1000 },
+            )
+            .unwrap();
         assert_eq!(page.parts.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(), [(1, 5 << 20), (2, 4)]);
         let info = store
-            .complete_multipart_upload("bkt", "big/file.h5", &id, &[part(1, &e1), part(2, &e2)], PutRequest::default())
+            .complete_multipart_upload(
+                &cx(),
+                "bkt",
+                "big/file.h5",
+                &id,
+                &[part(1, &e1), part(2, &e2)],
+                PutRequest::default(),
+            )
             .unwrap();
         let mut concat = Vec::new();
         concat.extend(md5::Md5::digest(&p1));
         concat.extend(md5::Md5::digest(&p2));
         assert_eq!(info.etag, format!("{}-2", md5_hex(&concat)));
-        let head = store.head_object("bkt", "big/file.h5", &Conditions::default()).unwrap();
+        let head = store.head_object(&cx(), "bkt", "big/file.h5", &Default::default()).unwrap();
         assert_eq!(head.etag, info.etag);
         assert_eq!(head.meta, meta);
         let mut expected = p1.clone();
         expected.extend(&p2);
         assert_eq!(std::fs::read(dir.path().join("bkt/big/file.h5")).unwrap(), expected);
-        assert!(matches!(store.list_parts("bkt", "big/file.h5", &id, 0, 10), Err(StoreError::NoSuchUpload)));
+        assert!(matches!(
+            store.list_parts(
+                &cx(),
+                "bkt",
+                "big/file.h5",
+                &id,
+                &isthmus_store::ListPartsRequest { after_part: 0, max_parts: 10 }
+            ),
+            Err(StoreError::NoSuchUpload)
+        ));
         assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/uploads")).unwrap().count(), 0);
     }
 
     #[test]
     fn s3_rules_are_enforced_and_the_upload_survives_a_bad_complete() {
         let (_dir, store) = store();
-        let id = store.create_multipart_upload("bkt", "k", PutRequest::default()).unwrap();
+        let id = store.create_multipart_upload(&cx(), "bkt", "k", PutRequest::default()).unwrap();
         let e1 = upload_part(&store, "k", &id, 1, b"small");
         let e2 = upload_part(&store, "k", &id, 2, b"also small");
-        let complete =
-            |parts: &[CompletedPart]| store.complete_multipart_upload("bkt", "k", &id, parts, PutRequest::default());
+        let complete = |parts: &[CompletedPart]| {
+            store.complete_multipart_upload(&cx(), "bkt", "k", &id, parts, PutRequest::default())
+        };
         assert!(matches!(complete(&[part(2, &e2), part(1, &e1)]), Err(StoreError::InvalidPartOrder)));
         assert!(matches!(complete(&[part(1, "00000000000000000000000000000000")]), Err(StoreError::InvalidPart(1))));
         assert!(matches!(complete(&[part(1, &e1), part(2, &e2)]), Err(StoreError::EntityTooSmall)));
-        assert!(matches!(store.upload_part("bkt", "k", &id, 0), Err(StoreError::InvalidArgument(_))));
-        assert!(matches!(store.upload_part("bkt", "k", &id, 10_001), Err(StoreError::InvalidArgument(_))));
-        assert!(matches!(store.upload_part("bkt", "other-key", &id, 1), Err(StoreError::NoSuchUpload)));
-        assert!(matches!(store.upload_part("bkt", "k", "../../etc", 1), Err(StoreError::NoSuchUpload)));
+        assert!(matches!(
+            store.upload_part(
+                &cx(),
+                "bkt",
+                "k",
+                &id,
+                &isthmus_store::PartRequest { part_number: 0, ..Default::default() }
+            ),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            store.upload_part(
+                &cx(),
+                "bkt",
+                "k",
+                &id,
+                &isthmus_store::PartRequest { part_number: 10_001, ..Default::default() }
+            ),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            store.upload_part(
+                &cx(),
+                "bkt",
+                "other-key",
+                &id,
+                &isthmus_store::PartRequest { part_number: 1, ..Default::default() }
+            ),
+            Err(StoreError::NoSuchUpload)
+        ));
+        assert!(matches!(
+            store.upload_part(
+                &cx(),
+                "bkt",
+                "k",
+                "../../etc",
+                &isthmus_store::PartRequest { part_number: 1, ..Default::default() }
+            ),
+            Err(StoreError::NoSuchUpload)
+        ));
         // A single small part is a valid (last) part.
         complete(&[part(1, &e1)]).unwrap();
         assert_eq!(read_all(&store, "k", &GetRequest::default()), b"small");
@@ -408,17 +502,17 @@ mod multipart {
     fn abort_and_complete_cannot_both_win() {
         let (_dir, store) = store();
         for _ in 0..20 {
-            let id = store.create_multipart_upload("bkt", "race", PutRequest::default()).unwrap();
+            let id = store.create_multipart_upload(&cx(), "bkt", "race", PutRequest::default()).unwrap();
             let e1 = upload_part(&store, "race", &id, 1, b"data");
             let (a, c) = std::thread::scope(|s| {
-                let a = s.spawn(|| store.abort_multipart_upload("bkt", "race", &id));
+                let a = s.spawn(|| store.abort_multipart_upload(&cx(), "bkt", "race", &id));
                 let c = s.spawn(|| {
-                    store.complete_multipart_upload("bkt", "race", &id, &[part(1, &e1)], PutRequest::default())
+                    store.complete_multipart_upload(&cx(), "bkt", "race", &id, &[part(1, &e1)], PutRequest::default())
                 });
                 (a.join().unwrap(), c.join().unwrap())
             });
             assert!(a.is_ok() != c.is_ok(), "abort {a:?} complete {c:?}");
-            store.delete_object("bkt", "race").unwrap();
+            store.delete_object(&cx(), "bkt", "race", &Default::default()).unwrap();
         }
     }
 
@@ -427,17 +521,19 @@ mod multipart {
         let (_dir, store) = store();
         let mut ids = Vec::new();
         for key in ["b", "a", "a/x", "c"] {
-            ids.push((key, store.create_multipart_upload("bkt", key, PutRequest::default()).unwrap()));
+            ids.push((key, store.create_multipart_upload(&cx(), "bkt", key, PutRequest::default()).unwrap()));
         }
         let all = store
-            .list_multipart_uploads("bkt", &ListUploadsRequest { max_uploads: 1000, ..Default::default() })
+            .list_multipart_uploads(&cx(), "bkt", &ListUploadsRequest { max_uploads: 1000, ..Default::default() })
             .unwrap();
         assert_eq!(all.uploads.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(), ["a", "a/x", "b", "c"]);
-        let page =
-            store.list_multipart_uploads("bkt", &ListUploadsRequest { max_uploads: 2, ..Default::default() }).unwrap();
+        let page = store
+            .list_multipart_uploads(&cx(), "bkt", &ListUploadsRequest { max_uploads: 2, ..Default::default() })
+            .unwrap();
         assert!(page.is_truncated);
         let next = store
             .list_multipart_uploads(
+                &cx(),
                 "bkt",
                 &ListUploadsRequest {
                     max_uploads: 10,
@@ -450,6 +546,7 @@ mod multipart {
         assert_eq!(next.uploads.iter().map(|u| u.key.as_str()).collect::<Vec<_>>(), ["b", "c"]);
         let prefixed = store
             .list_multipart_uploads(
+                &cx(),
                 "bkt",
                 &ListUploadsRequest { prefix: "a".into(), max_uploads: 10, ..Default::default() },
             )
@@ -457,11 +554,15 @@ mod multipart {
         assert_eq!(prefixed.uploads.len(), 2);
         // Listing objects does not show uploads in progress.
         assert!(
-            store.list_objects("bkt", &ListRequest { max_keys: 10, ..Default::default() }).unwrap().objects.is_empty()
+            store
+                .list_objects(&cx(), "bkt", &ListRequest { max_keys: 10, ..Default::default() })
+                .unwrap()
+                .objects
+                .is_empty()
         );
         let (key, id) = &ids[0];
-        store.abort_multipart_upload("bkt", key, id).unwrap();
-        assert!(matches!(store.abort_multipart_upload("bkt", key, id), Err(StoreError::NoSuchUpload)));
+        store.abort_multipart_upload(&cx(), "bkt", key, id).unwrap();
+        assert!(matches!(store.abort_multipart_upload(&cx(), "bkt", key, id), Err(StoreError::NoSuchUpload)));
     }
 }
 
@@ -473,7 +574,7 @@ mod checksums {
     fn put_computes_stores_and_returns_the_checksum() {
         let (dir, store) = store();
         let request = PutRequest { checksum_algorithm: Some(ChecksumAlgorithm::Crc32), ..Default::default() };
-        let mut w = store.put_object("bkt", "c", request).unwrap();
+        let mut w = store.put_object(&cx(), "bkt", "c", request).unwrap();
         w.write_all(b"hello ").unwrap();
         w.write_all(b"world").unwrap();
         let digests = w.digests();
@@ -481,15 +582,15 @@ mod checksums {
         assert_eq!(hex::encode(digests.md5.unwrap()), md5_hex(b"hello world"));
         let info = w.commit().unwrap();
         assert_eq!(info.checksum.unwrap().value, "DUoRhQ==");
-        let head = store.head_object("bkt", "c", &Conditions::default()).unwrap();
+        let head = store.head_object(&cx(), "bkt", "c", &Default::default()).unwrap();
         assert_eq!(head.checksum.as_ref().unwrap().algorithm, ChecksumAlgorithm::Crc32);
         // A copy carries the checksum over.
-        let copy = store.copy_object("bkt", "c", "bkt", "c2", &CopyRequest::default()).unwrap();
+        let copy = store.copy_object(&cx(), ("bkt", "c"), ("bkt", "c2"), &CopyRequest::default()).unwrap();
         assert_eq!(copy.checksum.unwrap().value, "DUoRhQ==");
         // Changed by a POSIX program: the old checksum is no longer served.
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(dir.path().join("bkt/c"), b"other bytes").unwrap();
-        assert!(store.head_object("bkt", "c", &Conditions::default()).unwrap().checksum.is_none());
+        assert!(store.head_object(&cx(), "bkt", "c", &Default::default()).unwrap().checksum.is_none());
     }
 
     #[test]
@@ -504,27 +605,42 @@ mod checksums {
             (ChecksumAlgorithm::Sha256, ChecksumType::Composite),
         ] {
             let request = PutRequest { checksum_algorithm: Some(algorithm), checksum_type: kind, ..Default::default() };
-            let id = store.create_multipart_upload("bkt", "mp", request).unwrap();
+            let id = store.create_multipart_upload(&cx(), "bkt", "mp", request).unwrap();
             let mut parts = Vec::new();
             for (n, data) in [(1u32, &p1), (2, &p2)] {
-                let mut w = store.upload_part("bkt", "mp", &id, n).unwrap();
+                let mut w = store
+                    .upload_part(
+                        &cx(),
+                        "bkt",
+                        "mp",
+                        &id,
+                        &isthmus_store::PartRequest { part_number: n, ..Default::default() },
+                    )
+                    .unwrap();
                 w.write_all(data).unwrap();
                 let info = w.commit().unwrap();
                 parts.push(CompletedPart { part_number: n, etag: info.etag, checksum: info.checksum.map(|c| c.value) });
             }
-            let listed = store.list_parts("bkt", "mp", &id, 0, 10).unwrap();
+            let listed = store
+                .list_parts(&cx(), "bkt", "mp", &id, &isthmus_store::ListPartsRequest { after_part: 0, max_parts: 10 })
+                .unwrap();
             assert_eq!(listed.parts[1].checksum.as_ref().unwrap().value, parts[1].checksum.clone().unwrap());
             let mut wrong = parts.clone();
             wrong[0].checksum = Some("AAAAAA==".into());
             assert!(matches!(
-                store.complete_multipart_upload("bkt", "mp", &id, &wrong, PutRequest::default()),
+                store.complete_multipart_upload(&cx(), "bkt", "mp", &id, &wrong, PutRequest::default()),
                 Err(StoreError::InvalidPart(1))
             ));
-            let info = store.complete_multipart_upload("bkt", "mp", &id, &parts, PutRequest::default()).unwrap();
+            let info = store.complete_multipart_upload(&cx(), "bkt", "mp", &id, &parts, PutRequest::default()).unwrap();
             let checksum = info.checksum.unwrap();
             if kind == ChecksumType::FullObject {
                 let mut w = store
-                    .put_object("bkt", "ref", PutRequest { checksum_algorithm: Some(algorithm), ..Default::default() })
+                    .put_object(
+                        &cx(),
+                        "bkt",
+                        "ref",
+                        PutRequest { checksum_algorithm: Some(algorithm), ..Default::default() },
+                    )
                     .unwrap();
                 w.write_all(&whole).unwrap();
                 assert_eq!(checksum.value, w.digests().checksum.unwrap().value);
@@ -541,23 +657,42 @@ fn part_numbers_and_part_copies() {
     let (_dir, store) = store();
     let source: Vec<u8> = (0..(6u32 << 20)).map(|i| (i % 251) as u8).collect();
     put(&store, "source", &source);
-    let id = store.create_multipart_upload("bkt", "assembled", PutRequest::default()).unwrap();
+    let id = store.create_multipart_upload(&cx(), "bkt", "assembled", PutRequest::default()).unwrap();
     let range =
         |first, last| GetRequest { range: Some(ByteRange::FromTo { first, last: Some(last) }), ..Default::default() };
-    let p1 = store.upload_part_copy("bkt", "assembled", &id, 1, ("bkt", "source"), &range(0, (5 << 20) - 1)).unwrap();
-    let p2 =
-        store.upload_part_copy("bkt", "assembled", &id, 2, ("bkt", "source"), &range(5 << 20, (6 << 20) - 1)).unwrap();
+    let p1 = store
+        .upload_part_copy(
+            &cx(),
+            "bkt",
+            "assembled",
+            &id,
+            &isthmus_store::PartRequest { part_number: 1, ..Default::default() },
+            ("bkt", "source"),
+            &range(0, (5 << 20) - 1),
+        )
+        .unwrap();
+    let p2 = store
+        .upload_part_copy(
+            &cx(),
+            "bkt",
+            "assembled",
+            &id,
+            &isthmus_store::PartRequest { part_number: 2, ..Default::default() },
+            ("bkt", "source"),
+            &range(5 << 20, (6 << 20) - 1),
+        )
+        .unwrap();
     assert_eq!(p1.etag, md5_hex(&source[..5 << 20]));
     let parts = [
         isthmus_store::CompletedPart { part_number: 1, etag: p1.etag, checksum: None },
         isthmus_store::CompletedPart { part_number: 2, etag: p2.etag, checksum: None },
     ];
-    let info = store.complete_multipart_upload("bkt", "assembled", &id, &parts, PutRequest::default()).unwrap();
+    let info = store.complete_multipart_upload(&cx(), "bkt", "assembled", &id, &parts, PutRequest::default()).unwrap();
     assert_eq!(info.part_count(), 2);
     assert_eq!(read_all(&store, "assembled", &GetRequest::default()), source);
     let part2 = read_all(&store, "assembled", &GetRequest { part_number: Some(2), ..Default::default() });
     assert_eq!(part2, &source[5 << 20..]);
-    let bad = store.get_object("bkt", "assembled", &GetRequest { part_number: Some(3), ..Default::default() });
+    let bad = store.get_object(&cx(), "bkt", "assembled", &GetRequest { part_number: Some(3), ..Default::default() });
     assert!(matches!(bad, Err(StoreError::InvalidPartNumber)));
     // A copy source condition that fails fails the part copy.
     let cond = GetRequest {
@@ -568,9 +703,17 @@ fn part_numbers_and_part_copies() {
         },
         ..Default::default()
     };
-    let id2 = store.create_multipart_upload("bkt", "x", PutRequest::default()).unwrap();
+    let id2 = store.create_multipart_upload(&cx(), "bkt", "x", PutRequest::default()).unwrap();
     assert!(matches!(
-        store.upload_part_copy("bkt", "x", &id2, 1, ("bkt", "source"), &cond),
+        store.upload_part_copy(
+            &cx(),
+            "bkt",
+            "x",
+            &id2,
+            &isthmus_store::PartRequest { part_number: 1, ..Default::default() },
+            ("bkt", "source"),
+            &cond
+        ),
         Err(StoreError::PreconditionFailed)
     ));
 }
@@ -588,7 +731,7 @@ fn racing_if_match_writers_never_lose_an_update() {
                     let etag = md5_hex(&current);
                     let next = (String::from_utf8(current).unwrap().parse::<u64>().unwrap() + 1).to_string();
                     let request = PutRequest { if_match: Some(ETagMatch::Tags(vec![etag])), ..Default::default() };
-                    match store.put_bytes("bkt", "counter", next.as_bytes(), request) {
+                    match store.put_bytes(&cx(), "bkt", "counter", next.as_bytes(), request) {
                         Ok(_) => {
                             successes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         }
@@ -609,12 +752,15 @@ fn racing_if_match_writers_never_lose_an_update() {
 fn leftovers_of_dead_writers_are_cleaned_at_once() {
     let (dir, store) = store();
     put(&store, "k", b"v");
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    let host = &md5_hex(hostname.trim().as_bytes())[..8];
+    // This process's writer tag, as the engine names its own staged files.
+    let tmp = dir.path().join("bkt/.isthmus/tmp");
+    let writer = store.put_object(&cx(), "bkt", "in-flight", PutRequest::default()).unwrap();
+    let staged = std::fs::read_dir(&tmp).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
+    drop(writer);
+    let host = staged.split('.').nth(1).unwrap().to_string();
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = child.id();
     child.wait().unwrap();
-    let tmp = dir.path().join("bkt/.isthmus/tmp");
     let dead = format!("tmp.{host}.{dead_pid:x}.0123456789abcdef.0");
     let alive = format!("tmp.{host}.{:x}.0123456789abcdef.1", std::process::id());
     let elsewhere = format!("tmp.ffffffff.{dead_pid:x}.0123456789abcdef.2");
@@ -625,13 +771,20 @@ fn leftovers_of_dead_writers_are_cleaned_at_once() {
     assert!(!tmp.join(&dead).exists());
     assert!(tmp.join(&alive).exists() && tmp.join(&elsewhere).exists());
     // An upload whose Complete was interrupted is given back under its id.
-    let id = store.create_multipart_upload("bkt", "mp", PutRequest::default()).unwrap();
+    let id = store.create_multipart_upload(&cx(), "bkt", "mp", PutRequest::default()).unwrap();
     let uploads = dir.path().join("bkt/.isthmus/uploads");
     std::fs::rename(uploads.join(&id), uploads.join(format!("claimed.{id}.{host}.{dead_pid:x}.0123456789abcdef.3")))
         .unwrap();
-    assert!(matches!(store.list_parts("bkt", "mp", &id, 0, 10), Err(StoreError::NoSuchUpload)));
+    assert!(matches!(
+        store.list_parts(&cx(), "bkt", "mp", &id, &isthmus_store::ListPartsRequest { after_part: 0, max_parts: 10 }),
+        Err(StoreError::NoSuchUpload)
+    ));
     store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap();
-    assert!(store.list_parts("bkt", "mp", &id, 0, 10).is_ok());
+    assert!(
+        store
+            .list_parts(&cx(), "bkt", "mp", &id, &isthmus_store::ListPartsRequest { after_part: 0, max_parts: 10 })
+            .is_ok()
+    );
 }
 
 #[test]
@@ -641,7 +794,7 @@ fn a_bucket_removed_and_recreated_by_posix_tools_is_used_at_once() {
     std::fs::remove_dir_all(dir.path().join("bkt")).unwrap();
     std::fs::create_dir(dir.path().join("bkt")).unwrap();
     // No stale directory handle: the new, empty directory is the bucket now.
-    assert!(matches!(store.head_object("bkt", "k", &Conditions::default()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(store.head_object(&cx(), "bkt", "k", &Default::default()), Err(StoreError::NoSuchKey)));
     put(&store, "k2", b"after");
     assert_eq!(std::fs::read(dir.path().join("bkt/k2")).unwrap(), b"after");
 }

@@ -31,7 +31,7 @@ from ._native import IsthmusError, Store
 ENDPOINT = "http://isthmus.embedded"
 _STATUS = {
     "NoSuchBucket": 404, "NoSuchKey": 404, "NoSuchUpload": 404, "NotModified": 304, "PreconditionFailed": 412,
-    "InvalidRange": 416, "BucketAlreadyOwnedByYou": 409, "BucketNotEmpty": 409, "ObjectIsDirectory": 409,
+    "InvalidRange": 416, "BucketAlreadyOwnedByYou": 409, "BucketAlreadyExists": 409, "BucketNotEmpty": 409, "ObjectIsDirectory": 409,
     "InsufficientStorage": 507, "AccessDenied": 403, "InternalError": 500,
 }
 

@@ -11,8 +11,9 @@ use rustix::fs::{AtFlags, FileType};
 
 use crate::error::{StoreError, StoreResult};
 use crate::key::{INTERNAL_DIR, MAX_KEY_LEN, ObjectPath};
-use crate::posix::{PosixStore, head};
-use crate::resolve::open_dir_beneath;
+use crate::meta::MetaStore;
+use crate::posix::read::head;
+use crate::posix::resolve::open_dir_beneath;
 use crate::{ListPage, ListRequest};
 
 /// One directory entry: its name and whether it sorts (and is walked) as a directory.
@@ -158,7 +159,9 @@ fn start_position(listing: &DirListing, dir_key: &str, marker: Option<&str>) -> 
 }
 
 struct Walk<'a> {
-    store: &'a PosixStore,
+    meta: MetaStore<'a>,
+    /// Set when an entry needed long work its context may not do: the page is given up.
+    would_block: bool,
     bucket: BorrowedFd<'a>,
     cache: &'a DirCache,
     request: &'a ListRequest,
@@ -188,8 +191,12 @@ impl Walk<'_> {
         let Ok(path) = ObjectPath::parse(key) else {
             return true;
         };
-        let info = match head(&self.store.meta_store(self.bucket), &path) {
+        let info = match head(&self.meta, &path) {
             Ok((_, _, info)) => info,
+            Err(StoreError::WouldBlock) => {
+                self.would_block = true;
+                return false;
+            }
             // Vanished, unreadable, or a symlink out of the bucket: not an object.
             Err(_) => return true,
         };
@@ -279,7 +286,7 @@ impl Walk<'_> {
                 continue;
             };
             if self.after_marker(&dir_key)
-                && self.store.meta_store(self.bucket).load(dir_fd.as_fd(), &dir_key).is_some()
+                && self.meta.load(dir_fd.as_fd(), &dir_key).is_some()
                 && !self.push_object(&dir_key)
             {
                 return Ok(());
@@ -292,17 +299,14 @@ impl Walk<'_> {
     }
 }
 
-pub(crate) fn list_objects(
-    store: &PosixStore,
-    bucket: BorrowedFd<'_>,
-    cache: &DirCache,
-    request: &ListRequest,
-) -> StoreResult<ListPage> {
+pub(crate) fn list_objects(meta: MetaStore<'_>, cache: &DirCache, request: &ListRequest) -> StoreResult<ListPage> {
     if request.max_keys == 0 {
         return Ok(ListPage::default());
     }
-    let mut walk = Walk { store, bucket, cache, request, page: ListPage::default(), count: 0 };
+    let bucket = meta.bucket;
+    let mut walk = Walk { meta, would_block: false, bucket, cache, request, page: ListPage::default(), count: 0 };
     match walk.run() {
+        Ok(()) if walk.would_block => return Err(StoreError::WouldBlock),
         Ok(()) => {}
         Err(StoreError::NoSuchKey) => {}
         Err(err) => return Err(err),

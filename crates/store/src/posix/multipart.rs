@@ -9,24 +9,29 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use md5::{Digest, Md5};
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use super::recovery::{left_by_dead_writer, unique_suffix};
+use super::resolve::{create_dirs_beneath, open_dir_beneath};
+use super::staging::StagedFile;
+use super::write::{FileLock, copy_file_contents};
+use super::{PosixStore, modified};
 use crate::checksum::{Checksum, ChecksumAlgorithm, ChecksumType, multipart_checksum};
 use crate::error::{StoreError, StoreResult};
 use crate::key::ObjectPath;
 use crate::meta::ObjectMeta;
-use crate::posix::{PosixStore, copy_file_contents, modified, unique_suffix};
-use crate::resolve::{create_dirs_beneath, open_dir_beneath};
-use crate::staging::StagedFile;
-use crate::{ObjectInfo, ObjectWrite, PutRequest};
+use crate::{ObjectInfo, ObjectWrite, PartRequest, PutRequest};
 
 const UPLOADS_DIR: &str = ".isthmus/uploads";
 const UPLOAD_FILE: &str = "upload.json";
+/// The lock that serialises installing parts of one upload (not a part name: no dot after
+/// five digits).
+const PART_LOCK_FILE: &str = "parts.lock";
 
 /// Part numbers S3 accepts.
 pub const MAX_PART_NUMBER: u32 = 10_000;
@@ -193,7 +198,7 @@ impl ObjectWrite for PosixPartWriter {
         self.staged.digests()
     }
 
-    fn commit(mut self) -> StoreResult<ObjectInfo> {
+    fn commit(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
         let checksum = self.staged.digests().checksum;
         let etag = self.staged.md5_hex();
         if self.strict {
@@ -205,19 +210,31 @@ impl ObjectWrite for PosixPartWriter {
             Some(raw) => format!("{prefix}{etag}.{}", hex::encode(raw)),
             None => format!("{prefix}{etag}"),
         };
+        // Installing a part and removing the earlier uploads of its number is one step under
+        // the upload's lock: of two racing uploads of one part number, the later one is the
+        // part, whole, and neither removes the other's file after its own rename.
+        let _lock = match FileLock::acquire(self.upload_dir.as_fd(), PART_LOCK_FILE, FlockOperation::LockExclusive) {
+            Ok(lock) => lock,
+            Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+            Err(err) => return Err(StoreError::io_at("lock the upload", PART_LOCK_FILE, err)),
+        };
         match self.staged.rename_into(self.upload_dir.as_fd(), &name, RenameFlags::empty()) {
             Ok(()) => {}
             // The upload was completed or aborted meanwhile.
             Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(StoreError::io_at("rename the part into place", &name, err)),
         }
         // An earlier upload of the same part number is replaced.
         for entry in rustix::fs::Dir::read_from(&self.upload_dir)?.flatten() {
             let Ok(other) = entry.file_name().to_str() else {
                 continue;
             };
-            if other.starts_with(&prefix) && other != name {
-                let _ = rustix::fs::unlinkat(&self.upload_dir, other, AtFlags::empty());
+            if other.starts_with(&prefix)
+                && other != name
+                && let Err(err) = rustix::fs::unlinkat(&self.upload_dir, other, AtFlags::empty())
+                && err != Errno::NOENT
+            {
+                tracing::warn!(part = other, error = %err, "could not remove a replaced part");
             }
         }
         if self.strict {
@@ -258,7 +275,7 @@ impl PosixStore {
     }
 
     pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
-        let bucket_fd = self.bucket_fd(bucket)?;
+        let bucket_fd = self.bucket_fd(bucket)?.fd;
         ObjectPath::parse(key)?;
         crate::meta::validate_tags(&request.meta.tags)?;
         crate::meta::validate_user_metadata(&request.meta.user)?;
@@ -300,13 +317,23 @@ impl PosixStore {
         bucket: &str,
         key: &str,
         upload_id: &str,
-        part_number: u32,
+        request: &PartRequest,
     ) -> StoreResult<PosixPartWriter> {
-        check_part_number(part_number)?;
-        let bucket_fd = self.bucket_fd(bucket)?;
-        let (upload_dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(record.checksum_algorithm);
-        Ok(PosixPartWriter { upload_dir, staged, part_number, strict: self.strict() })
+        check_part_number(request.part_number)?;
+        let open = self.bucket_fd(bucket)?;
+        let (upload_dir, record) = self.open_upload(open.fd.as_fd(), key, upload_id)?;
+        let algorithm = match (record.checksum_algorithm, request.checksum_algorithm) {
+            (Some(upload), Some(part)) if upload != part => {
+                return Err(StoreError::InvalidRequest(format!(
+                    "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
+                    upload.name().to_ascii_lowercase(),
+                    part.name().to_ascii_lowercase()
+                )));
+            }
+            (upload, part) => upload.or(part),
+        };
+        let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(algorithm);
+        Ok(PosixPartWriter { upload_dir, staged, part_number: request.part_number, strict: self.strict() })
     }
 
     pub(crate) fn complete_upload(
@@ -317,7 +344,7 @@ impl PosixStore {
         parts: &[CompletedPart],
         request: PutRequest,
     ) -> StoreResult<ObjectInfo> {
-        let bucket_fd = self.bucket_fd(bucket)?;
+        let bucket_fd = self.bucket_fd(bucket)?.fd;
         self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
         let uploads = self.uploads_dir(bucket_fd.as_fd())?;
         // Claim the upload: of a racing Complete and Abort exactly one rename succeeds.
@@ -417,11 +444,11 @@ impl PosixStore {
         writer.known_etag = Some(etag);
         writer.known_checksum = checksum;
         writer.known_parts = run_lengths(chosen.iter().map(|(info, _)| info.size));
-        writer.commit()
+        Box::new(writer).commit()
     }
 
     pub(crate) fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
-        let bucket_fd = self.bucket_fd(bucket)?;
+        let bucket_fd = self.bucket_fd(bucket)?.fd;
         self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
         let uploads = self.uploads_dir(bucket_fd.as_fd())?;
         let claimed = format!("aborted.{upload_id}.{}", unique_suffix());
@@ -441,7 +468,7 @@ impl PosixStore {
         after_part: u32,
         max_parts: usize,
     ) -> StoreResult<PartsPage> {
-        let bucket_fd = self.bucket_fd(bucket)?;
+        let bucket_fd = self.bucket_fd(bucket)?.fd;
         let (dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
         let mut parts: Vec<PartInfo> = read_parts(dir.as_fd(), record.checksum_algorithm)?
             .into_values()
@@ -455,7 +482,7 @@ impl PosixStore {
     }
 
     pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
-        let bucket_fd = self.bucket_fd(bucket)?;
+        let bucket_fd = self.bucket_fd(bucket)?.fd;
         let uploads_fd = match open_dir_beneath(bucket_fd.as_fd(), UPLOADS_DIR) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(UploadsPage::default()),
@@ -527,7 +554,7 @@ impl PosixStore {
         for name in names {
             let old = rustix::fs::statat(&uploads, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
                 .is_ok_and(|s| modified(&s) < older_than);
-            if !old && !crate::posix::left_by_dead_writer(&name) {
+            if !old && !left_by_dead_writer(&name) {
                 continue;
             }
             let restored = name

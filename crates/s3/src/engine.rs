@@ -1,0 +1,74 @@
+//! Where the gateway's engine work runs: the one place that starts engine calls. It gives each
+//! call its request context (who asks), decides its I/O placement (inline on the async worker
+//! for short calls on local file systems, the blocking pool otherwise), moves to the pool a call
+//! that would have had to do long work inline (`StoreError::WouldBlock`), and starts the
+//! blocking tasks that stream large bodies. Identity switching and metrics attach here.
+
+use std::sync::Arc;
+
+use isthmus_store::{RequestContext, Store, StoreError, StoreResult};
+use s3s::S3Result;
+
+use crate::error::{IoPolicy, join_error, s3_error};
+
+/// What kind of engine call this is, for placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A short call that only reads (HEAD, small GET, a listing page).
+    Read,
+    /// A short call that changes something (delete, tags, bucket changes).
+    Write,
+    /// A call that moves data or fsyncs a lot (copies, multipart completion): always the pool.
+    Long,
+}
+
+/// The engine behind the gateway, with the placement policy of its file systems.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn Store>,
+    io: IoPolicy,
+}
+
+impl Engine {
+    pub fn new(store: Arc<dyn Store>, io: IoPolicy) -> Self {
+        Self { store, io }
+    }
+
+    pub fn io(&self) -> IoPolicy {
+        self.io
+    }
+
+    /// Runs one engine call for the request `cx`. Inline calls run with a context that may not
+    /// block; one that answers `WouldBlock` runs again on the blocking pool, so no long work
+    /// (hashing a file written outside the gateway) ever occupies an async worker.
+    pub async fn call<T, F>(&self, cx: &RequestContext, placement: Placement, f: F) -> S3Result<T>
+    where
+        F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let inline = match placement {
+            Placement::Read => self.io.inline_reads,
+            Placement::Write => self.io.inline_writes,
+            Placement::Long => false,
+        };
+        if inline {
+            match f(&*self.store, &cx.with_may_block(false)) {
+                Err(StoreError::WouldBlock) => tracing::debug!("the call needs long work: moved to the blocking pool"),
+                other => return other.map_err(s3_error),
+            }
+        }
+        let store = self.store.clone();
+        let cx = cx.with_may_block(true);
+        tokio::task::spawn_blocking(move || f(&*store, &cx)).await.map_err(join_error)?.map_err(s3_error)
+    }
+
+    /// Starts a blocking task that streams a body to or from the engine chunk by chunk.
+    pub fn stream<T, F>(&self, f: F) -> tokio::task::JoinHandle<T>
+    where
+        F: FnOnce(&dyn Store) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&*store))
+    }
+}

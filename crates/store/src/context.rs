@@ -1,0 +1,54 @@
+//! The request context every engine call carries: who is asking (a principal that a door
+//! fills from a SigV4 key, a socket's peer credentials or a token) and under which constraints
+//! the call runs (whether it may block its thread on long work).
+
+/// Who a request acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// The process itself: embedded doors, benchmarks and maintenance act with the identity the
+    /// process has.
+    Process,
+    /// A user a door authenticated, by the name the door knows it under (an access key).
+    User { name: String, is_root: bool },
+}
+
+/// The context of one engine call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestContext {
+    pub principal: Principal,
+    /// False when the caller runs on an async worker that must not wait on long work: a call
+    /// that would have to hash a file written outside the gateway then fails with
+    /// `StoreError::WouldBlock` before doing it, and the caller runs it again where it may block.
+    pub may_block: bool,
+}
+
+impl RequestContext {
+    /// The process acting for itself, on a thread that may block.
+    pub fn process() -> Self {
+        Self { principal: Principal::Process, may_block: true }
+    }
+
+    /// A door's authenticated user, on a thread that may block.
+    pub fn user(name: impl Into<String>, is_root: bool) -> Self {
+        Self { principal: Principal::User { name: name.into(), is_root }, may_block: true }
+    }
+
+    /// The same request, run where it may (or may not) block.
+    pub fn with_may_block(&self, may_block: bool) -> Self {
+        Self { may_block, ..self.clone() }
+    }
+
+    /// The user name a door authenticated, if any.
+    pub fn user_name(&self) -> Option<&str> {
+        match &self.principal {
+            Principal::User { name, .. } => Some(name),
+            Principal::Process => None,
+        }
+    }
+}
+
+impl Default for RequestContext {
+    fn default() -> Self {
+        Self::process()
+    }
+}

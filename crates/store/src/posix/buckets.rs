@@ -1,0 +1,222 @@
+//! Buckets of a `PosixStore`: listing, creation, deletion (which must never race a write into
+//! a losing state), the recorded owner, the metadata probe, and the lock on a bucket's existence.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use super::recovery::unique_suffix;
+use super::resolve::{create_dirs_beneath, open_dir_beneath};
+use super::staging::StagedFile;
+use super::write::FileLock;
+use super::{OpenBucket, PosixStore, TRASH_DIR, is_dir, system_time};
+use crate::error::{StoreError, StoreResult};
+use crate::key::{INTERNAL_DIR, validate_bucket_name};
+use crate::meta::MetadataMode;
+use crate::{BucketInfo, CreateBucketRequest};
+
+/// Who created a bucket, as the door that created it names users.
+const OWNER_FILE: &str = ".isthmus/owner";
+/// The lock on a bucket's existence (see `BucketLock`).
+const BUCKET_LOCK_FILE: &str = "bucket.lock";
+
+/// The lock on a bucket's existence. A write that makes an object visible holds it shared from
+/// its last check to its rename; DeleteBucket holds it exclusive from its emptiness check until
+/// the bucket is gone. So a write either lands before the check (and the delete answers
+/// BucketNotEmpty, touching nothing) or finds the bucket gone (and answers NoSuchBucket): never
+/// an acknowledged object in a deleted bucket, never a surviving bucket without its owner or
+/// uploads.
+fn lock_bucket(bucket: BorrowedFd<'_>, operation: FlockOperation) -> StoreResult<FileLock> {
+    let dir = match create_dirs_beneath(bucket, INTERNAL_DIR, false) {
+        Ok(dir) => dir,
+        // The bucket directory was removed under us.
+        Err(Errno::NOENT) => return Err(StoreError::NoSuchBucket),
+        Err(err) => return Err(StoreError::io_at("open the bucket's internal directory", INTERNAL_DIR, err)),
+    };
+    match FileLock::acquire(dir.as_fd(), BUCKET_LOCK_FILE, operation) {
+        Ok(lock) => Ok(lock),
+        Err(Errno::NOENT) => Err(StoreError::NoSuchBucket),
+        Err(err) => Err(StoreError::io_at("lock the bucket", BUCKET_LOCK_FILE, err)),
+    }
+}
+
+/// Takes the shared lock on a bucket's existence for a write about to become visible, and
+/// checks that the directory the write has open is still the bucket of that name.
+pub(crate) fn lock_bucket_for_write(root: BorrowedFd<'_>, bucket: &OpenBucket) -> StoreResult<FileLock> {
+    let lock = lock_bucket(bucket.fd.as_fd(), FlockOperation::LockShared)?;
+    check_still_named(root, bucket)?;
+    Ok(lock)
+}
+
+/// NoSuchBucket unless the open bucket directory is still the one named `bucket.name` in the
+/// root (a DeleteBucket moved it away, or the name was re-created meanwhile).
+fn check_still_named(root: BorrowedFd<'_>, bucket: &OpenBucket) -> StoreResult<()> {
+    let open = rustix::fs::fstat(&*bucket.fd).map_err(|e| StoreError::io_at("stat the bucket", &bucket.name, e))?;
+    match rustix::fs::statat(root, &*bucket.name, AtFlags::empty()) {
+        Ok(named) if (named.st_dev, named.st_ino) == (open.st_dev, open.st_ino) => Ok(()),
+        Ok(_) | Err(Errno::NOENT | Errno::NOTDIR) => Err(StoreError::NoSuchBucket),
+        Err(err) => Err(StoreError::io_at("stat the bucket", &bucket.name, err)),
+    }
+}
+
+impl PosixStore {
+    pub(super) fn bucket_list(&self) -> StoreResult<Vec<BucketInfo>> {
+        let mut buckets = Vec::new();
+        let entries = rustix::fs::Dir::read_from(&*self.root_fd)
+            .map_err(|e| StoreError::io("list the data root", &self.root, e.into()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io("list the data root", &self.root, e.into()))?;
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            if validate_bucket_name(name).is_err() {
+                continue;
+            }
+            // Follows a symlinked bucket; skips anything that is not a directory.
+            let Ok(stat) = rustix::fs::statat(&*self.root_fd, name, AtFlags::empty()) else {
+                continue;
+            };
+            if !is_dir(&stat) {
+                continue;
+            }
+            let created = rustix::fs::statx(&*self.root_fd, name, AtFlags::empty(), rustix::fs::StatxFlags::BTIME)
+                .ok()
+                .filter(|s| s.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0)
+                .map_or_else(
+                    || system_time(stat.st_ctime, stat.st_ctime_nsec as i64),
+                    |s| system_time(s.stx_btime.tv_sec, i64::from(s.stx_btime.tv_nsec)),
+                );
+            buckets.push(BucketInfo { name: name.to_string(), created });
+        }
+        buckets.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(buckets)
+    }
+
+    pub(super) fn make_bucket(&self, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
+        validate_bucket_name(bucket)?;
+        if let Some(location) = request.location.as_deref().filter(|l| !l.is_empty() && *l != "us-east-1") {
+            return Err(StoreError::InvalidLocationConstraint(location.to_string()));
+        }
+        self.bucket_fds.remove(bucket);
+        match rustix::fs::mkdirat(&*self.root_fd, bucket, Mode::from_raw_mode(0o777)) {
+            Ok(()) => {}
+            // Whether the requester owns it is for the authorization layer to say.
+            Err(Errno::EXIST) => return Err(StoreError::BucketAlreadyExists),
+            Err(err) => return Err(StoreError::io_at("create the bucket directory", bucket, err)),
+        }
+        if self.strict() {
+            rustix::fs::fsync(&*self.root_fd)
+                .map_err(|e| StoreError::io("fsync the data root", &self.root, e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// DeleteBucket: under the bucket's exclusive lock, checks that it holds no object, moves
+    /// the directory into the root's trash with one rename (a symlinked bucket: removes the
+    /// link) and removes what it held (internal state: owner, unfinished uploads, temporaries).
+    pub(super) fn remove_bucket(&self, bucket: &str) -> StoreResult<()> {
+        let open = self.bucket_fd(bucket)?;
+        let _lock = lock_bucket(open.fd.as_fd(), FlockOperation::LockExclusive)?;
+        self.bucket_fds.remove(bucket);
+        // The name may have been deleted or re-created while we waited for the lock.
+        check_still_named(self.root_fd.as_fd(), &open)?;
+        let entries =
+            rustix::fs::Dir::read_from(&*open.fd).map_err(|e| StoreError::io_at("list the bucket", bucket, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io_at("list the bucket", bucket, e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." && name != INTERNAL_DIR.as_bytes() {
+                return Err(StoreError::BucketNotEmpty);
+            }
+        }
+        let is_link = rustix::fs::statat(&*self.root_fd, bucket, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Symlink);
+        if is_link {
+            // Remove the link, keep what it points to (minus the gateway's internal state).
+            rustix::fs::unlinkat(&*self.root_fd, bucket, AtFlags::empty())
+                .map_err(|e| StoreError::io_at("remove the bucket link", bucket, e))?;
+            let internal = format!("/proc/self/fd/{}/{INTERNAL_DIR}", std::os::fd::AsRawFd::as_raw_fd(&*open.fd));
+            remove_tree_logged(std::path::Path::new(&internal));
+        } else {
+            let trash = create_dirs_beneath(self.root_fd.as_fd(), TRASH_DIR, false)
+                .map_err(|e| StoreError::io_at("create the trash", TRASH_DIR, e))?;
+            let trashed = format!("{bucket}.{}", unique_suffix());
+            rustix::fs::renameat(&*self.root_fd, bucket, &trash, trashed.as_str())
+                .map_err(|e| StoreError::io_at("move the bucket to the trash", bucket, e))?;
+            remove_tree_logged(&self.root.join(TRASH_DIR).join(&trashed));
+        }
+        if self.strict() {
+            rustix::fs::fsync(&*self.root_fd)
+                .map_err(|e| StoreError::io("fsync the data root", &self.root, e.into()))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn owner_of(&self, bucket: &str) -> StoreResult<Option<String>> {
+        let open = self.bucket_fd(bucket)?;
+        let fd = match rustix::fs::openat(
+            &*open.fd,
+            OWNER_FILE,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(err) => return Err(StoreError::io_at("open the bucket owner", OWNER_FILE, err)),
+        };
+        let mut owner = String::new();
+        File::from(fd)
+            .read_to_string(&mut owner)
+            .map_err(|e| StoreError::io("read the bucket owner", std::path::Path::new(OWNER_FILE), e))?;
+        Ok(Some(owner.trim().to_string()).filter(|o| !o.is_empty()))
+    }
+
+    pub(super) fn record_owner(&self, bucket: &str, owner: &str) -> StoreResult<()> {
+        let open = self.bucket_fd(bucket)?;
+        let dir = create_dirs_beneath(open.fd.as_fd(), INTERNAL_DIR, self.strict())?;
+        let mut staged = StagedFile::create(dir.try_clone()?)?;
+        staged.write_all(owner.as_bytes())?;
+        if self.strict() {
+            rustix::fs::fsync(&staged.file)?;
+        }
+        staged.rename_into(dir.as_fd(), "owner", RenameFlags::empty())?;
+        if self.strict() {
+            rustix::fs::fsync(&dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Removes a directory tree; what cannot be removed is logged (the trash is emptied again at
+/// the next start).
+fn remove_tree_logged(path: &std::path::Path) {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => tracing::warn!(path = %path.display(), error = %err, "could not remove a deleted bucket's files"),
+    }
+}
+
+/// Decides auto metadata mode for the file system holding `dir` (the data root or a bucket):
+/// xattrs if it takes a `user.` attribute on a new file in its internal directory.
+pub(super) fn probe_xattr_support(dir: BorrowedFd<'_>) -> MetadataMode {
+    let probe = format!("xattr-probe.{}", unique_suffix());
+    let Ok(internal) = open_dir_beneath(dir, INTERNAL_DIR) else {
+        return MetadataMode::Sidecar;
+    };
+    let base = internal.as_fd();
+    let Ok(fd) = rustix::fs::openat(
+        base,
+        &probe,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    ) else {
+        return MetadataMode::Sidecar;
+    };
+    let supported = rustix::fs::fsetxattr(&fd, crate::meta::XATTR_NAME, b"{}", rustix::fs::XattrFlags::empty()).is_ok();
+    let _ = rustix::fs::unlinkat(base, &probe, AtFlags::empty());
+    if supported { MetadataMode::Xattr } else { MetadataMode::Sidecar }
+}

@@ -1,0 +1,118 @@
+//! How a `PosixStore` behaves (durability, metadata placement, ETag policy, caches) and what
+//! it knows of the file system under a bucket.
+
+use serde::{Deserialize, Serialize};
+
+use crate::meta::MetadataMode;
+
+/// When a write counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Data, metadata and the directory entry are fsynced before a write is acknowledged.
+    #[default]
+    Strict,
+    /// Acknowledged once the file system has the data in its cache; the file system decides
+    /// when it reaches stable storage. Atomicity (old or new object, never torn) still holds.
+    Relaxed,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "strict" => Ok(Self::Strict),
+            "relaxed" => Ok(Self::Relaxed),
+            other => Err(format!("unknown durability {other:?}: use strict or relaxed")),
+        }
+    }
+}
+
+impl std::str::FromStr for MetadataMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "xattr" => Ok(Self::Xattr),
+            "sidecar" => Ok(Self::Sidecar),
+            other => Err(format!("unknown metadata mode {other:?}: use auto, xattr or sidecar")),
+        }
+    }
+}
+
+/// Where a bucket lives: on a local file system, whose metadata calls answer in microseconds
+/// from the page cache, or on a shared (network or parallel) one, where a call can wait on a
+/// server. Doors use it to decide whether to run short calls inline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileSystemKind {
+    Local(&'static str),
+    Shared(&'static str),
+}
+
+impl FileSystemKind {
+    pub fn from_magic(magic: u64) -> Self {
+        match magic {
+            0xEF53 => Self::Local("ext4"),
+            0x5846_5342 => Self::Local("xfs"),
+            0x9123_683E => Self::Local("btrfs"),
+            0x0102_1994 => Self::Local("tmpfs"),
+            0x2FC1_2FC1 => Self::Local("zfs"),
+            0x794C_7630 => Self::Local("overlayfs"),
+            0xF2F5_2010 => Self::Local("f2fs"),
+            0x0BD0_0BD0 => Self::Shared("lustre"),
+            0x4750_4653 => Self::Shared("gpfs"),
+            0x00C3_6400 => Self::Shared("cephfs"),
+            0x6969 => Self::Shared("nfs"),
+            0xFE53_4D42 | 0xFF53_4D42 | 0x517B => Self::Shared("smb"),
+            0x1983_0326 => Self::Shared("beegfs"),
+            0x2003_0528 => Self::Shared("orangefs"),
+            0x6573_5546 => Self::Shared("fuse"),
+            _ => Self::Shared("unknown"),
+        }
+    }
+
+    /// The kind of file system an open file or directory is on.
+    pub fn of(fd: std::os::fd::BorrowedFd<'_>) -> Self {
+        match rustix::fs::fstatfs(fd) {
+            Ok(stat) => Self::from_magic(stat.f_type as u64),
+            Err(_) => Self::Shared("unknown"),
+        }
+    }
+
+    pub fn is_local(self) -> bool {
+        matches!(self, Self::Local(_))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Local(name) | Self::Shared(name) => name,
+        }
+    }
+}
+
+/// Files written outside the gateway up to this size get the MD5 of their content as ETag
+/// (about 2 ms of hashing at most); larger ones an ETag derived from their identity.
+pub const DEFAULT_ETAG_MD5_LIMIT: u64 = 1 << 20;
+
+/// How a `PosixStore` behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreOptions {
+    pub durability: Durability,
+    pub metadata: MetadataMode,
+    /// Upper bound on the directory entries kept in the sorted-listing cache.
+    pub list_cache_entries: u64,
+    /// Files written outside the gateway up to this many bytes get the MD5 of their content as
+    /// ETag; larger ones get `meta::identity_etag` (see the README on foreign files).
+    pub etag_md5_limit: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Strict,
+            metadata: MetadataMode::Auto,
+            list_cache_entries: 2_000_000,
+            etag_md5_limit: DEFAULT_ETAG_MD5_LIMIT,
+        }
+    }
+}
