@@ -94,7 +94,8 @@ def test_native_streaming_in_pieces(store, tmp_path):
     assert e.value.args[0] == "BadDigest"
     bucket_dir = tmp_path / "root" / "pyb"
     assert sorted(p.name for p in bucket_dir.iterdir() if p.name != ".isthmus") == ["streamed"]
-    assert not [p for p in (bucket_dir / ".isthmus").rglob("*") if p.is_file() and "tmp" in p.parts]
+    internal = bucket_dir / ".isthmus"
+    assert not [p for p in internal.rglob("*") if p.is_file() and "tmp" in p.relative_to(internal).parts]
 
     with store.open_object("pyb", "streamed") as reader:
         assert reader.info["etag"] == info["etag"] and reader.range is None

@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// Where object metadata lives: auto, xattr or sidecar [default: auto]
     #[arg(long)]
     pub metadata: Option<MetadataMode>,
+    /// Files written outside the gateway up to this many bytes get the MD5 of their content as
+    /// ETag; larger ones an ETag derived from their identity [default: 1048576]
+    #[arg(long)]
+    pub etag_md5_limit: Option<u64>,
     /// Log level: error, warn, info, debug (debug logs every request) [default: info]
     #[arg(long)]
     pub log_level: Option<String>,
@@ -70,6 +74,7 @@ pub struct FileConfig {
     pub address: Option<SocketAddr>,
     pub durability: Option<Durability>,
     pub metadata: Option<MetadataMode>,
+    pub etag_md5_limit: Option<u64>,
     pub log_level: Option<String>,
     pub log_format: Option<LogFormat>,
     pub domain: Option<String>,
@@ -98,6 +103,7 @@ pub struct ServeSettings {
     pub address: SocketAddr,
     pub durability: Durability,
     pub metadata: MetadataMode,
+    pub etag_md5_limit: u64,
     pub log_level: String,
     pub log_format: LogFormat,
     pub domain: Option<String>,
@@ -137,6 +143,10 @@ impl ServeSettings {
             address: args.address.or(file.address).unwrap_or_else(|| DEFAULT_ADDRESS.parse().expect("valid default")),
             durability: args.durability.or(file.durability).unwrap_or_default(),
             metadata: args.metadata.or(file.metadata).unwrap_or_default(),
+            etag_md5_limit: args
+                .etag_md5_limit
+                .or(file.etag_md5_limit)
+                .unwrap_or(isthmus_store::DEFAULT_ETAG_MD5_LIMIT),
             log_level,
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             domain: args.domain.or(file.domain),

@@ -28,8 +28,12 @@ fn raise_file_limit() {
 
 pub fn run(settings: ServeSettings) -> Result<(), String> {
     raise_file_limit();
-    let options =
-        StoreOptions { durability: settings.durability, metadata: settings.metadata, ..StoreOptions::default() };
+    let options = StoreOptions {
+        durability: settings.durability,
+        metadata: settings.metadata,
+        etag_md5_limit: settings.etag_md5_limit,
+        ..StoreOptions::default()
+    };
     let store = PosixStore::open(&settings.root, options)
         .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
     let (root_user, announce) = match settings.root_user.clone() {

@@ -16,8 +16,6 @@ pub enum StoreError {
         "The requested bucket name is not available. The bucket namespace is shared by all users of this gateway. Please select a different name and try again."
     )]
     BucketAlreadyExists,
-    #[error("The specified location-constraint is not valid: {0:?} (this store has one location, us-east-1)")]
-    InvalidLocationConstraint(String),
     #[error("The bucket you tried to delete is not empty")]
     BucketNotEmpty,
     #[error("Invalid bucket name: {0}")]
@@ -86,7 +84,6 @@ impl StoreError {
             Self::NoSuchKey => "NoSuchKey",
             Self::BucketAlreadyOwnedByYou => "BucketAlreadyOwnedByYou",
             Self::BucketAlreadyExists => "BucketAlreadyExists",
-            Self::InvalidLocationConstraint(_) => "InvalidLocationConstraint",
             Self::BucketNotEmpty => "BucketNotEmpty",
             Self::InvalidBucketName(_) => "InvalidBucketName",
             Self::KeyTooLong(_) => "KeyTooLongError",
@@ -133,7 +130,6 @@ impl StoreError {
             | Self::BucketAlreadyExists
             | Self::BucketNotEmpty
             | Self::ObjectIsDirectory(_) => 409,
-            Self::InvalidLocationConstraint(_) => 400,
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,
             Self::NotModified => 304,

@@ -173,7 +173,7 @@ pub struct GetResponse {
 #[derive(Debug, Clone, Default)]
 pub struct CreateBucketRequest {
     /// Where the bucket should live (S3's LocationConstraint); `None` is the default place.
-    /// A backend that has one place accepts `None` and its own region name only.
+    /// A backend that has one place accepts any name.
     pub location: Option<String>,
 }
 

@@ -4,9 +4,7 @@
 
 use std::os::unix::fs::FileExt;
 
-use isthmus_store::{
-    GetRequest, ListRequest, PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
-};
+use isthmus_store::{GetRequest, ListRequest, PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions};
 
 fn cx() -> RequestContext {
     RequestContext::process()

@@ -86,7 +86,8 @@ fn racing_uploads_of_one_part_number_leave_one_whole_part() {
             let (a, b) = (upload(b"first body"), upload(b"second body, longer"));
             vec![a.join().unwrap(), b.join().unwrap()]
         });
-        let parts = store.list_parts(&cx(), "bkt", "mp", &id, &ListPartsRequest { after_part: 0, max_parts: 10 }).unwrap();
+        let parts =
+            store.list_parts(&cx(), "bkt", "mp", &id, &ListPartsRequest { after_part: 0, max_parts: 10 }).unwrap();
         assert_eq!(parts.parts.len(), 1, "trial {trial}: part 1 is missing");
         assert!(etags.contains(&parts.parts[0].etag), "trial {trial}");
         store.abort_multipart_upload(&cx(), "bkt", "mp", &id).unwrap();

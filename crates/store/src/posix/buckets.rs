@@ -95,11 +95,10 @@ impl PosixStore {
         Ok(buckets)
     }
 
-    pub(super) fn make_bucket(&self, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
+    /// CreateBucket. A `PosixStore` is one place: any location name is accepted, as before
+    /// pools existed, so clients configured for another region keep working.
+    pub(super) fn make_bucket(&self, bucket: &str, _request: &CreateBucketRequest) -> StoreResult<()> {
         validate_bucket_name(bucket)?;
-        if let Some(location) = request.location.as_deref().filter(|l| !l.is_empty() && *l != "us-east-1") {
-            return Err(StoreError::InvalidLocationConstraint(location.to_string()));
-        }
         self.bucket_fds.remove(bucket);
         match rustix::fs::mkdirat(&*self.root_fd, bucket, Mode::from_raw_mode(0o777)) {
             Ok(()) => {}
