@@ -79,7 +79,8 @@ pub async fn delete_bucket(
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
     let cx = gw.cx(&req);
     let bucket = req.input.bucket;
-    gw.write(&cx, move |store, cx| store.delete_bucket(cx, &bucket)).await?;
+    // Removes the bucket's internal tree (unfinished uploads can be large): on the pool.
+    gw.long(&cx, move |store, cx| store.delete_bucket(cx, &bucket)).await?;
     Ok(S3Response::new(DeleteBucketOutput::default()))
 }
 

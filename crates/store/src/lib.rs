@@ -350,19 +350,16 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// Copies everything a reader yields into a writer, 1 MiB at a time.
-pub fn copy_stream(reader: &mut dyn Read, writer: &mut dyn ObjectWrite) -> StoreResult<u64> {
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err.into()),
-        };
-        writer.write_all(&buf[..n])?;
-        total += n as u64;
-    }
+pub fn copy_stream(reader: &mut dyn Read, writer: &mut dyn ObjectWrite) -> StoreResult<()> {
+    let mut failed = None;
+    door::stream_out(reader, |chunk| match writer.write_all(chunk) {
+        Ok(()) => true,
+        Err(err) => {
+            failed = Some(err);
+            false
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

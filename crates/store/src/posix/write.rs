@@ -151,7 +151,7 @@ impl ObjectWrite for PosixWriter {
         // If-Match is check-then-replace: writers that depend on the current ETag hold the
         // key's lock from the check to the rename, so of two racing ones only one can win.
         let _key_lock = match self.request.if_match {
-            Some(_) => Some(KeyLock::acquire(self.bucket.fd.as_fd(), &key)?),
+            Some(_) => Some(lock_key(self.bucket.fd.as_fd(), &key)?),
             None => None,
         };
         self.check_if_match(&path)?;
@@ -211,16 +211,12 @@ impl FileLock {
 
 /// The exclusive lock of one of 256 lock files per bucket, chosen by a hash of the key: it
 /// serialises conditional writers of a key.
-struct KeyLock;
-
-impl KeyLock {
-    fn acquire(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLock> {
-        let stripe = crate::meta::key_hash(key)[..2].to_string();
-        let locks = ".isthmus/locks";
-        let dir = create_dirs_beneath(bucket, locks, false).map_err(|e| StoreError::io_at("create", locks, e))?;
-        FileLock::acquire(dir.as_fd(), &stripe, FlockOperation::LockExclusive)
-            .map_err(|e| StoreError::io_at("lock the key", key, e))
-    }
+fn lock_key(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLock> {
+    let stripe = crate::meta::key_hash(key)[..2].to_string();
+    let locks = ".isthmus/locks";
+    let dir = create_dirs_beneath(bucket, locks, false).map_err(|e| StoreError::io_at("create", locks, e))?;
+    FileLock::acquire(dir.as_fd(), &stripe, FlockOperation::LockExclusive)
+        .map_err(|e| StoreError::io_at("lock the key", key, e))
 }
 
 impl PosixStore {
