@@ -29,5 +29,10 @@ def test_cp_under_multipart_threshold_and_s3api(aws, server, tmp_path):
     assert hashlib.md5((server.root / "cli2/seven.bin").read_bytes()).hexdigest() == hashlib.md5(data).hexdigest()
     head = aws("s3api", "head-object", "--bucket", "cli2", "--key", "seven.bin").stdout
     assert hashlib.md5(data).hexdigest() in head
-    aws("s3", "sync", str(tmp_path), "s3://cli2/synced")
+    # Sync a tree of its own: tmp_path also holds the live server's data root, whose temporary
+    # files come and go while the CLI walks it.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "seven.bin").write_bytes(data)
+    aws("s3", "sync", str(tree), "s3://cli2/synced")
     assert (server.root / "cli2/synced/seven.bin").exists()
