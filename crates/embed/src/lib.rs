@@ -10,8 +10,8 @@ use std::io::Read;
 
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta, PartRequest,
-    PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    Authorized, CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta,
+    PartRequest, PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
 };
 
 /// The context of this library's calls: the host process acting for itself.
@@ -48,7 +48,7 @@ pub enum IsthmusStatus {
 
 /// A data root opened by `isthmus_open`.
 pub struct IsthmusStore {
-    store: PosixStore,
+    store: Authorized<PosixStore>,
 }
 
 /// Size, modification time and ETag of an object.
@@ -200,7 +200,7 @@ unsafe fn write_info(out: *mut IsthmusObjectInfo, info: &ObjectInfo) {
 
 /// # Safety
 /// `store` is NULL or a handle from `isthmus_open` not yet closed.
-unsafe fn handle<'a>(store: *const IsthmusStore) -> Result<&'a PosixStore, StoreError> {
+unsafe fn handle<'a>(store: *const IsthmusStore) -> Result<&'a Authorized<PosixStore>, StoreError> {
     // SAFETY: the caller passes a live handle or NULL.
     unsafe { store.as_ref() }.map(|s| &s.store).ok_or_else(|| StoreError::InvalidArgument("store is NULL".into()))
 }
@@ -249,7 +249,8 @@ pub unsafe extern "C" fn isthmus_open(root: *const c_char, strict: i32, out: *mu
             return Err(StoreError::InvalidArgument("out is NULL".into()));
         }
         let durability = if strict != 0 { Durability::Strict } else { Durability::Relaxed };
-        let store = PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() })?;
+        let store =
+            Authorized::without_grants(PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() })?);
         // SAFETY: checked for NULL above.
         unsafe { *out = Box::into_raw(Box::new(IsthmusStore { store })) };
         Ok(())

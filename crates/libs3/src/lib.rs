@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PosixStore, PutRequest,
-    RequestContext, Store, StoreError, StoreOptions,
+    Authorized, Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PosixStore,
+    PutRequest, RequestContext, Store, StoreError, StoreOptions,
 };
 
 /// The context of this library's calls: the host process acting for itself.
@@ -148,13 +148,15 @@ pub struct S3ListServiceHandler {
 const ENGINE_HOST: &str = "isthmus";
 
 static DEFAULT_HOST: OnceLock<String> = OnceLock::new();
-static STORE: OnceLock<Result<PosixStore, String>> = OnceLock::new();
+static STORE: OnceLock<Result<Authorized<PosixStore>, String>> = OnceLock::new();
 
-fn store() -> Result<&'static PosixStore, String> {
+fn store() -> Result<&'static Authorized<PosixStore>, String> {
     STORE
         .get_or_init(|| {
             let root = std::env::var("ISTHMUS_ROOT").map_err(|_| "set ISTHMUS_ROOT to the data root".to_string())?;
-            PosixStore::open(&root, StoreOptions::default()).map_err(|e| format!("cannot open {root}: {e}"))
+            PosixStore::open(&root, StoreOptions::default())
+                .map(Authorized::without_grants)
+                .map_err(|e| format!("cannot open {root}: {e}"))
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -194,7 +196,7 @@ impl From<StoreError> for Failure {
 }
 
 /// Checks the host and returns the engine, or why this library cannot serve the request.
-unsafe fn engine(host: *const c_char) -> Result<&'static PosixStore, Failure> {
+unsafe fn engine(host: *const c_char) -> Result<&'static Authorized<PosixStore>, Failure> {
     let host = unsafe { text(host) }.map(str::to_string).or_else(|| DEFAULT_HOST.get().cloned());
     match host.as_deref() {
         Some(h) if h.split(':').next() == Some(ENGINE_HOST) => {
@@ -290,7 +292,7 @@ unsafe fn put_request(props: *const S3PutProperties) -> PutRequest {
     PutRequest { meta, ..Default::default() }
 }
 
-unsafe fn bucket_of<'a>(ctx: *const S3BucketContext) -> Result<(&'static PosixStore, &'a str), Failure> {
+unsafe fn bucket_of<'a>(ctx: *const S3BucketContext) -> Result<(&'static Authorized<PosixStore>, &'a str), Failure> {
     let ctx = unsafe { ctx.as_ref() }.ok_or_else(|| Failure(status("InternalError"), "no bucket context".into()))?;
     let store = unsafe { engine(ctx.host_name) }?;
     let bucket = unsafe { text(ctx.bucket_name) }
@@ -304,7 +306,7 @@ unsafe fn bucket_call(
     bucket: *const c_char,
     handler: *const S3ResponseHandler,
     data: *mut c_void,
-    call: impl FnOnce(&PosixStore, &str) -> Result<(), Failure>,
+    call: impl FnOnce(&Authorized<PosixStore>, &str) -> Result<(), Failure>,
 ) {
     let result = guard(|| -> Result<(), Failure> {
         let store = unsafe { engine(host) }?;

@@ -10,8 +10,8 @@ use std::num::NonZeroU64;
 
 use isthmus_store::door::{http_range, range_of};
 use isthmus_store::{
-    BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest, ObjectInfo,
-    ObjectMeta, PartRequest, PosixStore, PutRequest, RequestContext, Store as _, StoreError, StoreOptions,
+    Authorized, BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest,
+    ObjectInfo, ObjectMeta, PartRequest, PosixStore, PutRequest, RequestContext, Store as _, StoreError, StoreOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -199,7 +199,7 @@ impl PyObjectReader {
 /// A data root: buckets are its top-level directories, objects are files.
 #[pyclass(frozen, name = "Store")]
 struct PyStore {
-    inner: PosixStore,
+    inner: Authorized<PosixStore>,
     /// The package acts as the Python process itself.
     cx: RequestContext,
 }
@@ -212,7 +212,9 @@ impl PyStore {
     #[pyo3(signature = (root, durability = "strict"))]
     fn new(root: &str, durability: &str) -> PyResult<Self> {
         let durability: Durability = durability.parse().map_err(PyValueError::new_err)?;
-        let inner = PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?;
+        let inner = Authorized::without_grants(
+            PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?,
+        );
         Ok(Self { inner, cx: RequestContext::process() })
     }
 

@@ -93,7 +93,7 @@ pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError
 
 /// The users the gateway accepts, looked up by access key, and who may use which bucket:
 /// the root user everything; any other user the buckets it created and those its `buckets`
-/// patterns grant.
+/// patterns grant (checked by the engine's authorization layer, `isthmus_store::authz`).
 #[derive(Debug, Default, Clone)]
 pub struct UserDirectory {
     users: HashMap<String, User>,
@@ -110,17 +110,9 @@ impl UserDirectory {
         access_key == self.root
     }
 
-    /// Whether `access_key` may use `bucket`, whose recorded owner is `owner`.
-    pub fn may_use(&self, access_key: &str, bucket: &str, owner: Option<&str>) -> bool {
-        if self.is_root(access_key) || owner == Some(access_key) {
-            return true;
-        }
-        self.users.get(access_key).is_some_and(|u| {
-            u.buckets.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => bucket.starts_with(prefix),
-                None => p == bucket,
-            })
-        })
+    /// What the users' `buckets` patterns grant, for the engine's authorization layer.
+    pub fn grants(&self) -> isthmus_store::BucketGrants {
+        isthmus_store::BucketGrants::new(self.users.values().map(|u| (u.access_key.clone(), u.buckets.clone())))
     }
 
     pub fn get(&self, access_key: &str) -> Option<&User> {
@@ -169,21 +161,18 @@ mod tests {
     }
 
     #[test]
-    fn bucket_access_follows_ownership_and_grants() {
+    fn grants_come_from_the_bucket_patterns() {
         let mut alice = User::generate("alice");
         alice.access_key = "alice".into();
         alice.buckets = vec!["shared-*".into(), "exact".into()];
         let mut root = User::generate("root");
         root.access_key = "root".into();
-        let dir = UserDirectory::new("root", [root, alice]);
-        assert!(dir.may_use("root", "anything", None));
-        assert!(dir.may_use("alice", "mine", Some("alice")));
-        assert!(!dir.may_use("alice", "bobs", Some("bob")));
-        assert!(!dir.may_use("alice", "posix-made", None));
-        assert!(dir.may_use("alice", "shared-data", Some("bob")));
-        assert!(dir.may_use("alice", "exact", None));
-        assert!(!dir.may_use("alice", "exactly", None));
-        assert!(!dir.may_use("mallory", "shared-data", None));
+        let grants = UserDirectory::new("root", [root, alice]).grants();
+        assert!(grants.grants("alice", "shared-data"));
+        assert!(grants.grants("alice", "exact"));
+        assert!(!grants.grants("alice", "exactly"));
+        assert!(!grants.grants("root", "anything"));
+        assert!(!grants.grants("mallory", "shared-data"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation.
 
-use isthmus_store::{CreateBucketRequest, StoreError};
+use isthmus_store::CreateBucketRequest;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result};
 
@@ -9,20 +9,8 @@ use crate::Gateway;
 pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
     let cx = gw.cx(&req);
     let prefix = req.input.prefix.clone();
-    let requester = req.credentials.as_ref().map(|c| c.access_key.clone()).unwrap_or_default();
-    let users = gw.users.clone();
-    // Each user sees the buckets it may use.
-    let buckets = gw
-        .read(&cx, move |store, cx| {
-            let mut visible = Vec::new();
-            for bucket in store.list_buckets(cx)? {
-                if crate::access::check_bucket(store, cx, &users, &requester, &bucket.name)? {
-                    visible.push(bucket);
-                }
-            }
-            Ok(visible)
-        })
-        .await?;
+    // The authorization layer shows each user the buckets it may use.
+    let buckets = gw.read(&cx, move |store, cx| store.list_buckets(cx)).await?;
     let buckets = buckets
         .into_iter()
         .filter(|b| prefix.as_deref().is_none_or(|p| b.name.starts_with(p)))
@@ -46,23 +34,9 @@ pub async fn create_bucket(
             .and_then(|c| c.location_constraint)
             .map(|l| l.as_str().to_string()),
     };
-    let owner = req.credentials.map(|c| c.access_key).unwrap_or_default();
-    let users = gw.users.clone();
-    gw.write(&cx, move |store, cx| match store.create_bucket(cx, &bucket, &request) {
-        Ok(()) => store.set_bucket_owner(cx, &bucket, &owner),
-        // S3 tells the owner of an existing bucket apart from everyone else. A bucket made with
-        // mkdir has no recorded owner: it belongs to the root user.
-        Err(StoreError::BucketAlreadyExists) => {
-            let recorded = store.bucket_owner(cx, &bucket).unwrap_or(None);
-            let is_owner = match recorded.as_deref() {
-                Some(recorded) => recorded == owner,
-                None => users.is_root(&owner),
-            };
-            Err(if is_owner { StoreError::BucketAlreadyOwnedByYou } else { StoreError::BucketAlreadyExists })
-        }
-        Err(err) => Err(err),
-    })
-    .await?;
+    // The authorization layer records the creator as owner, and tells the owner of an existing
+    // bucket (BucketAlreadyOwnedByYou) apart from everyone else (BucketAlreadyExists).
+    gw.write(&cx, move |store, cx| store.create_bucket(cx, &bucket, &request)).await?;
     Ok(S3Response::new(CreateBucketOutput { location: Some(location) }))
 }
 

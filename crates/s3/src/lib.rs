@@ -19,7 +19,7 @@ mod tagging;
 
 use std::sync::Arc;
 
-use isthmus_store::{RequestContext, Store, StoreResult};
+use isthmus_store::{Authorized, RequestContext, Store, StoreResult};
 use s3s::dto::*;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Request, S3Response, S3Result};
@@ -189,7 +189,8 @@ impl S3 for Gateway {
     }
 }
 
-/// Builds the S3 service: the gateway, SigV4 authentication against `users`, and
+/// Builds the S3 service: the gateway, SigV4 authentication against `users`, the engine wrapped
+/// in the authorization layer with the users' grants, and
 /// virtual-hosted-style addressing under `domain` (with the port the server listens on) when
 /// one is given; path style always works.
 pub fn build_service(
@@ -199,10 +200,12 @@ pub fn build_service(
     domain: Option<(&str, u16)>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
+    // Which user may use which bucket is the authorization layer's decision, on every call.
+    let store: Arc<dyn Store> = Arc::new(Authorized::new(store, users.grants()));
     let engine = Engine::new(store, io);
-    let mut builder = S3ServiceBuilder::new(Gateway::new(engine.clone(), users.clone()));
+    let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone()));
     builder.set_auth((*users).clone());
-    builder.set_access(access::AccessPolicy { engine, users });
+    builder.set_access(access::SignedRequestsOnly);
     if let Some((domain, port)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let names = if domain.contains(':') {

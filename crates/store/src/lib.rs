@@ -5,6 +5,7 @@
 //! The engine is synchronous and does plain syscalls; it has no HTTP types, so every door
 //! (HTTP gateway, embedded library, benchmarks) calls the same code.
 
+pub mod authz;
 pub mod checksum;
 pub mod conditions;
 pub mod context;
@@ -18,6 +19,7 @@ pub use posix::multipart;
 use std::io::Read;
 use std::time::SystemTime;
 
+pub use authz::{Authorized, BucketGrants};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use context::{Principal, RequestContext};

@@ -1,0 +1,93 @@
+//! The authorization layer every door shares: owners, grants, root and the process itself,
+//! checked on a real PosixStore in a temporary directory.
+
+use std::sync::Arc;
+
+use isthmus_store::{
+    Authorized, BucketGrants, CopyRequest, GetRequest, ListRequest, PosixStore, PutRequest, RequestContext, Store,
+    StoreError, StoreOptions,
+};
+
+fn user(name: &str) -> RequestContext {
+    RequestContext::user(name, false)
+}
+
+fn root() -> RequestContext {
+    RequestContext::user("admin", true)
+}
+
+/// Alice owns "alices"; bob is granted "shared-*"; "posix-made" was made with mkdir.
+fn store() -> (tempfile::TempDir, Authorized<PosixStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let posix = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let store = Authorized::new(Arc::new(posix), BucketGrants::new([("bob", ["shared-*"])]));
+    store.create_bucket(&user("alice"), "alices", &Default::default()).unwrap();
+    store.create_bucket(&user("alice"), "shared-results", &Default::default()).unwrap();
+    std::fs::create_dir(dir.path().join("posix-made")).unwrap();
+    store.put_bytes(&user("alice"), "alices", "k", b"secret", PutRequest::default()).unwrap();
+    (dir, store)
+}
+
+fn names(store: &dyn Store, cx: &RequestContext) -> Vec<String> {
+    store.list_buckets(cx).unwrap().into_iter().map(|b| b.name).collect()
+}
+
+fn denied<T: std::fmt::Debug>(result: Result<T, StoreError>) {
+    assert!(matches!(result, Err(StoreError::AccessDenied)), "{result:?}");
+}
+
+#[test]
+fn other_users_are_denied_every_operation_on_a_bucket_they_do_not_own() {
+    let (_dir, store) = store();
+    let mallory = user("mallory");
+    denied(store.head_bucket(&mallory, "alices"));
+    denied(store.get_object(&mallory, "alices", "k", &GetRequest::default()).map(|r| r.info));
+    denied(store.head_object(&mallory, "alices", "k", &Default::default()));
+    denied(store.put_object(&mallory, "alices", "k", PutRequest::default()).map(|_| ()));
+    denied(store.delete_object(&mallory, "alices", "k", &Default::default()));
+    denied(store.list_objects(&mallory, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
+    denied(store.delete_bucket(&mallory, "alices"));
+    denied(store.create_multipart_upload(&mallory, "alices", "k", PutRequest::default()));
+    denied(store.set_object_tags(&mallory, "alices", "k", Default::default()));
+    // A copy out of someone else's bucket into one's own is refused too.
+    store.create_bucket(&mallory, "mallorys", &Default::default()).unwrap();
+    denied(store.copy_object(&mallory, ("alices", "k"), ("mallorys", "k"), &CopyRequest::default()));
+    // Nothing changed: the owner still reads the object.
+    let body = store.get_object(&user("alice"), "alices", "k", &GetRequest::default()).unwrap();
+    assert_eq!(body.info.size, 6);
+    // Missing buckets are not hidden behind AccessDenied: the operation answers.
+    assert!(matches!(store.head_bucket(&mallory, "nowhere"), Err(StoreError::NoSuchBucket)));
+}
+
+#[test]
+fn each_principal_sees_the_buckets_it_may_use() {
+    let (_dir, store) = store();
+    assert_eq!(names(&store, &user("alice")), ["alices", "shared-results"]);
+    assert_eq!(names(&store, &user("bob")), ["shared-results"]);
+    assert!(names(&store, &user("mallory")).is_empty());
+    let everything = ["alices", "posix-made", "shared-results"];
+    assert_eq!(names(&store, &root()), everything);
+    assert_eq!(names(&store, &RequestContext::process()), everything);
+    // Grants give bob the shared bucket's objects, nothing else.
+    store.put_bytes(&user("bob"), "shared-results", "from-bob", b"x", PutRequest::default()).unwrap();
+    denied(store.head_bucket(&user("bob"), "alices"));
+    // Buckets made with mkdir belong to root.
+    denied(store.head_bucket(&user("alice"), "posix-made"));
+    store.head_bucket(&root(), "posix-made").unwrap();
+}
+
+#[test]
+fn creating_an_existing_bucket_tells_its_owner_apart() {
+    let (_dir, store) = store();
+    let again = |cx: &RequestContext, bucket: &str| store.create_bucket(cx, bucket, &Default::default());
+    assert!(matches!(again(&user("alice"), "alices"), Err(StoreError::BucketAlreadyOwnedByYou)));
+    assert!(matches!(again(&user("bob"), "alices"), Err(StoreError::BucketAlreadyExists)));
+    assert!(matches!(again(&root(), "alices"), Err(StoreError::BucketAlreadyExists)));
+    assert!(matches!(again(&root(), "posix-made"), Err(StoreError::BucketAlreadyOwnedByYou)));
+    assert!(matches!(again(&user("alice"), "posix-made"), Err(StoreError::BucketAlreadyExists)));
+    // The creator is recorded; only root or the process gives a bucket away.
+    assert_eq!(store.bucket_owner(&user("alice"), "alices").unwrap().as_deref(), Some("alice"));
+    denied(store.set_bucket_owner(&user("alice"), "alices", "mallory"));
+    store.set_bucket_owner(&root(), "alices", "bob").unwrap();
+    denied(store.head_bucket(&user("alice"), "alices"));
+}
