@@ -8,6 +8,8 @@
 pub mod authz;
 pub mod checksum;
 pub mod conditions;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod context;
 pub mod door;
 pub mod error;

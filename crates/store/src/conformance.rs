@@ -1,0 +1,492 @@
+//! The behaviour every `Store` backend owes its doors, as checks generic over `dyn Store`:
+//! keys, byte order and pagination of listings, atomic writes, conditions and ranges, copies,
+//! multipart uploads, buckets and their errors. A backend runs all of them with
+//! `store_conformance_tests!(|| Fixture::new(store, guard))`, one `#[test]` per check; present
+//! backends do in `tests/conformance.rs`, future ones (erasure-coded, router) add a line there.
+//! Compiled with the `conformance` feature (the crate's own tests turn it on).
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use md5::Digest;
+
+use crate::multipart::{CompletedPart, ListUploadsRequest};
+use crate::{
+    ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
+    PartRequest, PutRequest, RequestContext, Store, StoreError,
+};
+
+/// A store under test, and whatever must live as long as it (a temporary directory).
+pub struct Fixture {
+    pub store: Arc<dyn Store>,
+    _guard: Box<dyn Any>,
+}
+
+impl Fixture {
+    pub fn new(store: Arc<dyn Store>, guard: impl Any) -> Self {
+        Self { store, _guard: Box::new(guard) }
+    }
+}
+
+/// One `#[test]` per conformance check, each on a fresh store from `$make`.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($make:expr) => {
+        $crate::store_conformance_tests!(@each $make;
+            keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
+            metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
+            writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
+            multipart_uploads, multipart_errors, bucket_lifecycle);
+    };
+    (@each $make:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let fixture: $crate::conformance::Fixture = ($make)();
+                $crate::conformance::$check(&*fixture.store);
+            }
+        )*
+    };
+}
+
+fn cx() -> RequestContext {
+    RequestContext::process()
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    hex::encode(md5::Md5::digest(bytes))
+}
+
+/// A fresh bucket for one check.
+fn bucket(store: &dyn Store, name: &str) -> String {
+    store.create_bucket(&cx(), name, &Default::default()).unwrap();
+    name.to_string()
+}
+
+fn put(store: &dyn Store, bucket: &str, key: &str, bytes: &[u8]) -> crate::ObjectInfo {
+    store.put_bytes(&cx(), bucket, key, bytes, PutRequest::default()).unwrap()
+}
+
+fn read(store: &dyn Store, bucket: &str, key: &str, request: &GetRequest) -> Vec<u8> {
+    let mut response = store.get_object(&cx(), bucket, key, request).unwrap();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut response.body, &mut bytes).unwrap();
+    bytes
+}
+
+fn expect_err<T: std::fmt::Debug>(result: Result<T, StoreError>, want: fn(&StoreError) -> bool, what: &str) {
+    match result {
+        Err(err) if want(&err) => {}
+        other => panic!("{what}: unexpected {other:?}"),
+    }
+}
+
+/// Every page of a listing, following the markers: (keys, common prefixes) in page order.
+fn list_all(
+    store: &dyn Store,
+    bucket: &str,
+    prefix: &str,
+    delimiter: Option<&str>,
+    page: usize,
+) -> (Vec<String>, Vec<String>) {
+    let (mut keys, mut prefixes) = (Vec::new(), Vec::new());
+    let mut start_after = None;
+    loop {
+        let request = ListRequest {
+            prefix: prefix.to_string(),
+            delimiter: delimiter.map(str::to_string),
+            start_after: start_after.clone(),
+            max_keys: page,
+        };
+        let listed = store.list_objects(&cx(), bucket, &request).unwrap();
+        assert!(listed.objects.len() + listed.common_prefixes.len() <= page, "a page holds at most max_keys");
+        keys.extend(listed.objects.into_iter().map(|o| o.key));
+        prefixes.extend(listed.common_prefixes);
+        if !listed.is_truncated {
+            return (keys, prefixes);
+        }
+        start_after = Some(listed.next_marker.expect("a truncated page names its marker"));
+    }
+}
+
+/// Keys with spaces, signs, percent signs, non-ASCII and deep paths come back byte for byte;
+/// a single-piece object's ETag is the MD5 of its bytes.
+pub fn keys_round_trip(store: &dyn Store) {
+    let b = bucket(store, "conf-keys");
+    let keys = ["plain", "with space", "a+b=c&d", "100%25 sure", "ünïcødé/日本", "deep/er/and/deeper/leaf.bin", "~t"];
+    for (i, key) in keys.iter().enumerate() {
+        let bytes = format!("content of {key} #{i}").into_bytes();
+        let info = put(store, &b, key, &bytes);
+        assert_eq!(info.etag, md5_hex(&bytes), "{key}");
+        assert_eq!(info.size, bytes.len() as u64);
+        assert_eq!(read(store, &b, key, &GetRequest::default()), bytes, "{key}");
+        let head = store.head_object(&cx(), &b, key, &HeadRequest::default()).unwrap();
+        assert_eq!((head.key.as_str(), head.etag.as_str()), (*key, info.etag.as_str()));
+    }
+    // Empty objects exist, and overwriting replaces the whole object.
+    assert_eq!(put(store, &b, "empty", b"").etag, md5_hex(b""));
+    assert_eq!(read(store, &b, "empty", &GetRequest::default()), b"");
+    put(store, &b, "plain", b"shorter");
+    assert_eq!(read(store, &b, "plain", &GetRequest::default()), b"shorter");
+}
+
+/// An empty key and a key over 1,024 bytes are refused, and nothing appears.
+pub fn invalid_keys_are_refused(store: &dyn Store) {
+    let b = bucket(store, "conf-badkeys");
+    assert!(store.put_bytes(&cx(), &b, "", b"x", PutRequest::default()).is_err(), "empty key");
+    let long = "k".repeat(1025);
+    expect_err(
+        store.put_bytes(&cx(), &b, &long, b"x", PutRequest::default()),
+        |e| matches!(e, StoreError::KeyTooLong(_)),
+        "key of 1025 bytes",
+    );
+    assert_eq!(list_all(store, &b, "", None, 100), (vec![], vec![]));
+}
+
+/// NoSuchBucket, NoSuchKey, and a delete of a missing key that succeeds.
+pub fn missing_things_have_their_errors(store: &dyn Store) {
+    let nobucket = |e: &StoreError| matches!(e, StoreError::NoSuchBucket);
+    let nokey = |e: &StoreError| matches!(e, StoreError::NoSuchKey);
+    expect_err(store.head_bucket(&cx(), "conf-missing"), nobucket, "head_bucket");
+    expect_err(store.get_object(&cx(), "conf-missing", "k", &GetRequest::default()).map(|r| r.info), nobucket, "get");
+    expect_err(
+        store.list_objects(&cx(), "conf-missing", &ListRequest { max_keys: 1, ..Default::default() }),
+        nobucket,
+        "list",
+    );
+    expect_err(store.put_bytes(&cx(), "conf-missing", "k", b"x", PutRequest::default()), nobucket, "put");
+    let b = bucket(store, "conf-present");
+    expect_err(store.get_object(&cx(), &b, "k", &GetRequest::default()).map(|r| r.info), nokey, "get");
+    expect_err(store.head_object(&cx(), &b, "k", &HeadRequest::default()), nokey, "head");
+    store.delete_object(&cx(), &b, "k", &Default::default()).unwrap();
+    put(store, &b, "k", b"x");
+    store.delete_object(&cx(), &b, "k", &Default::default()).unwrap();
+    expect_err(store.head_object(&cx(), &b, "k", &HeadRequest::default()), nokey, "head after delete");
+}
+
+/// System and user metadata come back as written; tags are replaced and removed.
+pub fn metadata_and_tags_round_trip(store: &dyn Store) {
+    let b = bucket(store, "conf-meta");
+    let meta = ObjectMeta {
+        content_type: Some("application/x-netcdf".into()),
+        cache_control: Some("no-cache".into()),
+        user: BTreeMap::from([("experiment".into(), "run 42".into()), ("site".into(), "é".into())]),
+        ..Default::default()
+    };
+    store.put_bytes(&cx(), &b, "k", b"data", PutRequest { meta: meta.clone(), ..Default::default() }).unwrap();
+    let head = store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap();
+    assert_eq!(
+        (head.meta.content_type, head.meta.cache_control, head.meta.user),
+        (meta.content_type, meta.cache_control, meta.user)
+    );
+    let tags = BTreeMap::from([("project".to_string(), "climate".to_string())]);
+    store.set_object_tags(&cx(), &b, "k", tags.clone()).unwrap();
+    assert_eq!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags, tags);
+    store.set_object_tags(&cx(), &b, "k", BTreeMap::new()).unwrap();
+    assert!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags.is_empty());
+    assert_eq!(read(store, &b, "k", &GetRequest::default()), b"data", "tags leave the bytes alone");
+}
+
+/// Keys whose order differs between "directory first" and byte order: S3 lists in UTF-8 byte
+/// order ('-' < '.' < '/' < '0', '~' < 'é'), whatever the backend stores them as.
+const ORDER_KEYS: [&str; 14] =
+    ["%41", "A", "a b", "a+b", "a-b", "a.b", "a/b/c", "a/b0", "a/c", "a0", "aa", "z/ü", "~x", "é"];
+
+pub fn listing_is_in_byte_order(store: &dyn Store) {
+    let b = bucket(store, "conf-order");
+    for key in ORDER_KEYS.iter().rev() {
+        put(store, &b, key, key.as_bytes());
+    }
+    let mut sorted = ORDER_KEYS.map(String::from).to_vec();
+    sorted.sort();
+    let (keys, prefixes) = list_all(store, &b, "", None, 1000);
+    assert_eq!(keys, sorted);
+    assert!(prefixes.is_empty());
+    let listed = store.list_objects(&cx(), &b, &ListRequest { max_keys: 1000, ..Default::default() }).unwrap();
+    let sizes: Vec<u64> = listed.objects.iter().map(|o| o.size).collect();
+    assert_eq!(sizes, sorted.iter().map(|k| k.len() as u64).collect::<Vec<_>>(), "listings carry sizes");
+    assert!(listed.objects.iter().all(|o| o.etag == md5_hex(o.key.as_bytes())), "and ETags");
+}
+
+pub fn listing_pages_and_delimiters(store: &dyn Store) {
+    let b = bucket(store, "conf-pages");
+    for key in ORDER_KEYS {
+        put(store, &b, key, b"x");
+    }
+    let whole = list_all(store, &b, "", None, 1000);
+    for page in [1, 2, 3, 7] {
+        assert_eq!(list_all(store, &b, "", None, page), whole, "pages of {page}");
+    }
+    let top = list_all(store, &b, "", Some("/"), 1000);
+    assert_eq!(top.1, ["a/", "z/"]);
+    assert_eq!(top.0, ["%41", "A", "a b", "a+b", "a-b", "a.b", "a0", "aa", "~x", "é"]);
+    for page in [1, 2, 5] {
+        assert_eq!(list_all(store, &b, "", Some("/"), page), top, "delimited pages of {page}");
+    }
+    assert_eq!(list_all(store, &b, "a/", Some("/"), 1000), (vec!["a/b0".into(), "a/c".into()], vec!["a/b/".into()]));
+    assert_eq!(list_all(store, &b, "a/b", None, 1000).0, ["a/b/c", "a/b0"]);
+    assert_eq!(list_all(store, &b, "nothing", None, 1000), (vec![], vec![]));
+    // Any delimiter rolls up on the whole key, across directories.
+    let (plain, dashed) = list_all(store, &b, "", Some("-"), 2);
+    assert_eq!(dashed, ["a-"]);
+    assert!(!plain.iter().any(|k| k.contains('-')) && plain.len() == ORDER_KEYS.len() - 1);
+    let after = ListRequest { start_after: Some("a0".into()), max_keys: 1000, ..Default::default() };
+    let keys: Vec<String> = store.list_objects(&cx(), &b, &after).unwrap().objects.into_iter().map(|o| o.key).collect();
+    assert_eq!(keys, ["aa", "z/ü", "~x", "é"]);
+}
+
+/// Nothing of a write is visible before commit; a dropped writer leaves the old object whole
+/// and nothing else behind.
+pub fn writes_are_atomic(store: &dyn Store) {
+    let b = bucket(store, "conf-atomic");
+    put(store, &b, "k", b"old");
+    let mut writer = store.put_object(&cx(), &b, "k", PutRequest::default()).unwrap();
+    writer.write_all(b"the new content").unwrap();
+    assert_eq!(read(store, &b, "k", &GetRequest::default()), b"old", "before commit");
+    let mut fresh = store.put_object(&cx(), &b, "fresh", PutRequest::default()).unwrap();
+    fresh.write_all(b"abandoned").unwrap();
+    expect_err(
+        store.head_object(&cx(), &b, "fresh", &HeadRequest::default()),
+        |e| matches!(e, StoreError::NoSuchKey),
+        "uncommitted",
+    );
+    drop(fresh);
+    assert_eq!(list_all(store, &b, "", None, 100).0, ["k"], "a dropped writer leaves nothing");
+    let info = writer.commit().unwrap();
+    assert_eq!(info.etag, md5_hex(b"the new content"));
+    assert_eq!(read(store, &b, "k", &GetRequest::default()), b"the new content");
+}
+
+pub fn read_conditions_and_ranges(store: &dyn Store) {
+    let b = bucket(store, "conf-cond");
+    let etag = put(store, &b, "r", b"0123456789").etag;
+    let range = |range| GetRequest { range: Some(range), ..Default::default() };
+    assert_eq!(read(store, &b, "r", &range(ByteRange::FromTo { first: 2, last: Some(4) })), b"234");
+    assert_eq!(read(store, &b, "r", &range(ByteRange::FromTo { first: 8, last: Some(100) })), b"89");
+    assert_eq!(read(store, &b, "r", &range(ByteRange::Suffix(3))), b"789");
+    let served = store.get_object(&cx(), &b, "r", &range(ByteRange::FromTo { first: 8, last: None })).unwrap();
+    assert_eq!((served.range, served.info.size), (Some((8, 9)), 10));
+    expect_err(
+        store.get_object(&cx(), &b, "r", &range(ByteRange::FromTo { first: 10, last: None })).map(|r| r.info),
+        |e| matches!(e, StoreError::InvalidRange { size: 10 }),
+        "range past the end",
+    );
+    let when = |conditions: Conditions| store.head_object(&cx(), &b, "r", &HeadRequest { conditions });
+    let tags = |t: &str| Some(ETagMatch::Tags(vec![format!("\"{t}\"")]));
+    when(Conditions { if_match: tags(&etag), ..Default::default() }).unwrap();
+    expect_err(
+        when(Conditions { if_match: tags("other"), ..Default::default() }),
+        |e| matches!(e, StoreError::PreconditionFailed),
+        "If-Match",
+    );
+    expect_err(
+        when(Conditions { if_none_match: tags(&etag), ..Default::default() }),
+        |e| matches!(e, StoreError::NotModified),
+        "If-None-Match",
+    );
+    let get =
+        GetRequest { conditions: Conditions { if_match: tags("other"), ..Default::default() }, ..Default::default() };
+    expect_err(
+        store.get_object(&cx(), &b, "r", &get).map(|r| r.info),
+        |e| matches!(e, StoreError::PreconditionFailed),
+        "GET If-Match",
+    );
+}
+
+pub fn conditional_writes(store: &dyn Store) {
+    let b = bucket(store, "conf-condput");
+    let create_only = || PutRequest { if_none_match: Some(ETagMatch::Any), ..Default::default() };
+    store.put_bytes(&cx(), &b, "once", b"first", create_only()).unwrap();
+    expect_err(
+        store.put_bytes(&cx(), &b, "once", b"second", create_only()),
+        |e| matches!(e, StoreError::PreconditionFailed),
+        "If-None-Match: *",
+    );
+    let if_match = |etag: &str| PutRequest { if_match: Some(ETagMatch::Tags(vec![etag.into()])), ..Default::default() };
+    expect_err(
+        store.put_bytes(&cx(), &b, "once", b"x", if_match("nope")),
+        |e| matches!(e, StoreError::PreconditionFailed),
+        "If-Match",
+    );
+    assert_eq!(read(store, &b, "once", &GetRequest::default()), b"first");
+    store.put_bytes(&cx(), &b, "once", b"third", if_match(&md5_hex(b"first"))).unwrap();
+    assert_eq!(read(store, &b, "once", &GetRequest::default()), b"third");
+}
+
+pub fn copies(store: &dyn Store) {
+    let b = bucket(store, "conf-copy");
+    let meta = ObjectMeta {
+        content_type: Some("text/csv".into()),
+        user: BTreeMap::from([("a".into(), "1".into())]),
+        ..Default::default()
+    };
+    let source = store
+        .put_bytes(&cx(), &b, "src", b"a,b\n1,2\n", PutRequest { meta: meta.clone(), ..Default::default() })
+        .unwrap();
+    let kept = store.copy_object(&cx(), (&b, "src"), (&b, "dir/kept"), &CopyRequest::default()).unwrap();
+    assert_eq!(
+        (kept.size, kept.meta.content_type.clone(), kept.meta.user.clone()),
+        (source.size, meta.content_type, meta.user)
+    );
+    assert_eq!(read(store, &b, "dir/kept", &GetRequest::default()), b"a,b\n1,2\n");
+    let replaced_meta = ObjectMeta { content_type: Some("text/plain".into()), ..Default::default() };
+    let replace = CopyRequest { replace_meta: Some(replaced_meta), ..Default::default() };
+    let replaced = store.copy_object(&cx(), (&b, "src"), (&b, "replaced"), &replace).unwrap();
+    assert_eq!(replaced.meta.content_type.as_deref(), Some("text/plain"));
+    assert!(replaced.meta.user.is_empty());
+    // A copy onto itself with new metadata keeps the bytes.
+    store.copy_object(&cx(), (&b, "src"), (&b, "src"), &replace).unwrap();
+    assert_eq!(read(store, &b, "src", &GetRequest::default()), b"a,b\n1,2\n");
+    expect_err(
+        store.copy_object(&cx(), (&b, "none"), (&b, "x"), &CopyRequest::default()),
+        |e| matches!(e, StoreError::NoSuchKey),
+        "missing source",
+    );
+    let conditional = CopyRequest {
+        source_conditions: Conditions { if_match: Some(ETagMatch::Tags(vec!["other".into()])), ..Default::default() },
+        ..Default::default()
+    };
+    expect_err(
+        store.copy_object(&cx(), (&b, "src"), (&b, "y"), &conditional),
+        |e| matches!(e, StoreError::PreconditionFailed),
+        "source If-Match",
+    );
+    assert_eq!(list_all(store, &b, "", None, 100).0, ["dir/kept", "replaced", "src"]);
+}
+
+fn upload_part(store: &dyn Store, b: &str, key: &str, id: &str, part_number: u32, bytes: &[u8]) -> CompletedPart {
+    let mut writer = store.upload_part(&cx(), b, key, id, &PartRequest { part_number, ..Default::default() }).unwrap();
+    writer.write_all(bytes).unwrap();
+    CompletedPart { part_number, etag: format!("\"{}\"", writer.commit().unwrap().etag), checksum: None }
+}
+
+/// The S3 multipart ETag: MD5 of the parts' binary MD5s, then "-N".
+fn multipart_etag(parts: &[&[u8]]) -> String {
+    let mut all = md5::Md5::new();
+    for part in parts {
+        all.update(md5::Md5::digest(part));
+    }
+    format!("{}-{}", hex::encode(all.finalize()), parts.len())
+}
+
+pub fn multipart_uploads(store: &dyn Store) {
+    let b = bucket(store, "conf-mpu");
+    let meta = ObjectMeta { content_type: Some("application/x-hdf5".into()), ..Default::default() };
+    let id = store.create_multipart_upload(&cx(), &b, "out/big.h5", PutRequest { meta, ..Default::default() }).unwrap();
+    let uploads = store
+        .list_multipart_uploads(&cx(), &b, &ListUploadsRequest { max_uploads: 100, ..Default::default() })
+        .unwrap();
+    assert_eq!(
+        uploads.uploads.iter().map(|u| (u.key.as_str(), u.upload_id.as_str())).collect::<Vec<_>>(),
+        [("out/big.h5", id.as_str())]
+    );
+    let first = vec![7u8; 5 << 20];
+    let p1 = upload_part(store, &b, "out/big.h5", &id, 1, &first);
+    upload_part(store, &b, "out/big.h5", &id, 2, b"first try, replaced");
+    let p2 = upload_part(store, &b, "out/big.h5", &id, 2, b"tail");
+    let parts =
+        store.list_parts(&cx(), &b, "out/big.h5", &id, &ListPartsRequest { after_part: 0, max_parts: 1000 }).unwrap();
+    assert_eq!(parts.parts.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(), [(1, 5 << 20), (2, 4)]);
+    let page =
+        store.list_parts(&cx(), &b, "out/big.h5", &id, &ListPartsRequest { after_part: 1, max_parts: 1 }).unwrap();
+    assert_eq!(page.parts.iter().map(|p| p.part_number).collect::<Vec<_>>(), [2]);
+    expect_err(
+        store.head_object(&cx(), &b, "out/big.h5", &HeadRequest::default()),
+        |e| matches!(e, StoreError::NoSuchKey),
+        "before completion",
+    );
+    let info = store.complete_multipart_upload(&cx(), &b, "out/big.h5", &id, &[p1, p2], PutRequest::default()).unwrap();
+    assert_eq!(info.etag, multipart_etag(&[&first, b"tail"]));
+    assert_eq!(
+        (info.size, info.part_count(), info.meta.content_type.as_deref()),
+        ((5 << 20) + 4, 2, Some("application/x-hdf5"))
+    );
+    let tail = GetRequest { part_number: Some(2), ..Default::default() };
+    assert_eq!(read(store, &b, "out/big.h5", &tail), b"tail");
+    let whole = read(store, &b, "out/big.h5", &GetRequest::default());
+    assert!(whole.len() == (5 << 20) + 4 && whole.ends_with(b"tail") && whole[..5 << 20] == first[..]);
+    let uploads = store
+        .list_multipart_uploads(&cx(), &b, &ListUploadsRequest { max_uploads: 100, ..Default::default() })
+        .unwrap();
+    assert!(uploads.uploads.is_empty(), "a completed upload is gone");
+    expect_err(
+        store.list_parts(&cx(), &b, "out/big.h5", &id, &ListPartsRequest { after_part: 0, max_parts: 10 }),
+        |e| matches!(e, StoreError::NoSuchUpload),
+        "completed",
+    );
+    assert_eq!(list_all(store, &b, "", None, 100).0, ["out/big.h5"], "parts are never listed as objects");
+}
+
+pub fn multipart_errors(store: &dyn Store) {
+    let b = bucket(store, "conf-mpu-errors");
+    let id = store.create_multipart_upload(&cx(), &b, "k", PutRequest::default()).unwrap();
+    let small = upload_part(store, &b, "k", &id, 1, b"too small for a first part");
+    let last = upload_part(store, &b, "k", &id, 2, b"last");
+    let complete =
+        |parts: &[CompletedPart]| store.complete_multipart_upload(&cx(), &b, "k", &id, parts, PutRequest::default());
+    expect_err(complete(&[small.clone(), last.clone()]), |e| matches!(e, StoreError::EntityTooSmall), "5 MiB minimum");
+    expect_err(complete(&[last.clone(), small.clone()]), |e| matches!(e, StoreError::InvalidPartOrder), "order");
+    let wrong = CompletedPart { etag: format!("\"{}\"", md5_hex(b"something else")), ..small.clone() };
+    expect_err(complete(&[wrong]), |e| matches!(e, StoreError::InvalidPart(1)), "wrong ETag");
+    expect_err(
+        complete(&[CompletedPart { part_number: 3, ..last }]),
+        |e| matches!(e, StoreError::InvalidPart(3)),
+        "missing part",
+    );
+    // A failed completion leaves the upload usable: one part alone is a valid object.
+    let info = complete(&[small]).unwrap();
+    assert_eq!(read(store, &b, "k", &GetRequest::default()), b"too small for a first part");
+    assert!(info.etag.ends_with("-1"));
+    let aborted = store.create_multipart_upload(&cx(), &b, "gone", PutRequest::default()).unwrap();
+    upload_part(store, &b, "gone", &aborted, 1, b"x");
+    store.abort_multipart_upload(&cx(), &b, "gone", &aborted).unwrap();
+    let no_upload = |e: &StoreError| matches!(e, StoreError::NoSuchUpload);
+    expect_err(
+        store
+            .upload_part(&cx(), &b, "gone", &aborted, &PartRequest { part_number: 1, ..Default::default() })
+            .map(|_| ()),
+        no_upload,
+        "part of an aborted upload",
+    );
+    expect_err(
+        store
+            .upload_part(&cx(), &b, "k", "no-such-upload", &PartRequest { part_number: 1, ..Default::default() })
+            .map(|_| ()),
+        no_upload,
+        "unknown id",
+    );
+    assert_eq!(list_all(store, &b, "", None, 100).0, ["k"]);
+}
+
+pub fn bucket_lifecycle(store: &dyn Store) {
+    let name = bucket(store, "conf-life");
+    assert!(store.list_buckets(&cx()).unwrap().iter().any(|b| b.name == name));
+    expect_err(
+        store.create_bucket(&cx(), &name, &Default::default()),
+        |e| matches!(e, StoreError::BucketAlreadyExists | StoreError::BucketAlreadyOwnedByYou),
+        "create twice",
+    );
+    for bad in ["ab", "Upper", "under_score", "-dash", "a..b", "192.168.1.1"] {
+        expect_err(
+            store.create_bucket(&cx(), bad, &Default::default()),
+            |e| matches!(e, StoreError::InvalidBucketName(_)),
+            bad,
+        );
+    }
+    put(store, &name, "dir/k", b"x");
+    expect_err(store.delete_bucket(&cx(), &name), |e| matches!(e, StoreError::BucketNotEmpty), "non-empty");
+    let id = store.create_multipart_upload(&cx(), &name, "pending", PutRequest::default()).unwrap();
+    store.delete_object(&cx(), &name, "dir/k", &Default::default()).unwrap();
+    // Unfinished uploads do not keep a bucket alive (as in S3): they go with it.
+    store.delete_bucket(&cx(), &name).unwrap();
+    expect_err(store.head_bucket(&cx(), &name), |e| matches!(e, StoreError::NoSuchBucket), "deleted");
+    assert!(!store.list_buckets(&cx()).unwrap().iter().any(|b| b.name == name));
+    store.create_bucket(&cx(), &name, &Default::default()).unwrap();
+    expect_err(
+        store.list_parts(&cx(), &name, "pending", &id, &ListPartsRequest { after_part: 0, max_parts: 1 }),
+        |e| matches!(e, StoreError::NoSuchUpload),
+        "upload of the old bucket",
+    );
+    assert_eq!(list_all(store, &name, "", None, 10), (vec![], vec![]), "a recreated bucket is empty");
+}
