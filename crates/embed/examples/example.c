@@ -92,7 +92,8 @@ int main(int argc, char **argv) {
     const char *etags[2] = {e1, e2};
     /* Part 1 is under 5 MiB here, so S3 rules refuse the upload: the error says why. */
     enum IsthmusStatus mp = isthmus_multipart_complete(store, "embedded", "multi.bin", upload, numbers, etags, 2, &info);
-    printf("complete with a small first part: %s (%s)\n", isthmus_status_name(mp), isthmus_last_error());
+    printf("complete with a small first part: %s, code %s (%s)\n", isthmus_status_name(mp), isthmus_last_error_code(),
+           isthmus_last_error());
     CHECK(isthmus_multipart_abort(store, "embedded", "multi.bin", upload));
 
     CHECK(isthmus_copy(store, "embedded", "greetings/hello.txt", "embedded", "greetings/copy.txt", &info));

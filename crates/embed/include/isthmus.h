@@ -95,6 +95,13 @@ extern "C" {
 const char *isthmus_last_error(void);
 
 /**
+ * The S3 error code of the last failed call on this thread ("NoSuchKey", "ParentIsObject",
+ * ...: the code the HTTP gateway and the Python package report for the same failure; "" if
+ * none). Valid until the next call.
+ */
+const char *isthmus_last_error_code(void);
+
+/**
  * A short name for a status ("NoSuchKey", ...), the S3 code where there is one.
  */
 const char *isthmus_status_name(enum IsthmusStatus status);

@@ -87,36 +87,46 @@ pub struct IsthmusList {
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_CODE: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn set_error(message: &str) {
-    let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = message);
+fn c_text(text: &str) -> CString {
+    CString::new(text.replace('\0', " ")).unwrap_or_default()
 }
 
+fn set_error(code: &str, message: &str) {
+    LAST_ERROR.with(|e| *e.borrow_mut() = c_text(message));
+    LAST_CODE.with(|e| *e.borrow_mut() = c_text(code));
+}
+
+/// A failure the door itself finds (a NULL pointer, a small buffer): its code is the status name.
 fn fail(status: IsthmusStatus, message: &str) -> IsthmusStatus {
-    set_error(message);
+    set_error(status_name(status).to_str().unwrap_or_default(), message);
     status
 }
 
+/// An engine error: its S3 code and message become the thread's last error.
+fn fail_with(err: &StoreError) -> IsthmusStatus {
+    set_error(err.s3_code(), &err.to_string());
+    status_of(err)
+}
+
+/// The status of an engine error, from its S3 code (`StoreError::s3_code`, the one mapping
+/// every door shares: the HTTP gateway answers it, Python raises it, libs3 names it).
 fn status_of(err: &StoreError) -> IsthmusStatus {
-    match err {
-        StoreError::NoSuchBucket => IsthmusStatus::NoSuchBucket,
-        StoreError::NoSuchKey => IsthmusStatus::NoSuchKey,
-        StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists => IsthmusStatus::BucketAlreadyExists,
-        StoreError::BucketNotEmpty => IsthmusStatus::BucketNotEmpty,
-        StoreError::PreconditionFailed | StoreError::NotModified | StoreError::SourceChanged => {
-            IsthmusStatus::PreconditionFailed
-        }
-        StoreError::InvalidRange { .. } | StoreError::InvalidPartNumber => IsthmusStatus::InvalidRange,
-        StoreError::NoSuchUpload => IsthmusStatus::NoSuchUpload,
-        StoreError::InvalidPart(_) | StoreError::InvalidPartOrder | StoreError::EntityTooSmall => {
-            IsthmusStatus::InvalidPart
-        }
-        StoreError::ParentIsObject(_) | StoreError::ObjectIsDirectory(_) => IsthmusStatus::Conflict,
-        StoreError::InsufficientStorage => IsthmusStatus::InsufficientStorage,
-        StoreError::AccessDenied => IsthmusStatus::AccessDenied,
-        StoreError::Io(_) | StoreError::IoAt { .. } | StoreError::WouldBlock => IsthmusStatus::IoError,
+    match err.s3_code() {
+        "NoSuchBucket" => IsthmusStatus::NoSuchBucket,
+        "NoSuchKey" => IsthmusStatus::NoSuchKey,
+        "BucketAlreadyExists" | "BucketAlreadyOwnedByYou" => IsthmusStatus::BucketAlreadyExists,
+        "BucketNotEmpty" => IsthmusStatus::BucketNotEmpty,
+        "PreconditionFailed" | "NotModified" => IsthmusStatus::PreconditionFailed,
+        "InvalidRange" | "InvalidPartNumber" => IsthmusStatus::InvalidRange,
+        "NoSuchUpload" => IsthmusStatus::NoSuchUpload,
+        "InvalidPart" | "InvalidPartOrder" | "EntityTooSmall" => IsthmusStatus::InvalidPart,
+        "ParentIsObject" | "ObjectIsDirectory" => IsthmusStatus::Conflict,
+        "InsufficientStorage" => IsthmusStatus::InsufficientStorage,
+        "AccessDenied" => IsthmusStatus::AccessDenied,
+        "InternalError" => IsthmusStatus::IoError,
         _ => IsthmusStatus::InvalidArgument,
     }
 }
@@ -126,7 +136,7 @@ fn status_of(err: &StoreError) -> IsthmusStatus {
 fn run(f: impl FnOnce() -> Result<(), StoreError>) -> IsthmusStatus {
     match guard(f) {
         Ok(()) => IsthmusStatus::Ok,
-        Err(err) => fail(status_of(&err), &err.to_string()),
+        Err(err) => fail_with(&err),
     }
 }
 
@@ -211,10 +221,22 @@ pub extern "C" fn isthmus_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
+/// The S3 error code of the last failed call on this thread ("NoSuchKey", "ParentIsObject",
+/// ...: the code the HTTP gateway and the Python package report for the same failure; "" if
+/// none). Valid until the next call.
+#[unsafe(no_mangle)]
+pub extern "C" fn isthmus_last_error_code() -> *const c_char {
+    LAST_CODE.with(|e| e.borrow().as_ptr())
+}
+
 /// A short name for a status ("NoSuchKey", ...), the S3 code where there is one.
 #[unsafe(no_mangle)]
 pub extern "C" fn isthmus_status_name(status: IsthmusStatus) -> *const c_char {
-    let name: &'static CStr = match status {
+    status_name(status).as_ptr()
+}
+
+fn status_name(status: IsthmusStatus) -> &'static CStr {
+    match status {
         IsthmusStatus::Ok => c"Ok",
         IsthmusStatus::End => c"End",
         IsthmusStatus::NoSuchBucket => c"NoSuchBucket",
@@ -232,8 +254,7 @@ pub extern "C" fn isthmus_status_name(status: IsthmusStatus) -> *const c_char {
         IsthmusStatus::BufferTooSmall => c"BufferTooSmall",
         IsthmusStatus::Aborted => c"Aborted",
         IsthmusStatus::IoError => c"InternalError",
-    };
-    name.as_ptr()
+    }
 }
 
 /// Opens (creating it if needed) a data root. `strict` = 1: writes are fsynced before they
@@ -552,7 +573,7 @@ pub unsafe extern "C" fn isthmus_list_open(
     match opened {
         Ok(list) => Box::into_raw(Box::new(list)),
         Err(err) => {
-            set_error(&err.to_string());
+            fail_with(&err);
             std::ptr::null_mut()
         }
     }
@@ -586,7 +607,7 @@ pub unsafe extern "C" fn isthmus_list_next(list: *mut IsthmusList, entry: *mut I
             Ok(())
         });
         if let Err(err) = fetched {
-            return fail(status_of(&err), &err.to_string());
+            return fail_with(&err);
         }
         if list.entries.is_empty() {
             return IsthmusStatus::End;

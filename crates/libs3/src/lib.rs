@@ -169,22 +169,21 @@ unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
 /// A failure: the libs3 status and a message for the error details.
 struct Failure(S3Status, String);
 
+/// The libs3 status of an engine error: the engine's S3 code (`StoreError::s3_code`, the one
+/// mapping every door shares) under libs3's name for it; codes libs3 has no name for become
+/// InternalError (server-side failures) or InvalidArgument (the request's fault).
 fn from_store(err: StoreError) -> Failure {
-    let name = match &err {
-        StoreError::NoSuchBucket => "ErrorNoSuchBucket",
-        StoreError::NoSuchKey => "ErrorNoSuchKey",
-        // In-process, the program acts as the owner of the whole data root.
-        StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists => "ErrorBucketAlreadyOwnedByYou",
-        StoreError::BucketNotEmpty => "ErrorBucketNotEmpty",
-        StoreError::InvalidBucketName(_) => "ErrorInvalidBucketName",
-        StoreError::KeyTooLong(_) => "ErrorKeyTooLong",
-        StoreError::PreconditionFailed | StoreError::SourceChanged => "ErrorPreconditionFailed",
-        StoreError::NotModified => "ErrorPreconditionFailed",
-        StoreError::InvalidRange { .. } => "ErrorInvalidRange",
-        StoreError::AccessDenied => "ErrorAccessDenied",
-        StoreError::MetadataTooLarge(_) => "ErrorMetadataTooLarge",
-        StoreError::InsufficientStorage | StoreError::Io(_) => "ErrorInternalError",
-        _ => "ErrorInvalidArgument",
+    let name = match err.s3_code() {
+        "KeyTooLongError" => "ErrorKeyTooLong".to_string(),
+        // libs3 reports a failed If-None-Match as a failed precondition.
+        "NotModified" => "ErrorPreconditionFailed".to_string(),
+        code => format!("Error{code}"),
+    };
+    let known = status_names::NAMES.iter().any(|n| n.to_bytes() == name.as_bytes());
+    let name = match known {
+        true => name.as_str(),
+        false if err.http_status() >= 500 => "ErrorInternalError",
+        false => "ErrorInvalidArgument",
     };
     Failure(status(name), err.to_string())
 }
