@@ -10,7 +10,7 @@ pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3R
     let cx = gw.cx(&req);
     let prefix = req.input.prefix.clone();
     // The authorization layer shows each user the buckets it may use.
-    let buckets = gw.read(&cx, move |store, cx| store.list_buckets(cx)).await?;
+    let buckets = gw.scan(&cx, move |store, cx| store.list_buckets(cx)).await?;
     let buckets = buckets
         .into_iter()
         .filter(|b| prefix.as_deref().is_none_or(|p| b.name.starts_with(p)))

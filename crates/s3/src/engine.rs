@@ -20,6 +20,10 @@ pub enum Placement {
     Write,
     /// A call that moves data or fsyncs a lot (copies, multipart completion): always the pool.
     Long,
+    /// A call that walks many entries (a listing page: a directory read and a stat and metadata
+    /// read per key, milliseconds for 1,000 keys): always the pool, so a large page never holds
+    /// an async worker while small requests wait behind it.
+    Scan,
 }
 
 /// The engine behind the gateway, with the placement policy of its file systems.
@@ -49,7 +53,7 @@ impl Engine {
         let inline = match placement {
             Placement::Read => self.io.inline_reads,
             Placement::Write => self.io.inline_writes,
-            Placement::Long => false,
+            Placement::Long | Placement::Scan => false,
         };
         if inline {
             match f(&*self.store, &cx.with_may_block(false)) {

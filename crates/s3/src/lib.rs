@@ -67,6 +67,15 @@ impl Gateway {
         self.engine.call(cx, Placement::Write, f).await
     }
 
+    /// Runs an engine call that walks many entries (listings).
+    async fn scan<T, F>(&self, cx: &RequestContext, f: F) -> S3Result<T>
+    where
+        F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.engine.call(cx, Placement::Scan, f).await
+    }
+
     /// Runs an engine call that moves data (copies, multipart completion).
     async fn long<T, F>(&self, cx: &RequestContext, f: F) -> S3Result<T>
     where

@@ -61,7 +61,7 @@ fn list_request(
 }
 
 async fn list_page(gw: &Gateway, cx: &RequestContext, bucket: String, request: ListRequest) -> S3Result<ListPage> {
-    gw.read(cx, move |store, cx| store.list_objects(cx, &bucket, &request)).await
+    gw.scan(cx, move |store, cx| store.list_objects(cx, &bucket, &request)).await
 }
 
 /// The page's common prefixes, encoded as the request asked.

@@ -149,7 +149,7 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     let (b, k, u) = (bucket.clone(), key.clone(), upload_id.clone());
     let request = ListPartsRequest { after_part: after, max_parts: max };
-    let page = gw.read(&cx, move |store, cx| store.list_parts(cx, &b, &k, &u, &request)).await?;
+    let page = gw.scan(&cx, move |store, cx| store.list_parts(cx, &b, &k, &u, &request)).await?;
     let parts = page
         .parts
         .into_iter()
@@ -196,7 +196,7 @@ pub async fn list_multipart_uploads(
         max_uploads: max,
     };
     let bucket = input.bucket.clone();
-    let page = gw.read(&cx, move |store, cx| store.list_multipart_uploads(cx, &bucket, &request)).await?;
+    let page = gw.scan(&cx, move |store, cx| store.list_multipart_uploads(cx, &bucket, &request)).await?;
     let uploads = page
         .uploads
         .into_iter()
