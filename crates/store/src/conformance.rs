@@ -36,7 +36,7 @@ macro_rules! store_conformance_tests {
         $crate::store_conformance_tests!(@each $make;
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
             metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
-            writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
+            folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
             multipart_uploads, multipart_errors, bucket_lifecycle);
     };
     (@each $make:expr; $($check:ident),* $(,)?) => {
@@ -234,6 +234,24 @@ pub fn listing_pages_and_delimiters(store: &dyn Store) {
     let after = ListRequest { start_after: Some("a0".into()), max_keys: 1000, ..Default::default() };
     let keys: Vec<String> = store.list_objects(&cx(), &b, &after).unwrap().objects.into_iter().map(|o| o.key).collect();
     assert_eq!(keys, ["aa", "z/ü", "~x", "é"]);
+}
+
+/// A key equal to the prefix is listed (S3 returns every key that begins with the prefix): the
+/// folder objects consoles and pyarrow make, empty or with children.
+pub fn folder_objects_are_listed_under_their_own_prefix(store: &dyn Store) {
+    let b = bucket(store, "conf-folders");
+    for key in ["empty/dir/", "full/", "full/child", "fullness"] {
+        put(store, &b, key, b"");
+    }
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(list_all(store, &b, "empty/dir/", Some("/"), 1000), (strings(&["empty/dir/"]), vec![]));
+    assert_eq!(list_all(store, &b, "empty/dir/", None, 1000), (strings(&["empty/dir/"]), vec![]));
+    assert_eq!(list_all(store, &b, "full/", Some("/"), 1000), (strings(&["full/", "full/child"]), vec![]));
+    assert_eq!(list_all(store, &b, "full/", None, 1), (strings(&["full/", "full/child"]), vec![]));
+    assert_eq!(list_all(store, &b, "full", Some("/"), 1000), (strings(&["fullness"]), strings(&["full/"])));
+    let after = ListRequest { prefix: "full/".into(), start_after: Some("full/".into()), max_keys: 10, ..Default::default() };
+    let keys: Vec<String> = store.list_objects(&cx(), &b, &after).unwrap().objects.into_iter().map(|o| o.key).collect();
+    assert_eq!(keys, ["full/child"]);
 }
 
 /// Nothing of a write is visible before commit; a dropped writer leaves the old object whole

@@ -243,6 +243,16 @@ impl Walk<'_> {
         let Some(top_fd) = self.open_dir(top_key) else {
             return Ok(());
         };
+        // A prefix naming a directory ("a/b/"): the folder object of that name, if there is one,
+        // is the first key that begins with the prefix.
+        if name_prefix.is_empty()
+            && !top_key.is_empty()
+            && self.after_marker(top_key)
+            && self.meta.load(top_fd.as_fd(), top_key).is_some()
+            && !self.push_object(top_key)
+        {
+            return Ok(());
+        }
         let listing = self.cache.listing(top_fd.as_fd(), top_key.is_empty())?;
         let marker = self.request.start_after.as_deref();
         let from_prefix = listing.entries.partition_point(|e| e.cmp_key(name_prefix) == Ordering::Less);
