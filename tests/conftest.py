@@ -128,8 +128,8 @@ def aws(server, tmp_path):
         }
     )
 
-    def run(*args, check=True):
-        result = subprocess.run([exe, "--endpoint-url", server.endpoint, *args], env=env, capture_output=True, text=True, timeout=120)
+    def run(*args, check=True, timeout=120):
+        result = subprocess.run([exe, "--endpoint-url", server.endpoint, *args], env=env, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"aws {' '.join(args)} failed: {result.stderr}")
         return result

@@ -21,3 +21,30 @@ def test_a_folder_object_is_listed_under_its_own_prefix(s3, aws):
     aws("s3", "rm", "--recursive", "s3://folders/empty/")
     assert s3.list_objects_v2(Bucket="folders").get("KeyCount") == 0
     aws("s3", "rb", "s3://folders")
+
+
+def test_sync_of_a_tree_with_empty_files_does_not_stall(aws, server, tmp_path):
+    """botocore before 1.43.77 sends `Expect: 100-continue` on empty PUTs and, answered at once
+    without an interim 100, used to wait for the server's header timeout (30 s) per file."""
+    tree = tmp_path / "tree-with-empties"
+    tree.mkdir()
+    for i in range(4):
+        (tree / f"empty-{i}").write_bytes(b"")
+        (tree / f"full-{i}").write_bytes(b"data %d" % i)
+    aws("s3", "mb", "s3://empties")
+    # Uploads that take a second or two; a stall per empty file takes minutes.
+    result = aws("s3", "sync", str(tree), "s3://empties/t", "--cli-read-timeout", "60", timeout=25)
+    assert result.returncode == 0
+    assert sorted(p.name for p in (server.root / "empties" / "t").iterdir()) == sorted(p.name for p in tree.iterdir())
+    assert (server.root / "empties" / "t" / "empty-0").stat().st_size == 0
+
+
+def test_only_expect_requests_answered_without_100_close_their_connection(s3):
+    s3.create_bucket(Bucket="expect")
+    # boto3 sends Expect: 100-continue on every PutObject.
+    empty = s3.put_object(Bucket="expect", Key="empty", Body=b"")
+    assert empty["ResponseMetadata"]["HTTPHeaders"].get("connection") == "close"
+    full = s3.put_object(Bucket="expect", Key="full", Body=b"x" * 100_000)
+    assert "connection" not in full["ResponseMetadata"]["HTTPHeaders"]
+    assert s3.get_object(Bucket="expect", Key="full")["Body"].read() == b"x" * 100_000
+    assert "connection" not in s3.head_object(Bucket="expect", Key="empty")["ResponseMetadata"]["HTTPHeaders"]

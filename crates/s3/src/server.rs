@@ -95,10 +95,12 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
         Box::pin(
             async move {
                 let start = Instant::now();
-                let result = inner.call(req.map(s3s::Body::from)).await;
+                let (req, body_finished) = crate::expect::track(req);
+                let result = inner.call(req).await;
                 let elapsed_us = start.elapsed().as_micros() as u64;
                 match result {
                     Ok(mut resp) => {
+                        crate::expect::close_if_unread(&mut resp, body_finished.as_deref());
                         if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
                             resp.headers_mut().insert("x-amz-request-id", value);
                         }

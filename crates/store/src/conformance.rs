@@ -249,7 +249,8 @@ pub fn folder_objects_are_listed_under_their_own_prefix(store: &dyn Store) {
     assert_eq!(list_all(store, &b, "full/", Some("/"), 1000), (strings(&["full/", "full/child"]), vec![]));
     assert_eq!(list_all(store, &b, "full/", None, 1), (strings(&["full/", "full/child"]), vec![]));
     assert_eq!(list_all(store, &b, "full", Some("/"), 1000), (strings(&["fullness"]), strings(&["full/"])));
-    let after = ListRequest { prefix: "full/".into(), start_after: Some("full/".into()), max_keys: 10, ..Default::default() };
+    let after =
+        ListRequest { prefix: "full/".into(), start_after: Some("full/".into()), max_keys: 10, ..Default::default() };
     let keys: Vec<String> = store.list_objects(&cx(), &b, &after).unwrap().objects.into_iter().map(|o| o.key).collect();
     assert_eq!(keys, ["full/child"]);
 }
