@@ -48,3 +48,26 @@ def test_only_expect_requests_answered_without_100_close_their_connection(s3):
     assert "connection" not in full["ResponseMetadata"]["HTTPHeaders"]
     assert s3.get_object(Bucket="expect", Key="full")["Body"].read() == b"x" * 100_000
     assert "connection" not in s3.head_object(Bucket="expect", Key="empty")["ResponseMetadata"]["HTTPHeaders"]
+
+
+def test_every_error_carries_a_message_and_the_request_id(s3, server):
+    from botocore.exceptions import ClientError
+
+    for call in (
+        lambda: s3.create_bucket(Bucket="ab"),
+        lambda: s3.get_object(Bucket="no-such-bucket", Key="k"),
+        lambda: s3.list_objects_v2(Bucket="Invalid_Name"),
+    ):
+        with pytest.raises(ClientError) as raised:
+            call()
+        error = raised.value.response["Error"]
+        assert error["Code"] and error.get("Message") and error["Message"] != "Unknown", error
+        header_id = raised.value.response["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+        assert raised.value.response["ResponseMetadata"]["RequestId"] == header_id
+    # Anonymous requests too, with plain HTTP.
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(f"{server.endpoint}/some-bucket")
+    body = raised.value.read().decode()
+    assert "<Message>" in body and f"<RequestId>{raised.value.headers['x-amz-request-id']}</RequestId>" in body

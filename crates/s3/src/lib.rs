@@ -9,6 +9,7 @@ mod bucket;
 pub mod convert;
 pub mod engine;
 pub mod error;
+mod error_body;
 mod expect;
 mod idle;
 pub mod integrity;

@@ -101,6 +101,7 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
                 match result {
                     Ok(mut resp) => {
                         crate::expect::close_if_unread(&mut resp, body_finished.as_deref());
+                        crate::error_body::complete(&mut resp, &id);
                         if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
                             resp.headers_mut().insert("x-amz-request-id", value);
                         }

@@ -1,0 +1,98 @@
+//! Every error response carries its code, a message and the request id: the protocol layer
+//! leaves `Message` out of some errors (SDKs then show "UnknownError" or "Unknown") and never
+//! writes `RequestId` into the body. This completes the XML of any error body it answers,
+//! with the same id as the `x-amz-request-id` header.
+
+use hyper::header::{CONTENT_LENGTH, HeaderValue};
+
+/// The message S3 gives for codes the protocol layer answers without one.
+fn default_message(code: &str) -> String {
+    let known = match code {
+        "InvalidBucketName" => "The specified bucket is not valid.",
+        "AccessDenied" => "Access Denied",
+        "NotImplemented" => "A header you provided implies functionality that is not implemented.",
+        "MethodNotAllowed" => "The specified method is not allowed against this resource.",
+        "InvalidArgument" => "Invalid Argument",
+        "InvalidRequest" => "Invalid Request",
+        "MalformedXML" => "The XML you provided was not well-formed or did not validate against our published schema.",
+        "SignatureDoesNotMatch" => {
+            "The request signature we calculated does not match the signature you provided. Check your key and signing method."
+        }
+        "InvalidAccessKeyId" => "The AWS Access Key Id you provided does not exist in our records.",
+        "MissingContentLength" => "You must provide the Content-Length HTTP header.",
+        "InvalidDigest" => "The Content-MD5 you specified is not valid.",
+        "BadDigest" => "The Content-MD5 you specified did not match what we received.",
+        "EntityTooLarge" => "Your proposed upload exceeds the maximum allowed size.",
+        "RequestTimeTooSkewed" => "The difference between the request time and the current time is too large.",
+        "InvalidRange" => "The requested range is not satisfiable",
+        "InvalidPartNumber" => "The requested partnumber is not satisfiable",
+        "PreconditionFailed" => "At least one of the pre-conditions you specified did not hold",
+        "InternalError" => "We encountered an internal error. Please try again.",
+        _ => "",
+    };
+    if !known.is_empty() {
+        return known.to_string();
+    }
+    // "SomeErrorCode" -> "Some error code": never an empty message.
+    let mut words = String::new();
+    for (i, c) in code.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            words.push(' ');
+            words.push(c.to_ascii_lowercase());
+        } else {
+            words.push(c);
+        }
+    }
+    words
+}
+
+/// The error XML with a `Message` and a `RequestId` added where missing; `None` when `body` is
+/// not an S3 error document.
+fn completed(body: &str, request_id: &str) -> Option<String> {
+    let end = body.rfind("</Error>")?;
+    body.find("<Error>")?;
+    let mut out = body.to_string();
+    let mut end = end;
+    if !body.contains("<Message>") {
+        let code_end = body.find("</Code>")? + "</Code>".len();
+        let code = &body[body.find("<Code>")? + "<Code>".len()..code_end - "</Code>".len()];
+        let message = format!("<Message>{}</Message>", default_message(code));
+        out.insert_str(code_end, &message);
+        end += message.len();
+    }
+    if !body.contains("<RequestId>") {
+        out.insert_str(end, &format!("<RequestId>{request_id}</RequestId>"));
+    }
+    Some(out)
+}
+
+/// Completes the body of an error response in place.
+pub fn complete(resp: &mut s3s::HttpResponse, request_id: &str) {
+    if resp.status().as_u16() < 300 {
+        return;
+    }
+    let Some(bytes) = resp.body().bytes() else { return };
+    let Some(body) = std::str::from_utf8(&bytes).ok().and_then(|b| completed(b, request_id)) else { return };
+    if let Ok(length) = HeaderValue::from_str(&body.len().to_string()) {
+        resp.headers_mut().insert(CONTENT_LENGTH, length);
+    }
+    *resp.body_mut() = s3s::Body::from(body);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds_what_is_missing_and_keeps_what_is_there() {
+        let bare = "<?xml version=\"1.0\"?><Error><Code>InvalidBucketName</Code></Error>";
+        assert_eq!(
+            completed(bare, "ID1").unwrap(),
+            "<?xml version=\"1.0\"?><Error><Code>InvalidBucketName</Code><Message>The specified bucket is not valid.</Message><RequestId>ID1</RequestId></Error>"
+        );
+        let full = "<Error><Code>NoSuchKey</Code><Message>m</Message><RequestId>X</RequestId></Error>";
+        assert_eq!(completed(full, "ID2").unwrap(), full);
+        assert_eq!(completed("<ListBucketResult/>", "ID3"), None);
+        assert_eq!(default_message("SomeNewCode"), "Some new code");
+    }
+}
