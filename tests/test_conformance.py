@@ -71,3 +71,21 @@ def test_every_error_carries_a_message_and_the_request_id(s3, server):
         urllib.request.urlopen(f"{server.endpoint}/some-bucket")
     body = raised.value.read().decode()
     assert "<Message>" in body and f"<RequestId>{raised.value.headers['x-amz-request-id']}</RequestId>" in body
+
+
+def test_a_retried_complete_gets_the_completed_object(s3):
+    from botocore.exceptions import ClientError
+
+    s3.create_bucket(Bucket="retries")
+    upload = s3.create_multipart_upload(Bucket="retries", Key="out.bin")["UploadId"]
+    part = s3.upload_part(Bucket="retries", Key="out.bin", UploadId=upload, PartNumber=1, Body=b"only part")
+    parts = {"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
+    first = s3.complete_multipart_upload(Bucket="retries", Key="out.bin", UploadId=upload, MultipartUpload=parts)
+    again = s3.complete_multipart_upload(Bucket="retries", Key="out.bin", UploadId=upload, MultipartUpload=parts)
+    assert again["ETag"] == first["ETag"] and again["Key"] == "out.bin"
+    # Once the key holds another object, the old upload id is gone for good.
+    s3.put_object(Bucket="retries", Key="out.bin", Body=b"replaced")
+    with pytest.raises(ClientError) as raised:
+        s3.complete_multipart_upload(Bucket="retries", Key="out.bin", UploadId=upload, MultipartUpload=parts)
+    assert raised.value.response["Error"]["Code"] == "NoSuchUpload"
+    assert s3.list_multipart_uploads(Bucket="retries").get("Uploads", []) == []

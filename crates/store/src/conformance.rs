@@ -415,7 +415,13 @@ pub fn multipart_uploads(store: &dyn Store) {
         |e| matches!(e, StoreError::NoSuchKey),
         "before completion",
     );
-    let info = store.complete_multipart_upload(&cx(), &b, "out/big.h5", &id, &[p1, p2], PutRequest::default()).unwrap();
+    let completed = [p1, p2];
+    let info =
+        store.complete_multipart_upload(&cx(), &b, "out/big.h5", &id, &completed, PutRequest::default()).unwrap();
+    // A Complete retried after a lost response gets the completed object, as S3 answers.
+    let retried =
+        store.complete_multipart_upload(&cx(), &b, "out/big.h5", &id, &completed, PutRequest::default()).unwrap();
+    assert_eq!((retried.etag.as_str(), retried.size), (info.etag.as_str(), info.size));
     assert_eq!(info.etag, multipart_etag(&[&first, b"tail"]));
     assert_eq!(
         (info.size, info.part_count(), info.meta.content_type.as_deref()),

@@ -3,6 +3,7 @@
 //! the store itself, its open buckets and the `Store` implementation; each concern has its file.
 
 mod buckets;
+mod completed;
 pub(crate) mod list;
 pub mod multipart;
 mod options;

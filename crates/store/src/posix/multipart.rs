@@ -2,7 +2,8 @@
 //! `BUCKET/.isthmus/uploads/<upload id>/` holding `upload.json` (key, metadata, start time) and
 //! one file per part named `<part number>.<md5>`. Completion claims the directory with an atomic
 //! rename (so a racing Complete and Abort cannot both win), assembles the parts with
-//! copy_file_range into a staged file and installs it like any PUT, with the S3 "-N" ETag.
+//! copy_file_range into a staged file and installs it like any PUT, with the S3 "-N" ETag;
+//! the completed upload is remembered a day for retried Completes (`completed.rs`).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use super::completed;
 use super::recovery::{left_by_dead_writer, unique_suffix};
 use super::resolve::{create_dirs_beneath, open_dir_beneath};
 use super::staging::StagedFile;
@@ -345,18 +347,22 @@ impl PosixStore {
         request: PutRequest,
     ) -> StoreResult<ObjectInfo> {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
-        self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
+        match self.open_upload(bucket_fd.as_fd(), key, upload_id) {
+            Err(StoreError::NoSuchUpload) => return self.completed_before(bucket, bucket_fd.as_fd(), key, upload_id),
+            other => other?,
+        };
         let uploads = self.uploads_dir(bucket_fd.as_fd())?;
         // Claim the upload: of a racing Complete and Abort exactly one rename succeeds.
         let claimed = format!("claimed.{upload_id}.{}", unique_suffix());
         match rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed) {
             Ok(()) => {}
-            Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+            Err(Errno::NOENT) => return self.completed_before(bucket, bucket_fd.as_fd(), key, upload_id),
             Err(err) => return Err(err.into()),
         }
         let result = self.assemble(bucket, key, uploads.as_fd(), &claimed, parts, request);
         match &result {
-            Ok(_) => {
+            Ok(info) => {
+                completed::remember(uploads.as_fd(), upload_id, key, &info.etag);
                 let _ = remove_tree(uploads.as_fd(), &claimed);
             }
             // The object was not written: give the upload back so the client can retry.
@@ -365,6 +371,25 @@ impl PosixStore {
             }
         }
         result
+    }
+
+    /// A Complete of an upload that is gone: the object it completed, while that is still the
+    /// current object under the key and the completion is less than a day old; else
+    /// NoSuchUpload.
+    fn completed_before(
+        &self,
+        bucket: &str,
+        bucket_fd: BorrowedFd<'_>,
+        key: &str,
+        upload_id: &str,
+    ) -> StoreResult<ObjectInfo> {
+        let uploads = open_dir_beneath(bucket_fd, UPLOADS_DIR).map_err(|_| StoreError::NoSuchUpload)?;
+        let etag = completed::recall(uploads.as_fd(), upload_id, key).ok_or(StoreError::NoSuchUpload)?;
+        let current = self.describe_object(&crate::RequestContext::process(), bucket, key, &Default::default());
+        match current {
+            Ok(info) if info.etag == etag => Ok(info),
+            _ => Err(StoreError::NoSuchUpload),
+        }
     }
 
     fn assemble(
@@ -542,8 +567,9 @@ impl PosixStore {
         let Ok(uploads) = open_dir_beneath(bucket, UPLOADS_DIR) else {
             return 0;
         };
+        let forgotten = completed::forget_expired(uploads.as_fd());
         let Ok(entries) = rustix::fs::Dir::read_from(&uploads) else {
-            return 0;
+            return forgotten;
         };
         let names: Vec<String> = entries
             .flatten()
@@ -568,7 +594,7 @@ impl PosixStore {
                 repaired += 1;
             }
         }
-        repaired
+        repaired + forgotten
     }
 }
 
