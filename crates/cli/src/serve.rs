@@ -94,11 +94,21 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 println!("Root credentials: access key {} (from the environment or config file)", root_user.access_key)
             }
         }
+        // At start and then every hour, on the blocking pool: what dead writers left, expired
+        // records of completed uploads, the trash of interrupted DeleteBuckets.
         let cleaner = store.clone();
-        tokio::task::spawn_blocking(move || match cleaner.clean_stale_temporaries(STALE_TEMPORARY_AGE) {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(removed = n, "removed stale temporary files"),
-            Err(err) => tracing::warn!(error = %err, "could not clean stale temporary files"),
+        tokio::spawn(async move {
+            loop {
+                let store = cleaner.clone();
+                let cleaned = tokio::task::spawn_blocking(move || store.clean_stale_temporaries(STALE_TEMPORARY_AGE));
+                match cleaned.await {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(removed = n, "removed stale temporary files"),
+                    Ok(Err(err)) => tracing::warn!(error = %err, "could not clean stale temporary files"),
+                    Err(err) => tracing::warn!(error = %err, "the cleanup task failed"),
+                }
+                tokio::time::sleep(STALE_TEMPORARY_AGE).await;
+            }
         });
         let config = GatewayConfig {
             accept_sigv2: settings.sigv2,
