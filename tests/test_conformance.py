@@ -89,3 +89,60 @@ def test_a_retried_complete_gets_the_completed_object(s3):
         s3.complete_multipart_upload(Bucket="retries", Key="out.bin", UploadId=upload, MultipartUpload=parts)
     assert raised.value.response["Error"]["Code"] == "NoSuchUpload"
     assert s3.list_multipart_uploads(Bucket="retries").get("Uploads", []) == []
+
+
+def test_list_buckets_pages_and_filters(s3):
+    for name in ("page-a", "page-b", "page-c", "other-bucket"):
+        s3.create_bucket(Bucket=name)
+    names, token = [], None
+    while True:
+        kw = {"ContinuationToken": token} if token else {}
+        page = s3.list_buckets(MaxBuckets=1, Prefix="page-", **kw)
+        assert len(page["Buckets"]) <= 1 and page["Prefix"] == "page-"
+        names += [b["Name"] for b in page["Buckets"]]
+        token = page.get("ContinuationToken")
+        if not token:
+            break
+    assert names == ["page-a", "page-b", "page-c"]
+    everything = s3.list_buckets()
+    assert "ContinuationToken" not in everything and len(everything["Buckets"]) == 4
+    assert {b["BucketRegion"] for b in everything["Buckets"]} == {"us-east-1"}
+    assert s3.list_buckets(BucketRegion="eu-west-1")["Buckets"] == []
+    assert len(s3.list_buckets(BucketRegion="us-east-1")["Buckets"]) == 4
+
+
+def raw_get(server, path, query):
+    import http.client
+
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from sigv4 import signed_get
+
+    url, headers = signed_get(server.endpoint, ACCESS_KEY, SECRET_KEY, path, query)
+    conn = http.client.HTTPConnection(server.endpoint.split("//", 1)[1])
+    conn.request("GET", url.split(server.endpoint, 1)[1], headers=headers)
+    response = conn.getresponse()
+    return response.status, response.read().decode()
+
+
+def test_listing_delimiters_and_url_encoding(s3, server):
+    s3.create_bucket(Bucket="delims")
+    for key in ("a b/c", "a b/d+e", "x::y::z", "x::w", "plain"):
+        s3.put_object(Bucket="delims", Key=key, Body=b"")
+    # An empty delimiter is no delimiter: no Delimiter element, every key listed.
+    status, body = raw_get(server, "/delims", {"list-type": "2", "delimiter": ""})
+    assert status == 200 and "<Delimiter>" not in body and body.count("<Key>") == 5
+    # Multi-character delimiters roll up on the whole key.
+    page = s3.list_objects_v2(Bucket="delims", Delimiter="::")
+    assert [p["Prefix"] for p in page["CommonPrefixes"]] == ["x::"]
+    assert [o["Key"] for o in page["Contents"]] == ["a b/c", "a b/d+e", "plain"]
+    # encoding-type=url encodes every field S3 encodes.
+    status, body = raw_get(
+        server, "/delims", {"list-type": "2", "prefix": "a b/", "start-after": "a b/c", "encoding-type": "url"}
+    )
+    assert "<Prefix>a%20b/</Prefix>" in body and "<StartAfter>a%20b/c</StartAfter>" in body
+    assert "<Key>a%20b/d%2Be</Key>" in body and "<EncodingType>url</EncodingType>" in body
+    status, body = raw_get(server, "/delims", {"list-type": "2", "delimiter": "/", "encoding-type": "url"})
+    assert "<CommonPrefixes><Prefix>a%20b/</Prefix></CommonPrefixes>" in body
+    # botocore leaves keys encoded when the caller asked for the encoding itself.
+    listed = s3.list_objects_v2(Bucket="delims", Prefix="a b/", EncodingType="url")
+    assert [o["Key"] for o in listed["Contents"]] == ["a%20b/c", "a%20b/d%2Be"]

@@ -2,22 +2,49 @@
 
 use isthmus_store::CreateBucketRequest;
 use s3s::dto::*;
-use s3s::{S3Request, S3Response, S3Result};
+use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
 
+/// The region every bucket of this gateway reports.
+const REGION: &str = crate::server::DEFAULT_REGION;
+
+/// ListBuckets, with S3's filters and pages: `prefix`, `bucket-region`, `max-buckets`
+/// (1-10,000; all buckets without it) and `continuation-token`.
 pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
     let cx = gw.cx(&req);
-    let prefix = req.input.prefix.clone();
-    // The authorization layer shows each user the buckets it may use.
-    let buckets = gw.scan(&cx, move |store, cx| store.list_buckets(cx)).await?;
-    let buckets = buckets
+    let input = req.input;
+    let max_buckets = match input.max_buckets {
+        None => usize::MAX,
+        Some(n @ 1..=10_000) => n as usize,
+        Some(_) => return Err(s3_error!(InvalidArgument, "max-buckets must be between 1 and 10000")),
+    };
+    let after = match input.continuation_token.as_deref().filter(|t| !t.is_empty()) {
+        Some(token) => Some(crate::list::decode_token(token)?),
+        None => None,
+    };
+    // The authorization layer shows each user the buckets it may use, in name order.
+    let all = gw.scan(&cx, move |store, cx| store.list_buckets(cx)).await?;
+    let mut matching = all.into_iter().filter(|b| {
+        input.prefix.as_deref().is_none_or(|p| b.name.starts_with(p))
+            && input.bucket_region.as_deref().is_none_or(|r| r == REGION)
+            && after.as_deref().is_none_or(|a| b.name.as_str() > a)
+    });
+    let page: Vec<_> = matching.by_ref().take(max_buckets).collect();
+    let continuation_token = match (matching.next(), page.last()) {
+        (Some(_), Some(last)) => Some(crate::list::encode_token(&last.name)),
+        _ => None,
+    };
+    let buckets = page
         .into_iter()
-        .filter(|b| prefix.as_deref().is_none_or(|p| b.name.starts_with(p)))
-        .map(|b| Bucket { name: Some(b.name), creation_date: Some(Timestamp::from(b.created)), bucket_region: None })
+        .map(|b| Bucket {
+            name: Some(b.name),
+            creation_date: Some(Timestamp::from(b.created)),
+            bucket_region: Some(REGION.to_string()),
+        })
         .collect();
     let owner = req.credentials.map(|c| Owner { id: Some(c.access_key.clone()), display_name: Some(c.access_key) });
-    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner, prefix, ..Default::default() }))
+    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner, prefix: input.prefix, continuation_token }))
 }
 
 pub async fn create_bucket(

@@ -97,7 +97,7 @@ pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3R
         name: Some(input.bucket),
         prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
         marker: Some(enc.apply(input.marker.unwrap_or_default())),
-        delimiter: enc.opt(input.delimiter),
+        delimiter: enc.opt(input.delimiter.filter(|d| !d.is_empty())),
         max_keys: Some(max as i32),
         is_truncated: Some(page.is_truncated),
         next_marker: enc.opt(page.next_marker),
@@ -133,7 +133,7 @@ pub async fn list_objects_v2(
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(input.bucket),
         prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
-        delimiter: enc.opt(input.delimiter),
+        delimiter: enc.opt(input.delimiter.filter(|d| !d.is_empty())),
         start_after: enc.opt(input.start_after),
         max_keys: Some(max as i32),
         key_count: Some((objects.len() + prefixes.len()) as i32),
@@ -149,11 +149,11 @@ pub async fn list_objects_v2(
 
 /// Continuation tokens are the last key or prefix returned, base64url-encoded: opaque to
 /// clients, safe in XML and URLs, and valid across gateways sharing the file system.
-fn encode_token(marker: &str) -> String {
+pub(crate) fn encode_token(marker: &str) -> String {
     URL_SAFE_NO_PAD.encode(marker)
 }
 
-fn decode_token(token: &str) -> S3Result<String> {
+pub(crate) fn decode_token(token: &str) -> S3Result<String> {
     URL_SAFE_NO_PAD
         .decode(token)
         .ok()
@@ -189,7 +189,7 @@ pub async fn list_object_versions(
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(input.bucket),
         prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
-        delimiter: enc.opt(input.delimiter),
+        delimiter: enc.opt(input.delimiter.filter(|d| !d.is_empty())),
         key_marker: enc.opt(input.key_marker),
         max_keys: Some(max as i32),
         is_truncated: Some(page.is_truncated),
