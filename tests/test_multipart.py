@@ -162,3 +162,11 @@ def test_conditional_complete(s3, bucket):
     etag = s3.head_object(Bucket=bucket, Key="exists")["ETag"]
     s3.complete_multipart_upload(Bucket=bucket, Key="exists", UploadId=uid, MultipartUpload=parts, IfMatch=etag)
     assert s3.get_object(Bucket=bucket, Key="exists")["Body"].read() == b"new"
+    # If-Match on a key without an object: 404 NoSuchKey, and the upload stays.
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="absent")["UploadId"]
+    e1 = s3.upload_part(Bucket=bucket, Key="absent", UploadId=uid, PartNumber=1, Body=b"new")["ETag"]
+    parts = {"Parts": [{"PartNumber": 1, "ETag": e1}]}
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key="absent", UploadId=uid, MultipartUpload=parts, IfMatch=etag)
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    assert s3.list_parts(Bucket=bucket, Key="absent", UploadId=uid)["Parts"][0]["ETag"] == e1

@@ -235,6 +235,10 @@ def test_conditional_puts_and_racing_writers(s3, bucket):
     assert status(e) == 412
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=bucket, Key="never-existed", Body=b"x", IfMatch='"abc"')
+    # S3 documents 404 NoSuchKey for If-Match on a missing object, 412 for a mismatch.
+    assert status(e) == 404 and e.value.response["Error"]["Code"] == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="once", Body=b"x", IfMatch='"abc"')
     assert status(e) == 412
     # Read-modify-write with If-Match from racing threads: no update is lost.
     s3.put_object(Bucket=bucket, Key="counter", Body=b"0")

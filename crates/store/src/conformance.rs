@@ -329,6 +329,17 @@ pub fn conditional_writes(store: &dyn Store) {
         "If-Match",
     );
     assert_eq!(read(store, &b, "once", &GetRequest::default()), b"first");
+    expect_err(
+        store.put_bytes(&cx(), &b, "never", b"x", if_match("nope")),
+        |e| matches!(e, StoreError::NoSuchKey),
+        "If-Match, no object",
+    );
+    let any = PutRequest { if_match: Some(ETagMatch::Any), ..Default::default() };
+    expect_err(
+        store.put_bytes(&cx(), &b, "never", b"x", any),
+        |e| matches!(e, StoreError::NoSuchKey),
+        "If-Match: *, no object",
+    );
     store.put_bytes(&cx(), &b, "once", b"third", if_match(&md5_hex(b"first"))).unwrap();
     assert_eq!(read(store, &b, "once", &GetRequest::default()), b"third");
 }

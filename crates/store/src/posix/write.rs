@@ -125,8 +125,10 @@ impl PosixWriter {
         };
         match current_etag(&self.meta_store(), path)? {
             Some(etag) if condition.matches(&etag) => Ok(()),
-            // If-Match on a missing object fails, as in S3.
-            _ => Err(StoreError::PreconditionFailed),
+            Some(_) => Err(StoreError::PreconditionFailed),
+            // If-Match on a missing object: 404 NoSuchKey, as S3 documents for PutObject and
+            // CompleteMultipartUpload.
+            None => Err(StoreError::NoSuchKey),
         }
     }
 }
