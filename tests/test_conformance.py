@@ -146,3 +146,38 @@ def test_listing_delimiters_and_url_encoding(s3, server):
     # botocore leaves keys encoded when the caller asked for the encoding itself.
     listed = s3.list_objects_v2(Bucket="delims", Prefix="a b/", EncodingType="url")
     assert [o["Key"] for o in listed["Contents"]] == ["a%20b/c", "a%20b/d%2Be"]
+
+
+def test_presigned_urls_live_one_second_to_seven_days(server):
+    """SigV4 presigned URLs (SigV2 ones carry an absolute expiry time and no such bound)."""
+    import urllib.error
+    import urllib.request
+
+    from conftest import make_client
+
+    s3 = make_client(server.endpoint, signature_version="s3v4")
+    s3.create_bucket(Bucket="presign")
+    s3.put_object(Bucket="presign", Key="k", Body=b"shared")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "presign", "Key": "k"}, ExpiresIn=7 * 86400)
+    assert urllib.request.urlopen(url).read() == b"shared"
+    too_long = s3.generate_presigned_url("get_object", Params={"Bucket": "presign", "Key": "k"}, ExpiresIn=7 * 86400 + 1)
+    # botocore will not sign 0 s; the bound is checked before the signature.
+    zero = s3.generate_presigned_url("get_object", Params={"Bucket": "presign", "Key": "k"}, ExpiresIn=60)
+    zero = zero.replace("X-Amz-Expires=60", "X-Amz-Expires=0")
+    for url in (too_long, zero):
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(url)
+        assert raised.value.code == 403
+        body = raised.value.read().decode()
+        assert "<Code>AuthorizationQueryParametersError</Code>" in body and "X-Amz-Expires" in body
+
+
+def test_tagging_count_on_get_and_head(s3):
+    s3.create_bucket(Bucket="tagcount")
+    s3.put_object(Bucket="tagcount", Key="tagged", Body=b"x", Tagging="project=climate&run=7")
+    s3.put_object(Bucket="tagcount", Key="plain", Body=b"x")
+    assert s3.get_object(Bucket="tagcount", Key="tagged")["TagCount"] == 2
+    head = s3.head_object(Bucket="tagcount", Key="tagged")["ResponseMetadata"]["HTTPHeaders"]
+    assert head["x-amz-tagging-count"] == "2"
+    assert "TagCount" not in s3.get_object(Bucket="tagcount", Key="plain")
+    assert "x-amz-tagging-count" not in s3.head_object(Bucket="tagcount", Key="plain")["ResponseMetadata"]["HTTPHeaders"]

@@ -188,12 +188,17 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         ),
     };
     let checksum = info.checksum.clone();
+    let tag_count = info.meta.tags.len();
     let mut output = object_output!(HeadObjectOutput, info, part, part_number, {});
     if checksum_mode {
         output.checksum_type = checksum.as_ref().map(checksum_type);
         set_checksum!(output, &checksum);
     }
     let mut response = S3Response::new(output);
+    // As on GET (s3s's HEAD output has no field for it).
+    if tag_count > 0 {
+        response.headers.insert("x-amz-tagging-count", hyper::header::HeaderValue::from(tag_count));
+    }
     if part.is_some() {
         response.status = Some(hyper::StatusCode::PARTIAL_CONTENT);
     }

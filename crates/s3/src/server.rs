@@ -84,6 +84,11 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
             let resp = error_response("MaxMessageLengthExceeded", "Your request was too big.", "", &id);
             return Box::pin(futures::future::ready(Ok(resp)));
         }
+        if let Some(message) = presigned_expiry_out_of_bounds(&req) {
+            let mut resp = error_response("AuthorizationQueryParametersError", message, "", &id);
+            *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
+            return Box::pin(futures::future::ready(Ok(resp)));
+        }
         if !self.accept_sigv2 && is_sigv2(&req) {
             let message =
                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
@@ -201,6 +206,21 @@ fn is_sigv2<B>(req: &hyper::Request<B>) -> bool {
         .is_some_and(|v| v.starts_with("AWS "));
     let query = req.uri().query().is_some_and(|q| q.split('&').any(|p| p.starts_with("AWSAccessKeyId=")));
     header || query
+}
+
+/// The longest a presigned URL may be valid, in seconds: seven days, as in S3.
+const MAX_PRESIGNED_EXPIRY: u64 = 7 * 24 * 3600;
+
+/// Why a SigV4 presigned URL's `X-Amz-Expires` is refused (below 1 s or over 7 days), if it is.
+fn presigned_expiry_out_of_bounds<B>(req: &hyper::Request<B>) -> Option<&'static str> {
+    let query = req.uri().query()?;
+    let value = query.split('&').find_map(|p| p.strip_prefix("X-Amz-Expires="))?;
+    match value.parse::<u64>() {
+        Ok(seconds) if (1..=MAX_PRESIGNED_EXPIRY).contains(&seconds) => None,
+        Ok(0) => Some("X-Amz-Expires must be at least 1 second"),
+        Ok(_) => Some("X-Amz-Expires must be less than a week (in seconds) that is 604800"),
+        Err(_) => Some("X-Amz-Expires should be a number between 1 and 604800"),
+    }
 }
 
 /// An S3 error answered by the server itself, before the protocol layer. `message` is XML-safe;
