@@ -3,6 +3,7 @@
 //! this file wires them into the `S3` trait and builds the service.
 
 pub mod access;
+mod attributes;
 pub mod auth;
 mod body;
 mod bucket;
@@ -191,6 +192,12 @@ impl S3 for Gateway {
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         tagging::delete_object_tagging(self, req).await
+    }
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        attributes::get_object_attributes(self, req).await
     }
     async fn upload_part_copy(
         &self,

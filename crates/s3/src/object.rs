@@ -125,7 +125,7 @@ fn requested_part(n: Option<i32>) -> S3Result<Option<u32>> {
 }
 
 /// Only the "null" version exists.
-fn check_version(version_id: Option<&str>) -> S3Result<()> {
+pub(crate) fn check_version(version_id: Option<&str>) -> S3Result<()> {
     match version_id {
         Some(v) if v != "null" => Err(s3_error!(
             NoSuchVersion,
