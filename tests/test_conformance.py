@@ -211,3 +211,45 @@ def test_get_object_attributes(s3):
     rest = s3.get_object_attributes(Bucket="attrs", Key="big", ObjectAttributes=["ObjectParts"], PartNumberMarker=2)
     assert [(p["PartNumber"], p["Size"]) for p in rest["ObjectParts"]["Parts"]] == [(3, 7)]
     assert not rest["ObjectParts"]["IsTruncated"]
+
+
+def test_aws_chunked_is_not_stored_as_content_encoding_and_rfc2047_metadata_round_trips(s3, server):
+    import base64
+    import struct
+    import zlib
+
+    import requests
+
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from sigv4 import signed_put
+
+    s3.create_bucket(Bucket="encodings")
+    data = b"compressed bytes"
+    crc = base64.b64encode(struct.pack(">I", zlib.crc32(data))).decode()
+    body = f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n" + f"x-amz-checksum-crc32:{crc}\r\n\r\n".encode()
+    for key, encoding, stored in (("gz", "aws-chunked,gzip", "gzip"), ("plain", "aws-chunked", None)):
+        extra = {
+            "content-encoding": encoding,
+            "x-amz-decoded-content-length": str(len(data)),
+            "x-amz-trailer": "x-amz-checksum-crc32",
+        }
+        url, headers = signed_put(
+            server.endpoint, ACCESS_KEY, SECRET_KEY, "encodings", key, body, "STREAMING-UNSIGNED-PAYLOAD-TRAILER", extra
+        )
+        assert requests.put(url, headers=headers, data=body).status_code == 200
+        head = s3.head_object(Bucket="encodings", Key=key)
+        assert head.get("ContentEncoding") == stored and head["ContentLength"] == len(data)
+    # Non-ASCII metadata travels as RFC 2047 encoded words; stored as UTF-8, sent back encoded.
+    url, headers = signed_put(
+        server.endpoint, ACCESS_KEY, SECRET_KEY, "encodings", "meta", b"x", "UNSIGNED-PAYLOAD",
+        {"x-amz-meta-city": "=?UTF-8?B?WsO8cmljaA==?="},
+    )
+    assert requests.put(url, headers=headers, data=b"x").status_code == 200
+    assert s3.head_object(Bucket="encodings", Key="meta")["ResponseMetadata"]["HTTPHeaders"]["x-amz-meta-city"] == (
+        "=?UTF-8?B?WsO8cmljaA==?="
+    )
+    import json
+    import os
+
+    record = json.loads(os.getxattr(server.root / "encodings" / "meta", "user.isthmus"))
+    assert record["meta"]["user"]["city"] == "Zürich"

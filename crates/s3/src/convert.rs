@@ -67,7 +67,7 @@ impl MetaHeaders {
     pub fn into_meta(self) -> ObjectMeta {
         ObjectMeta {
             content_type: self.content_type,
-            content_encoding: self.content_encoding,
+            content_encoding: self.content_encoding.as_deref().and_then(stored_content_encoding),
             content_disposition: self.content_disposition,
             content_language: self.content_language,
             cache_control: self.cache_control,
@@ -76,6 +76,15 @@ impl MetaHeaders {
             tags: Default::default(),
         }
     }
+}
+
+/// The Content-Encoding stored with an object: `aws-chunked` describes how the body travelled,
+/// not the object, and S3 drops it (`aws-chunked,gzip` is stored as `gzip`, `aws-chunked` alone
+/// as nothing).
+pub fn stored_content_encoding(header: &str) -> Option<String> {
+    let kept: Vec<&str> =
+        header.split(',').map(str::trim).filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("aws-chunked")).collect();
+    (!kept.is_empty()).then(|| kept.join(","))
 }
 
 /// Builds a `MetaHeaders` from any s3s input that has the usual header fields.
