@@ -253,3 +253,25 @@ def test_aws_chunked_is_not_stored_as_content_encoding_and_rfc2047_metadata_roun
 
     record = json.loads(os.getxattr(server.root / "encodings" / "meta", "user.isthmus"))
     assert record["meta"]["user"]["city"] == "Zürich"
+
+
+def test_multipart_responses_name_the_checksum_algorithm_and_type(s3):
+    s3.create_bucket(Bucket="mpu-checksums")
+    created = s3.create_multipart_upload(Bucket="mpu-checksums", Key="k", ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT")
+    assert (created["ChecksumAlgorithm"], created["ChecksumType"]) == ("CRC32", "FULL_OBJECT")
+    upload = created["UploadId"]
+    part = s3.upload_part(Bucket="mpu-checksums", Key="k", UploadId=upload, PartNumber=1, Body=b"abc", ChecksumAlgorithm="CRC32")
+    assert part["ChecksumCRC32"]
+    listed = s3.list_parts(Bucket="mpu-checksums", Key="k", UploadId=upload)
+    assert (listed["ChecksumAlgorithm"], listed["ChecksumType"]) == ("CRC32", "FULL_OBJECT")
+    assert listed["Parts"][0]["ChecksumCRC32"] == part["ChecksumCRC32"]
+    uploads = s3.list_multipart_uploads(Bucket="mpu-checksums")["Uploads"]
+    assert (uploads[0]["ChecksumAlgorithm"], uploads[0]["ChecksumType"]) == ("CRC32", "FULL_OBJECT")
+    done = s3.complete_multipart_upload(
+        Bucket="mpu-checksums", Key="k", UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"], "ChecksumCRC32": part["ChecksumCRC32"]}]},
+    )
+    assert done["ChecksumType"] == "FULL_OBJECT" and done["ChecksumCRC32"] == part["ChecksumCRC32"]
+    # Without an algorithm none is named.
+    plain = s3.create_multipart_upload(Bucket="mpu-checksums", Key="plain")
+    assert "ChecksumAlgorithm" not in plain

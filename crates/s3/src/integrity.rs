@@ -93,10 +93,26 @@ impl Declared {
 
 /// The s3s algorithm name of a checksum, for x-amz-checksum-type.
 pub fn checksum_type(c: &Checksum) -> s3s::dto::ChecksumType {
-    s3s::dto::ChecksumType::from_static(match c.kind {
+    s3s_checksum_type(c.kind)
+}
+
+/// A checksum type as s3s names it.
+pub fn s3s_checksum_type(kind: ChecksumType) -> s3s::dto::ChecksumType {
+    s3s::dto::ChecksumType::from_static(match kind {
         ChecksumType::FullObject => s3s::dto::ChecksumType::FULL_OBJECT,
         ChecksumType::Composite => s3s::dto::ChecksumType::COMPOSITE,
     })
+}
+
+/// An upload's checksum algorithm and type as S3 reports them (nothing without an algorithm).
+pub fn upload_checksum(
+    algorithm: Option<isthmus_store::ChecksumAlgorithm>,
+    kind: ChecksumType,
+) -> (Option<s3s::dto::ChecksumAlgorithm>, Option<s3s::dto::ChecksumType>) {
+    match algorithm {
+        Some(a) => (Some(s3s::dto::ChecksumAlgorithm::from(a.name().to_string())), Some(s3s_checksum_type(kind))),
+        None => (None, None),
+    }
 }
 
 /// Parses x-amz-checksum-type.

@@ -9,7 +9,7 @@ use crate::Gateway;
 use crate::body::write_object;
 use crate::convert::{etag, etag_match};
 use crate::engine::Placement;
-use crate::integrity::{checksum_type, parse_checksum_type};
+use crate::integrity::{checksum_type, parse_checksum_type, upload_checksum};
 use crate::{checksum_headers, meta_headers, set_checksum};
 use isthmus_store::ChecksumAlgorithm;
 
@@ -63,10 +63,13 @@ pub async fn create_multipart_upload(
     let (bucket, key) = (input.bucket, input.key);
     let (b, k) = (bucket.clone(), key.clone());
     let upload_id = gw.write(&cx, move |store, cx| store.create_multipart_upload(cx, &b, &k, request.clone())).await?;
+    let (checksum_algorithm, checksum_type) = upload_checksum(checksum_algorithm, checksum_type);
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(bucket),
         key: Some(key),
         upload_id: Some(upload_id),
+        checksum_algorithm,
+        checksum_type,
         ..Default::default()
     }))
 }
@@ -165,7 +168,10 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
             part
         })
         .collect();
+    let (checksum_algorithm, checksum_type) = upload_checksum(page.checksum_algorithm, page.checksum_type);
     Ok(S3Response::new(ListPartsOutput {
+        checksum_algorithm,
+        checksum_type,
         bucket: Some(bucket),
         key: Some(key),
         upload_id: Some(upload_id),
@@ -200,12 +206,17 @@ pub async fn list_multipart_uploads(
     let uploads = page
         .uploads
         .into_iter()
-        .map(|u| MultipartUpload {
-            key: Some(u.key),
-            upload_id: Some(u.upload_id),
-            initiated: Some(Timestamp::from(u.initiated)),
-            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
-            ..Default::default()
+        .map(|u| {
+            let (checksum_algorithm, checksum_type) = upload_checksum(u.checksum_algorithm, u.checksum_type);
+            MultipartUpload {
+                key: Some(u.key),
+                upload_id: Some(u.upload_id),
+                initiated: Some(Timestamp::from(u.initiated)),
+                storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                checksum_algorithm,
+                checksum_type,
+                ..Default::default()
+            }
         })
         .collect();
     Ok(S3Response::new(ListMultipartUploadsOutput {

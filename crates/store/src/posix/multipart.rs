@@ -46,6 +46,9 @@ pub struct UploadInfo {
     pub key: String,
     pub upload_id: String,
     pub initiated: SystemTime,
+    /// The checksum the upload was created with, and how the object's derives from the parts'.
+    pub checksum_algorithm: Option<ChecksumAlgorithm>,
+    pub checksum_type: ChecksumType,
 }
 
 /// A stored part.
@@ -75,6 +78,9 @@ pub struct PartsPage {
     pub parts: Vec<PartInfo>,
     pub is_truncated: bool,
     pub next_part_number_marker: Option<u32>,
+    /// The checksum the upload was created with, and how the object's derives from the parts'.
+    pub checksum_algorithm: Option<ChecksumAlgorithm>,
+    pub checksum_type: ChecksumType,
 }
 
 /// A ListMultipartUploads request.
@@ -503,7 +509,13 @@ impl PosixStore {
         let is_truncated = parts.len() > max_parts;
         parts.truncate(max_parts);
         let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
-        Ok(PartsPage { parts, is_truncated, next_part_number_marker })
+        Ok(PartsPage {
+            parts,
+            is_truncated,
+            next_part_number_marker,
+            checksum_algorithm: record.checksum_algorithm,
+            checksum_type: record.checksum_type,
+        })
     }
 
     pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
@@ -532,7 +544,13 @@ impl PosixStore {
                 continue;
             }
             let initiated = UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_unix_ns as u64);
-            uploads.push(UploadInfo { key: record.key, upload_id: id.to_string(), initiated });
+            uploads.push(UploadInfo {
+                key: record.key,
+                upload_id: id.to_string(),
+                initiated,
+                checksum_algorithm: record.checksum_algorithm,
+                checksum_type: record.checksum_type,
+            });
         }
         uploads.sort_by(|a, b| {
             (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(b.key.as_bytes(), b.initiated, &b.upload_id))
