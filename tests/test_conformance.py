@@ -275,3 +275,32 @@ def test_multipart_responses_name_the_checksum_algorithm_and_type(s3):
     # Without an algorithm none is named.
     plain = s3.create_multipart_upload(Bucket="mpu-checksums", Key="plain")
     assert "ChecksumAlgorithm" not in plain
+
+
+def test_bucket_tagging_is_kept_beside_the_data(s3, server, tmp_path):
+    from botocore.exceptions import ClientError
+
+    from conftest import Server, make_client
+
+    s3.create_bucket(Bucket="tagged-bucket")
+    with pytest.raises(ClientError) as raised:
+        s3.get_bucket_tagging(Bucket="tagged-bucket")
+    assert raised.value.response["Error"]["Code"] == "NoSuchTagSet"
+    tags = [{"Key": "project", "Value": "climate"}, {"Key": "owner", "Value": "group 7"}]
+    s3.put_bucket_tagging(Bucket="tagged-bucket", Tagging={"TagSet": tags})
+    # Another gateway on the same directory sees the same tags (stored in .isthmus).
+    other = Server(server.root)
+    try:
+        got = make_client(other.endpoint).get_bucket_tagging(Bucket="tagged-bucket")["TagSet"]
+        assert sorted((t["Key"], t["Value"]) for t in got) == [("owner", "group 7"), ("project", "climate")]
+    finally:
+        other.stop()
+    assert "tags.json" in [p.name for p in (server.root / "tagged-bucket" / ".isthmus").iterdir()]
+    too_many = [{"Key": f"k{i}", "Value": "v"} for i in range(51)]
+    with pytest.raises(ClientError) as raised:
+        s3.put_bucket_tagging(Bucket="tagged-bucket", Tagging={"TagSet": too_many})
+    assert raised.value.response["Error"]["Code"] == "InvalidTag"
+    s3.delete_bucket_tagging(Bucket="tagged-bucket")
+    with pytest.raises(ClientError):
+        s3.get_bucket_tagging(Bucket="tagged-bucket")
+    assert s3.list_objects_v2(Bucket="tagged-bucket")["KeyCount"] == 0

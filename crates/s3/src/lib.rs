@@ -193,6 +193,24 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         tagging::delete_object_tagging(self, req).await
     }
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        tagging::put_bucket_tagging(self, req).await
+    }
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        tagging::get_bucket_tagging(self, req).await
+    }
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        tagging::delete_bucket_tagging(self, req).await
+    }
     async fn get_object_attributes(
         &self,
         req: S3Request<GetObjectAttributesInput>,

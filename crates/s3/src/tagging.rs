@@ -1,5 +1,6 @@
 //! Object tagging: PutObjectTagging, GetObjectTagging, DeleteObjectTagging, and the
-//! `x-amz-tagging` header of PutObject, CreateMultipartUpload and CopyObject.
+//! `x-amz-tagging` header of PutObject, CreateMultipartUpload and CopyObject; bucket tagging:
+//! Put/Get/DeleteBucketTagging.
 
 use std::collections::BTreeMap;
 
@@ -51,8 +52,7 @@ pub async fn get_object_tagging(
     let input = req.input;
     let info =
         gw.read(&cx, move |store, cx| store.head_object(cx, &input.bucket, &input.key, &Default::default())).await?;
-    let tag_set = info.meta.tags.into_iter().map(|(k, v)| Tag { key: Some(k), value: Some(v) }).collect();
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set, version_id: None }))
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(info.meta.tags), version_id: None }))
 }
 
 pub async fn delete_object_tagging(
@@ -63,6 +63,45 @@ pub async fn delete_object_tagging(
     let input = req.input;
     gw.write(&cx, move |store, cx| store.set_object_tags(cx, &input.bucket, &input.key, BTreeMap::new())).await?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+}
+
+fn tag_set(tags: BTreeMap<String, String>) -> TagSet {
+    tags.into_iter().map(|(k, v)| Tag { key: Some(k), value: Some(v) }).collect()
+}
+
+pub async fn put_bucket_tagging(
+    gw: &Gateway,
+    req: S3Request<PutBucketTaggingInput>,
+) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+    let cx = gw.cx(&req);
+    let input = req.input;
+    let tags = tag_map(input.tagging.tag_set)?;
+    gw.write(&cx, move |store, cx| store.set_bucket_tags(cx, &input.bucket, tags.clone())).await?;
+    Ok(S3Response::new(PutBucketTaggingOutput::default()))
+}
+
+/// A bucket without tags answers NoSuchTagSet, as in S3.
+pub async fn get_bucket_tagging(
+    gw: &Gateway,
+    req: S3Request<GetBucketTaggingInput>,
+) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+    let cx = gw.cx(&req);
+    let bucket = req.input.bucket;
+    let tags = gw.read(&cx, move |store, cx| store.bucket_tags(cx, &bucket)).await?;
+    if tags.is_empty() {
+        return Err(s3_error!(NoSuchTagSet, "The TagSet does not exist"));
+    }
+    Ok(S3Response::new(GetBucketTaggingOutput { tag_set: tag_set(tags) }))
+}
+
+pub async fn delete_bucket_tagging(
+    gw: &Gateway,
+    req: S3Request<DeleteBucketTaggingInput>,
+) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+    let cx = gw.cx(&req);
+    let bucket = req.input.bucket;
+    gw.write(&cx, move |store, cx| store.set_bucket_tags(cx, &bucket, BTreeMap::new())).await?;
+    Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
 }
 
 #[cfg(test)]

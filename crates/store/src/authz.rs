@@ -165,6 +165,16 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.set_bucket_owner(cx, bucket, owner)
     }
 
+    fn bucket_tags(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BTreeMap<String, String>> {
+        self.require(cx, bucket)?;
+        self.inner.bucket_tags(cx, bucket)
+    }
+
+    fn set_bucket_tags(&self, cx: &RequestContext, bucket: &str, tags: BTreeMap<String, String>) -> StoreResult<()> {
+        self.require(cx, bucket)?;
+        self.inner.set_bucket_tags(cx, bucket, tags)
+    }
+
     fn put_object(
         &self,
         cx: &RequestContext,

@@ -37,7 +37,7 @@ macro_rules! store_conformance_tests {
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
             metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
             folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
-            multipart_uploads, multipart_errors, bucket_lifecycle);
+            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags);
     };
     (@each $make:expr; $($check:ident),* $(,)?) => {
         $(
@@ -525,4 +525,19 @@ pub fn bucket_lifecycle(store: &dyn Store) {
         "upload of the old bucket",
     );
     assert_eq!(list_all(store, &name, "", None, 10), (vec![], vec![]), "a recreated bucket is empty");
+}
+
+pub fn bucket_tags(store: &dyn Store) {
+    let b = bucket(store, "conf-bucket-tags");
+    assert!(store.bucket_tags(&cx(), &b).unwrap().is_empty());
+    let tags = BTreeMap::from([("project".to_string(), "climate".to_string()), ("cost-centre".into(), "42".into())]);
+    store.set_bucket_tags(&cx(), &b, tags.clone()).unwrap();
+    assert_eq!(store.bucket_tags(&cx(), &b).unwrap(), tags);
+    let too_many: BTreeMap<String, String> = (0..51).map(|i| (format!("k{i}"), String::new())).collect();
+    expect_err(store.set_bucket_tags(&cx(), &b, too_many), |e| matches!(e, StoreError::InvalidTag(_)), "51 tags");
+    assert_eq!(store.bucket_tags(&cx(), &b).unwrap(), tags, "a refused set changes nothing");
+    store.set_bucket_tags(&cx(), &b, BTreeMap::new()).unwrap();
+    assert!(store.bucket_tags(&cx(), &b).unwrap().is_empty());
+    expect_err(store.bucket_tags(&cx(), "conf-no-bucket"), |e| matches!(e, StoreError::NoSuchBucket), "missing bucket");
+    assert_eq!(list_all(store, &b, "", None, 10), (vec![], vec![]), "settings are never objects");
 }

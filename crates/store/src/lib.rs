@@ -233,6 +233,16 @@ pub trait Store: Send + Sync + 'static {
     /// The owner recorded for a bucket (a door's user name), if any; NoSuchBucket if missing.
     fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
     fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()>;
+    /// The bucket's tags (empty when it has none); NoSuchBucket if missing.
+    fn bucket_tags(&self, cx: &RequestContext, bucket: &str)
+    -> StoreResult<std::collections::BTreeMap<String, String>>;
+    /// Replaces the bucket's tags (at most 50; an empty map removes them).
+    fn set_bucket_tags(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> StoreResult<()>;
 
     fn put_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: PutRequest)
     -> StoreResult<BoxedWriter>;

@@ -74,9 +74,21 @@ pub const MAX_TAGS: usize = 10;
 
 /// Checks tags against S3's limits: at most 10, keys up to 128 and values up to 256 characters.
 pub fn validate_tags(tags: &BTreeMap<String, String>) -> crate::StoreResult<()> {
+    validate_tag_set(tags, MAX_TAGS, "Object")
+}
+
+/// S3's limit on the tags of a bucket.
+pub const MAX_BUCKET_TAGS: usize = 50;
+
+/// Checks a bucket's tags: at most 50, keys and values as for objects.
+pub fn validate_bucket_tags(tags: &BTreeMap<String, String>) -> crate::StoreResult<()> {
+    validate_tag_set(tags, MAX_BUCKET_TAGS, "Bucket")
+}
+
+fn validate_tag_set(tags: &BTreeMap<String, String>, max: usize, what: &str) -> crate::StoreResult<()> {
     let invalid = |why: String| Err(crate::StoreError::InvalidTag(why));
-    if tags.len() > MAX_TAGS {
-        return invalid(format!("Object tags cannot be greater than {MAX_TAGS}"));
+    if tags.len() > max {
+        return invalid(format!("{what} tags cannot be greater than {max}"));
     }
     for (k, v) in tags {
         if k.is_empty() || k.chars().count() > 128 {

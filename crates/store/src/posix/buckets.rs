@@ -1,6 +1,7 @@
 //! Buckets of a `PosixStore`: listing, creation, deletion (which must never race a write into
 //! a losing state), the recorded owner, the metadata probe, and the lock on a bucket's existence.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -19,7 +20,10 @@ use crate::meta::MetadataMode;
 use crate::{BucketInfo, CreateBucketRequest};
 
 /// Who created a bucket, as the door that created it names users.
-const OWNER_FILE: &str = ".isthmus/owner";
+/// Who created the bucket (a door's user name), in the bucket's internal area.
+const OWNER_FILE: &str = "owner";
+/// The bucket's tags (JSON), in the bucket's internal area.
+const TAGS_FILE: &str = "tags.json";
 /// The lock on a bucket's existence (see `BucketLock`).
 const BUCKET_LOCK_FILE: &str = "bucket.lock";
 
@@ -154,38 +158,74 @@ impl PosixStore {
         Ok(())
     }
 
-    pub(super) fn owner_of(&self, bucket: &str) -> StoreResult<Option<String>> {
+    /// A small file of the bucket's internal area (`BUCKET/.isthmus/NAME`), if it exists.
+    fn read_bucket_file(&self, bucket: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
         let open = self.bucket_fd(bucket)?;
+        let path = format!("{INTERNAL_DIR}/{name}");
         let fd = match rustix::fs::openat(
             &*open.fd,
-            OWNER_FILE,
+            path.as_str(),
             OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
             Mode::empty(),
         ) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(None),
-            Err(err) => return Err(StoreError::io_at("open the bucket owner", OWNER_FILE, err)),
+            Err(err) => return Err(StoreError::io_at("open a bucket setting", &path, err)),
         };
-        let mut owner = String::new();
+        let mut bytes = Vec::new();
         File::from(fd)
-            .read_to_string(&mut owner)
-            .map_err(|e| StoreError::io("read the bucket owner", std::path::Path::new(OWNER_FILE), e))?;
-        Ok(Some(owner.trim().to_string()).filter(|o| !o.is_empty()))
+            .take(1 << 20)
+            .read_to_end(&mut bytes)
+            .map_err(|e| StoreError::io("read a bucket setting", std::path::Path::new(&path), e))?;
+        Ok(Some(bytes))
     }
 
-    pub(super) fn record_owner(&self, bucket: &str, owner: &str) -> StoreResult<()> {
+    /// Replaces (`Some`) or removes (`None`) a small file of the bucket's internal area,
+    /// atomically, durably in strict mode. Every gateway on the file system reads the same.
+    fn write_bucket_file(&self, bucket: &str, name: &str, bytes: Option<&[u8]>) -> StoreResult<()> {
         let open = self.bucket_fd(bucket)?;
         let dir = create_dirs_beneath(open.fd.as_fd(), INTERNAL_DIR, self.strict())?;
-        let mut staged = StagedFile::create(dir.try_clone()?)?;
-        staged.write_all(owner.as_bytes())?;
-        if self.strict() {
-            rustix::fs::fsync(&staged.file)?;
+        match bytes {
+            Some(bytes) => {
+                let mut staged = StagedFile::create(dir.try_clone()?)?;
+                staged.write_all(bytes)?;
+                if self.strict() {
+                    rustix::fs::fsync(&staged.file)?;
+                }
+                staged.rename_into(dir.as_fd(), name, RenameFlags::empty())?;
+            }
+            None => match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(err) => return Err(StoreError::io_at("remove a bucket setting", name, err)),
+            },
         }
-        staged.rename_into(dir.as_fd(), "owner", RenameFlags::empty())?;
         if self.strict() {
             rustix::fs::fsync(&dir)?;
         }
         Ok(())
+    }
+
+    pub(super) fn owner_of(&self, bucket: &str) -> StoreResult<Option<String>> {
+        let owner = self.read_bucket_file(bucket, OWNER_FILE)?.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+        Ok(owner.filter(|o| !o.is_empty()))
+    }
+
+    pub(super) fn record_owner(&self, bucket: &str, owner: &str) -> StoreResult<()> {
+        self.write_bucket_file(bucket, OWNER_FILE, Some(owner.as_bytes()))
+    }
+
+    pub(super) fn tags_of(&self, bucket: &str) -> StoreResult<BTreeMap<String, String>> {
+        match self.read_bucket_file(bucket, TAGS_FILE)? {
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| StoreError::io("parse the bucket tags", std::path::Path::new(TAGS_FILE), e.into())),
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
+    pub(super) fn record_tags(&self, bucket: &str, tags: &BTreeMap<String, String>) -> StoreResult<()> {
+        crate::meta::validate_bucket_tags(tags)?;
+        let bytes = (!tags.is_empty()).then(|| serde_json::to_vec(tags).expect("tags serialize"));
+        self.write_bucket_file(bucket, TAGS_FILE, bytes.as_deref())
     }
 }
 

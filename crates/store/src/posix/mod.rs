@@ -243,6 +243,23 @@ impl Store for PosixStore {
         self.record_owner(bucket, owner)
     }
 
+    fn bucket_tags(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+    ) -> StoreResult<std::collections::BTreeMap<String, String>> {
+        self.tags_of(bucket)
+    }
+
+    fn set_bucket_tags(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> StoreResult<()> {
+        self.record_tags(bucket, &tags)
+    }
+
     fn put_object(
         &self,
         _cx: &RequestContext,
