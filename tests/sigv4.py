@@ -59,9 +59,10 @@ def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64
     return endpoint + path, headers, bytes(body)
 
 
-def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, extra_headers, virtual_host=None):
+def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, extra_headers, virtual_host=None, content_length=True):
     """Builds (url, headers) for a PUT signed in the header with the given payload hash. With
-    `virtual_host` (a domain), the bucket goes into the Host header instead of the path."""
+    `virtual_host` (a domain), the bucket goes into the Host header instead of the path; without
+    `content_length`, no Content-Length is sent (for chunked transfer encoding)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     host = endpoint.split("://", 1)[1]
@@ -69,7 +70,9 @@ def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, ex
     if virtual_host:
         host = f"{bucket}.{virtual_host}:{host.rsplit(':', 1)[1]}"
         path = "/" + quote(key, safe="/~")
-    headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_hash, "content-length": str(len(body))}
+    headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_hash}
+    if content_length:
+        headers["content-length"] = str(len(body))
     headers.update({k.lower(): v for k, v in extra_headers.items()})
     signed = sorted(headers)
     canonical = "\n".join(["PUT", path, "", *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), payload_hash])

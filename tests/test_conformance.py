@@ -304,3 +304,34 @@ def test_bucket_tagging_is_kept_beside_the_data(s3, server, tmp_path):
     with pytest.raises(ClientError):
         s3.get_bucket_tagging(Bucket="tagged-bucket")
     assert s3.list_objects_v2(Bucket="tagged-bucket")["KeyCount"] == 0
+
+
+def test_chunked_transfer_encoding_without_content_length(s3, server):
+    """What SDKs streaming from a pipe send: HTTP chunked framing around an aws-chunked body,
+    its length only in x-amz-decoded-content-length."""
+    import base64
+    import struct
+    import zlib
+
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from sigv4 import signed_put
+
+    s3.create_bucket(Bucket="chunked")
+    data = b"streamed from a pipe " * 100
+    crc = base64.b64encode(struct.pack(">I", zlib.crc32(data))).decode()
+    body = f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n" + f"x-amz-checksum-crc32:{crc}\r\n\r\n".encode()
+    extra = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": str(len(data)), "x-amz-trailer": "x-amz-checksum-crc32"}
+    url, headers = signed_put(
+        server.endpoint, ACCESS_KEY, SECRET_KEY, "chunked", "k", body, "STREAMING-UNSIGNED-PAYLOAD-TRAILER", extra,
+        content_length=False,
+    )
+    host, port = server.endpoint.split("//", 1)[1].split(":")
+    head = f"PUT {url.split(server.endpoint, 1)[1]} HTTP/1.1\r\nHost: {host}:{port}\r\nTransfer-Encoding: chunked\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    pieces = (body[:700], body[700:])
+    framed = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces) + b"0\r\n\r\n"
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(head.encode() + framed)
+        reply = sock.recv(4096).decode()
+    assert reply.startswith("HTTP/1.1 200"), reply
+    assert s3.get_object(Bucket="chunked", Key="k")["Body"].read() == data
