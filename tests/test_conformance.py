@@ -335,3 +335,20 @@ def test_chunked_transfer_encoding_without_content_length(s3, server):
         reply = sock.recv(4096).decode()
     assert reply.startswith("HTTP/1.1 200"), reply
     assert s3.get_object(Bucket="chunked", Key="k")["Body"].read() == data
+
+
+def test_expected_bucket_owner(s3):
+    from botocore.exceptions import ClientError
+
+    from conftest import ACCESS_KEY
+
+    s3.create_bucket(Bucket="owned")
+    s3.put_object(Bucket="owned", Key="k", Body=b"x", ExpectedBucketOwner=ACCESS_KEY)
+    assert s3.head_bucket(Bucket="owned", ExpectedBucketOwner=ACCESS_KEY)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    with pytest.raises(ClientError) as raised:
+        s3.get_object(Bucket="owned", Key="k", ExpectedBucketOwner="111122223333")
+    assert raised.value.response["Error"]["Code"] == "AccessDenied"
+    with pytest.raises(ClientError) as raised:
+        s3.put_object(Bucket="owned", Key="k2", Body=b"x", ExpectedBucketOwner="111122223333")
+    assert raised.value.response["Error"]["Code"] == "AccessDenied"
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="owned")["Contents"]] == ["k"]

@@ -106,6 +106,11 @@ impl UserDirectory {
         Self { users: users.into_iter().map(|u| (u.access_key.clone(), u)).collect(), root: root.to_string() }
     }
 
+    /// The root user's access key (its canonical id in owner fields).
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
     pub fn is_root(&self, access_key: &str) -> bool {
         access_key == self.root
     }

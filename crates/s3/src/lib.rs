@@ -43,13 +43,16 @@ impl Gateway {
         Self { engine, users }
     }
 
-    /// The context of a request's engine calls: the user its signature authenticated.
+    /// The context of a request's engine calls: the user its signature authenticated, and the
+    /// bucket owner it expects (`x-amz-expected-bucket-owner`, checked by the authorization layer).
     fn cx<T>(&self, req: &S3Request<T>) -> RequestContext {
-        match &req.credentials {
+        let cx = match &req.credentials {
             Some(c) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
             // s3s refuses unsigned requests before they get here (see `access`).
             None => RequestContext::user(String::new(), false),
-        }
+        };
+        let expected = req.headers.get("x-amz-expected-bucket-owner").and_then(|v| v.to_str().ok());
+        cx.expecting_bucket_owner(expected.map(str::to_string))
     }
 
     /// Runs a short engine call that only reads.
@@ -237,7 +240,7 @@ pub fn build_service(
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
     // Which user may use which bucket is the authorization layer's decision, on every call.
-    let store: Arc<dyn Store> = Arc::new(Authorized::new(store, users.grants()));
+    let store: Arc<dyn Store> = Arc::new(Authorized::new(store, users.grants()).with_root_owner(users.root()));
     let engine = Engine::new(store, io);
     let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone()));
     builder.set_auth((*users).clone());

@@ -62,6 +62,8 @@ fn is_superuser(cx: &RequestContext) -> bool {
 pub struct Authorized<S: ?Sized> {
     inner: Arc<S>,
     grants: BucketGrants,
+    /// Who owns the buckets without a recorded owner (made with mkdir): the door's root user.
+    root_owner: Option<String>,
 }
 
 impl<S: Store> Authorized<S> {
@@ -74,7 +76,12 @@ impl<S: Store> Authorized<S> {
 
 impl<S: Store + ?Sized> Authorized<S> {
     pub fn new(inner: Arc<S>, grants: BucketGrants) -> Self {
-        Self { inner, grants }
+        Self { inner, grants, root_owner: None }
+    }
+
+    /// Names the owner of buckets without a recorded one, for `expected_bucket_owner` checks.
+    pub fn with_root_owner(self, root: impl Into<String>) -> Self {
+        Self { root_owner: Some(root.into()), ..self }
     }
 
     /// The backend behind the checks (for backend-specific administration).
@@ -95,8 +102,22 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
     }
 
-    /// `may_use`, as an AccessDenied error.
+    /// `may_use`, as an AccessDenied error, and the bucket's owner is the one the request
+    /// expects, if it names one.
     fn require(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        self.require_source(cx, bucket)?;
+        let Some(expected) = &cx.expected_bucket_owner else { return Ok(()) };
+        let owner = match self.inner.bucket_owner(cx, bucket) {
+            Ok(owner) => owner.or_else(|| self.root_owner.clone()),
+            Err(StoreError::NoSuchBucket) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        if owner.as_deref() == Some(expected.as_str()) { Ok(()) } else { Err(StoreError::AccessDenied) }
+    }
+
+    /// `may_use`, as an AccessDenied error (the source of a copy: the expected owner names the
+    /// destination's).
+    fn require_source(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         if self.may_use(cx, bucket)? { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
@@ -221,7 +242,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require(cx, source.0)?;
+        self.require_source(cx, source.0)?;
         self.require(cx, destination.0)?;
         self.inner.copy_object(cx, source, destination, request)
     }
@@ -317,7 +338,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         source: (&str, &str),
         source_request: &GetRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require(cx, source.0)?;
+        self.require_source(cx, source.0)?;
         self.require(cx, bucket)?;
         self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
     }

@@ -20,17 +20,25 @@ pub struct RequestContext {
     /// that would have to hash a file written outside the gateway then fails with
     /// `StoreError::WouldBlock` before doing it, and the caller runs it again where it may block.
     pub may_block: bool,
+    /// The owner the caller expects the request's bucket to have (S3's
+    /// `x-amz-expected-bucket-owner`): the authorization layer refuses the call otherwise.
+    pub expected_bucket_owner: Option<String>,
 }
 
 impl RequestContext {
     /// The process acting for itself, on a thread that may block.
     pub fn process() -> Self {
-        Self { principal: Principal::Process, may_block: true }
+        Self { principal: Principal::Process, may_block: true, expected_bucket_owner: None }
     }
 
     /// A door's authenticated user, on a thread that may block.
     pub fn user(name: impl Into<String>, is_root: bool) -> Self {
-        Self { principal: Principal::User { name: name.into(), is_root }, may_block: true }
+        Self { principal: Principal::User { name: name.into(), is_root }, may_block: true, expected_bucket_owner: None }
+    }
+
+    /// The same request, expecting its bucket to belong to `owner`.
+    pub fn expecting_bucket_owner(self, owner: Option<String>) -> Self {
+        Self { expected_bucket_owner: owner, ..self }
     }
 
     /// The same request, run where it may (or may not) block.

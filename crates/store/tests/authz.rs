@@ -91,3 +91,28 @@ fn creating_an_existing_bucket_tells_its_owner_apart() {
     store.set_bucket_owner(&root(), "alices", "bob").unwrap();
     denied(store.head_bucket(&user("alice"), "alices"));
 }
+
+#[test]
+fn an_expected_bucket_owner_must_be_the_owner() {
+    let (_dir, store) = store();
+    let store = store.with_root_owner("admin");
+    let expecting = |owner: &str| user("alice").expecting_bucket_owner(Some(owner.to_string()));
+    store.head_bucket(&expecting("alice"), "alices").unwrap();
+    denied(store.head_bucket(&expecting("bob"), "alices"));
+    denied(store.put_bytes(&expecting("bob"), "alices", "k2", b"x", PutRequest::default()));
+    // Buckets made with mkdir belong to root's id.
+    let root_expecting = |owner: &str| root().expecting_bucket_owner(Some(owner.to_string()));
+    store.head_bucket(&root_expecting("admin"), "posix-made").unwrap();
+    denied(store.head_bucket(&root_expecting("alice"), "posix-made"));
+    // It names the destination's owner: a copy from a bucket owned by someone else passes.
+    store.put_bytes(&root(), "posix-made", "src", b"from root", PutRequest::default()).unwrap();
+    let copied =
+        store.copy_object(&root_expecting("alice"), ("posix-made", "src"), ("alices", "copy"), &CopyRequest::default());
+    assert!(copied.is_ok(), "{copied:?}");
+    denied(store.copy_object(
+        &root_expecting("admin"),
+        ("posix-made", "src"),
+        ("alices", "copy"),
+        &CopyRequest::default(),
+    ));
+}
