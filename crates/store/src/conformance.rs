@@ -83,7 +83,7 @@ fn expect_err<T: std::fmt::Debug>(result: Result<T, StoreError>, want: fn(&Store
 }
 
 /// Every page of a listing, following the markers: (keys, common prefixes) in page order.
-fn list_all(
+pub fn list_all(
     store: &dyn Store,
     bucket: &str,
     prefix: &str,

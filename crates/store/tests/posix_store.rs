@@ -41,25 +41,7 @@ fn put(store: &PosixStore, key: &str, bytes: &[u8]) {
 }
 
 fn list_all(store: &PosixStore, prefix: &str, delimiter: Option<&str>, page: usize) -> (Vec<String>, Vec<String>) {
-    let mut keys = Vec::new();
-    let mut prefixes = Vec::new();
-    let mut marker = None;
-    loop {
-        let req = ListRequest {
-            prefix: prefix.into(),
-            delimiter: delimiter.map(Into::into),
-            start_after: marker.clone(),
-            max_keys: page,
-        };
-        let p = store.list_objects(&cx(), "bkt", &req).unwrap();
-        assert!(p.objects.len() + p.common_prefixes.len() <= page);
-        keys.extend(p.objects.into_iter().map(|o| o.key));
-        prefixes.extend(p.common_prefixes);
-        if !p.is_truncated {
-            return (keys, prefixes);
-        }
-        marker = p.next_marker;
-    }
+    isthmus_store::conformance::list_all(store, "bkt", prefix, delimiter, page)
 }
 
 #[test]
