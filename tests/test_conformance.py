@@ -352,3 +352,49 @@ def test_expected_bucket_owner(s3):
         s3.put_object(Bucket="owned", Key="k2", Body=b"x", ExpectedBucketOwner="111122223333")
     assert raised.value.response["Error"]["Code"] == "AccessDenied"
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="owned")["Contents"]] == ["k"]
+
+
+def test_canned_acls_and_anonymous_access(s3, server, aws):
+    import urllib.error
+    import urllib.request
+
+    def anonymous(method, path, data=None):
+        request = urllib.request.Request(f"{server.endpoint}{path}", data=data, method=method)
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    s3.create_bucket(Bucket="portal", ACL="public-read")
+    s3.put_object(Bucket="portal", Key="data/run1.nc", Body=b"open data")
+    s3.create_bucket(Bucket="closed")
+    s3.put_object(Bucket="closed", Key="secret", Body=b"no")
+    # Public-read: anyone lists and reads with plain HTTP, nobody writes without a signature.
+    assert anonymous("GET", "/portal/data/run1.nc") == (200, b"open data")
+    status, body = anonymous("GET", "/portal?list-type=2")
+    assert status == 200 and b"<Key>data/run1.nc</Key>" in body
+    assert anonymous("PUT", "/portal/intruder", b"x")[0] == 403
+    assert anonymous("DELETE", "/portal/data/run1.nc")[0] == 403
+    # Private (the default): refused, and so are operations no ACL can share.
+    status, body = anonymous("GET", "/closed/secret")
+    assert status == 403 and b"AccessDenied" in body
+    assert anonymous("GET", "/")[0] == 403
+    assert anonymous("DELETE", "/portal")[0] == 403
+    # The aws CLI without signing, as a data portal user would.
+    listed = aws("s3", "ls", "--no-sign-request", "s3://portal/data/").stdout
+    assert "run1.nc" in listed
+    # GetBucketAcl shows the owner's full control and the group grant.
+    acl = s3.get_bucket_acl(Bucket="portal")
+    uris = [(g["Grantee"].get("URI"), g["Permission"]) for g in acl["Grants"]]
+    assert ("http://acs.amazonaws.com/groups/global/AllUsers", "READ") in uris
+    assert acl["Owner"]["ID"]
+    # Public-read-write lets anonymous clients write and delete objects; private closes it again.
+    s3.put_bucket_acl(Bucket="closed", ACL="public-read-write")
+    assert anonymous("PUT", "/closed/dropbox.txt", b"dropped")[0] == 200
+    assert s3.get_object(Bucket="closed", Key="dropbox.txt")["Body"].read() == b"dropped"
+    s3.put_bucket_acl(Bucket="closed", ACL="private")
+    assert anonymous("GET", "/closed/dropbox.txt")[0] == 403
+    assert [g["Permission"] for g in s3.get_bucket_acl(Bucket="closed")["Grants"]] == ["FULL_CONTROL"]
+    # Stored beside the data: a restarted gateway keeps it.
+    assert (server.root / "portal" / ".isthmus" / "acl").read_text() == "public-read"

@@ -1,18 +1,33 @@
-//! The gateway's access hook: every request must be signed. Which bucket a signed user may use
-//! is decided by the engine's authorization layer (`isthmus_store::Authorized`), which the
-//! gateway's store is wrapped in, so the gateway and the in-process doors follow one set of rules.
+//! The gateway's access hook. Signed requests pass (s3s has verified the signature); unsigned
+//! ones pass too, as the anonymous principal, for the operations a bucket's canned ACL can share
+//! (reading and writing objects, listing); every other operation needs a signature. Which
+//! principal may do what in which bucket is decided by the engine's authorization layer
+//! (`isthmus_store::Authorized`), which the gateway's store is wrapped in, so the gateway and
+//! the in-process doors follow one set of rules.
 
 use s3s::access::S3AccessContext;
 use s3s::{S3Result, s3_error};
 
 pub struct SignedRequestsOnly;
 
+/// Operations an ACL can open to unsigned requests.
+const ANONYMOUS_OPERATIONS: &[&str] = &[
+    "GetObject",
+    "HeadObject",
+    "HeadBucket",
+    "ListObjects",
+    "ListObjectsV2",
+    "PutObject",
+    "DeleteObject",
+    "GetBucketLocation",
+];
+
 #[async_trait::async_trait]
 impl s3s::access::S3Access for SignedRequestsOnly {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        match cx.credentials() {
-            Some(_) => Ok(()),
-            None => Err(s3_error!(AccessDenied, "Anonymous requests are not allowed")),
+        if cx.credentials().is_some() || ANONYMOUS_OPERATIONS.contains(&cx.s3_op().name()) {
+            return Ok(());
         }
+        Err(s3_error!(AccessDenied, "Anonymous requests are not allowed for this operation"))
     }
 }

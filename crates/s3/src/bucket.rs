@@ -52,6 +52,7 @@ pub async fn create_bucket(
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let cx = gw.cx(&req);
+    let acl = crate::acl::parse_canned(req.input.acl.as_ref())?;
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
     let request = CreateBucketRequest {
@@ -63,7 +64,14 @@ pub async fn create_bucket(
     };
     // The authorization layer records the creator as owner, and tells the owner of an existing
     // bucket (BucketAlreadyOwnedByYou) apart from everyone else (BucketAlreadyExists).
-    gw.write(&cx, move |store, cx| store.create_bucket(cx, &bucket, &request)).await?;
+    gw.write(&cx, move |store, cx| {
+        store.create_bucket(cx, &bucket, &request)?;
+        match acl {
+            Some(acl) => store.set_bucket_acl(cx, &bucket, acl),
+            None => Ok(()),
+        }
+    })
+    .await?;
     Ok(S3Response::new(CreateBucketOutput { location: Some(location) }))
 }
 

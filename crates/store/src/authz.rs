@@ -4,13 +4,17 @@
 //!
 //! The rules: the process itself (embedded doors, benchmarks, maintenance) and a door's root user
 //! may use every bucket; any other user the buckets it created (their recorded owner) and those
-//! its grants name. A bucket without a recorded owner (made with mkdir) belongs to root. A
-//! missing bucket passes the check, so the operation itself answers NoSuchBucket.
+//! its grants name. A bucket without a recorded owner (made with mkdir) belongs to root. Beyond
+//! that, a bucket's canned ACL shares reading (public-read: everyone, unsigned requests too;
+//! authenticated-read: every signed user) or reading and writing objects (public-read-write);
+//! the bucket itself (deleting it, its ACL, tags) stays its owner's. A missing bucket passes
+//! the check, so the operation itself answers NoSuchBucket.
 //! With `identity = "posix"` (later) the kernel's checks come on top of these, not instead.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::acl::CannedAcl;
 use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use crate::{
     BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, GetRequest, GetResponse,
@@ -50,11 +54,24 @@ impl BucketGrants {
     }
 }
 
+/// What a call does with a bucket, for the checks of its ACL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// List and read objects (what public-read and authenticated-read share).
+    Read,
+    /// Write and delete objects (what public-read-write shares besides reading).
+    Write,
+    /// Everything about the bucket itself (delete it, its ACL, tags, owner) and object tags:
+    /// the owner's, never shared by an ACL.
+    Owner,
+}
+
 /// Whether the principal of `cx` acts for everyone (the process, a door's root user).
 fn is_superuser(cx: &RequestContext) -> bool {
     match &cx.principal {
         Principal::Process => true,
         Principal::User { is_root, .. } => *is_root,
+        Principal::Anonymous => false,
     }
 }
 
@@ -89,23 +106,50 @@ impl<S: Store + ?Sized> Authorized<S> {
         &self.inner
     }
 
-    /// Whether the principal of `cx` may use `bucket` (true for a missing bucket).
+    /// Whether the principal of `cx` may use `bucket` as its owner does (true for a missing
+    /// bucket): the process, root, the owner and users the grants name.
     pub fn may_use(&self, cx: &RequestContext, bucket: &str) -> StoreResult<bool> {
-        let Principal::User { name: user, is_root: false } = &cx.principal else { return Ok(true) };
-        if self.grants.grants(user, bucket) {
+        let user = match &cx.principal {
+            Principal::Process | Principal::User { is_root: true, .. } => return Ok(true),
+            Principal::User { name, .. } => Some(name.as_str()),
+            Principal::Anonymous => None,
+        };
+        if user.is_some_and(|u| self.grants.grants(u, bucket)) {
             return Ok(true);
         }
         match self.inner.bucket_owner(cx, bucket) {
-            Ok(owner) => Ok(owner.as_deref() == Some(user.as_str())),
+            Ok(owner) => Ok(user.is_some() && owner.as_deref() == user),
             Err(StoreError::NoSuchBucket) => Ok(true),
             Err(err) => Err(err),
         }
     }
 
-    /// `may_use`, as an AccessDenied error, and the bucket's owner is the one the request
+    /// Whether the principal of `cx` may do `access` in `bucket`: as its owner, or as the
+    /// bucket's canned ACL shares it with everyone (or every signed user).
+    pub fn allowed(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
+        if self.may_use(cx, bucket)? {
+            return Ok(true);
+        }
+        if access == Access::Owner {
+            return Ok(false);
+        }
+        let acl = match self.inner.bucket_acl(cx, bucket) {
+            Ok(acl) => acl,
+            Err(StoreError::NoSuchBucket) => return Ok(true),
+            Err(err) => return Err(err),
+        };
+        let signed = matches!(cx.principal, Principal::User { .. });
+        Ok(match (acl, access) {
+            (CannedAcl::PublicReadWrite, _) | (CannedAcl::PublicRead, Access::Read) => true,
+            (CannedAcl::AuthenticatedRead, Access::Read) => signed,
+            _ => false,
+        })
+    }
+
+    /// `allowed`, as an AccessDenied error, and the bucket's owner is the one the request
     /// expects, if it names one.
-    fn require(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.require_source(cx, bucket)?;
+    fn require(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
+        self.require_access(cx, bucket, access)?;
         let Some(expected) = &cx.expected_bucket_owner else { return Ok(()) };
         let owner = match self.inner.bucket_owner(cx, bucket) {
             Ok(owner) => owner.or_else(|| self.root_owner.clone()),
@@ -115,10 +159,10 @@ impl<S: Store + ?Sized> Authorized<S> {
         if owner.as_deref() == Some(expected.as_str()) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
-    /// `may_use`, as an AccessDenied error (the source of a copy: the expected owner names the
-    /// destination's).
-    fn require_source(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        if self.may_use(cx, bucket)? { Ok(()) } else { Err(StoreError::AccessDenied) }
+    /// `allowed`, as an AccessDenied error (for the source of a copy, whose expected owner
+    /// S3 names in another header).
+    fn require_access(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
+        if self.allowed(cx, bucket, access)? { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
     /// Whether the principal of `cx` is the recorded owner of an existing bucket (root owns
@@ -128,6 +172,7 @@ impl<S: Store + ?Sized> Authorized<S> {
         match (owner, &cx.principal) {
             (Some(owner), Principal::User { name, .. }) => &owner == name,
             (Some(_), Principal::Process) => true,
+            (Some(_), Principal::Anonymous) => false,
             (None, _) => is_superuser(cx),
         }
     }
@@ -136,6 +181,9 @@ impl<S: Store + ?Sized> Authorized<S> {
 impl<S: Store + ?Sized> Store for Authorized<S> {
     /// Each principal sees the buckets it may use.
     fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
+        if cx.principal == Principal::Anonymous {
+            return Err(StoreError::AccessDenied);
+        }
         let mut visible = Vec::new();
         for bucket in self.inner.list_buckets(cx)? {
             if self.may_use(cx, &bucket.name)? {
@@ -148,6 +196,9 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     /// Any principal may create a bucket; a user becomes its recorded owner. An existing bucket
     /// answers BucketAlreadyOwnedByYou to its owner and BucketAlreadyExists to everyone else.
     fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
+        if cx.principal == Principal::Anonymous {
+            return Err(StoreError::AccessDenied);
+        }
         match self.inner.create_bucket(cx, bucket, request) {
             Ok(()) => match cx.user_name() {
                 Some(user) => self.inner.set_bucket_owner(cx, bucket, user),
@@ -159,22 +210,22 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     }
 
     fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
         self.inner.head_bucket(cx, bucket)
     }
 
     fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
         self.inner.bucket_facts(cx, bucket)
     }
 
     fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
         self.inner.delete_bucket(cx, bucket)
     }
 
     fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
         self.inner.bucket_owner(cx, bucket)
     }
 
@@ -186,13 +237,23 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.set_bucket_owner(cx, bucket, owner)
     }
 
+    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<CannedAcl> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.bucket_acl(cx, bucket)
+    }
+
+    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<()> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.set_bucket_acl(cx, bucket, acl)
+    }
+
     fn bucket_tags(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BTreeMap<String, String>> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
         self.inner.bucket_tags(cx, bucket)
     }
 
     fn set_bucket_tags(&self, cx: &RequestContext, bucket: &str, tags: BTreeMap<String, String>) -> StoreResult<()> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
         self.inner.set_bucket_tags(cx, bucket, tags)
     }
 
@@ -203,7 +264,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: PutRequest,
     ) -> StoreResult<BoxedWriter> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.put_object(cx, bucket, key, request)
     }
 
@@ -214,7 +275,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &GetRequest,
     ) -> StoreResult<GetResponse> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
         self.inner.get_object(cx, bucket, key, request)
     }
 
@@ -225,12 +286,12 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
         self.inner.head_object(cx, bucket, key, request)
     }
 
     fn delete_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: &DeleteRequest) -> StoreResult<()> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.delete_object(cx, bucket, key, request)
     }
 
@@ -242,13 +303,13 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require_source(cx, source.0)?;
-        self.require(cx, destination.0)?;
+        self.require_access(cx, source.0, Access::Read)?;
+        self.require(cx, destination.0, Access::Write)?;
         self.inner.copy_object(cx, source, destination, request)
     }
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
         self.inner.list_objects(cx, bucket, request)
     }
 
@@ -259,7 +320,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         tags: BTreeMap<String, String>,
     ) -> StoreResult<()> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
         self.inner.set_object_tags(cx, bucket, key, tags)
     }
 
@@ -270,7 +331,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: PutRequest,
     ) -> StoreResult<String> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.create_multipart_upload(cx, bucket, key, request)
     }
 
@@ -282,7 +343,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         upload_id: &str,
         request: &PartRequest,
     ) -> StoreResult<BoxedWriter> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.upload_part(cx, bucket, key, upload_id, request)
     }
 
@@ -295,12 +356,12 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         parts: &[CompletedPart],
         request: PutRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)
     }
 
     fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.abort_multipart_upload(cx, bucket, key, upload_id)
     }
 
@@ -312,7 +373,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         upload_id: &str,
         request: &ListPartsRequest,
     ) -> StoreResult<PartsPage> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
         self.inner.list_parts(cx, bucket, key, upload_id, request)
     }
 
@@ -322,7 +383,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         bucket: &str,
         request: &ListUploadsRequest,
     ) -> StoreResult<UploadsPage> {
-        self.require(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
         self.inner.list_multipart_uploads(cx, bucket, request)
     }
 
@@ -338,8 +399,8 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         source: (&str, &str),
         source_request: &GetRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require_source(cx, source.0)?;
-        self.require(cx, bucket)?;
+        self.require_access(cx, source.0, Access::Read)?;
+        self.require(cx, bucket, Access::Write)?;
         self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
     }
 }

@@ -10,6 +10,8 @@ pub enum Principal {
     Process,
     /// A user a door authenticated, by the name the door knows it under (an access key).
     User { name: String, is_root: bool },
+    /// An unsigned request: allowed only where a bucket's ACL shares with everyone.
+    Anonymous,
 }
 
 /// The context of one engine call.
@@ -36,6 +38,11 @@ impl RequestContext {
         Self { principal: Principal::User { name: name.into(), is_root }, may_block: true, expected_bucket_owner: None }
     }
 
+    /// An unsigned request.
+    pub fn anonymous() -> Self {
+        Self { principal: Principal::Anonymous, may_block: true, expected_bucket_owner: None }
+    }
+
     /// The same request, expecting its bucket to belong to `owner`.
     pub fn expecting_bucket_owner(self, owner: Option<String>) -> Self {
         Self { expected_bucket_owner: owner, ..self }
@@ -50,7 +57,7 @@ impl RequestContext {
     pub fn user_name(&self) -> Option<&str> {
         match &self.principal {
             Principal::User { name, .. } => Some(name),
-            Principal::Process => None,
+            Principal::Process | Principal::Anonymous => None,
         }
     }
 }

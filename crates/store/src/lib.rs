@@ -5,6 +5,7 @@
 //! The engine is synchronous and does plain syscalls; it has no HTTP types, so every door
 //! (HTTP gateway, embedded library, benchmarks) calls the same code.
 
+pub mod acl;
 pub mod authz;
 pub mod checksum;
 pub mod conditions;
@@ -21,6 +22,7 @@ pub use posix::multipart;
 use std::io::Read;
 use std::time::SystemTime;
 
+pub use acl::CannedAcl;
 pub use authz::{Authorized, BucketGrants};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
@@ -233,6 +235,9 @@ pub trait Store: Send + Sync + 'static {
     /// The owner recorded for a bucket (a door's user name), if any; NoSuchBucket if missing.
     fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
     fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()>;
+    /// The bucket's canned ACL (private when none was set); NoSuchBucket if missing.
+    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<CannedAcl>;
+    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<()>;
     /// The bucket's tags (empty when it has none); NoSuchBucket if missing.
     fn bucket_tags(&self, cx: &RequestContext, bucket: &str)
     -> StoreResult<std::collections::BTreeMap<String, String>>;

@@ -116,3 +116,44 @@ fn an_expected_bucket_owner_must_be_the_owner() {
         &CopyRequest::default(),
     ));
 }
+
+#[test]
+fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
+    let (_dir, store) = store();
+    let anonymous = RequestContext::anonymous();
+    let mallory = user("mallory");
+    let read = |cx: &RequestContext| store.get_object(cx, "alices", "k", &GetRequest::default()).map(|r| r.info.size);
+    let write = |cx: &RequestContext| store.put_bytes(cx, "alices", "new", b"x", PutRequest::default()).map(|_| ());
+    // Private by default: nobody else reads, lists or writes.
+    denied(read(&anonymous));
+    denied(store.list_objects(&anonymous, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
+    denied(write(&mallory));
+    store.set_bucket_acl(&user("alice"), "alices", isthmus_store::CannedAcl::AuthenticatedRead).unwrap();
+    assert_eq!(read(&mallory).unwrap(), 6);
+    denied(read(&anonymous));
+    denied(write(&mallory));
+    store.set_bucket_acl(&user("alice"), "alices", isthmus_store::CannedAcl::PublicRead).unwrap();
+    assert_eq!(read(&anonymous).unwrap(), 6);
+    assert_eq!(
+        store
+            .list_objects(&anonymous, "alices", &ListRequest { max_keys: 10, ..Default::default() })
+            .unwrap()
+            .objects
+            .len(),
+        1
+    );
+    denied(write(&anonymous));
+    denied(store.delete_object(&anonymous, "alices", "k", &Default::default()));
+    store.set_bucket_acl(&user("alice"), "alices", isthmus_store::CannedAcl::PublicReadWrite).unwrap();
+    write(&anonymous).unwrap();
+    store.delete_object(&anonymous, "alices", "new", &Default::default()).unwrap();
+    // The bucket itself stays its owner's, whatever the ACL.
+    denied(store.set_bucket_acl(&mallory, "alices", isthmus_store::CannedAcl::Private));
+    denied(store.delete_bucket(&anonymous, "alices"));
+    denied(store.set_bucket_tags(&mallory, "alices", Default::default()));
+    denied(store.set_object_tags(&anonymous, "alices", "k", Default::default()));
+    // Anonymous requests never list or create buckets; shared buckets are not listed to others.
+    denied(store.list_buckets(&anonymous));
+    denied(store.create_bucket(&anonymous, "anon-bucket", &Default::default()));
+    assert!(names(&store, &mallory).is_empty());
+}

@@ -22,6 +22,8 @@ use crate::{BucketInfo, CreateBucketRequest};
 /// Who created a bucket, as the door that created it names users.
 /// Who created the bucket (a door's user name), in the bucket's internal area.
 const OWNER_FILE: &str = "owner";
+/// The bucket's canned ACL (its name), in the bucket's internal area; none means private.
+const ACL_FILE: &str = "acl";
 /// The bucket's tags (JSON), in the bucket's internal area.
 const TAGS_FILE: &str = "tags.json";
 /// The lock on a bucket's existence (see `BucketLock`).
@@ -212,6 +214,18 @@ impl PosixStore {
 
     pub(super) fn record_owner(&self, bucket: &str, owner: &str) -> StoreResult<()> {
         self.write_bucket_file(bucket, OWNER_FILE, Some(owner.as_bytes()))
+    }
+
+    pub(super) fn acl_of(&self, bucket: &str) -> StoreResult<crate::CannedAcl> {
+        match self.read_bucket_file(bucket, ACL_FILE)? {
+            Some(bytes) => String::from_utf8_lossy(&bytes).parse(),
+            None => Ok(crate::CannedAcl::Private),
+        }
+    }
+
+    pub(super) fn record_acl(&self, bucket: &str, acl: crate::CannedAcl) -> StoreResult<()> {
+        let bytes = (acl != crate::CannedAcl::Private).then_some(acl.name().as_bytes());
+        self.write_bucket_file(bucket, ACL_FILE, bytes)
     }
 
     pub(super) fn tags_of(&self, bucket: &str) -> StoreResult<BTreeMap<String, String>> {

@@ -243,6 +243,14 @@ impl Store for PosixStore {
         self.record_owner(bucket, owner)
     }
 
+    fn bucket_acl(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<crate::CannedAcl> {
+        self.acl_of(bucket)
+    }
+
+    fn set_bucket_acl(&self, _cx: &RequestContext, bucket: &str, acl: crate::CannedAcl) -> StoreResult<()> {
+        self.record_acl(bucket, acl)
+    }
+
     fn bucket_tags(
         &self,
         _cx: &RequestContext,

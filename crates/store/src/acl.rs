@@ -1,0 +1,67 @@
+//! Canned ACLs of buckets: who besides the owner (and those the configuration grants) may read
+//! or write a bucket's objects. Kept by the backend beside the data (posix:
+//! `BUCKET/.isthmus/acl`), enforced by the authorization layer (`authz`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// S3's canned ACLs that concern buckets shared with everyone or every signed user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CannedAcl {
+    /// Only the owner (and configured grants).
+    #[default]
+    Private,
+    /// Everyone, signed or not, may list and read objects.
+    PublicRead,
+    /// Everyone may list, read, write and delete objects.
+    PublicReadWrite,
+    /// Every signed user of this gateway may list and read objects.
+    AuthenticatedRead,
+}
+
+impl CannedAcl {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Private => "private",
+            Self::PublicRead => "public-read",
+            Self::PublicReadWrite => "public-read-write",
+            Self::AuthenticatedRead => "authenticated-read",
+        }
+    }
+}
+
+impl fmt::Display for CannedAcl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CannedAcl {
+    type Err = crate::StoreError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "private" => Ok(Self::Private),
+            "public-read" => Ok(Self::PublicRead),
+            "public-read-write" => Ok(Self::PublicReadWrite),
+            "authenticated-read" => Ok(Self::AuthenticatedRead),
+            other => Err(crate::StoreError::InvalidArgument(format!(
+                "unsupported canned ACL {other:?}: use private, public-read, public-read-write or authenticated-read"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for acl in [CannedAcl::Private, CannedAcl::PublicRead, CannedAcl::PublicReadWrite, CannedAcl::AuthenticatedRead]
+        {
+            assert_eq!(acl.name().parse::<CannedAcl>().unwrap(), acl);
+        }
+        assert!("bucket-owner-full-control-ish".parse::<CannedAcl>().is_err());
+    }
+}
