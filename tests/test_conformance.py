@@ -398,3 +398,51 @@ def test_canned_acls_and_anonymous_access(s3, server, aws):
     assert [g["Permission"] for g in s3.get_bucket_acl(Bucket="closed")["Grants"]] == ["FULL_CONTROL"]
     # Stored beside the data: a restarted gateway keeps it.
     assert (server.root / "portal" / ".isthmus" / "acl").read_text() == "public-read"
+
+
+def test_object_acls(s3, server):
+    import urllib.error
+    import urllib.request
+
+    def anonymous_get(key):
+        try:
+            with urllib.request.urlopen(f"{server.endpoint}/objacl/{key}") as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    s3.create_bucket(Bucket="objacl")
+    s3.put_object(Bucket="objacl", Key="shared.txt", Body=b"for everyone", ACL="public-read")
+    s3.put_object(Bucket="objacl", Key="private.txt", Body=b"mine")
+    assert anonymous_get("shared.txt") == (200, b"for everyone")
+    assert anonymous_get("private.txt")[0] == 403
+    # A missing key is not told apart from a private one.
+    assert anonymous_get("missing.txt")[0] == 403
+    # The bucket stays private: no anonymous listing.
+    try:
+        urllib.request.urlopen(f"{server.endpoint}/objacl?list-type=2")
+        raise AssertionError("listed")
+    except urllib.error.HTTPError as err:
+        assert err.code == 403
+    grants = s3.get_object_acl(Bucket="objacl", Key="shared.txt")["Grants"]
+    assert ("http://acs.amazonaws.com/groups/global/AllUsers", "READ") in [
+        (g["Grantee"].get("URI"), g["Permission"]) for g in grants
+    ]
+    # Copies never inherit the source's ACL; they take the request's.
+    s3.copy_object(Bucket="objacl", Key="copy-private.txt", CopySource={"Bucket": "objacl", "Key": "shared.txt"})
+    assert anonymous_get("copy-private.txt")[0] == 403
+    s3.copy_object(Bucket="objacl", Key="copy-public.txt", CopySource={"Bucket": "objacl", "Key": "private.txt"}, ACL="public-read")
+    assert anonymous_get("copy-public.txt") == (200, b"mine")
+    # PutObjectAcl changes it in place; the bytes and ETag stay.
+    etag = s3.head_object(Bucket="objacl", Key="shared.txt")["ETag"]
+    s3.put_object_acl(Bucket="objacl", Key="shared.txt", ACL="private")
+    assert anonymous_get("shared.txt")[0] == 403
+    assert s3.head_object(Bucket="objacl", Key="shared.txt")["ETag"] == etag
+    assert [g["Permission"] for g in s3.get_object_acl(Bucket="objacl", Key="shared.txt")["Grants"]] == ["FULL_CONTROL"]
+    # A multipart object gets the ACL its upload was created with.
+    upload = s3.create_multipart_upload(Bucket="objacl", Key="mpu.bin", ACL="public-read")["UploadId"]
+    part = s3.upload_part(Bucket="objacl", Key="mpu.bin", UploadId=upload, PartNumber=1, Body=b"parts")
+    s3.complete_multipart_upload(
+        Bucket="objacl", Key="mpu.bin", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
+    )
+    assert anonymous_get("mpu.bin") == (200, b"parts")

@@ -52,7 +52,7 @@ pub async fn create_bucket(
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let cx = gw.cx(&req);
-    let acl = crate::acl::parse_canned(req.input.acl.as_ref())?;
+    let acl = crate::acl::parse_canned(req.input.acl.as_ref().map(|a| a.as_str()))?;
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
     let request = CreateBucketRequest {

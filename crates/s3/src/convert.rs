@@ -74,6 +74,7 @@ impl MetaHeaders {
             expires: self.expires.as_ref().and_then(http_date),
             user: self.metadata.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
             tags: Default::default(),
+            acl: None,
         }
     }
 }

@@ -203,6 +203,12 @@ impl S3 for Gateway {
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
         acl::get_bucket_acl(self, req).await
     }
+    async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
+        acl::put_object_acl(self, req).await
+    }
+    async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
+        acl::get_object_acl(self, req).await
+    }
     async fn put_bucket_tagging(
         &self,
         req: S3Request<PutBucketTaggingInput>,

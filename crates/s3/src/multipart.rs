@@ -55,7 +55,11 @@ pub async fn create_multipart_upload(
     };
     let tags = crate::tagging::parse_tagging_header(input.tagging.as_deref())?;
     let request = PutRequest {
-        meta: isthmus_store::ObjectMeta { tags, ..meta_headers!(input).into_meta() },
+        meta: isthmus_store::ObjectMeta {
+            tags,
+            acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,
+            ..meta_headers!(input).into_meta()
+        },
         checksum_algorithm,
         checksum_type,
         ..PutRequest::default()

@@ -25,7 +25,11 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         if_none_match: etag_match(input.if_none_match.clone()),
         checksum_algorithm: declared.algorithm,
         checksum_type: isthmus_store::ChecksumType::FullObject,
-        meta: isthmus_store::ObjectMeta { tags, ..meta_headers!(input).into_meta() },
+        meta: isthmus_store::ObjectMeta {
+            tags,
+            acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,
+            ..meta_headers!(input).into_meta()
+        },
     };
     if request.if_none_match.as_ref().is_some_and(|m| *m != isthmus_store::ETagMatch::Any) {
         return Err(s3_error!(NotImplemented, "If-None-Match on PUT supports only '*'"));
@@ -244,6 +248,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         _ => None,
     };
     let request = CopyRequest {
+        acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,
         replace_meta: replace.then(|| meta_headers!(input).into_meta()),
         source_conditions,
         replace_tags,

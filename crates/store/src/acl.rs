@@ -1,12 +1,14 @@
-//! Canned ACLs of buckets: who besides the owner (and those the configuration grants) may read
-//! or write a bucket's objects. Kept by the backend beside the data (posix:
-//! `BUCKET/.isthmus/acl`), enforced by the authorization layer (`authz`).
+//! Canned ACLs of buckets and objects: who besides the owner (and those the configuration
+//! grants) may read or write a bucket's objects, or read one object. Kept by the backend beside
+//! the data (posix: `BUCKET/.isthmus/acl`, and in the object's metadata record), enforced by the
+//! authorization layer (`authz`).
 
 use std::fmt;
 use std::str::FromStr;
 
-/// S3's canned ACLs that concern buckets shared with everyone or every signed user.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// S3's canned ACLs that share a bucket or an object with everyone or every signed user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum CannedAcl {
     /// Only the owner (and configured grants).
     #[default]

@@ -159,6 +159,26 @@ impl<S: Store + ?Sized> Authorized<S> {
         if owner.as_deref() == Some(expected.as_str()) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
+    /// Reading one object: allowed by the bucket, or by the object's own canned ACL.
+    fn require_object_read(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<()> {
+        match self.require(cx, bucket, Access::Read) {
+            Err(StoreError::AccessDenied) if cx.expected_bucket_owner.is_none() => {}
+            other => return other,
+        }
+        let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
+            Ok(info) => info.meta.acl.unwrap_or_default(),
+            Err(StoreError::WouldBlock) => return Err(StoreError::WouldBlock),
+            // Whether the key exists is not told to those who may not read it.
+            Err(_) => return Err(StoreError::AccessDenied),
+        };
+        let signed = matches!(cx.principal, Principal::User { .. });
+        match acl {
+            CannedAcl::PublicRead | CannedAcl::PublicReadWrite => Ok(()),
+            CannedAcl::AuthenticatedRead if signed => Ok(()),
+            _ => Err(StoreError::AccessDenied),
+        }
+    }
+
     /// `allowed`, as an AccessDenied error (for the source of a copy, whose expected owner
     /// S3 names in another header).
     fn require_access(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
@@ -275,7 +295,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &GetRequest,
     ) -> StoreResult<GetResponse> {
-        self.require(cx, bucket, Access::Read)?;
+        self.require_object_read(cx, bucket, key)?;
         self.inner.get_object(cx, bucket, key, request)
     }
 
@@ -286,7 +306,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require(cx, bucket, Access::Read)?;
+        self.require_object_read(cx, bucket, key)?;
         self.inner.head_object(cx, bucket, key, request)
     }
 
@@ -311,6 +331,11 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
         self.require(cx, bucket, Access::Read)?;
         self.inner.list_objects(cx, bucket, request)
+    }
+
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.set_object_acl(cx, bucket, key, acl)
     }
 
     fn set_object_tags(

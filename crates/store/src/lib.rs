@@ -123,6 +123,8 @@ pub struct CopyRequest {
     pub source_conditions: Conditions,
     /// `None` keeps the source's tags (tagging directive COPY); `Some` replaces them.
     pub replace_tags: Option<std::collections::BTreeMap<String, String>>,
+    /// The copy's canned ACL: never the source's, as in S3 (`None` is private).
+    pub acl: Option<CannedAcl>,
 }
 
 /// One page of a listing request.
@@ -275,6 +277,8 @@ pub trait Store: Send + Sync + 'static {
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
+    /// Replaces the object's canned ACL (private removes it).
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()>;
     /// Replaces the object's tags (an empty map removes them).
     fn set_object_tags(
         &self,

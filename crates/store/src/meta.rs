@@ -55,6 +55,9 @@ pub struct ObjectMeta {
     /// Object tags (set with x-amz-tagging or PutObjectTagging).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The object's canned ACL (x-amz-acl, PutObjectAcl); none is private.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<crate::CannedAcl>,
 }
 
 /// S3's limit on user metadata: the `x-amz-meta-*` names and values, in bytes.

@@ -157,3 +157,20 @@ fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
     denied(store.create_bucket(&anonymous, "anon-bucket", &Default::default()));
     assert!(names(&store, &mallory).is_empty());
 }
+
+#[test]
+fn an_object_acl_shares_that_object_only() {
+    let (_dir, store) = store();
+    let anonymous = RequestContext::anonymous();
+    let alice = user("alice");
+    store.put_bytes(&alice, "alices", "open", b"open", PutRequest::default()).unwrap();
+    store.set_object_acl(&alice, "alices", "open", isthmus_store::CannedAcl::PublicRead).unwrap();
+    assert_eq!(store.head_object(&anonymous, "alices", "open", &Default::default()).unwrap().size, 4);
+    denied(store.head_object(&anonymous, "alices", "k", &Default::default()));
+    denied(store.head_object(&anonymous, "alices", "missing", &Default::default()));
+    denied(store.put_bytes(&anonymous, "alices", "open", b"x", PutRequest::default()));
+    denied(store.set_object_acl(&user("mallory"), "alices", "open", isthmus_store::CannedAcl::Private));
+    // Overwriting without an ACL makes the object private again, as in S3.
+    store.put_bytes(&alice, "alices", "open", b"new", PutRequest::default()).unwrap();
+    denied(store.head_object(&anonymous, "alices", "open", &Default::default()));
+}

@@ -317,6 +317,10 @@ impl Store for PosixStore {
         list::list_objects(self.meta_store(&open, cx), &self.list_cache, request)
     }
 
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: crate::CannedAcl) -> StoreResult<()> {
+        self.replace_acl(cx, bucket, key, acl)
+    }
+
     fn set_object_tags(
         &self,
         cx: &RequestContext,

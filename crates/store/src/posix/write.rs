@@ -312,6 +312,7 @@ impl PosixStore {
         })?;
         let mut meta = request.replace_meta.clone().unwrap_or_else(|| src_info.meta.clone());
         meta.tags = request.replace_tags.clone().unwrap_or_else(|| src_info.meta.tags.clone());
+        meta.acl = request.acl.filter(|a| *a != crate::CannedAcl::Private);
         let mut writer = self.new_writer(dst_bucket, dst_key, PutRequest { meta, ..PutRequest::default() })?;
         if !src_path.is_dir() {
             copy_file_contents(src_fd.as_fd(), writer.staged.file.as_fd(), 0, src_info.size)?;
@@ -335,12 +336,33 @@ impl PosixStore {
         tags: std::collections::BTreeMap<String, String>,
     ) -> StoreResult<()> {
         crate::meta::validate_tags(&tags)?;
+        self.update_meta(cx, bucket, key, |meta| meta.tags = tags)
+    }
+
+    pub(super) fn replace_acl(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        acl: crate::CannedAcl,
+    ) -> StoreResult<()> {
+        self.update_meta(cx, bucket, key, |meta| meta.acl = (acl != crate::CannedAcl::Private).then_some(acl))
+    }
+
+    /// Changes an object's stored metadata in place (its bytes and ETag stay).
+    fn update_meta(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        change: impl FnOnce(&mut crate::ObjectMeta),
+    ) -> StoreResult<()> {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let meta = self.meta_store(&open, cx);
         let (fd, stat) = open_object(open.fd.as_fd(), &path)?;
         let mut record = current_record(&meta, fd.as_fd(), key, &stat)?;
-        record.meta.tags = tags;
+        change(&mut record.meta);
         meta.save(fd.as_fd(), key, &record)?;
         if self.strict() {
             rustix::fs::fsync(&fd).map_err(|e| StoreError::io_at("fsync the object", key, e))?;
