@@ -446,3 +446,65 @@ def test_object_acls(s3, server):
         Bucket="objacl", Key="mpu.bin", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
     )
     assert anonymous_get("mpu.bin") == (200, b"parts")
+
+
+def test_bucket_policy_for_a_data_portal(s3, server):
+    import json
+    import urllib.error
+    import urllib.request
+
+    from botocore.exceptions import ClientError
+
+    from conftest import make_client
+
+    def anonymous(path, endpoint=server.endpoint):
+        try:
+            with urllib.request.urlopen(f"{endpoint}{path}") as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    s3.create_bucket(Bucket="dataportal")
+    for key in ("public/run1/a.nc", "public/embargo/b.nc", "private/c.nc"):
+        s3.put_object(Bucket="dataportal", Key=key, Body=key.encode())
+    with pytest.raises(ClientError) as raised:
+        s3.get_bucket_policy(Bucket="dataportal")
+    assert raised.value.response["Error"]["Code"] == "NoSuchBucketPolicy"
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::dataportal/public/*"},
+            {
+                "Effect": "Allow", "Principal": "*", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::dataportal",
+                "Condition": {"StringLike": {"s3:prefix": ["public/*"]}},
+            },
+            {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::dataportal/public/embargo/*"},
+        ],
+    }
+    s3.put_bucket_policy(Bucket="dataportal", Policy=json.dumps(policy))
+    assert json.loads(s3.get_bucket_policy(Bucket="dataportal")["Policy"]) == policy
+    assert anonymous("/dataportal/public/run1/a.nc") == (200, b"public/run1/a.nc")
+    assert anonymous("/dataportal/public/embargo/b.nc")[0] == 403
+    assert anonymous("/dataportal/private/c.nc")[0] == 403
+    status, body = anonymous("/dataportal?list-type=2&prefix=public/run1/")
+    assert status == 200 and b"public/run1/a.nc" in body
+    assert anonymous("/dataportal?list-type=2")[0] == 403
+    # The owner is not bound by its own policy's grants; unsupported policies are refused whole.
+    assert s3.get_object(Bucket="dataportal", Key="private/c.nc")["Body"].read() == b"private/c.nc"
+    bad = {"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::dataportal/*"}]}
+    with pytest.raises(ClientError) as raised:
+        s3.put_bucket_policy(Bucket="dataportal", Policy=json.dumps(bad))
+    assert raised.value.response["Error"]["Code"] == "MalformedPolicy"
+    assert json.loads(s3.get_bucket_policy(Bucket="dataportal")["Policy"]) == policy
+    # Another gateway on the same directory applies the same policy (kept in .isthmus).
+    from conftest import Server
+
+    other = Server(server.root)
+    try:
+        assert anonymous("/dataportal/public/run1/a.nc", other.endpoint)[0] == 200
+        assert anonymous("/dataportal/private/c.nc", other.endpoint)[0] == 403
+        assert make_client(other.endpoint).get_bucket_policy(Bucket="dataportal")["Policy"]
+    finally:
+        other.stop()
+    s3.delete_bucket_policy(Bucket="dataportal")
+    assert anonymous("/dataportal/public/run1/a.nc")[0] == 403

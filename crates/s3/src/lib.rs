@@ -18,6 +18,7 @@ pub mod integrity;
 mod list;
 mod multipart;
 mod object;
+mod policy;
 pub mod server;
 mod tagging;
 
@@ -208,6 +209,24 @@ impl S3 for Gateway {
     }
     async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
         acl::get_object_acl(self, req).await
+    }
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        policy::put_bucket_policy(self, req).await
+    }
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        policy::get_bucket_policy(self, req).await
+    }
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        policy::delete_bucket_policy(self, req).await
     }
     async fn put_bucket_tagging(
         &self,

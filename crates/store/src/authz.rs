@@ -7,7 +7,9 @@
 //! its grants name. A bucket without a recorded owner (made with mkdir) belongs to root. Beyond
 //! that, a bucket's canned ACL shares reading (public-read: everyone, unsigned requests too;
 //! authenticated-read: every signed user) or reading and writing objects (public-read-write);
-//! the bucket itself (deleting it, its ACL, tags) stays its owner's. A missing bucket passes
+//! the bucket itself (deleting it, its ACL, policy, tags) stays its owner's. A bucket policy
+//! (`policy`) may allow reading objects and listing to everyone or named users, or deny it; an
+//! explicit Deny wins over the ACLs. A missing bucket passes
 //! the check, so the operation itself answers NoSuchBucket.
 //! With `identity = "posix"` (later) the kernel's checks come on top of these, not instead.
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 
 use crate::acl::CannedAcl;
 use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
+use crate::policy::{BucketPolicy, PolicyAction};
 use crate::{
     BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, GetRequest, GetResponse,
     HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, Principal, PutRequest,
@@ -150,6 +153,11 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// expects, if it names one.
     fn require(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
         self.require_access(cx, bucket, access)?;
+        self.check_expected_owner(cx, bucket)
+    }
+
+    /// AccessDenied unless the bucket's owner is the one the request expects (if it names one).
+    fn check_expected_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         let Some(expected) = &cx.expected_bucket_owner else { return Ok(()) };
         let owner = match self.inner.bucket_owner(cx, bucket) {
             Ok(owner) => owner.or_else(|| self.root_owner.clone()),
@@ -159,8 +167,25 @@ impl<S: Store + ?Sized> Authorized<S> {
         if owner.as_deref() == Some(expected.as_str()) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
-    /// Reading one object: allowed by the bucket, or by the object's own canned ACL.
+    /// The bucket policy's verdict for a principal the owner rules do not allow (`None`: the
+    /// principal uses the bucket as its owner, there is no policy, or no statement applies).
+    fn policy_verdict(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<Option<bool>> {
+        if self.may_use(cx, bucket)? {
+            return Ok(None);
+        }
+        let Some(document) = self.inner.bucket_policy(cx, bucket)? else { return Ok(None) };
+        let policy = BucketPolicy::parse(bucket, &document)?;
+        Ok(policy.verdict(bucket, cx.user_name(), action))
+    }
+
+    /// Reading one object: allowed by the bucket's owner rules, its policy (an explicit Deny
+    /// wins), its ACL, or the object's own canned ACL.
     fn require_object_read(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<()> {
+        match self.policy_verdict(cx, bucket, PolicyAction::GetObject { key })? {
+            Some(false) => return Err(StoreError::AccessDenied),
+            Some(true) => return self.check_expected_owner(cx, bucket),
+            None => {}
+        }
         match self.require(cx, bucket, Access::Read) {
             Err(StoreError::AccessDenied) if cx.expected_bucket_owner.is_none() => {}
             other => return other,
@@ -267,6 +292,16 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.set_bucket_acl(cx, bucket, acl)
     }
 
+    fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.bucket_policy(cx, bucket)
+    }
+
+    fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.set_bucket_policy(cx, bucket, policy)
+    }
+
     fn bucket_tags(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BTreeMap<String, String>> {
         self.require(cx, bucket, Access::Owner)?;
         self.inner.bucket_tags(cx, bucket)
@@ -329,7 +364,11 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     }
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
-        self.require(cx, bucket, Access::Read)?;
+        match self.policy_verdict(cx, bucket, PolicyAction::ListBucket { prefix: &request.prefix })? {
+            Some(false) => return Err(StoreError::AccessDenied),
+            Some(true) => self.check_expected_owner(cx, bucket)?,
+            None => self.require(cx, bucket, Access::Read)?,
+        }
         self.inner.list_objects(cx, bucket, request)
     }
 

@@ -60,6 +60,8 @@ pub enum StoreError {
     BadDigest(String),
     #[error("{0}")]
     InvalidTag(String),
+    #[error("Policies must be valid JSON and use only supported elements: {0}")]
+    MalformedPolicy(String),
     #[error("The requested partnumber is not satisfiable")]
     InvalidPartNumber,
     #[error("Your metadata headers exceed the maximum allowed metadata size ({0} bytes, the limit is 2048)")]
@@ -107,6 +109,7 @@ impl StoreError {
             Self::MalformedXml(_) => "MalformedXML",
             Self::BadDigest(_) => "BadDigest",
             Self::InvalidTag(_) => "InvalidTag",
+            Self::MalformedPolicy(_) => "MalformedPolicy",
             Self::InvalidPartNumber => "InvalidPartNumber",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => "InternalError",
@@ -125,6 +128,7 @@ impl StoreError {
             | Self::MalformedXml(_)
             | Self::BadDigest(_)
             | Self::InvalidTag(_)
+            | Self::MalformedPolicy(_)
             | Self::MetadataTooLarge(_) => 400,
             Self::BucketAlreadyOwnedByYou
             | Self::BucketAlreadyExists

@@ -16,6 +16,7 @@ pub mod door;
 pub mod error;
 pub mod key;
 pub mod meta;
+pub mod policy;
 pub mod posix;
 pub use posix::multipart;
 
@@ -240,6 +241,10 @@ pub trait Store: Send + Sync + 'static {
     /// The bucket's canned ACL (private when none was set); NoSuchBucket if missing.
     fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<CannedAcl>;
     fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<()>;
+    /// The bucket's policy document, if it has one; NoSuchBucket if missing.
+    fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
+    /// Replaces (`Some`, checked: MalformedPolicy) or removes (`None`) the bucket's policy.
+    fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()>;
     /// The bucket's tags (empty when it has none); NoSuchBucket if missing.
     fn bucket_tags(&self, cx: &RequestContext, bucket: &str)
     -> StoreResult<std::collections::BTreeMap<String, String>>;

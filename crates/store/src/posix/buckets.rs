@@ -24,6 +24,8 @@ use crate::{BucketInfo, CreateBucketRequest};
 const OWNER_FILE: &str = "owner";
 /// The bucket's canned ACL (its name), in the bucket's internal area; none means private.
 const ACL_FILE: &str = "acl";
+/// The bucket's policy (the JSON document as put), in the bucket's internal area.
+const POLICY_FILE: &str = "policy.json";
 /// The bucket's tags (JSON), in the bucket's internal area.
 const TAGS_FILE: &str = "tags.json";
 /// The lock on a bucket's existence (see `BucketLock`).
@@ -226,6 +228,17 @@ impl PosixStore {
     pub(super) fn record_acl(&self, bucket: &str, acl: crate::CannedAcl) -> StoreResult<()> {
         let bytes = (acl != crate::CannedAcl::Private).then_some(acl.name().as_bytes());
         self.write_bucket_file(bucket, ACL_FILE, bytes)
+    }
+
+    pub(super) fn policy_of(&self, bucket: &str) -> StoreResult<Option<String>> {
+        Ok(self.read_bucket_file(bucket, POLICY_FILE)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    pub(super) fn record_policy(&self, bucket: &str, policy: Option<&str>) -> StoreResult<()> {
+        if let Some(document) = policy {
+            crate::policy::BucketPolicy::parse(bucket, document)?;
+        }
+        self.write_bucket_file(bucket, POLICY_FILE, policy.map(str::as_bytes))
     }
 
     pub(super) fn tags_of(&self, bucket: &str) -> StoreResult<BTreeMap<String, String>> {

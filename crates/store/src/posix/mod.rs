@@ -251,6 +251,14 @@ impl Store for PosixStore {
         self.record_acl(bucket, acl)
     }
 
+    fn bucket_policy(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        self.policy_of(bucket)
+    }
+
+    fn set_bucket_policy(&self, _cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()> {
+        self.record_policy(bucket, policy.as_deref())
+    }
+
     fn bucket_tags(
         &self,
         _cx: &RequestContext,
