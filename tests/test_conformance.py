@@ -508,3 +508,50 @@ def test_bucket_policy_for_a_data_portal(s3, server):
         other.stop()
     s3.delete_bucket_policy(Bucket="dataportal")
     assert anonymous("/dataportal/public/run1/a.nc")[0] == 403
+
+
+def test_public_access_block_overrides_acls_and_policies(s3, server):
+    import json
+    import urllib.error
+    import urllib.request
+
+    from botocore.exceptions import ClientError
+
+    def anonymous_status(path):
+        try:
+            with urllib.request.urlopen(f"{server.endpoint}{path}") as response:
+                return response.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    def code(call):
+        with pytest.raises(ClientError) as raised:
+            call()
+        return raised.value.response["Error"]["Code"]
+
+    s3.create_bucket(Bucket="blocked", ACL="public-read")
+    s3.put_object(Bucket="blocked", Key="k", Body=b"x")
+    assert anonymous_status("/blocked/k") == 200
+    assert code(lambda: s3.get_public_access_block(Bucket="blocked")) == "NoSuchPublicAccessBlockConfiguration"
+    config = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True}
+    s3.put_public_access_block(Bucket="blocked", PublicAccessBlockConfiguration=config)
+    assert s3.get_public_access_block(Bucket="blocked")["PublicAccessBlockConfiguration"] == config
+    # IgnorePublicAcls: the public-read ACL no longer opens anything.
+    assert anonymous_status("/blocked/k") == 403
+    # BlockPublicAcls: no public ACL can be put, on the bucket or any object.
+    assert code(lambda: s3.put_bucket_acl(Bucket="blocked", ACL="public-read-write")) == "AccessDenied"
+    assert code(lambda: s3.put_object(Bucket="blocked", Key="p", Body=b"x", ACL="public-read")) == "AccessDenied"
+    assert code(lambda: s3.put_object_acl(Bucket="blocked", Key="k", ACL="public-read")) == "AccessDenied"
+    s3.put_object(Bucket="blocked", Key="private-ok", Body=b"x", ACL="private")
+    # BlockPublicPolicy: a policy that allows everyone is refused.
+    public = {"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::blocked/*"}]}
+    assert code(lambda: s3.put_bucket_policy(Bucket="blocked", Policy=json.dumps(public))) == "AccessDenied"
+    # RestrictPublicBuckets: a public policy put before the block is ignored.
+    s3.delete_public_access_block(Bucket="blocked")
+    s3.put_bucket_policy(Bucket="blocked", Policy=json.dumps(public))
+    s3.put_public_access_block(Bucket="blocked", PublicAccessBlockConfiguration={"RestrictPublicBuckets": True})
+    assert anonymous_status("/blocked/k") == 200  # the public-read ACL still counts
+    s3.put_bucket_acl(Bucket="blocked", ACL="private")
+    assert anonymous_status("/blocked/k") == 403  # and the public policy does not
+    s3.delete_public_access_block(Bucket="blocked")
+    assert anonymous_status("/blocked/k") == 200

@@ -228,6 +228,24 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
         policy::delete_bucket_policy(self, req).await
     }
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        policy::put_public_access_block(self, req).await
+    }
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        policy::get_public_access_block(self, req).await
+    }
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        policy::delete_public_access_block(self, req).await
+    }
     async fn put_bucket_tagging(
         &self,
         req: S3Request<PutBucketTaggingInput>,

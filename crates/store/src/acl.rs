@@ -22,6 +22,11 @@ pub enum CannedAcl {
 }
 
 impl CannedAcl {
+    /// Whether it shares with everyone or every signed user (what PublicAccessBlock blocks).
+    pub fn is_public(self) -> bool {
+        self != Self::Private
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Private => "private",
@@ -52,6 +57,20 @@ impl FromStr for CannedAcl {
             ))),
         }
     }
+}
+
+/// A bucket's PublicAccessBlock: what it refuses or ignores of public ACLs and policies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct PublicAccessBlock {
+    /// Refuse putting a public ACL (bucket or object, on PUT, copy, upload or PutAcl).
+    pub block_public_acls: bool,
+    /// Treat public ACLs as private when authorizing.
+    pub ignore_public_acls: bool,
+    /// Refuse putting a policy that allows everyone.
+    pub block_public_policy: bool,
+    /// Ignore the statements of a policy that allow everyone.
+    pub restrict_public_buckets: bool,
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::acl::CannedAcl;
+use crate::acl::{CannedAcl, PublicAccessBlock};
 use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use crate::policy::{BucketPolicy, PolicyAction};
 use crate::{
@@ -137,7 +137,7 @@ impl<S: Store + ?Sized> Authorized<S> {
             return Ok(false);
         }
         let acl = match self.inner.bucket_acl(cx, bucket) {
-            Ok(acl) => acl,
+            Ok(acl) => self.effective_acl(cx, bucket, acl)?,
             Err(StoreError::NoSuchBucket) => return Ok(true),
             Err(err) => return Err(err),
         };
@@ -167,6 +167,31 @@ impl<S: Store + ?Sized> Authorized<S> {
         if owner.as_deref() == Some(expected.as_str()) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
+    /// The bucket's PublicAccessBlock (all off when it has none or is missing).
+    fn block_of(&self, cx: &RequestContext, bucket: &str) -> StoreResult<PublicAccessBlock> {
+        match self.inner.public_access_block(cx, bucket) {
+            Ok(block) => Ok(block.unwrap_or_default()),
+            Err(StoreError::NoSuchBucket) => Ok(PublicAccessBlock::default()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// AccessDenied when `acl` is public and the bucket blocks public ACLs.
+    fn check_acl_allowed(&self, cx: &RequestContext, bucket: &str, acl: Option<CannedAcl>) -> StoreResult<()> {
+        if acl.is_some_and(CannedAcl::is_public) && self.block_of(cx, bucket)?.block_public_acls {
+            return Err(StoreError::AccessDenied);
+        }
+        Ok(())
+    }
+
+    /// An ACL as authorization sees it: public ones count as private when the bucket ignores them.
+    fn effective_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<CannedAcl> {
+        if acl.is_public() && self.block_of(cx, bucket)?.ignore_public_acls {
+            return Ok(CannedAcl::Private);
+        }
+        Ok(acl)
+    }
+
     /// The bucket policy's verdict for a principal the owner rules do not allow (`None`: the
     /// principal uses the bucket as its owner, there is no policy, or no statement applies).
     fn policy_verdict(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<Option<bool>> {
@@ -175,7 +200,8 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
         let Some(document) = self.inner.bucket_policy(cx, bucket)? else { return Ok(None) };
         let policy = BucketPolicy::parse(bucket, &document)?;
-        Ok(policy.verdict(bucket, cx.user_name(), action))
+        let public_allows = !self.block_of(cx, bucket)?.restrict_public_buckets;
+        Ok(policy.verdict(bucket, cx.user_name(), action, public_allows))
     }
 
     /// Reading one object: allowed by the bucket's owner rules, its policy (an explicit Deny
@@ -191,7 +217,7 @@ impl<S: Store + ?Sized> Authorized<S> {
             other => return other,
         }
         let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
-            Ok(info) => info.meta.acl.unwrap_or_default(),
+            Ok(info) => self.effective_acl(cx, bucket, info.meta.acl.unwrap_or_default())?,
             Err(StoreError::WouldBlock) => return Err(StoreError::WouldBlock),
             // Whether the key exists is not told to those who may not read it.
             Err(_) => return Err(StoreError::AccessDenied),
@@ -289,6 +315,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
 
     fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<()> {
         self.require(cx, bucket, Access::Owner)?;
+        self.check_acl_allowed(cx, bucket, Some(acl))?;
         self.inner.set_bucket_acl(cx, bucket, acl)
     }
 
@@ -299,7 +326,28 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
 
     fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()> {
         self.require(cx, bucket, Access::Owner)?;
+        if let Some(document) = &policy
+            && BucketPolicy::parse(bucket, document)?.is_public()
+            && self.block_of(cx, bucket)?.block_public_policy
+        {
+            return Err(StoreError::AccessDenied);
+        }
         self.inner.set_bucket_policy(cx, bucket, policy)
+    }
+
+    fn public_access_block(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<PublicAccessBlock>> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.public_access_block(cx, bucket)
+    }
+
+    fn set_public_access_block(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        block: Option<PublicAccessBlock>,
+    ) -> StoreResult<()> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.set_public_access_block(cx, bucket, block)
     }
 
     fn bucket_tags(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BTreeMap<String, String>> {
@@ -320,6 +368,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         request: PutRequest,
     ) -> StoreResult<BoxedWriter> {
         self.require(cx, bucket, Access::Write)?;
+        self.check_acl_allowed(cx, bucket, request.meta.acl)?;
         self.inner.put_object(cx, bucket, key, request)
     }
 
@@ -360,6 +409,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     ) -> StoreResult<ObjectInfo> {
         self.require_access(cx, source.0, Access::Read)?;
         self.require(cx, destination.0, Access::Write)?;
+        self.check_acl_allowed(cx, destination.0, request.acl)?;
         self.inner.copy_object(cx, source, destination, request)
     }
 
@@ -374,6 +424,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
 
     fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()> {
         self.require(cx, bucket, Access::Owner)?;
+        self.check_acl_allowed(cx, bucket, Some(acl))?;
         self.inner.set_object_acl(cx, bucket, key, acl)
     }
 
@@ -396,6 +447,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         request: PutRequest,
     ) -> StoreResult<String> {
         self.require(cx, bucket, Access::Write)?;
+        self.check_acl_allowed(cx, bucket, request.meta.acl)?;
         self.inner.create_multipart_upload(cx, bucket, key, request)
     }
 

@@ -23,7 +23,7 @@ pub use posix::multipart;
 use std::io::Read;
 use std::time::SystemTime;
 
-pub use acl::CannedAcl;
+pub use acl::{CannedAcl, PublicAccessBlock};
 pub use authz::{Authorized, BucketGrants};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
@@ -245,6 +245,14 @@ pub trait Store: Send + Sync + 'static {
     fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
     /// Replaces (`Some`, checked: MalformedPolicy) or removes (`None`) the bucket's policy.
     fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()>;
+    /// The bucket's PublicAccessBlock, if it has one; NoSuchBucket if missing.
+    fn public_access_block(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<PublicAccessBlock>>;
+    fn set_public_access_block(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        block: Option<PublicAccessBlock>,
+    ) -> StoreResult<()>;
     /// The bucket's tags (empty when it has none); NoSuchBucket if missing.
     fn bucket_tags(&self, cx: &RequestContext, bucket: &str)
     -> StoreResult<std::collections::BTreeMap<String, String>>;

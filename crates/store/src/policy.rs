@@ -166,12 +166,26 @@ impl BucketPolicy {
         Ok(Statement { allow, principals, get_object, list_bucket, object_patterns, bucket_resource, prefix_condition })
     }
 
+    /// Whether a statement allows everyone (what PublicAccessBlock blocks or ignores).
+    pub fn is_public(&self) -> bool {
+        self.statements.iter().any(|s| s.allow && s.principals.is_none())
+    }
+
     /// The policy's verdict for `user` (`None`: anonymous) doing `action` in `bucket`:
     /// `Some(false)` for an explicit Deny, `Some(true)` for an Allow, `None` when no statement
-    /// applies.
-    pub fn verdict(&self, bucket: &str, user: Option<&str>, action: PolicyAction<'_>) -> Option<bool> {
+    /// applies. Without `public_allows`, statements that allow everyone are ignored.
+    pub fn verdict(
+        &self,
+        bucket: &str,
+        user: Option<&str>,
+        action: PolicyAction<'_>,
+        public_allows: bool,
+    ) -> Option<bool> {
         let mut allowed = None;
         for s in &self.statements {
+            if s.allow && s.principals.is_none() && !public_allows {
+                continue;
+            }
             let principal_matches =
                 s.principals.as_ref().is_none_or(|names| user.is_some_and(|u| names.iter().any(|n| n == u)));
             let applies = principal_matches
@@ -217,8 +231,8 @@ mod tests {
     #[test]
     fn portal_policy_verdicts() {
         let p = BucketPolicy::parse("portal", PORTAL).unwrap();
-        let get = |user, key| p.verdict("portal", user, PolicyAction::GetObject { key });
-        let list = |user, prefix| p.verdict("portal", user, PolicyAction::ListBucket { prefix });
+        let get = |user, key| p.verdict("portal", user, PolicyAction::GetObject { key }, true);
+        let list = |user, prefix| p.verdict("portal", user, PolicyAction::ListBucket { prefix }, true);
         assert_eq!(get(None, "public/data.nc"), Some(true));
         assert_eq!(get(None, "private/data.nc"), None);
         assert_eq!(get(None, "public/embargo/x"), Some(false));
@@ -229,6 +243,12 @@ mod tests {
         assert_eq!(list(None, "public/run1/"), Some(true));
         assert_eq!(list(None, ""), None);
         assert_eq!(list(Some("alice"), ""), Some(true));
+        assert!(p.is_public());
+        // Restricted: public allows are ignored, denies and named users stay.
+        let restricted = |user, key| p.verdict("portal", user, PolicyAction::GetObject { key }, false);
+        assert_eq!(restricted(None, "public/data.nc"), None);
+        assert_eq!(restricted(None, "public/embargo/x"), Some(false));
+        assert_eq!(restricted(Some("alice"), "private/data.nc"), Some(true));
     }
 
     #[test]

@@ -26,6 +26,8 @@ const OWNER_FILE: &str = "owner";
 const ACL_FILE: &str = "acl";
 /// The bucket's policy (the JSON document as put), in the bucket's internal area.
 const POLICY_FILE: &str = "policy.json";
+/// The bucket's PublicAccessBlock (JSON), in the bucket's internal area.
+const PUBLIC_ACCESS_BLOCK_FILE: &str = "public-access-block.json";
 /// The bucket's tags (JSON), in the bucket's internal area.
 const TAGS_FILE: &str = "tags.json";
 /// The lock on a bucket's existence (see `BucketLock`).
@@ -239,6 +241,28 @@ impl PosixStore {
             crate::policy::BucketPolicy::parse(bucket, document)?;
         }
         self.write_bucket_file(bucket, POLICY_FILE, policy.map(str::as_bytes))
+    }
+
+    pub(super) fn public_access_block_of(&self, bucket: &str) -> StoreResult<Option<crate::PublicAccessBlock>> {
+        match self.read_bucket_file(bucket, PUBLIC_ACCESS_BLOCK_FILE)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                StoreError::io(
+                    "parse the public access block",
+                    std::path::Path::new(PUBLIC_ACCESS_BLOCK_FILE),
+                    e.into(),
+                )
+            }),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn record_public_access_block(
+        &self,
+        bucket: &str,
+        block: Option<crate::PublicAccessBlock>,
+    ) -> StoreResult<()> {
+        let bytes = block.map(|b| serde_json::to_vec(&b).expect("settings serialize"));
+        self.write_bucket_file(bucket, PUBLIC_ACCESS_BLOCK_FILE, bytes.as_deref())
     }
 
     pub(super) fn tags_of(&self, bucket: &str) -> StoreResult<BTreeMap<String, String>> {

@@ -259,6 +259,19 @@ impl Store for PosixStore {
         self.record_policy(bucket, policy.as_deref())
     }
 
+    fn public_access_block(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<Option<crate::PublicAccessBlock>> {
+        self.public_access_block_of(bucket)
+    }
+
+    fn set_public_access_block(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        block: Option<crate::PublicAccessBlock>,
+    ) -> StoreResult<()> {
+        self.record_public_access_block(bucket, block)
+    }
+
     fn bucket_tags(
         &self,
         _cx: &RequestContext,
