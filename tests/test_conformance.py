@@ -555,3 +555,42 @@ def test_public_access_block_overrides_acls_and_policies(s3, server):
     assert anonymous_status("/blocked/k") == 403  # and the public policy does not
     s3.delete_public_access_block(Bucket="blocked")
     assert anonymous_status("/blocked/k") == 200
+
+
+def test_browser_post_uploads(server):
+    import requests
+
+    from conftest import make_client
+
+    s3 = make_client(server.endpoint, signature_version="s3v4")
+    s3.create_bucket(Bucket="browser")
+    conditions = [["starts-with", "$key", "user/"], ["content-length-range", 1, 1000], {"success_action_status": "201"}]
+    post = s3.generate_presigned_post(
+        "browser", "user/report.txt", Fields={"success_action_status": "201"}, Conditions=conditions, ExpiresIn=300
+    )
+    r = requests.post(post["url"], data=post["fields"], files={"file": ("report.txt", b"hello form")})
+    assert r.status_code == 201 and "<Key>user/report.txt</Key>" in r.text
+    assert s3.get_object(Bucket="browser", Key="user/report.txt")["Body"].read() == b"hello form"
+    assert (server.root / "browser" / "user" / "report.txt").read_bytes() == b"hello form"
+    # Outside the policy's conditions nothing is stored.
+    r = requests.post(post["url"], data=post["fields"], files={"file": ("big.txt", b"x" * 2000)})
+    assert r.status_code == 400 and "EntityTooLarge" in r.text
+    other_key = dict(post["fields"], key="elsewhere/report.txt")
+    r = requests.post(post["url"], data=other_key, files={"file": ("r.txt", b"x")})
+    # S3 answers 403; the protocol layer answers 400 InvalidPolicyDocument (README).
+    assert r.status_code in (400, 403) and "Policy" in r.text
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="browser")["Contents"]] == ["user/report.txt"]
+    # success_action_redirect answers 303 with the bucket, key and ETag.
+    redirect = "http://example.org/done"
+    post = s3.generate_presigned_post(
+        "browser", "fixed.txt", Fields={"success_action_redirect": redirect}, Conditions=[{"success_action_redirect": redirect}]
+    )
+    r = requests.post(post["url"], data=post["fields"], files={"file": ("a.txt", b"abc")}, allow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith(redirect + "?bucket=browser&key=fixed.txt")
+    # Anonymous POST: only into a public-read-write bucket.
+    s3.create_bucket(Bucket="dropbox", ACL="public-read-write")
+    r = requests.post(f"{server.endpoint}/dropbox", data={"key": "anon.txt"}, files={"file": ("anon.txt", b"anonymous")})
+    assert r.status_code in (200, 204), r.text
+    assert s3.get_object(Bucket="dropbox", Key="anon.txt")["Body"].read() == b"anonymous"
+    r = requests.post(f"{server.endpoint}/browser", data={"key": "anon.txt"}, files={"file": ("anon.txt", b"x")})
+    assert r.status_code == 403

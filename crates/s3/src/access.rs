@@ -18,6 +18,7 @@ const ANONYMOUS_OPERATIONS: &[&str] = &[
     "ListObjects",
     "ListObjectsV2",
     "PutObject",
+    "PostObject",
     "DeleteObject",
     "GetBucketLocation",
 ];

@@ -278,6 +278,9 @@ impl S3 for Gateway {
     }
 }
 
+/// The largest file a browser (POST) upload may carry.
+pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
+
 /// Builds the S3 service: the gateway, SigV4 authentication against `users`, the engine wrapped
 /// in the authorization layer with the users' grants, and
 /// virtual-hosted-style addressing under `domain` (with the port the server listens on) when
@@ -295,6 +298,11 @@ pub fn build_service(
     let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone()));
     builder.set_auth((*users).clone());
     builder.set_access(access::SignedRequestsOnly);
+    // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees
+    // it: bounded here, so memory stays bounded (larger files go by PUT or multipart).
+    let mut config = s3s::config::S3Config::default();
+    config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
+    builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(config))));
     if let Some((domain, port)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let names = if domain.contains(':') {
