@@ -594,3 +594,18 @@ def test_browser_post_uploads(server):
     assert s3.get_object(Bucket="dropbox", Key="anon.txt")["Body"].read() == b"anonymous"
     r = requests.post(f"{server.endpoint}/browser", data={"key": "anon.txt"}, files={"file": ("anon.txt", b"x")})
     assert r.status_code == 403
+
+
+def test_source_expected_bucket_owner_on_copies(s3):
+    from botocore.exceptions import ClientError
+
+    from conftest import ACCESS_KEY
+
+    s3.create_bucket(Bucket="copy-owner")
+    s3.put_object(Bucket="copy-owner", Key="src", Body=b"x")
+    source = {"Bucket": "copy-owner", "Key": "src"}
+    s3.copy_object(Bucket="copy-owner", Key="ok", CopySource=source, ExpectedSourceBucketOwner=ACCESS_KEY)
+    with pytest.raises(ClientError) as raised:
+        s3.copy_object(Bucket="copy-owner", Key="no", CopySource=source, ExpectedSourceBucketOwner="111122223333")
+    assert raised.value.response["Error"]["Code"] == "AccessDenied"
+    assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket="copy-owner")["Contents"]) == ["ok", "src"]

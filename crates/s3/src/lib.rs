@@ -53,8 +53,9 @@ impl Gateway {
             // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
             None => RequestContext::anonymous(),
         };
-        let expected = req.headers.get("x-amz-expected-bucket-owner").and_then(|v| v.to_str().ok());
-        cx.expecting_bucket_owner(expected.map(str::to_string))
+        let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        cx.expecting_bucket_owner(header("x-amz-expected-bucket-owner"))
+            .expecting_source_owner(header("x-amz-source-expected-bucket-owner"))
     }
 
     /// Runs a short engine call that only reads.

@@ -158,13 +158,24 @@ impl<S: Store + ?Sized> Authorized<S> {
 
     /// AccessDenied unless the bucket's owner is the one the request expects (if it names one).
     fn check_expected_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        let Some(expected) = &cx.expected_bucket_owner else { return Ok(()) };
+        self.check_owner_is(cx, bucket, cx.expected_bucket_owner.as_deref())
+    }
+
+    /// The source of a copy: readable, and owned by whom the request expects (if it says).
+    fn require_source(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        self.require_access(cx, bucket, Access::Read)?;
+        self.check_owner_is(cx, bucket, cx.expected_source_owner.as_deref())
+    }
+
+    /// AccessDenied unless `bucket`'s owner (root's id for buckets nobody recorded) is `expected`.
+    fn check_owner_is(&self, cx: &RequestContext, bucket: &str, expected: Option<&str>) -> StoreResult<()> {
+        let Some(expected) = expected else { return Ok(()) };
         let owner = match self.inner.bucket_owner(cx, bucket) {
             Ok(owner) => owner.or_else(|| self.root_owner.clone()),
             Err(StoreError::NoSuchBucket) => return Ok(()),
             Err(err) => return Err(err),
         };
-        if owner.as_deref() == Some(expected.as_str()) { Ok(()) } else { Err(StoreError::AccessDenied) }
+        if owner.as_deref() == Some(expected) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
     /// The bucket's PublicAccessBlock (all off when it has none or is missing).
@@ -407,7 +418,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require_access(cx, source.0, Access::Read)?;
+        self.require_source(cx, source.0)?;
         self.require(cx, destination.0, Access::Write)?;
         self.check_acl_allowed(cx, destination.0, request.acl)?;
         self.inner.copy_object(cx, source, destination, request)
@@ -515,7 +526,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         source: (&str, &str),
         source_request: &GetRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require_access(cx, source.0, Access::Read)?;
+        self.require_source(cx, source.0)?;
         self.require(cx, bucket, Access::Write)?;
         self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
     }

@@ -25,27 +25,50 @@ pub struct RequestContext {
     /// The owner the caller expects the request's bucket to have (S3's
     /// `x-amz-expected-bucket-owner`): the authorization layer refuses the call otherwise.
     pub expected_bucket_owner: Option<String>,
+    /// The owner the caller expects a copy's source bucket to have
+    /// (`x-amz-source-expected-bucket-owner`).
+    pub expected_source_owner: Option<String>,
 }
 
 impl RequestContext {
     /// The process acting for itself, on a thread that may block.
     pub fn process() -> Self {
-        Self { principal: Principal::Process, may_block: true, expected_bucket_owner: None }
+        Self {
+            principal: Principal::Process,
+            may_block: true,
+            expected_bucket_owner: None,
+            expected_source_owner: None,
+        }
     }
 
     /// A door's authenticated user, on a thread that may block.
     pub fn user(name: impl Into<String>, is_root: bool) -> Self {
-        Self { principal: Principal::User { name: name.into(), is_root }, may_block: true, expected_bucket_owner: None }
+        Self {
+            principal: Principal::User { name: name.into(), is_root },
+            may_block: true,
+            expected_bucket_owner: None,
+            expected_source_owner: None,
+        }
     }
 
     /// An unsigned request.
     pub fn anonymous() -> Self {
-        Self { principal: Principal::Anonymous, may_block: true, expected_bucket_owner: None }
+        Self {
+            principal: Principal::Anonymous,
+            may_block: true,
+            expected_bucket_owner: None,
+            expected_source_owner: None,
+        }
     }
 
     /// The same request, expecting its bucket to belong to `owner`.
     pub fn expecting_bucket_owner(self, owner: Option<String>) -> Self {
         Self { expected_bucket_owner: owner, ..self }
+    }
+
+    /// The same request, expecting a copy's source bucket to belong to `owner`.
+    pub fn expecting_source_owner(self, owner: Option<String>) -> Self {
+        Self { expected_source_owner: owner, ..self }
     }
 
     /// The same request, run where it may (or may not) block.
