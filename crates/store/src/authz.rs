@@ -133,6 +133,12 @@ impl<S: Store + ?Sized> Authorized<S> {
         if self.may_use(cx, bucket)? {
             return Ok(true);
         }
+        self.shared_by_acl(cx, bucket, access)
+    }
+
+    /// Whether the bucket's canned ACL shares `access` with the principal of `cx` (never the
+    /// owner's own access).
+    fn shared_by_acl(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
         if access == Access::Owner {
             return Ok(false);
         }
@@ -203,30 +209,30 @@ impl<S: Store + ?Sized> Authorized<S> {
         Ok(acl)
     }
 
-    /// The bucket policy's verdict for a principal the owner rules do not allow (`None`: the
-    /// principal uses the bucket as its owner, there is no policy, or no statement applies).
+    /// The bucket policy's verdict for a principal the owner rules do not allow (`None`: there
+    /// is no policy, or no statement applies).
     fn policy_verdict(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<Option<bool>> {
-        if self.may_use(cx, bucket)? {
-            return Ok(None);
-        }
         let Some(document) = self.inner.bucket_policy(cx, bucket)? else { return Ok(None) };
         let policy = BucketPolicy::parse(bucket, &document)?;
         let public_allows = !self.block_of(cx, bucket)?.restrict_public_buckets;
         Ok(policy.verdict(bucket, cx.user_name(), action, public_allows))
     }
 
-    /// Reading one object: allowed by the bucket's owner rules, its policy (an explicit Deny
-    /// wins), its ACL, or the object's own canned ACL.
-    fn require_object_read(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<()> {
-        match self.policy_verdict(cx, bucket, PolicyAction::GetObject { key })? {
+    /// Reading (one object, or a listing): allowed by the bucket's owner rules; for others by
+    /// its policy (an explicit Deny wins), its ACL, or for one object the object's own ACL.
+    fn require_read(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<()> {
+        if self.may_use(cx, bucket)? {
+            return self.check_expected_owner(cx, bucket);
+        }
+        match self.policy_verdict(cx, bucket, action)? {
             Some(false) => return Err(StoreError::AccessDenied),
             Some(true) => return self.check_expected_owner(cx, bucket),
             None => {}
         }
-        match self.require(cx, bucket, Access::Read) {
-            Err(StoreError::AccessDenied) if cx.expected_bucket_owner.is_none() => {}
-            other => return other,
+        if self.shared_by_acl(cx, bucket, Access::Read)? {
+            return self.check_expected_owner(cx, bucket);
         }
+        let PolicyAction::GetObject { key } = action else { return Err(StoreError::AccessDenied) };
         let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
             Ok(info) => self.effective_acl(cx, bucket, info.meta.acl.unwrap_or_default())?,
             Err(StoreError::WouldBlock) => return Err(StoreError::WouldBlock),
@@ -235,8 +241,8 @@ impl<S: Store + ?Sized> Authorized<S> {
         };
         let signed = matches!(cx.principal, Principal::User { .. });
         match acl {
-            CannedAcl::PublicRead | CannedAcl::PublicReadWrite => Ok(()),
-            CannedAcl::AuthenticatedRead if signed => Ok(()),
+            CannedAcl::PublicRead | CannedAcl::PublicReadWrite => self.check_expected_owner(cx, bucket),
+            CannedAcl::AuthenticatedRead if signed => self.check_expected_owner(cx, bucket),
             _ => Err(StoreError::AccessDenied),
         }
     }
@@ -390,7 +396,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &GetRequest,
     ) -> StoreResult<GetResponse> {
-        self.require_object_read(cx, bucket, key)?;
+        self.require_read(cx, bucket, PolicyAction::GetObject { key })?;
         self.inner.get_object(cx, bucket, key, request)
     }
 
@@ -401,7 +407,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require_object_read(cx, bucket, key)?;
+        self.require_read(cx, bucket, PolicyAction::GetObject { key })?;
         self.inner.head_object(cx, bucket, key, request)
     }
 
@@ -425,11 +431,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     }
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
-        match self.policy_verdict(cx, bucket, PolicyAction::ListBucket { prefix: &request.prefix })? {
-            Some(false) => return Err(StoreError::AccessDenied),
-            Some(true) => self.check_expected_owner(cx, bucket)?,
-            None => self.require(cx, bucket, Access::Read)?,
-        }
+        self.require_read(cx, bucket, PolicyAction::ListBucket { prefix: &request.prefix })?;
         self.inner.list_objects(cx, bucket, request)
     }
 
