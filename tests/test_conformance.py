@@ -609,3 +609,20 @@ def test_source_expected_bucket_owner_on_copies(s3):
         s3.copy_object(Bucket="copy-owner", Key="no", CopySource=source, ExpectedSourceBucketOwner="111122223333")
     assert raised.value.response["Error"]["Code"] == "AccessDenied"
     assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket="copy-owner")["Contents"]) == ["ok", "src"]
+
+
+def test_part_number_errors_as_s3(s3):
+    from botocore.exceptions import ClientError
+
+    s3.create_bucket(Bucket="partnumbers")
+    s3.put_object(Bucket="partnumbers", Key="k", Body=b"x")
+
+    def error(**kw):
+        with pytest.raises(ClientError) as raised:
+            s3.get_object(Bucket="partnumbers", Key="k", **kw)
+        return raised.value.response["Error"]["Code"], raised.value.response["ResponseMetadata"]["HTTPStatusCode"]
+
+    # Past the object's parts: 416 InvalidPartNumber; outside 1..10000: 400 InvalidArgument.
+    assert error(PartNumber=2) == ("InvalidPartNumber", 416)
+    assert error(PartNumber=10001) == ("InvalidArgument", 400)
+    assert s3.get_object(Bucket="partnumbers", Key="k", PartNumber=1)["Body"].read() == b"x"
