@@ -21,6 +21,21 @@ def signing_key(secret, date, region="us-east-1"):
     return _hmac(k, "aws4_request")
 
 
+def _now():
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+
+
+def _authorize(headers, method, path, query, payload_hash, access_key, secret, amz_date, date):
+    """Adds the SigV4 Authorization header, signing every header in `headers`."""
+    signed = sorted(headers)
+    canonical = "\n".join([method, path, query, *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), payload_hash])
+    scope = f"{date}/us-east-1/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    sig = hmac.new(signing_key(secret, date), to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
+
+
 def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64 * 1024, tamper_chunk=None):
     """Builds (url, headers, body) for a PUT with a signed aws-chunked body."""
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -63,8 +78,7 @@ def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, ex
     """Builds (url, headers) for a PUT signed in the header with the given payload hash. With
     `virtual_host` (a domain), the bucket goes into the Host header instead of the path; without
     `content_length`, no Content-Length is sent (for chunked transfer encoding)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    amz_date, date = _now()
     host = endpoint.split("://", 1)[1]
     path = "/" + quote(bucket) + "/" + quote(key, safe="/~")
     if virtual_host:
@@ -74,12 +88,7 @@ def signed_put(endpoint, access_key, secret, bucket, key, body, payload_hash, ex
     if content_length:
         headers["content-length"] = str(len(body))
     headers.update({k.lower(): v for k, v in extra_headers.items()})
-    signed = sorted(headers)
-    canonical = "\n".join(["PUT", path, "", *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), payload_hash])
-    scope = f"{date}/us-east-1/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    sig = hmac.new(signing_key(secret, date), to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
+    _authorize(headers, "PUT", path, "", payload_hash, access_key, secret, amz_date, date)
     if not virtual_host:
         del headers["host"]
     return endpoint + path, headers
@@ -96,16 +105,10 @@ def unsigned_trailer_put(endpoint, access_key, secret, bucket, key, data, traile
 def signed_get(endpoint, access_key, secret, path, query, method="GET"):
     """Builds (url, headers) for a GET (or HEAD) of `path` (already URI-encoded) with `query` (a
     dict), signed in the header with an empty payload: for clients that skip an SDK's parsing."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    amz_date, date = _now()
     host = endpoint.split("://", 1)[1]
     canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(str(v), safe='-_.~')}" for k, v in sorted(query.items()))
     headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": EMPTY_SHA256}
-    signed = sorted(headers)
-    canonical = "\n".join([method, path, canonical_query, *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), EMPTY_SHA256])
-    scope = f"{date}/us-east-1/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    sig = hmac.new(signing_key(secret, date), to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
+    _authorize(headers, method, path, canonical_query, EMPTY_SHA256, access_key, secret, amz_date, date)
     del headers["host"]
     return f"{endpoint}{path}" + (f"?{canonical_query}" if canonical_query else ""), headers

@@ -193,6 +193,12 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
     }
 
+    /// Writing an object that gets `acl`: write access, and the ACL not blocked.
+    fn require_write(&self, cx: &RequestContext, bucket: &str, acl: Option<CannedAcl>) -> StoreResult<()> {
+        self.require(cx, bucket, Access::Write)?;
+        self.check_acl_allowed(cx, bucket, acl)
+    }
+
     /// AccessDenied when `acl` is public and the bucket blocks public ACLs.
     fn check_acl_allowed(&self, cx: &RequestContext, bucket: &str, acl: Option<CannedAcl>) -> StoreResult<()> {
         if acl.is_some_and(CannedAcl::is_public) && self.block_of(cx, bucket)?.block_public_acls {
@@ -384,8 +390,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: PutRequest,
     ) -> StoreResult<BoxedWriter> {
-        self.require(cx, bucket, Access::Write)?;
-        self.check_acl_allowed(cx, bucket, request.meta.acl)?;
+        self.require_write(cx, bucket, request.meta.acl)?;
         self.inner.put_object(cx, bucket, key, request)
     }
 
@@ -425,8 +430,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo> {
         self.require_source(cx, source.0)?;
-        self.require(cx, destination.0, Access::Write)?;
-        self.check_acl_allowed(cx, destination.0, request.acl)?;
+        self.require_write(cx, destination.0, request.acl)?;
         self.inner.copy_object(cx, source, destination, request)
     }
 
@@ -459,8 +463,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: PutRequest,
     ) -> StoreResult<String> {
-        self.require(cx, bucket, Access::Write)?;
-        self.check_acl_allowed(cx, bucket, request.meta.acl)?;
+        self.require_write(cx, bucket, request.meta.acl)?;
         self.inner.create_multipart_upload(cx, bucket, key, request)
     }
 
