@@ -507,7 +507,7 @@ pub unsafe extern "C" fn isthmus_delete(
     key: *const c_char,
 ) -> IsthmusStatus {
     run(|| unsafe {
-        handle(store)?.delete_object(&cx(), text(bucket, "bucket")?, text(key, "key")?, &Default::default())
+        handle(store)?.delete_object(&cx(), text(bucket, "bucket")?, text(key, "key")?, &Default::default()).map(drop)
     })
 }
 

@@ -672,7 +672,8 @@ pub unsafe extern "C" fn S3_delete_object(
 ) {
     let result = guard(|| -> Result<(), Failure> {
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
-        Ok(store.delete_object(&cx(), bucket, key_of(key)?, &Default::default())?)
+        store.delete_object(&cx(), bucket, key_of(key)?, &Default::default())?;
+        Ok(())
     });
     unsafe { complete(handler, data, result) };
 }

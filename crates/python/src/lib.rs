@@ -374,7 +374,7 @@ impl PyStore {
     }
 
     fn delete_object(&self, py: Python<'_>, bucket: &str, key: &str) -> PyResult<()> {
-        py.detach(|| self.inner.delete_object(&self.cx, bucket, key, &Default::default())).map_err(to_py)
+        py.detach(|| self.inner.delete_object(&self.cx, bucket, key, &Default::default())).map(drop).map_err(to_py)
     }
 
     fn copy_object<'py>(

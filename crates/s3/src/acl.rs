@@ -8,6 +8,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
+use crate::object::require_current_version;
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
 const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";
@@ -113,10 +114,13 @@ pub async fn put_object_acl(
     let cx = gw.cx(&req);
     let input = req.input;
     only_canned!(input);
-    crate::object::check_version(input.version_id.as_deref())?;
     let acl = parse_canned(input.acl.as_ref().map(|a| a.as_str()))?.unwrap_or_default();
-    let (bucket, key) = (input.bucket, input.key);
-    gw.write(&cx, move |store, cx| store.set_object_acl(cx, &bucket, &key, acl)).await?;
+    let (bucket, key, version) = (input.bucket, input.key, input.version_id);
+    gw.write(&cx, move |store, cx| {
+        require_current_version(store, cx, &bucket, &key, version.as_deref())?;
+        store.set_object_acl(cx, &bucket, &key, acl)
+    })
+    .await?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }
 
@@ -127,13 +131,13 @@ pub async fn get_object_acl(
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    crate::object::check_version(input.version_id.as_deref())?;
-    let (bucket, key) = (input.bucket, input.key);
+    let (bucket, key, version) = (input.bucket, input.key, input.version_id);
     let root = gw.users.root().to_string();
     let (acl, owner) = gw
         .read(&cx, move |store, cx| {
             // Reading an object's ACL is the bucket owner's, as changing it.
             let owner = store.bucket_owner(cx, &bucket)?.unwrap_or_else(|| root.clone());
+            require_current_version(store, cx, &bucket, &key, version.as_deref())?;
             let info = store.head_object(cx, &bucket, &key, &Default::default())?;
             Ok((info.meta.acl.unwrap_or_default(), owner))
         })

@@ -18,7 +18,6 @@ pub async fn get_object_attributes(
 ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    crate::object::check_version(input.version_id.as_deref())?;
     // The header is one comma-separated list (or repeated): both arrive here.
     let wanted =
         |name: &str| input.object_attributes.iter().flat_map(|a| a.as_str().split(',')).any(|a| a.trim() == name);
@@ -32,9 +31,13 @@ pub async fn get_object_attributes(
     };
     let marker = input.part_number_marker.unwrap_or(0).max(0) as u32;
     let (bucket, key) = (input.bucket.clone(), input.key.clone());
-    let info = gw.read(&cx, move |store, cx| store.head_object(cx, &bucket, &key, &HeadRequest::default())).await?;
-    let mut output =
-        GetObjectAttributesOutput { last_modified: Some(Timestamp::from(info.last_modified)), ..Default::default() };
+    let request = HeadRequest { version_id: input.version_id.clone(), ..Default::default() };
+    let info = gw.read(&cx, move |store, cx| store.head_object(cx, &bucket, &key, &request)).await?;
+    let mut output = GetObjectAttributesOutput {
+        last_modified: Some(Timestamp::from(info.last_modified)),
+        version_id: info.version_id.clone(),
+        ..Default::default()
+    };
     if wanted(ObjectAttributes::ETAG) {
         output.e_tag = Some(ETag::Strong(info.etag.clone()));
     }

@@ -110,7 +110,32 @@ pub async fn get_bucket_versioning(
 ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
     let cx = gw.cx(&req);
     let bucket = req.input.bucket;
-    gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
-    // Never versioned: S3 reports that by leaving Status out.
-    Ok(S3Response::new(GetBucketVersioningOutput::default()))
+    let state = gw.read(&cx, move |store, cx| store.bucket_versioning(cx, &bucket)).await?;
+    // A bucket never versioned: S3 reports that by leaving Status out.
+    Ok(S3Response::new(GetBucketVersioningOutput {
+        status: state.map(|s| BucketVersioningStatus::from(s.as_str().to_string())),
+        mfa_delete: None,
+    }))
+}
+
+/// PutBucketVersioning: Enabled or Suspended. MFA delete needs an MFA device, which this
+/// gateway does not have: refused.
+pub async fn put_bucket_versioning(
+    gw: &Gateway,
+    req: S3Request<PutBucketVersioningInput>,
+) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+    let cx = gw.cx(&req);
+    let input = req.input;
+    let config = input.versioning_configuration;
+    if config.mfa_delete.as_ref().is_some_and(|m| m.as_str() == MFADelete::ENABLED) || input.mfa.is_some() {
+        return Err(s3_error!(NotImplemented, "MFA delete is not supported"));
+    }
+    let state = config
+        .status
+        .as_ref()
+        .and_then(|s| isthmus_store::Versioning::parse(s.as_str()))
+        .ok_or_else(|| s3_error!(MalformedXML, "The versioning Status must be Enabled or Suspended"))?;
+    let bucket = input.bucket;
+    gw.write(&cx, move |store, cx| store.set_bucket_versioning(cx, &bucket, state)).await?;
+    Ok(S3Response::new(PutBucketVersioningOutput::default()))
 }

@@ -18,6 +18,15 @@ pub fn s3_error(err: StoreError) -> S3Error {
     if let Ok(status) = hyper::StatusCode::from_u16(err.http_status()) {
         s3.set_status_code(status);
     }
+    // S3 says which delete marker answered, so clients can tell "deleted" from "never was".
+    if let StoreError::LatestIsDeleteMarker { version_id } | StoreError::VersionIsDeleteMarker { version_id } = &err {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("x-amz-delete-marker", hyper::header::HeaderValue::from_static("true"));
+        if let Ok(value) = hyper::header::HeaderValue::from_str(version_id) {
+            headers.insert("x-amz-version-id", value);
+        }
+        s3.set_headers(headers);
+    }
     s3
 }
 

@@ -175,6 +175,12 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
         bucket::get_bucket_versioning(self, req).await
     }
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        bucket::put_bucket_versioning(self, req).await
+    }
     async fn list_object_versions(
         &self,
         req: S3Request<ListObjectVersionsInput>,

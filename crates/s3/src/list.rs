@@ -3,7 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use isthmus_store::{ListPage, ListRequest, RequestContext};
+use isthmus_store::{ListPage, ListRequest, ListVersionsRequest, RequestContext};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
@@ -161,7 +161,8 @@ pub(crate) fn decode_token(token: &str) -> S3Result<String> {
         .ok_or_else(|| s3_error!(InvalidArgument, "The continuation token provided is incorrect"))
 }
 
-/// Every object is its own "null" version: this gateway keeps one version per key.
+/// ListObjectVersions: versions and delete markers, each key's newest first (in a bucket
+/// never versioned, every object as its null version).
 pub async fn list_object_versions(
     gw: &Gateway,
     req: S3Request<ListObjectVersionsInput>,
@@ -170,32 +171,55 @@ pub async fn list_object_versions(
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
-    let request = list_request(&input.prefix, &input.delimiter, input.key_marker.clone(), max);
-    let mut page = list_page(gw, &cx, input.bucket.clone(), request).await?;
-    let versions = std::mem::take(&mut page.objects)
-        .into_iter()
-        .map(|o| ObjectVersion {
-            key: Some(enc.apply(o.key)),
-            version_id: Some("null".into()),
-            is_latest: Some(true),
-            size: Some(o.size as i64),
-            e_tag: Some(etag(&o.etag)),
-            last_modified: Some(Timestamp::from(o.last_modified)),
-            storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
-            ..Default::default()
-        })
-        .collect();
-    let prefixes = common_prefixes(&mut page, &enc);
+    let listing = list_request(&input.prefix, &input.delimiter, input.key_marker.clone(), max);
+    let request = ListVersionsRequest {
+        prefix: listing.prefix,
+        delimiter: listing.delimiter,
+        key_marker: listing.start_after,
+        version_id_marker: input.version_id_marker.clone().filter(|m| !m.is_empty()),
+        max_keys: max,
+    };
+    let bucket = input.bucket.clone();
+    let page = gw.scan(&cx, move |store, cx| store.list_object_versions(cx, &bucket, &request)).await?;
+    let mut versions = Vec::new();
+    let mut delete_markers = Vec::new();
+    for v in page.versions {
+        let key = Some(enc.apply(v.info.key));
+        let last_modified = Some(Timestamp::from(v.info.last_modified));
+        if v.delete_marker {
+            delete_markers.push(DeleteMarkerEntry {
+                key,
+                version_id: v.info.version_id,
+                is_latest: Some(v.is_latest),
+                last_modified,
+                owner: None,
+            });
+        } else {
+            versions.push(ObjectVersion {
+                key,
+                version_id: v.info.version_id,
+                is_latest: Some(v.is_latest),
+                size: Some(v.info.size as i64),
+                e_tag: Some(etag(&v.info.etag)),
+                last_modified,
+                storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
+                ..Default::default()
+            });
+        }
+    }
+    let prefixes = page.common_prefixes.into_iter().map(|p| CommonPrefix { prefix: Some(enc.apply(p)) }).collect();
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(input.bucket),
         prefix: Some(enc.apply(input.prefix.unwrap_or_default())),
         delimiter: enc.opt(input.delimiter.filter(|d| !d.is_empty())),
         key_marker: enc.opt(input.key_marker),
+        version_id_marker: input.version_id_marker,
         max_keys: Some(max as i32),
         is_truncated: Some(page.is_truncated),
-        next_key_marker: enc.opt(page.next_marker.clone()),
-        next_version_id_marker: page.next_marker.map(|_| "null".to_string()),
+        next_key_marker: enc.opt(page.next_key_marker),
+        next_version_id_marker: page.next_version_id_marker,
         versions: Some(versions),
+        delete_markers: Some(delete_markers),
         common_prefixes: Some(prefixes),
         encoding_type: input.encoding_type,
         ..Default::default()

@@ -131,6 +131,7 @@ pub async fn complete_multipart_upload(
         key: Some(key),
         e_tag: Some(etag(&info.etag)),
         checksum_type: info.checksum.as_ref().map(checksum_type),
+        version_id: crate::object::written_version(&info),
         ..Default::default()
     };
     set_checksum!(output, &info.checksum);
@@ -247,9 +248,7 @@ pub async fn upload_part_copy(
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
         return Err(s3_error!(NotImplemented, "Copying from an access point is not supported"));
     };
-    if version_id.as_deref().is_some_and(|v| v != "null") {
-        return Err(s3_error!(NoSuchVersion, "This gateway keeps only the current (null) version"));
-    }
+    let source_version_id = version_id.as_deref().map(str::to_string);
     let range = match input.copy_source_range.as_deref() {
         None => None,
         Some(header) => match Range::parse(header) {
@@ -265,6 +264,7 @@ pub async fn upload_part_copy(
         },
     };
     let source_request = isthmus_store::GetRequest {
+        version_id: source_version_id.clone(),
         range,
         part_number: None,
         conditions: crate::convert::conditions(
@@ -289,5 +289,9 @@ pub async fn upload_part_copy(
         ..Default::default()
     };
     set_checksum!(result, &info.checksum);
-    Ok(S3Response::new(UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() }))
+    Ok(S3Response::new(UploadPartCopyOutput {
+        copy_part_result: Some(result),
+        copy_source_version_id: source_version_id,
+        ..Default::default()
+    }))
 }

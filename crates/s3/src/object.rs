@@ -1,6 +1,6 @@
 //! Object operations: PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects, CopyObject.
 
-use isthmus_store::{Conditions, CopyRequest, GetRequest, ObjectInfo, PutRequest};
+use isthmus_store::{Conditions, CopyRequest, DeleteRequest, GetRequest, HeadRequest, ObjectInfo, PutRequest};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
@@ -45,7 +45,8 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         store.put_object(cx, &bucket, &key, request.clone())
     })
     .await?;
-    let mut output = PutObjectOutput { e_tag: Some(etag(&info.etag)), ..Default::default() };
+    let mut output =
+        PutObjectOutput { e_tag: Some(etag(&info.etag)), version_id: written_version(&info), ..Default::default() };
     set_checksum!(output, &info.checksum);
     output.checksum_type = info.checksum.as_ref().map(checksum_type);
     Ok(S3Response::new(output))
@@ -128,24 +129,39 @@ fn requested_part(n: Option<i32>) -> S3Result<Option<u32>> {
     }
 }
 
-/// Only the "null" version exists.
-pub(crate) fn check_version(version_id: Option<&str>) -> S3Result<()> {
-    match version_id {
-        Some(v) if v != "null" => Err(s3_error!(
-            NoSuchVersion,
-            "The specified version does not exist (this gateway keeps only the null version)"
+/// The `x-amz-version-id` of a write: the new version's id where versioning is enabled (a
+/// write in a suspended bucket makes the null version, which S3 does not announce).
+pub(crate) fn written_version(info: &ObjectInfo) -> Option<String> {
+    info.version_id.clone().filter(|id| id != isthmus_store::NULL_VERSION)
+}
+
+/// Tags and ACLs are kept for the current version only: a `versionId` must name it (or be
+/// absent). A missing version is NoSuchVersion; another existing one, a clear refusal.
+pub(crate) fn require_current_version(
+    store: &dyn isthmus_store::Store,
+    cx: &isthmus_store::RequestContext,
+    bucket: &str,
+    key: &str,
+    version_id: Option<&str>,
+) -> isthmus_store::StoreResult<()> {
+    let Some(wanted) = version_id else { return Ok(()) };
+    let named = HeadRequest { version_id: Some(wanted.to_string()), ..Default::default() };
+    let named = store.head_object(cx, bucket, key, &named)?;
+    match store.head_object(cx, bucket, key, &HeadRequest::default()) {
+        Ok(current) if current.version_id == named.version_id => Ok(()),
+        Ok(_) | Err(_) => Err(isthmus_store::StoreError::InvalidRequest(
+            "This gateway keeps tags and ACLs for the current version of an object only".into(),
         )),
-        _ => Ok(()),
     }
 }
 
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    check_version(input.version_id.as_deref())?;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let part_number = requested_part(input.part_number)?;
     let request = GetRequest {
+        version_id: input.version_id,
         range: byte_range(input.range),
         part_number,
         conditions: conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since),
@@ -161,9 +177,11 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     let (info, range) = response;
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let checksum = info.checksum.clone();
+    let version_id = info.version_id.clone();
     let mut output = object_output!(GetObjectOutput, info, range, part_number, {
         body: Some(body.into_blob(&gw.engine)),
         tag_count: tag_count,
+        version_id: version_id,
     });
     // Checksums describe the whole object: returned on request, and not for ranges.
     if checksum_mode && range.is_none() {
@@ -176,13 +194,12 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    check_version(input.version_id.as_deref())?;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let conditions =
         conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since);
     let (bucket, key) = (input.bucket, input.key);
     let part_number = requested_part(input.part_number)?;
-    let request = isthmus_store::HeadRequest { conditions };
+    let request = HeadRequest { version_id: input.version_id, conditions };
     let info = gw.read(&cx, move |store, cx| store.head_object(cx, &bucket, &key, &request)).await?;
     let part = match part_number {
         None | Some(1) if info.parts.is_empty() => None,
@@ -193,7 +210,8 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
     };
     let checksum = info.checksum.clone();
     let tag_count = info.meta.tags.len();
-    let mut output = object_output!(HeadObjectOutput, info, part, part_number, {});
+    let version_id = info.version_id.clone();
+    let mut output = object_output!(HeadObjectOutput, info, part, part_number, { version_id: version_id });
     if checksum_mode {
         output.checksum_type = checksum.as_ref().map(checksum_type);
         set_checksum!(output, &checksum);
@@ -215,8 +233,13 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let cx = gw.cx(&req);
     let (bucket, key) = (req.input.bucket, req.input.key);
-    gw.write(&cx, move |store, cx| store.delete_object(cx, &bucket, &key, &Default::default())).await?;
-    Ok(S3Response::new(DeleteObjectOutput::default()))
+    let request = DeleteRequest { version_id: req.input.version_id };
+    let outcome = gw.write(&cx, move |store, cx| store.delete_object(cx, &bucket, &key, &request)).await?;
+    Ok(S3Response::new(DeleteObjectOutput {
+        delete_marker: outcome.delete_marker.then_some(true),
+        version_id: outcome.version_id,
+        ..Default::default()
+    }))
 }
 
 pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
@@ -225,9 +248,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
         return Err(s3_error!(NotImplemented, "Copying from an access point is not supported"));
     };
-    if version_id.as_deref().is_some_and(|v| v != "null") {
-        return Err(s3_error!(NoSuchVersion, "This gateway keeps only the current (null) version"));
-    }
+    let source_version_id = version_id.as_deref().map(str::to_string);
     let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
     let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     if !replace && src_bucket == input.bucket && src_key == input.key {
@@ -248,6 +269,7 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         _ => None,
     };
     let request = CopyRequest {
+        source_version_id: source_version_id.clone(),
         acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,
         replace_meta: replace.then(|| meta_headers!(input).into_meta()),
         source_conditions,
@@ -261,7 +283,12 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         last_modified: Some(Timestamp::from(info.last_modified)),
         ..Default::default()
     };
-    Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(result),
+        copy_source_version_id: source_version_id,
+        version_id: written_version(&info),
+        ..Default::default()
+    }))
 }
 
 /// Most keys one DeleteObjects request may name.
@@ -286,31 +313,35 @@ pub async fn delete_objects(
             Ok(objects
                 .iter()
                 .map(|o| {
-                    let outcome = match o.version_id.as_deref() {
-                        Some(v) if v != "null" => Err(isthmus_store::StoreError::InvalidArgument(
-                            "This gateway keeps only the null version".into(),
-                        )),
-                        _ => store.delete_object(cx, &bucket, &o.key, &Default::default()),
-                    };
-                    (o.key.clone(), outcome)
+                    let request = DeleteRequest { version_id: o.version_id.clone() };
+                    let outcome = store.delete_object(cx, &bucket, &o.key, &request);
+                    (o.key.clone(), o.version_id.clone(), outcome)
                 })
                 .collect::<Vec<_>>())
         })
         .await?;
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
-    for (key, outcome) in results {
+    for (key, asked_version, outcome) in results {
         match outcome {
-            Ok(()) => {
+            Ok(outcome) => {
                 if !quiet {
-                    deleted.push(DeletedObject { key: Some(key), ..Default::default() });
+                    // A delete that made a marker names it in DeleteMarkerVersionId; one that
+                    // removed a version names that version in VersionId.
+                    let marker = outcome.delete_marker && asked_version.is_none();
+                    deleted.push(DeletedObject {
+                        key: Some(key),
+                        delete_marker: outcome.delete_marker.then_some(true),
+                        delete_marker_version_id: if marker { outcome.version_id.clone() } else { None },
+                        version_id: if marker { None } else { asked_version },
+                    });
                 }
             }
             Err(err) => errors.push(Error {
                 code: Some(err.s3_code().to_string()),
                 message: Some(err.to_string()),
                 key: Some(key),
-                version_id: None,
+                version_id: asked_version,
             }),
         }
     }

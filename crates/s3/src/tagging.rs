@@ -8,6 +8,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
+use crate::object::require_current_version;
 
 /// Parses `x-amz-tagging` (URL query form: `k1=v1&k2=v2`).
 pub fn parse_tagging_header(header: Option<&str>) -> S3Result<BTreeMap<String, String>> {
@@ -40,8 +41,13 @@ pub async fn put_object_tagging(
     let cx = gw.cx(&req);
     let input = req.input;
     let tags = tag_map(input.tagging.tag_set)?;
-    gw.write(&cx, move |store, cx| store.set_object_tags(cx, &input.bucket, &input.key, tags.clone())).await?;
-    Ok(S3Response::new(PutObjectTaggingOutput::default()))
+    let version = input.version_id.clone();
+    gw.write(&cx, move |store, cx| {
+        require_current_version(store, cx, &input.bucket, &input.key, input.version_id.as_deref())?;
+        store.set_object_tags(cx, &input.bucket, &input.key, tags.clone())
+    })
+    .await?;
+    Ok(S3Response::new(PutObjectTaggingOutput { version_id: version }))
 }
 
 pub async fn get_object_tagging(
@@ -50,9 +56,13 @@ pub async fn get_object_tagging(
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    let info =
-        gw.read(&cx, move |store, cx| store.head_object(cx, &input.bucket, &input.key, &Default::default())).await?;
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(info.meta.tags), version_id: None }))
+    let info = gw
+        .read(&cx, move |store, cx| {
+            require_current_version(store, cx, &input.bucket, &input.key, input.version_id.as_deref())?;
+            store.head_object(cx, &input.bucket, &input.key, &Default::default())
+        })
+        .await?;
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(info.meta.tags), version_id: info.version_id }))
 }
 
 pub async fn delete_object_tagging(
@@ -61,8 +71,13 @@ pub async fn delete_object_tagging(
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    gw.write(&cx, move |store, cx| store.set_object_tags(cx, &input.bucket, &input.key, BTreeMap::new())).await?;
-    Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+    let version = input.version_id.clone();
+    gw.write(&cx, move |store, cx| {
+        require_current_version(store, cx, &input.bucket, &input.key, input.version_id.as_deref())?;
+        store.set_object_tags(cx, &input.bucket, &input.key, BTreeMap::new())
+    })
+    .await?;
+    Ok(S3Response::new(DeleteObjectTaggingOutput { version_id: version }))
 }
 
 fn tag_set(tags: BTreeMap<String, String>) -> TagSet {

@@ -20,9 +20,9 @@ use crate::acl::{CannedAcl, PublicAccessBlock};
 use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use crate::policy::{BucketPolicy, PolicyAction};
 use crate::{
-    BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, GetRequest, GetResponse,
-    HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, Principal, PutRequest,
-    RequestContext, Store, StoreError, StoreResult,
+    BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest, GetRequest,
+    GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, ObjectInfo, PartRequest,
+    Principal, PutRequest, RequestContext, Store, StoreError, StoreResult, Versioning, VersionsPage,
 };
 
 /// Buckets each user may use besides its own: exact names, or prefixes ending in `*`.
@@ -165,6 +165,22 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// AccessDenied unless the bucket's owner is the one the request expects (if it names one).
     fn check_expected_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         self.check_owner_is(cx, bucket, cx.expected_bucket_owner.as_deref())
+    }
+
+    /// A GET or HEAD: of the latest version, as `require_read` says; of a named version, read
+    /// access by owner, grant or bucket ACL (policies grant `s3:GetObject`, not
+    /// `s3:GetObjectVersion`).
+    fn require_object_read(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+    ) -> StoreResult<()> {
+        match version {
+            None => self.require_read(cx, bucket, PolicyAction::GetObject { key }),
+            Some(_) => self.require(cx, bucket, Access::Read),
+        }
     }
 
     /// The source of a copy: readable, and owned by whom the request expects (if it says).
@@ -401,7 +417,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &GetRequest,
     ) -> StoreResult<GetResponse> {
-        self.require_read(cx, bucket, PolicyAction::GetObject { key })?;
+        self.require_object_read(cx, bucket, key, request.version_id.as_deref())?;
         self.inner.get_object(cx, bucket, key, request)
     }
 
@@ -412,11 +428,17 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
-        self.require_read(cx, bucket, PolicyAction::GetObject { key })?;
+        self.require_object_read(cx, bucket, key, request.version_id.as_deref())?;
         self.inner.head_object(cx, bucket, key, request)
     }
 
-    fn delete_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: &DeleteRequest) -> StoreResult<()> {
+    fn delete_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &DeleteRequest,
+    ) -> StoreResult<DeleteOutcome> {
         self.require(cx, bucket, Access::Write)?;
         self.inner.delete_object(cx, bucket, key, request)
     }
@@ -437,6 +459,28 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
         self.require_read(cx, bucket, PolicyAction::ListBucket { prefix: &request.prefix })?;
         self.inner.list_objects(cx, bucket, request)
+    }
+
+    fn bucket_versioning(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<Versioning>> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.bucket_versioning(cx, bucket)
+    }
+
+    fn set_bucket_versioning(&self, cx: &RequestContext, bucket: &str, state: Versioning) -> StoreResult<()> {
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.set_bucket_versioning(cx, bucket, state)
+    }
+
+    /// Bucket policies grant `s3:ListBucket`, not `s3:ListBucketVersions`: listing versions
+    /// takes read access by owner, grant or bucket ACL.
+    fn list_object_versions(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListVersionsRequest,
+    ) -> StoreResult<VersionsPage> {
+        self.require(cx, bucket, Access::Read)?;
+        self.inner.list_object_versions(cx, bucket, request)
     }
 
     fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()> {

@@ -11,6 +11,9 @@ use std::sync::Arc;
 
 use md5::Digest;
 
+mod versions;
+pub use versions::*;
+
 use crate::multipart::{CompletedPart, ListUploadsRequest};
 use crate::{
     ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
@@ -37,7 +40,9 @@ macro_rules! store_conformance_tests {
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
             metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
             folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
-            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags);
+            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags,
+            versions_are_kept_and_read_by_id, suspended_versioning_replaces_the_null_version,
+            version_listing_pages_and_prefixes);
     };
     (@each $make:expr; $($check:ident),* $(,)?) => {
         $(
@@ -291,7 +296,8 @@ pub fn read_conditions_and_ranges(store: &dyn Store) {
         |e| matches!(e, StoreError::InvalidRange { size: 10 }),
         "range past the end",
     );
-    let when = |conditions: Conditions| store.head_object(&cx(), &b, "r", &HeadRequest { conditions });
+    let when =
+        |conditions: Conditions| store.head_object(&cx(), &b, "r", &HeadRequest { conditions, ..Default::default() });
     let tags = |t: &str| Some(ETagMatch::Tags(vec![format!("\"{t}\"")]));
     when(Conditions { if_match: tags(&etag), ..Default::default() }).unwrap();
     expect_err(

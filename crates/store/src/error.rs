@@ -10,6 +10,14 @@ pub enum StoreError {
     NoSuchBucket,
     #[error("The specified key does not exist")]
     NoSuchKey,
+    /// The key's latest version is a delete marker (GET and HEAD without a version id).
+    #[error("The specified key does not exist")]
+    LatestIsDeleteMarker { version_id: String },
+    #[error("The specified version does not exist")]
+    NoSuchVersion,
+    /// GET or HEAD of a delete marker by its version id.
+    #[error("The specified method is not allowed against this resource (the version is a delete marker)")]
+    VersionIsDeleteMarker { version_id: String },
     #[error("Your previous request to create the named bucket succeeded and you already own it")]
     BucketAlreadyOwnedByYou,
     #[error(
@@ -83,7 +91,9 @@ impl StoreError {
     pub fn s3_code(&self) -> &'static str {
         match self {
             Self::NoSuchBucket => "NoSuchBucket",
-            Self::NoSuchKey => "NoSuchKey",
+            Self::NoSuchKey | Self::LatestIsDeleteMarker { .. } => "NoSuchKey",
+            Self::NoSuchVersion => "NoSuchVersion",
+            Self::VersionIsDeleteMarker { .. } => "MethodNotAllowed",
             Self::BucketAlreadyOwnedByYou => "BucketAlreadyOwnedByYou",
             Self::BucketAlreadyExists => "BucketAlreadyExists",
             Self::BucketNotEmpty => "BucketNotEmpty",
@@ -119,7 +129,12 @@ impl StoreError {
     /// The HTTP status code S3 uses for this error.
     pub fn http_status(&self) -> u16 {
         match self {
-            Self::NoSuchBucket | Self::NoSuchKey | Self::NoSuchUpload => 404,
+            Self::NoSuchBucket
+            | Self::NoSuchKey
+            | Self::LatestIsDeleteMarker { .. }
+            | Self::NoSuchVersion
+            | Self::NoSuchUpload => 404,
+            Self::VersionIsDeleteMarker { .. } => 405,
             Self::InvalidPart(_)
             | Self::InvalidPartOrder
             | Self::EntityTooSmall

@@ -82,8 +82,8 @@ impl<'k> ObjectPath<'k> {
                 s => segments.push(s),
             }
         }
-        if segments[0] == INTERNAL_DIR {
-            return invalid("the prefix .isthmus/ is reserved for the gateway's internal state");
+        if segments.contains(&INTERNAL_DIR) {
+            return invalid("the path segment .isthmus is reserved for the gateway's internal state");
         }
         Ok(Self { key, segments, is_dir })
     }
@@ -167,9 +167,21 @@ mod tests {
 
     #[test]
     fn traversal_and_bad_keys_are_refused() {
-        for bad in
-            ["", "..", "../x", "a/../../x", "a/./b", "/abs", "a//b", "a\0b", ".", "./", ".isthmus", ".isthmus/tmp/x"]
-        {
+        for bad in [
+            "",
+            "..",
+            "../x",
+            "a/../../x",
+            "a/./b",
+            "/abs",
+            "a//b",
+            "a\0b",
+            ".",
+            "./",
+            ".isthmus",
+            ".isthmus/tmp/x",
+            "a/.isthmus/v",
+        ] {
             assert!(matches!(ObjectPath::parse(bad), Err(StoreError::InvalidKey(_))), "{bad:?}");
         }
         let long_segment = format!("a/{}", "x".repeat(256));

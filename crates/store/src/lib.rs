@@ -18,6 +18,7 @@ pub mod key;
 pub mod meta;
 pub mod policy;
 pub mod posix;
+pub mod versioning;
 pub use posix::multipart;
 
 use std::io::Read;
@@ -32,6 +33,9 @@ pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
+pub use versioning::{
+    DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
+};
 
 /// A bucket as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +58,9 @@ pub struct ObjectInfo {
     /// Part sizes of an object completed from a multipart upload, run-length encoded as
     /// (size, count); empty for objects written in one piece.
     pub parts: Vec<(u64, u32)>,
+    /// The version id (`"null"` for the null version) in a bucket that has a versioning state;
+    /// `None` in an unversioned bucket.
+    pub version_id: Option<String>,
 }
 
 impl ObjectInfo {
@@ -109,6 +116,8 @@ pub struct PutRequest {
 /// A GET: the byte range wanted and the conditions on the current object.
 #[derive(Debug, Clone, Default)]
 pub struct GetRequest {
+    /// A version other than the latest (`versionId`).
+    pub version_id: Option<String>,
     pub range: Option<ByteRange>,
     /// `partNumber`: read one part of a multipart object (exclusive with `range`).
     pub part_number: Option<u32>,
@@ -118,6 +127,8 @@ pub struct GetRequest {
 /// A server-side copy.
 #[derive(Debug, Clone, Default)]
 pub struct CopyRequest {
+    /// The source version (`versionId` of x-amz-copy-source); `None` is the latest.
+    pub source_version_id: Option<String>,
     /// `None` keeps the source's metadata (directive COPY); `Some` replaces it (REPLACE).
     pub replace_meta: Option<ObjectMeta>,
     /// Conditions on the source object (`x-amz-copy-source-if-*`).
@@ -189,12 +200,18 @@ pub struct CreateBucketRequest {
 /// A HEAD of an object.
 #[derive(Debug, Clone, Default)]
 pub struct HeadRequest {
+    /// A version other than the latest (`versionId`).
+    pub version_id: Option<String>,
     pub conditions: Conditions,
 }
 
-/// A DeleteObject. Its fields arrive with versioning; today it names no options.
+/// A DeleteObject.
 #[derive(Debug, Clone, Default)]
-pub struct DeleteRequest {}
+pub struct DeleteRequest {
+    /// Removes this version for good; `None` deletes the key (a delete marker in a versioned
+    /// bucket).
+    pub version_id: Option<String>,
+}
 
 /// An UploadPart.
 #[derive(Debug, Clone, Copy, Default)]
@@ -281,7 +298,13 @@ pub trait Store: Send + Sync + 'static {
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo>;
     /// Deleting a key that does not exist succeeds, as in S3.
-    fn delete_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: &DeleteRequest) -> StoreResult<()>;
+    fn delete_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &DeleteRequest,
+    ) -> StoreResult<DeleteOutcome>;
     fn copy_object(
         &self,
         cx: &RequestContext,
@@ -290,6 +313,18 @@ pub trait Store: Send + Sync + 'static {
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
+    /// The bucket's versioning state (`None`: never versioned); NoSuchBucket if missing.
+    fn bucket_versioning(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<Versioning>>;
+    /// Enables or suspends versioning.
+    fn set_bucket_versioning(&self, cx: &RequestContext, bucket: &str, state: Versioning) -> StoreResult<()>;
+    /// Every version and delete marker (in an unversioned bucket: every object, as its null
+    /// version).
+    fn list_object_versions(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListVersionsRequest,
+    ) -> StoreResult<VersionsPage>;
     /// Replaces the object's canned ACL (private removes it).
     fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()>;
     /// Replaces the object's tags (an empty map removes them).
@@ -411,6 +446,7 @@ mod tests {
             meta: ObjectMeta::default(),
             checksum: None,
             parts,
+            version_id: None,
         }
     }
 

@@ -135,6 +135,10 @@ pub struct MetaRecord {
     pub parts: Vec<(u64, u32)>,
     #[serde(default)]
     pub meta: ObjectMeta,
+    /// The version id given when the object was written in a versioning-enabled bucket; none
+    /// is the null version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
 }
 
 /// Reads and writes metadata records for one bucket, for one request.
@@ -303,6 +307,7 @@ mod tests {
             parts: vec![(5 << 20, 3), (17, 1)],
             identity: FileIdentity { ino: 7, size: 0, mtime_ns: 1_700_000_000_123_456_789 },
             meta,
+            version_id: Some("00000000000000010000abcd".into()),
         };
         let bytes = serde_json::to_vec(&record).unwrap();
         let back: MetaRecord = serde_json::from_slice(&bytes).unwrap();

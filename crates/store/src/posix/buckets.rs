@@ -141,6 +141,9 @@ impl PosixStore {
                 return Err(StoreError::BucketNotEmpty);
             }
         }
+        if super::versions::keeps_versions(open.fd.as_fd()) {
+            return Err(StoreError::BucketNotEmpty);
+        }
         let is_link = rustix::fs::statat(&*self.root_fd, bucket, AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Symlink);
         if is_link {
@@ -188,7 +191,7 @@ impl PosixStore {
 
     /// Replaces (`Some`) or removes (`None`) a small file of the bucket's internal area,
     /// atomically, durably in strict mode. Every gateway on the file system reads the same.
-    fn write_bucket_file(&self, bucket: &str, name: &str, bytes: Option<&[u8]>) -> StoreResult<()> {
+    pub(super) fn write_bucket_file(&self, bucket: &str, name: &str, bytes: Option<&[u8]>) -> StoreResult<()> {
         let open = self.bucket_fd(bucket)?;
         let dir = create_dirs_beneath(open.fd.as_fd(), INTERNAL_DIR, self.strict())?;
         match bytes {

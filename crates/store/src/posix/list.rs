@@ -45,14 +45,16 @@ struct DirListing {
 }
 
 impl DirListing {
-    fn read(dir: BorrowedFd<'_>, is_bucket_root: bool) -> StoreResult<Self> {
+    fn read(dir: BorrowedFd<'_>) -> StoreResult<Self> {
         let mut entries = Vec::new();
         for entry in rustix::fs::Dir::read_from(dir)? {
             let entry = entry?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
             };
-            if name == "." || name == ".." || (is_bucket_root && name == INTERNAL_DIR) {
+            // `.isthmus` is the gateway's at any depth (it holds the versions of a key in the
+            // versions tree); no key has such a segment.
+            if name == "." || name == ".." || name == INTERNAL_DIR {
                 continue;
             }
             let is_dir = match entry.file_type() {
@@ -122,7 +124,7 @@ impl DirCache {
         Self { cache: quick_cache::sync::Cache::with_weighter(1024, max_entries.max(1), EntryCountWeighter) }
     }
 
-    fn listing(&self, dir: BorrowedFd<'_>, is_bucket_root: bool) -> StoreResult<Arc<DirListing>> {
+    fn listing(&self, dir: BorrowedFd<'_>) -> StoreResult<Arc<DirListing>> {
         let stat = rustix::fs::fstat(dir)?;
         let version = DirVersion {
             dev: stat.st_dev,
@@ -134,7 +136,7 @@ impl DirCache {
         if let Some(listing) = self.cache.get(&version) {
             return Ok(listing);
         }
-        let listing = Arc::new(DirListing::read(dir, is_bucket_root)?);
+        let listing = Arc::new(DirListing::read(dir)?);
         self.cache.insert(version, listing.clone());
         Ok(listing)
     }
@@ -253,7 +255,7 @@ impl Walk<'_> {
         {
             return Ok(());
         }
-        let listing = self.cache.listing(top_fd.as_fd(), top_key.is_empty())?;
+        let listing = self.cache.listing(top_fd.as_fd())?;
         let marker = self.request.start_after.as_deref();
         let from_prefix = listing.entries.partition_point(|e| e.cmp_key(name_prefix) == Ordering::Less);
         let pos = start_position(&listing, top_key, marker).max(from_prefix);
@@ -301,7 +303,7 @@ impl Walk<'_> {
             {
                 return Ok(());
             }
-            let listing = self.cache.listing(dir_fd.as_fd(), false)?;
+            let listing = self.cache.listing(dir_fd.as_fd())?;
             let pos = start_position(&listing, &dir_key, marker);
             stack.push(Frame { dir_key, listing, pos });
         }

@@ -11,6 +11,8 @@ pub(crate) mod read;
 pub(crate) mod recovery;
 pub(crate) mod resolve;
 pub(crate) mod staging;
+mod version_list;
+mod versions;
 mod write;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -57,6 +59,8 @@ pub(crate) struct OpenBucket {
     pub(crate) fd: Arc<OwnedFd>,
     /// Where this bucket keeps metadata (auto resolved for the bucket's own file system).
     pub(crate) metadata: MetadataMode,
+    /// The bucket's versioning state when it was opened (`None`: never versioned).
+    pub(crate) versioning: Option<crate::Versioning>,
     opened: Instant,
 }
 
@@ -172,7 +176,8 @@ impl PosixStore {
             Err(err) => return Err(StoreError::io_at("open the bucket directory", bucket, err)),
         };
         let metadata = self.metadata_mode_of(fd.as_fd());
-        let open = OpenBucket { name: bucket.into(), fd: Arc::new(fd), metadata, opened: Instant::now() };
+        let versioning = Self::versioning_in(fd.as_fd());
+        let open = OpenBucket { name: bucket.into(), fd: Arc::new(fd), metadata, versioning, opened: Instant::now() };
         self.bucket_fds.insert(bucket.to_string(), open.clone());
         Ok(open)
     }
@@ -319,8 +324,18 @@ impl Store for PosixStore {
         self.describe_object(cx, bucket, key, request)
     }
 
-    fn delete_object(&self, cx: &RequestContext, bucket: &str, key: &str, _request: &DeleteRequest) -> StoreResult<()> {
-        self.remove_object(cx, bucket, key)
+    fn delete_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &DeleteRequest,
+    ) -> StoreResult<crate::DeleteOutcome> {
+        if request.version_id.is_none() && self.bucket_fd(bucket)?.versioning.is_none() {
+            self.remove_object(cx, bucket, key)?;
+            return Ok(crate::DeleteOutcome::default());
+        }
+        self.delete_versioned(cx, bucket, key, request.version_id.as_deref())
     }
 
     fn copy_object(
@@ -336,6 +351,24 @@ impl Store for PosixStore {
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
         let open = self.bucket_fd(bucket)?;
         list::list_objects(self.meta_store(&open, cx), &self.list_cache, request)
+    }
+
+    fn bucket_versioning(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<Option<crate::Versioning>> {
+        self.versioning_of(bucket)
+    }
+
+    fn set_bucket_versioning(&self, _cx: &RequestContext, bucket: &str, state: crate::Versioning) -> StoreResult<()> {
+        self.record_versioning(bucket, state)
+    }
+
+    fn list_object_versions(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &crate::ListVersionsRequest,
+    ) -> StoreResult<crate::VersionsPage> {
+        let open = self.bucket_fd(bucket)?;
+        version_list::list_versions(self.meta_store(&open, cx), &self.list_cache, request)
     }
 
     fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: crate::CannedAcl) -> StoreResult<()> {

@@ -256,6 +256,7 @@ impl ObjectWrite for PosixPartWriter {
             meta: ObjectMeta::default(),
             checksum,
             parts: Vec::new(),
+            version_id: None,
         })
     }
 }

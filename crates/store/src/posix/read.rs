@@ -10,6 +10,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use super::resolve::open_beneath;
+use super::versions::head_version;
 use super::{PosixStore, is_dir, is_file, modified};
 use crate::error::{StoreError, StoreResult};
 use crate::key::ObjectPath;
@@ -68,13 +69,15 @@ pub(crate) fn current_record(
         return Ok(record.clone());
     }
     // The client's checksum and part sizes described the old content: dropped, not served stale.
-    let headers = stored.map(|r| r.meta).unwrap_or_default();
+    // A POSIX program that changed the file changed the current version: its id stays.
+    let (headers, version_id) = stored.map(|r| (r.meta, r.version_id)).unwrap_or_default();
     let record = |etag: String, identity: FileIdentity| MetaRecord {
         etag,
         identity,
         checksum: None,
         parts: Vec::new(),
         meta: headers.clone(),
+        version_id: version_id.clone(),
     };
     if identity.size > meta.etag_md5_limit {
         return Ok(record(identity_etag(&identity), identity));
@@ -105,6 +108,7 @@ pub(crate) fn object_info(key: &str, stat: &rustix::fs::Stat, record: MetaRecord
         meta: record.meta,
         checksum: record.checksum,
         parts: record.parts,
+        version_id: record.version_id,
     }
 }
 
@@ -138,7 +142,8 @@ impl PosixStore {
     ) -> StoreResult<GetResponse> {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
-        let (fd, _stat, info) = head(&self.meta_store(&open, cx), &path)?;
+        let meta = self.meta_store(&open, cx);
+        let (fd, info) = head_version(&meta, open.versioning, &path, request.version_id.as_deref())?;
         request.conditions.check(&info.etag, info.last_modified)?;
         let range = match (request.part_number, request.range) {
             (Some(_), Some(_)) => {
@@ -169,7 +174,8 @@ impl PosixStore {
     ) -> StoreResult<ObjectInfo> {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
-        let (_, _, info) = head(&self.meta_store(&open, cx), &path)?;
+        let meta = self.meta_store(&open, cx);
+        let (_, info) = head_version(&meta, open.versioning, &path, request.version_id.as_deref())?;
         request.conditions.check(&info.etag, info.last_modified)?;
         Ok(info)
     }

@@ -9,14 +9,16 @@ use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use super::buckets::lock_bucket_for_write;
-use super::read::{current_etag, current_record, head, object_info, open_object};
+use super::read::{current_etag, current_record, object_info, open_object};
 use super::resolve::{create_dirs_beneath, open_dir_beneath};
 use super::staging::StagedFile;
+use super::versions::{head_version, keep_current};
 use super::{IO_CHUNK, OpenBucket, PosixStore, TMP_DIR, is_file};
 use crate::conditions::ETagMatch;
 use crate::error::{StoreError, StoreResult};
 use crate::key::ObjectPath;
 use crate::meta::{EMPTY_ETAG, FileIdentity, MetaRecord, MetaStore};
+use crate::versioning::{NULL_VERSION, Versioning};
 use crate::{CopyRequest, ObjectInfo, ObjectWrite, PutRequest, RequestContext};
 
 /// A PUT in progress: bytes go to a temporary file, MD5 is computed as they pass.
@@ -111,6 +113,7 @@ impl PosixWriter {
             checksum: self.staged.digests().checksum,
             parts: Vec::new(),
             meta: std::mem::take(&mut self.request.meta),
+            version_id: None,
         };
         self.meta_store().save(dir.as_fd(), path.key(), &record)?;
         if self.strict {
@@ -150,11 +153,13 @@ impl ObjectWrite for PosixWriter {
         let path = ObjectPath::parse(&key)?;
         // The bucket cannot be deleted between here and the rename (see `BucketLock`).
         let _bucket_lock = lock_bucket_for_write(self.root_fd.as_fd(), &self.bucket)?;
-        // If-Match is check-then-replace: writers that depend on the current ETag hold the
-        // key's lock from the check to the rename, so of two racing ones only one can win.
-        let _key_lock = match self.request.if_match {
-            Some(_) => Some(lock_key(self.bucket.fd.as_fd(), &key)?),
-            None => None,
+        // Versioning keeps the current object before replacing it (directory objects are not
+        // versioned). That, and If-Match (check-then-replace), hold the key's lock from the
+        // check to the rename, so of two racing writers each sees the other's result.
+        let versioning = self.bucket.versioning.filter(|_| !path.is_dir());
+        let _key_lock = match (&self.request.if_match, versioning) {
+            (None, None) => None,
+            _ => Some(lock_key(self.bucket.fd.as_fd(), &key)?),
         };
         self.check_if_match(&path)?;
         if path.is_dir() {
@@ -175,13 +180,22 @@ impl ObjectWrite for PosixWriter {
             checksum,
             parts: std::mem::take(&mut self.known_parts),
             meta: std::mem::take(&mut self.request.meta),
+            version_id: versioning.map(Versioning::next_version_id).filter(|id| id != NULL_VERSION),
         };
+        // Before the new record is saved: in sidecar mode it replaces the current one's.
+        if let Some(state) = versioning {
+            keep_current(&self.meta_store(), &path, state, self.strict)?;
+        }
         self.meta_store().save(self.staged.file.as_fd(), &key, &record)?;
         if self.strict {
             rustix::fs::fsync(&self.staged.file).map_err(|e| StoreError::io_at("fsync the staged file", &key, e))?;
         }
         self.install(&path)?;
-        Ok(object_info(&key, &stat, record))
+        let mut info = object_info(&key, &stat, record);
+        if versioning.is_some() {
+            info.version_id.get_or_insert_with(|| NULL_VERSION.to_string());
+        }
+        Ok(info)
     }
 }
 
@@ -213,7 +227,7 @@ impl FileLock {
 
 /// The exclusive lock of one of 256 lock files per bucket, chosen by a hash of the key: it
 /// serialises conditional writers of a key.
-fn lock_key(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLock> {
+pub(crate) fn lock_key(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLock> {
     let stripe = crate::meta::key_hash(key)[..2].to_string();
     let locks = ".isthmus/locks";
     let dir = create_dirs_beneath(bucket, locks, false).map_err(|e| StoreError::io_at("create", locks, e))?;
@@ -305,7 +319,10 @@ impl PosixStore {
     ) -> StoreResult<ObjectInfo> {
         let src_open = self.bucket_fd(src_bucket)?;
         let src_path = ObjectPath::parse(src_key).map_err(|_| StoreError::NoSuchKey)?;
-        let (src_fd, src_stat, src_info) = head(&self.meta_store(&src_open, cx), &src_path)?;
+        let src_meta = self.meta_store(&src_open, cx);
+        let (src_fd, src_info) =
+            head_version(&src_meta, src_open.versioning, &src_path, request.source_version_id.as_deref())?;
+        let src_stat = rustix::fs::fstat(&src_fd).map_err(|e| StoreError::io_at("stat the copy source", src_key, e))?;
         request.source_conditions.check(&src_info.etag, src_info.last_modified).map_err(|e| match e {
             StoreError::NotModified => StoreError::PreconditionFailed,
             other => other,
