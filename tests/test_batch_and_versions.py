@@ -1,4 +1,5 @@
-"""DeleteObjects, GetBucketVersioning and ListObjectVersions (every object is its null version)."""
+"""DeleteObjects, and GetBucketVersioning and ListObjectVersions of a bucket never versioned
+(every object is its null version; versioned buckets: test_versioning.py)."""
 
 import pytest
 from botocore.exceptions import ClientError
@@ -47,5 +48,8 @@ def test_versioning_reports_unversioned_and_null_versions(s3, bucket):
 def test_other_versions_do_not_exist(s3, bucket):
     s3.put_object(Bucket=bucket, Key="only", Body=b"x")
     with pytest.raises(ClientError) as e:
-        s3.get_object(Bucket=bucket, Key="only", VersionId="3HL4kqtJlcpXroDTDmJ")
+        s3.get_object(Bucket=bucket, Key="only", VersionId="0123456789abcdef01234567")
     assert e.value.response["Error"]["Code"] == "NoSuchVersion"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="only", VersionId="3HL4kqtJlcpXroDTDmJ")
+    assert e.value.response["Error"]["Code"] == "InvalidArgument"

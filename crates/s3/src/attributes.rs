@@ -81,3 +81,34 @@ pub async fn get_object_attributes(
     }
     Ok(S3Response::new(output))
 }
+
+/// A GetObjectAttributes request (`GET /bucket/key?attributes`).
+pub fn is_attributes_request<B>(req: &hyper::Request<B>) -> bool {
+    req.method() == hyper::Method::GET
+        && req.uri().query().is_some_and(|q| q.split('&').any(|p| p.split('=').next() == Some("attributes")))
+}
+
+/// S3 writes the ETag of GetObjectAttributes without quotes (unlike every other response); the
+/// protocol layer always quotes it. This takes the quotes off in the answered XML.
+pub fn unquote_etag(resp: &mut s3s::HttpResponse) {
+    if resp.status() != hyper::StatusCode::OK {
+        return;
+    }
+    let Some(bytes) = resp.body().bytes() else { return };
+    let Ok(body) = std::str::from_utf8(&bytes) else { return };
+    let Some(start) =
+        body.find("<ETag>&quot;").map(|i| (i, "&quot;")).or_else(|| body.find("<ETag>\"").map(|i| (i, "\"")))
+    else {
+        return;
+    };
+    let (at, quote) = start;
+    let value_start = at + "<ETag>".len();
+    let Some(end) = body[value_start..].find("</ETag>").map(|e| value_start + e) else { return };
+    let value = &body[value_start..end];
+    let Some(inner) = value.strip_prefix(quote).and_then(|v| v.strip_suffix(quote)) else { return };
+    let fixed = format!("{}{inner}{}", &body[..value_start], &body[end..]);
+    if let Ok(length) = hyper::header::HeaderValue::from_str(&fixed.len().to_string()) {
+        resp.headers_mut().insert(hyper::header::CONTENT_LENGTH, length);
+    }
+    *resp.body_mut() = s3s::Body::from(fixed);
+}

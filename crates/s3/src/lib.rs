@@ -19,6 +19,7 @@ mod list;
 mod multipart;
 mod object;
 mod policy;
+mod post_filename;
 pub mod server;
 mod tagging;
 

@@ -101,12 +101,17 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
             async move {
                 let start = Instant::now();
                 let (req, body_finished) = crate::expect::track(req);
+                let asks_attributes = crate::attributes::is_attributes_request(&req);
+                let req = crate::post_filename::substitute(req).await.map_err(s3s::HttpError::new)?;
                 let result = inner.call(req).await;
                 let elapsed_us = start.elapsed().as_micros() as u64;
                 match result {
                     Ok(mut resp) => {
                         crate::expect::close_if_unread(&mut resp, body_finished.as_deref());
                         crate::error_body::complete(&mut resp, &id);
+                        if asks_attributes {
+                            crate::attributes::unquote_etag(&mut resp);
+                        }
                         if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
                             resp.headers_mut().insert("x-amz-request-id", value);
                         }

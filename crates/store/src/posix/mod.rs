@@ -331,11 +331,12 @@ impl Store for PosixStore {
         key: &str,
         request: &DeleteRequest,
     ) -> StoreResult<crate::DeleteOutcome> {
-        if request.version_id.is_none() && self.bucket_fd(bucket)?.versioning.is_none() {
-            self.remove_object(cx, bucket, key)?;
+        let open = self.bucket_fd(bucket)?;
+        if request.version_id.is_none() && open.versioning.is_none() {
+            self.remove_object(cx, &open, key)?;
             return Ok(crate::DeleteOutcome::default());
         }
-        self.delete_versioned(cx, bucket, key, request.version_id.as_deref())
+        self.delete_versioned(cx, &open, key, request.version_id.as_deref())
     }
 
     fn copy_object(

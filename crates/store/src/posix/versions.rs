@@ -430,27 +430,26 @@ impl PosixStore {
     pub(super) fn delete_versioned(
         &self,
         cx: &RequestContext,
-        bucket: &str,
+        open: &super::OpenBucket,
         key: &str,
         version_id: Option<&str>,
     ) -> StoreResult<crate::DeleteOutcome> {
-        let open = self.bucket_fd(bucket)?;
         if let Some(id) = version_id {
             crate::validate_version_id(id)?;
         }
         let path = ObjectPath::parse(key)?;
         let sync = self.strict();
-        let _bucket_lock = super::buckets::lock_bucket_for_write(self.root_fd.as_fd(), &open)?;
+        let _bucket_lock = super::buckets::lock_bucket_for_write(self.root_fd.as_fd(), open)?;
         let _key_lock = super::write::lock_key(open.fd.as_fd(), key)?;
-        let meta = self.meta_store(&open, cx);
+        let meta = self.meta_store(open, cx);
         let Some(id) = version_id else {
             // No version named: the key gets a delete marker (in a versioned bucket).
             let Some(state) = open.versioning.filter(|_| !path.is_dir()) else {
-                self.remove_object(cx, bucket, key)?;
+                self.remove_object(cx, open, key)?;
                 return Ok(crate::DeleteOutcome::default());
             };
             keep_current(&meta, &path, state, sync)?;
-            self.remove_object(cx, bucket, key)?;
+            self.remove_object(cx, open, key)?;
             let marker = state.next_version_id();
             mark_deleted(open.fd.as_fd(), &path, &marker, sync)?;
             return Ok(crate::DeleteOutcome { version_id: Some(marker), delete_marker: true });
@@ -462,7 +461,7 @@ impl PosixStore {
             Err(err) => return Err(err),
         };
         if current.is_some_and(|info| id_of(info.version_id.as_deref()) == id) {
-            self.remove_object(cx, bucket, key)?;
+            self.remove_object(cx, open, key)?;
             if !path.is_dir() {
                 restore_latest(&meta, &path, sync)?;
             }

@@ -261,8 +261,7 @@ impl PosixStore {
         })
     }
 
-    pub(super) fn remove_object(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<()> {
-        let open = self.bucket_fd(bucket)?;
+    pub(super) fn remove_object(&self, cx: &RequestContext, open: &OpenBucket, key: &str) -> StoreResult<()> {
         let bucket_fd = open.fd.as_fd();
         let path = ObjectPath::parse(key)?;
         let parent = match path.parent() {
@@ -274,7 +273,7 @@ impl PosixStore {
             Err(Errno::NOENT | Errno::NOTDIR | Errno::XDEV | Errno::LOOP) => return Ok(()),
             Err(err) => return Err(StoreError::io_at("open the object's directory", key, err)),
         };
-        let meta = self.meta_store(&open, cx);
+        let meta = self.meta_store(open, cx);
         if path.is_dir() {
             match rustix::fs::unlinkat(&parent, path.leaf(), AtFlags::REMOVEDIR) {
                 Ok(()) => {}
