@@ -69,3 +69,61 @@ def test_buckets_are_private_unless_granted(multi):
     # Ownership is kept in the bucket's hidden directory, never listed.
     assert (srv.root / "alice-bucket" / ".isthmus" / "owner").read_text() == "alice"
     assert [o["Key"] for o in alice.list_objects_v2(Bucket="alice-bucket")["Contents"]] == ["a", "copy"]
+
+
+def test_acl_grants_to_users_by_canonical_id(multi, tmp_path):
+    """Grants name users of the configuration by canonical id (their access key), in grant
+    headers or an AccessControlPolicy body; what cannot be enforced is refused whole."""
+    srv, root, alice, bob = multi
+    alice.create_bucket(Bucket="alice-lab")
+    alice.put_object(Bucket="alice-lab", Key="results.csv", Body=b"t,v\n")
+    alice.put_object(Bucket="alice-lab", Key="draft.txt", Body=b"draft")
+    assert denied(bob.get_object, Bucket="alice-lab", Key="results.csv")
+
+    # An object grant: bob reads that object, nothing else.
+    alice.put_object_acl(Bucket="alice-lab", Key="results.csv", GrantRead='id="bob"')
+    assert bob.get_object(Bucket="alice-lab", Key="results.csv")["Body"].read() == b"t,v\n"
+    assert denied(bob.get_object, Bucket="alice-lab", Key="draft.txt")
+    grants = alice.get_object_acl(Bucket="alice-lab", Key="results.csv")["Grants"]
+    assert [(g["Grantee"].get("ID"), g["Permission"]) for g in grants] == [("alice", "FULL_CONTROL"), ("bob", "READ")]
+
+    # A bucket grant in a body, as `aws s3api put-bucket-acl --access-control-policy` sends it.
+    policy = {
+        "Owner": {"ID": "alice"},
+        "Grants": [
+            {"Grantee": {"Type": "CanonicalUser", "ID": "alice"}, "Permission": "FULL_CONTROL"},
+            {"Grantee": {"Type": "CanonicalUser", "ID": "bob"}, "Permission": "READ"},
+            {"Grantee": {"Type": "CanonicalUser", "ID": "bob"}, "Permission": "WRITE"},
+        ],
+    }
+    alice.put_bucket_acl(Bucket="alice-lab", AccessControlPolicy=policy)
+    assert [o["Key"] for o in bob.list_objects_v2(Bucket="alice-lab")["Contents"]] == ["draft.txt", "results.csv"]
+    bob.put_object(Bucket="alice-lab", Key="from-bob.txt", Body=b"bob")
+    assert (srv.root / "alice-lab" / "from-bob.txt").read_bytes() == b"bob"
+    # The bucket itself stays its owner's.
+    assert denied(bob.put_bucket_acl, Bucket="alice-lab", ACL="public-read")
+    assert denied(bob.delete_bucket, Bucket="alice-lab")
+    # Kept beside the data: another gateway on the same root agrees.
+    other = Server(srv.root, extra_args=["--config", str(tmp_path / "isthmus.toml")])
+    try:
+        bob2 = make_client(other.endpoint, "bob", "bob-secret-456789")
+        assert bob2.get_object(Bucket="alice-lab", Key="draft.txt")["Body"].read() == b"draft"
+    finally:
+        other.stop()
+
+    # Revoking: a canned ACL replaces the grants.
+    alice.put_bucket_acl(Bucket="alice-lab", ACL="private")
+    assert denied(bob.list_objects_v2, Bucket="alice-lab")
+
+    def refused(code, **kwargs):
+        with pytest.raises(ClientError) as e:
+            alice.put_bucket_acl(Bucket="alice-lab", **kwargs)
+        assert e.value.response["Error"]["Code"] == code, e.value.response
+
+    refused("InvalidArgument", GrantRead='id="nobody-here"')
+    refused("NotImplemented", GrantFullControl='id="bob"')
+    refused("NotImplemented", GrantRead='emailAddress="bob@example.org"')
+    refused("InvalidRequest", ACL="public-read", GrantRead='id="bob"')
+    with pytest.raises(ClientError) as e:
+        alice.put_object(Bucket="alice-lab", Key="x", Body=b"x", GrantRead='id="bob"')
+    assert e.value.response["Error"]["Code"] == "NotImplemented"

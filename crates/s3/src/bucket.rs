@@ -52,7 +52,11 @@ pub async fn create_bucket(
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let cx = gw.cx(&req);
-    let acl = crate::acl::parse_canned(req.input.acl.as_ref().map(|a| a.as_str()))?;
+    crate::acl::no_grant_headers!(req.input);
+    if req.input.grant_write.is_some() {
+        return Err(s3_error!(NotImplemented, "Grant headers are taken by PutBucketAcl; use x-amz-acl here"));
+    }
+    let acl = crate::acl::parse_canned(req.input.acl.as_ref().map(|a| a.as_str()))?.map(isthmus_store::Acl::canned);
     let bucket = req.input.bucket;
     let location = format!("/{bucket}");
     let request = CreateBucketRequest {
@@ -66,8 +70,8 @@ pub async fn create_bucket(
     // bucket (BucketAlreadyOwnedByYou) apart from everyone else (BucketAlreadyExists).
     gw.write(&cx, move |store, cx| {
         store.create_bucket(cx, &bucket, &request)?;
-        match acl {
-            Some(acl) => store.set_bucket_acl(cx, &bucket, acl),
+        match &acl {
+            Some(acl) => store.set_bucket_acl(cx, &bucket, acl.clone()),
             None => Ok(()),
         }
     })

@@ -75,6 +75,7 @@ impl MetaHeaders {
             user: self.metadata.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
             tags: Default::default(),
             acl: None,
+            grants: Vec::new(),
         }
     }
 }

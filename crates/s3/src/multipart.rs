@@ -34,6 +34,7 @@ pub async fn create_multipart_upload(
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
+    crate::acl::no_grant_headers!(input);
     let checksum_algorithm = match input.checksum_algorithm.as_ref() {
         None => None,
         Some(a) => Some(

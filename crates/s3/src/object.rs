@@ -19,6 +19,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     if input.write_offset_bytes.is_some() {
         return Err(s3_error!(NotImplemented, "Appending with x-amz-write-offset-bytes is not supported"));
     }
+    crate::acl::no_grant_headers!(input);
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let request = PutRequest {
         if_match: etag_match(input.if_match.clone()),
@@ -245,6 +246,7 @@ pub async fn delete_object(
 pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
+    crate::acl::no_grant_headers!(input);
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
         return Err(s3_error!(NotImplemented, "Copying from an access point is not supported"));
     };

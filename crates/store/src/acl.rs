@@ -1,5 +1,5 @@
-//! Canned ACLs of buckets and objects: who besides the owner (and those the configuration
-//! grants) may read or write a bucket's objects, or read one object. Kept by the backend beside
+//! ACLs of buckets and objects (canned ACLs and grants to users): who besides the owner (and
+//! those the configuration grants) may read or write a bucket's objects, or read one object. Kept by the backend beside
 //! the data (posix: `BUCKET/.isthmus/acl`, and in the object's metadata record), enforced by the
 //! authorization layer (`authz`).
 
@@ -56,6 +56,42 @@ impl FromStr for CannedAcl {
                 "unsupported canned ACL {other:?}: use private, public-read, public-read-write or authenticated-read"
             ))),
         }
+    }
+}
+
+/// What an explicit grant gives one user of the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum GrantPermission {
+    /// On a bucket: list it and read its objects; on an object: read it.
+    Read,
+    /// On a bucket: write and delete its objects (not meaningful on an object).
+    Write,
+}
+
+/// An explicit grant to a user of the gateway, named by canonical id (its access key).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Grant {
+    pub grantee: String,
+    pub permission: GrantPermission,
+}
+
+/// A bucket's or an object's ACL: a canned ACL (the groups it shares with) and grants to users.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Acl {
+    pub canned: CannedAcl,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<Grant>,
+}
+
+impl Acl {
+    pub fn canned(canned: CannedAcl) -> Self {
+        Self { canned, grants: Vec::new() }
+    }
+
+    /// Whether an explicit grant gives `user` the permission.
+    pub fn grants(&self, user: &str, permission: GrantPermission) -> bool {
+        self.grants.iter().any(|g| g.grantee == user && g.permission == permission)
     }
 }
 

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::acl::{CannedAcl, PublicAccessBlock};
+use crate::acl::{Acl, CannedAcl, GrantPermission, PublicAccessBlock};
 use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use crate::policy::{BucketPolicy, PolicyAction};
 use crate::{
@@ -136,19 +136,33 @@ impl<S: Store + ?Sized> Authorized<S> {
         self.shared_by_acl(cx, bucket, access)
     }
 
-    /// Whether the bucket's canned ACL shares `access` with the principal of `cx` (never the
+    /// Whether the bucket's ACL shares `access` with the principal of `cx` (never the
     /// owner's own access).
     fn shared_by_acl(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
         if access == Access::Owner {
             return Ok(false);
         }
-        let acl = match self.inner.bucket_acl(cx, bucket) {
-            Ok(acl) => self.effective_acl(cx, bucket, acl)?,
-            Err(StoreError::NoSuchBucket) => return Ok(true),
-            Err(err) => return Err(err),
+        match self.inner.bucket_acl(cx, bucket) {
+            Ok(acl) => self.acl_shares(cx, bucket, &acl, access),
+            Err(StoreError::NoSuchBucket) => Ok(true),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Whether `acl` (of the bucket or of one of its objects) shares `access` with the
+    /// principal of `cx`: by its canned ACL (unless the bucket ignores public ACLs) or by a
+    /// grant to the user.
+    fn acl_shares(&self, cx: &RequestContext, bucket: &str, acl: &Acl, access: Access) -> StoreResult<bool> {
+        let permission = match access {
+            Access::Read => GrantPermission::Read,
+            Access::Write => GrantPermission::Write,
+            Access::Owner => return Ok(false),
         };
+        if cx.user_name().is_some_and(|user| acl.grants(user, permission)) {
+            return Ok(true);
+        }
         let signed = matches!(cx.principal, Principal::User { .. });
-        Ok(match (acl, access) {
+        Ok(match (self.effective_acl(cx, bucket, acl.canned)?, access) {
             (CannedAcl::PublicReadWrite, _) | (CannedAcl::PublicRead, Access::Read) => true,
             (CannedAcl::AuthenticatedRead, Access::Read) => signed,
             _ => false,
@@ -256,16 +270,15 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
         let PolicyAction::GetObject { key } = action else { return Err(StoreError::AccessDenied) };
         let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
-            Ok(info) => self.effective_acl(cx, bucket, info.meta.acl.unwrap_or_default())?,
+            Ok(info) => info.meta.object_acl(),
             Err(StoreError::WouldBlock) => return Err(StoreError::WouldBlock),
             // Whether the key exists is not told to those who may not read it.
             Err(_) => return Err(StoreError::AccessDenied),
         };
-        let signed = matches!(cx.principal, Principal::User { .. });
-        match acl {
-            CannedAcl::PublicRead | CannedAcl::PublicReadWrite => self.check_expected_owner(cx, bucket),
-            CannedAcl::AuthenticatedRead if signed => self.check_expected_owner(cx, bucket),
-            _ => Err(StoreError::AccessDenied),
+        if self.acl_shares(cx, bucket, &acl, Access::Read)? {
+            self.check_expected_owner(cx, bucket)
+        } else {
+            Err(StoreError::AccessDenied)
         }
     }
 
@@ -347,14 +360,14 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.set_bucket_owner(cx, bucket, owner)
     }
 
-    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<CannedAcl> {
+    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Acl> {
         self.require(cx, bucket, Access::Owner)?;
         self.inner.bucket_acl(cx, bucket)
     }
 
-    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<()> {
+    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: Acl) -> StoreResult<()> {
         self.require(cx, bucket, Access::Owner)?;
-        self.check_acl_allowed(cx, bucket, Some(acl))?;
+        self.check_acl_allowed(cx, bucket, Some(acl.canned))?;
         self.inner.set_bucket_acl(cx, bucket, acl)
     }
 
@@ -483,9 +496,9 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.list_object_versions(cx, bucket, request)
     }
 
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()> {
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
         self.require(cx, bucket, Access::Owner)?;
-        self.check_acl_allowed(cx, bucket, Some(acl))?;
+        self.check_acl_allowed(cx, bucket, Some(acl.canned))?;
         self.inner.set_object_acl(cx, bucket, key, acl)
     }
 

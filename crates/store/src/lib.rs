@@ -24,7 +24,7 @@ pub use posix::multipart;
 use std::io::Read;
 use std::time::SystemTime;
 
-pub use acl::{CannedAcl, PublicAccessBlock};
+pub use acl::{Acl, CannedAcl, Grant, GrantPermission, PublicAccessBlock};
 pub use authz::{Authorized, BucketGrants};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
@@ -255,9 +255,9 @@ pub trait Store: Send + Sync + 'static {
     /// The owner recorded for a bucket (a door's user name), if any; NoSuchBucket if missing.
     fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
     fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()>;
-    /// The bucket's canned ACL (private when none was set); NoSuchBucket if missing.
-    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<CannedAcl>;
-    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<()>;
+    /// The bucket's ACL (private when none was set); NoSuchBucket if missing.
+    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Acl>;
+    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: Acl) -> StoreResult<()>;
     /// The bucket's policy document, if it has one; NoSuchBucket if missing.
     fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
     /// Replaces (`Some`, checked: MalformedPolicy) or removes (`None`) the bucket's policy.
@@ -325,8 +325,8 @@ pub trait Store: Send + Sync + 'static {
         bucket: &str,
         request: &ListVersionsRequest,
     ) -> StoreResult<VersionsPage>;
-    /// Replaces the object's canned ACL (private removes it).
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: CannedAcl) -> StoreResult<()>;
+    /// Replaces the object's ACL (private without grants removes it).
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()>;
     /// Replaces the object's tags (an empty map removes them).
     fn set_object_tags(
         &self,

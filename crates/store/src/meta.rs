@@ -58,6 +58,16 @@ pub struct ObjectMeta {
     /// The object's canned ACL (x-amz-acl, PutObjectAcl); none is private.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acl: Option<crate::CannedAcl>,
+    /// Grants of the object's ACL to users (PutObjectAcl).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<crate::acl::Grant>,
+}
+
+impl ObjectMeta {
+    /// The object's ACL.
+    pub fn object_acl(&self) -> crate::Acl {
+        crate::Acl { canned: self.acl.unwrap_or_default(), grants: self.grants.clone() }
+    }
 }
 
 /// S3's limit on user metadata: the `x-amz-meta-*` names and values, in bytes.

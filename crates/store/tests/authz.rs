@@ -128,11 +128,19 @@ fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
     denied(read(&anonymous));
     denied(store.list_objects(&anonymous, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
     denied(write(&mallory));
-    store.set_bucket_acl(&user("alice"), "alices", isthmus_store::CannedAcl::AuthenticatedRead).unwrap();
+    store
+        .set_bucket_acl(
+            &user("alice"),
+            "alices",
+            isthmus_store::Acl::canned(isthmus_store::CannedAcl::AuthenticatedRead),
+        )
+        .unwrap();
     assert_eq!(read(&mallory).unwrap(), 6);
     denied(read(&anonymous));
     denied(write(&mallory));
-    store.set_bucket_acl(&user("alice"), "alices", isthmus_store::CannedAcl::PublicRead).unwrap();
+    store
+        .set_bucket_acl(&user("alice"), "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead))
+        .unwrap();
     assert_eq!(read(&anonymous).unwrap(), 6);
     assert_eq!(
         store
@@ -144,11 +152,13 @@ fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
     );
     denied(write(&anonymous));
     denied(store.delete_object(&anonymous, "alices", "k", &Default::default()));
-    store.set_bucket_acl(&user("alice"), "alices", isthmus_store::CannedAcl::PublicReadWrite).unwrap();
+    store
+        .set_bucket_acl(&user("alice"), "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicReadWrite))
+        .unwrap();
     write(&anonymous).unwrap();
     store.delete_object(&anonymous, "alices", "new", &Default::default()).unwrap();
     // The bucket itself stays its owner's, whatever the ACL.
-    denied(store.set_bucket_acl(&mallory, "alices", isthmus_store::CannedAcl::Private));
+    denied(store.set_bucket_acl(&mallory, "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private)));
     denied(store.delete_bucket(&anonymous, "alices"));
     denied(store.set_bucket_tags(&mallory, "alices", Default::default()));
     denied(store.set_object_tags(&anonymous, "alices", "k", Default::default()));
@@ -164,13 +174,48 @@ fn an_object_acl_shares_that_object_only() {
     let anonymous = RequestContext::anonymous();
     let alice = user("alice");
     store.put_bytes(&alice, "alices", "open", b"open", PutRequest::default()).unwrap();
-    store.set_object_acl(&alice, "alices", "open", isthmus_store::CannedAcl::PublicRead).unwrap();
+    store
+        .set_object_acl(&alice, "alices", "open", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead))
+        .unwrap();
     assert_eq!(store.head_object(&anonymous, "alices", "open", &Default::default()).unwrap().size, 4);
     denied(store.head_object(&anonymous, "alices", "k", &Default::default()));
     denied(store.head_object(&anonymous, "alices", "missing", &Default::default()));
     denied(store.put_bytes(&anonymous, "alices", "open", b"x", PutRequest::default()));
-    denied(store.set_object_acl(&user("mallory"), "alices", "open", isthmus_store::CannedAcl::Private));
+    denied(store.set_object_acl(
+        &user("mallory"),
+        "alices",
+        "open",
+        isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private),
+    ));
     // Overwriting without an ACL makes the object private again, as in S3.
     store.put_bytes(&alice, "alices", "open", b"new", PutRequest::default()).unwrap();
     denied(store.head_object(&anonymous, "alices", "open", &Default::default()));
+}
+
+#[test]
+fn grants_share_with_the_named_user_only() {
+    use isthmus_store::{Acl, CannedAcl, Grant, GrantPermission};
+    let (_dir, store) = store();
+    let (alice, bob, carol) = (user("alice"), user("bob"), user("carol"));
+    let grant = |grantee: &str, permission| Grant { grantee: grantee.into(), permission };
+    // An object grant: bob reads that object; carol and other objects stay closed.
+    store.put_bytes(&alice, "alices", "for-bob", b"hi bob", PutRequest::default()).unwrap();
+    let read = Acl { canned: CannedAcl::Private, grants: vec![grant("bob", GrantPermission::Read)] };
+    store.set_object_acl(&alice, "alices", "for-bob", read).unwrap();
+    assert_eq!(store.head_object(&bob, "alices", "for-bob", &Default::default()).unwrap().size, 6);
+    denied(store.head_object(&carol, "alices", "for-bob", &Default::default()));
+    denied(store.head_object(&bob, "alices", "k", &Default::default()));
+    denied(store.list_objects(&bob, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
+    // Bucket grants: READ lists and reads, WRITE writes; the bucket stays alice's.
+    let both = Acl {
+        canned: CannedAcl::Private,
+        grants: vec![grant("bob", GrantPermission::Read), grant("bob", GrantPermission::Write)],
+    };
+    store.set_bucket_acl(&alice, "alices", both.clone()).unwrap();
+    assert_eq!(store.bucket_acl(&alice, "alices").unwrap(), both);
+    assert!(store.list_objects(&bob, "alices", &ListRequest { max_keys: 10, ..Default::default() }).is_ok());
+    store.put_bytes(&bob, "alices", "from-bob", b"b", PutRequest::default()).unwrap();
+    denied(store.put_bytes(&carol, "alices", "from-carol", b"c", PutRequest::default()));
+    denied(store.set_bucket_acl(&bob, "alices", Acl::default()));
+    denied(store.delete_bucket(&bob, "alices"));
 }

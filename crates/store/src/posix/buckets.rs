@@ -22,7 +22,8 @@ use crate::{BucketInfo, CreateBucketRequest};
 /// Who created a bucket, as the door that created it names users.
 /// Who created the bucket (a door's user name), in the bucket's internal area.
 const OWNER_FILE: &str = "owner";
-/// The bucket's canned ACL (its name), in the bucket's internal area; none means private.
+/// The bucket's ACL (a canned name, or JSON with grants), in the bucket's internal area; none
+/// means private.
 const ACL_FILE: &str = "acl";
 /// The bucket's policy (the JSON document as put), in the bucket's internal area.
 const POLICY_FILE: &str = "policy.json";
@@ -223,16 +224,23 @@ impl PosixStore {
         self.write_bucket_file(bucket, OWNER_FILE, Some(owner.as_bytes()))
     }
 
-    pub(super) fn acl_of(&self, bucket: &str) -> StoreResult<crate::CannedAcl> {
-        match self.read_bucket_file(bucket, ACL_FILE)? {
-            Some(bytes) => String::from_utf8_lossy(&bytes).parse(),
-            None => Ok(crate::CannedAcl::Private),
+    /// The bucket's ACL: the canned name alone (as before grants existed), or JSON with grants.
+    pub(super) fn acl_of(&self, bucket: &str) -> StoreResult<crate::Acl> {
+        let Some(bytes) = self.read_bucket_file(bucket, ACL_FILE)? else { return Ok(crate::Acl::default()) };
+        if bytes.first() == Some(&b'{') {
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| StoreError::io("read the bucket ACL", std::path::Path::new(ACL_FILE), e.into()));
         }
+        Ok(crate::Acl::canned(String::from_utf8_lossy(&bytes).parse()?))
     }
 
-    pub(super) fn record_acl(&self, bucket: &str, acl: crate::CannedAcl) -> StoreResult<()> {
-        let bytes = (acl != crate::CannedAcl::Private).then_some(acl.name().as_bytes());
-        self.write_bucket_file(bucket, ACL_FILE, bytes)
+    pub(super) fn record_acl(&self, bucket: &str, acl: &crate::Acl) -> StoreResult<()> {
+        let bytes = if acl.grants.is_empty() {
+            (acl.canned != crate::CannedAcl::Private).then(|| acl.canned.name().as_bytes().to_vec())
+        } else {
+            Some(serde_json::to_vec(acl).expect("ACLs serialize"))
+        };
+        self.write_bucket_file(bucket, ACL_FILE, bytes.as_deref())
     }
 
     pub(super) fn policy_of(&self, bucket: &str) -> StoreResult<Option<String>> {

@@ -248,12 +248,12 @@ impl Store for PosixStore {
         self.record_owner(bucket, owner)
     }
 
-    fn bucket_acl(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<crate::CannedAcl> {
+    fn bucket_acl(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<crate::Acl> {
         self.acl_of(bucket)
     }
 
-    fn set_bucket_acl(&self, _cx: &RequestContext, bucket: &str, acl: crate::CannedAcl) -> StoreResult<()> {
-        self.record_acl(bucket, acl)
+    fn set_bucket_acl(&self, _cx: &RequestContext, bucket: &str, acl: crate::Acl) -> StoreResult<()> {
+        self.record_acl(bucket, &acl)
     }
 
     fn bucket_policy(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
@@ -372,7 +372,7 @@ impl Store for PosixStore {
         version_list::list_versions(self.meta_store(&open, cx), &self.list_cache, request)
     }
 
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: crate::CannedAcl) -> StoreResult<()> {
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: crate::Acl) -> StoreResult<()> {
         self.replace_acl(cx, bucket, key, acl)
     }
 

@@ -329,6 +329,7 @@ impl PosixStore {
         let mut meta = request.replace_meta.clone().unwrap_or_else(|| src_info.meta.clone());
         meta.tags = request.replace_tags.clone().unwrap_or_else(|| src_info.meta.tags.clone());
         meta.acl = request.acl.filter(|a| *a != crate::CannedAcl::Private);
+        meta.grants = Vec::new();
         let mut writer = self.new_writer(dst_bucket, dst_key, PutRequest { meta, ..PutRequest::default() })?;
         if !src_path.is_dir() {
             copy_file_contents(src_fd.as_fd(), writer.staged.file.as_fd(), 0, src_info.size)?;
@@ -355,14 +356,11 @@ impl PosixStore {
         self.update_meta(cx, bucket, key, |meta| meta.tags = tags)
     }
 
-    pub(super) fn replace_acl(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        acl: crate::CannedAcl,
-    ) -> StoreResult<()> {
-        self.update_meta(cx, bucket, key, |meta| meta.acl = (acl != crate::CannedAcl::Private).then_some(acl))
+    pub(super) fn replace_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: crate::Acl) -> StoreResult<()> {
+        self.update_meta(cx, bucket, key, |meta| {
+            meta.acl = (acl.canned != crate::CannedAcl::Private).then_some(acl.canned);
+            meta.grants = acl.grants;
+        })
     }
 
     /// Changes an object's stored metadata in place (its bytes and ETag stay).
