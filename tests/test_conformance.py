@@ -583,6 +583,23 @@ def test_browser_post_uploads(server):
     r = requests.post(post["url"], data=post["fields"], files={"file": ("run 7.csv", b"a,b\n1,2\n")})
     assert r.status_code == 204, r.text
     assert (server.root / "browser" / "user" / "run 7.csv").read_bytes() == b"a,b\n1,2\n"
+    # A Signature Version 2 form (AWSAccessKeyId, policy, HMAC-SHA1 signature of the policy).
+    import base64
+    import hashlib
+    import hmac
+    import json
+
+    from conftest import ACCESS_KEY, SECRET_KEY
+
+    policy_v2 = {"expiration": "2099-01-01T00:00:00Z", "conditions": [{"bucket": "browser"}, ["starts-with", "$key", "v2/"]]}
+    policy_b64 = base64.b64encode(json.dumps(policy_v2).encode()).decode()
+    signature = base64.b64encode(hmac.new(SECRET_KEY.encode(), policy_b64.encode(), hashlib.sha1).digest()).decode()
+    form_v2 = {"key": "v2/old-form.txt", "AWSAccessKeyId": ACCESS_KEY, "policy": policy_b64, "signature": signature}
+    r = requests.post(f"{server.endpoint}/browser", data=form_v2, files={"file": ("f.txt", b"v2 form")})
+    assert r.status_code == 204, r.text
+    assert (server.root / "browser" / "v2" / "old-form.txt").read_bytes() == b"v2 form"
+    r = requests.post(f"{server.endpoint}/browser", data=dict(form_v2, signature="AAAA"), files={"file": ("f.txt", b"x")})
+    assert r.status_code == 403 and "SignatureDoesNotMatch" in r.text
     # success_action_redirect answers 303 with the bucket, key and ETag.
     redirect = "http://example.org/done"
     post = s3.generate_presigned_post(
