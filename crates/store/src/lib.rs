@@ -14,6 +14,7 @@ pub mod conformance;
 pub mod context;
 pub mod door;
 pub mod error;
+pub mod identity;
 pub mod key;
 pub mod meta;
 pub mod policy;

@@ -1,0 +1,238 @@
+//! Unix identities for file-system calls: a user's uid, primary gid and supplementary groups,
+//! resolved through NSS (so LDAP, SSSD and AD users work as local ones), and the per-thread
+//! switch that makes the kernel check a request's file-system calls as that user.
+//!
+//! The switch uses the raw `setfsuid`, `setfsgid` and `setgroups` system calls, which change
+//! the calling thread only. (The libc wrappers of `setgroups` and `setuid` change every thread
+//! of the process, which a gateway serving many users at once must never do.) Only the
+//! file-system ids change, so the thread keeps its privilege to switch back; the guard restores
+//! the previous identity when dropped, also while unwinding from a panic.
+
+use std::ffi::CString;
+
+/// A Unix identity the kernel checks file-system calls against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnixIdentity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (the primary gid included, as `getgrouplist` reports it).
+    pub groups: Vec<u32>,
+}
+
+/// Why an identity cannot be resolved or taken.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IdentityError {
+    #[error("no Unix user named {0:?} (looked up through NSS: /etc/passwd, LDAP, SSSD...)")]
+    UnknownUser(String),
+    #[error("cannot look up Unix user {name:?}: {error}")]
+    Lookup { name: String, error: String },
+    #[error(
+        "cannot act as uid {uid}: this process may not switch file-system identities (it needs CAP_SETUID and CAP_SETGID; start the gateway as root or give it those capabilities)"
+    )]
+    NotPermitted { uid: u32 },
+}
+
+impl UnixIdentity {
+    /// The identity of the Unix user `name`: uid and primary gid from the password database,
+    /// supplementary groups from the group database, both through NSS, as `id NAME` shows.
+    pub fn of_user(name: &str) -> Result<Self, IdentityError> {
+        let c_name = CString::new(name).map_err(|_| IdentityError::UnknownUser(name.to_string()))?;
+        let mut buf = vec![0u8; 4096];
+        let (uid, gid) = loop {
+            // SAFETY: `passwd` is plain old data that getpwnam_r fills in; `buf` outlives the
+            // call and its length is passed; `found` is written by the call.
+            let mut passwd: libc::passwd = unsafe { std::mem::zeroed() };
+            let mut found: *mut libc::passwd = std::ptr::null_mut();
+            // SAFETY: every pointer is valid for the duration of the call (see above).
+            let rc = unsafe {
+                libc::getpwnam_r(c_name.as_ptr(), &mut passwd, buf.as_mut_ptr().cast(), buf.len(), &mut found)
+            };
+            match rc {
+                0 if found.is_null() => return Err(IdentityError::UnknownUser(name.to_string())),
+                0 => break (passwd.pw_uid, passwd.pw_gid),
+                libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+                err => {
+                    let error = std::io::Error::from_raw_os_error(err).to_string();
+                    return Err(IdentityError::Lookup { name: name.to_string(), error });
+                }
+            }
+        };
+        let groups = group_list(&c_name, gid);
+        Ok(Self { uid, gid, groups })
+    }
+
+    /// Makes this thread's file-system calls run as this identity until the guard is dropped.
+    pub fn assume(&self) -> Result<IdentityGuard, IdentityError> {
+        let previous = ThreadIdentity::current();
+        let guard = IdentityGuard { previous };
+        // Groups first: once the fsuid is the user's, the thread still has the capability
+        // (capabilities follow the real and effective ids, not the file-system ones).
+        let groups: Vec<rustix::process::Gid> =
+            self.groups.iter().map(|&g| rustix::process::Gid::from_raw(g)).collect();
+        rustix::thread::set_thread_groups(&groups).map_err(|_| IdentityError::NotPermitted { uid: self.uid })?;
+        if set_fsgid(self.gid) != self.gid || set_fsuid(self.uid) != self.uid {
+            // The guard puts back whatever did change.
+            return Err(IdentityError::NotPermitted { uid: self.uid });
+        }
+        Ok(guard)
+    }
+}
+
+/// The supplementary groups of a user, through NSS (`getgrouplist`).
+fn group_list(name: &CString, gid: u32) -> Vec<u32> {
+    let mut count: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; count as usize];
+        let asked = count;
+        // SAFETY: `groups` has room for `count` entries, and getgrouplist writes at most that
+        // many, setting `count` to how many there are.
+        let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut count) };
+        if rc >= 0 {
+            groups.truncate(count as usize);
+            return groups;
+        }
+        if count <= asked {
+            count = asked * 4;
+        }
+    }
+}
+
+/// Sets this thread's file-system uid and returns the one it has afterwards (the kernel
+/// reports the previous one and changes nothing when not permitted; a second call tells).
+fn set_fsuid(uid: u32) -> u32 {
+    // SAFETY: setfsuid takes an integer and changes only this thread's credentials; it has no
+    // memory effects.
+    unsafe { libc::syscall(libc::SYS_setfsuid, uid) };
+    // SAFETY: as above; -1 is never a valid id, so this only reads the current fsuid.
+    (unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) }) as u32
+}
+
+/// `set_fsuid` for the file-system gid.
+fn set_fsgid(gid: u32) -> u32 {
+    // SAFETY: see `set_fsuid`.
+    unsafe { libc::syscall(libc::SYS_setfsgid, gid) };
+    // SAFETY: see `set_fsuid`.
+    (unsafe { libc::syscall(libc::SYS_setfsgid, u32::MAX) }) as u32
+}
+
+/// What a thread's file-system calls run as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ThreadIdentity {
+    fsuid: u32,
+    fsgid: u32,
+    groups: Vec<rustix::process::Gid>,
+}
+
+impl ThreadIdentity {
+    fn current() -> Self {
+        // SAFETY: see `set_fsuid`: -1 only reads.
+        let fsuid = (unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) }) as u32;
+        // SAFETY: as above.
+        let fsgid = (unsafe { libc::syscall(libc::SYS_setfsgid, u32::MAX) }) as u32;
+        // getgroups is a plain system call: it reports the calling thread's groups.
+        let groups = rustix::process::getgroups().unwrap_or_default();
+        Self { fsuid, fsgid, groups }
+    }
+}
+
+/// While alive, this thread's file-system calls run as an assumed identity; dropping it
+/// (also during a panic) puts back the identity the thread had before.
+#[must_use = "the identity is given back when the guard is dropped"]
+pub struct IdentityGuard {
+    previous: ThreadIdentity,
+}
+
+impl Drop for IdentityGuard {
+    fn drop(&mut self) {
+        set_fsuid(self.previous.fsuid);
+        set_fsgid(self.previous.fsgid);
+        if rustix::thread::set_thread_groups(&self.previous.groups).is_err()
+            || ThreadIdentity::current() != self.previous
+        {
+            // A thread that cannot be given its identity back must not serve anyone else.
+            tracing::error!("could not restore a thread's identity after a request; stopping");
+            std::process::abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    fn is_root() -> bool {
+        rustix::process::geteuid().is_root()
+    }
+
+    #[test]
+    fn root_resolves_through_nss_and_strangers_do_not() {
+        let root = UnixIdentity::of_user("root").unwrap();
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert!(root.groups.contains(&0));
+        assert_eq!(
+            UnixIdentity::of_user("no-such-user-isthmus"),
+            Err(IdentityError::UnknownUser("no-such-user-isthmus".into()))
+        );
+    }
+
+    #[test]
+    fn a_switch_changes_this_thread_only_and_is_undone() {
+        if !is_root() {
+            eprintln!("skipped: switching identities needs root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534] };
+        let path = dir.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let guard = nobody.assume().unwrap();
+            std::fs::write(path.join("by-nobody"), b"x").unwrap();
+            tx.send(()).unwrap();
+            // Still switched while the main thread writes: it must stay root.
+            done_rx.recv().unwrap();
+            drop(guard);
+            std::fs::write(path.join("after"), b"x").unwrap();
+        });
+        rx.recv().unwrap();
+        std::fs::write(dir.path().join("by-main"), b"x").unwrap();
+        done_tx.send(()).unwrap();
+        worker.join().unwrap();
+        let owner = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().uid();
+        assert_eq!(owner("by-nobody"), 65534);
+        assert_eq!(owner("by-main"), 0);
+        assert_eq!(owner("after"), 0);
+    }
+
+    #[test]
+    fn the_kernel_judges_as_the_assumed_user_and_a_panic_restores() {
+        if !is_root() {
+            eprintln!("skipped: switching identities needs root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"root only").unwrap();
+        std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534] };
+        let path = secret.clone();
+        std::thread::spawn(move || {
+            let result = std::panic::catch_unwind(|| {
+                let _guard = nobody.assume().unwrap();
+                let denied = std::fs::read(&path).unwrap_err();
+                assert_eq!(denied.kind(), std::io::ErrorKind::PermissionDenied);
+                panic!("a request that fails while switched");
+            });
+            assert!(result.is_err());
+            // Unwinding gave the thread back its own identity.
+            assert_eq!(std::fs::read(&path).unwrap(), b"root only");
+        })
+        .join()
+        .unwrap();
+    }
+}
