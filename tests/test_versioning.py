@@ -136,3 +136,26 @@ def test_anonymous_version_reads_follow_the_bucket_acl_not_the_policy(s3, server
     s3.delete_bucket_policy(Bucket="vers-public")
     s3.put_bucket_acl(Bucket="vers-public", ACL="public-read")
     assert anonymous(f"?versionId={old}") == (200, b"old")
+
+
+def test_multipart_uploads_make_versions_and_copy_from_old_ones(s3):
+    s3.create_bucket(Bucket="vers-mpu")
+    s3.put_bucket_versioning(Bucket="vers-mpu", VersioningConfiguration={"Status": "Enabled"})
+    first = s3.put_object(Bucket="vers-mpu", Key="big", Body=b"small first")["VersionId"]
+    upload = s3.create_multipart_upload(Bucket="vers-mpu", Key="big")["UploadId"]
+    part = s3.upload_part(Bucket="vers-mpu", Key="big", UploadId=upload, PartNumber=1, Body=b"x" * 100)
+    done = s3.complete_multipart_upload(
+        Bucket="vers-mpu", Key="big", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
+    )
+    assert done["VersionId"] not in (None, first)
+    listed = s3.list_object_versions(Bucket="vers-mpu")["Versions"]
+    assert [(v["VersionId"], v["IsLatest"], v["Size"]) for v in listed] == [(done["VersionId"], True, 100), (first, False, 11)]
+    upload = s3.create_multipart_upload(Bucket="vers-mpu", Key="copy")["UploadId"]
+    copied = s3.upload_part_copy(
+        Bucket="vers-mpu", Key="copy", UploadId=upload, PartNumber=1, CopySource={"Bucket": "vers-mpu", "Key": "big", "VersionId": first}
+    )
+    assert copied["CopySourceVersionId"] == first
+    s3.complete_multipart_upload(
+        Bucket="vers-mpu", Key="copy", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": copied["CopyPartResult"]["ETag"]}]}
+    )
+    assert s3.get_object(Bucket="vers-mpu", Key="copy")["Body"].read() == b"small first"
