@@ -199,3 +199,59 @@ def test_shared_root_with_a_running_gateway(tmp_path):
         assert drop_in.get_object(Bucket="shared", Key="from-http")["ETag"] == http.head_object(Bucket="shared", Key="from-http")["ETag"]
     finally:
         srv.stop()
+
+
+def test_the_native_api_runs_with_the_callers_permissions():
+    """The embedded engine does its file-system calls as the calling process: a process of an
+    unprivileged user gets AccessDenied where its shell would, and nothing is created."""
+    import json
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become another user for the test (CI runs as root)")
+    base = tempfile.mkdtemp(prefix="isthmus-perm-")
+    try:
+        os.chmod(base, 0o755)
+        root = os.path.join(base, "root")
+        s = isthmus.Store(root, durability="relaxed")
+        s.create_bucket("perm")
+        s.put_object("perm", "secret", b"root only")
+        s.put_object("perm", "open", b"for everyone")
+        os.chmod(os.path.join(root, "perm", "secret"), 0o600)
+        os.chmod(os.path.join(root, "perm", "open"), 0o644)
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child becomes nobody and reports what it could do
+            results = {}
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+
+                def attempt(name, call):
+                    try:
+                        results[name] = ["ok", call()]
+                    except isthmus.IsthmusError as e:
+                        results[name] = ["error", e.args[0]]
+
+                store = isthmus.Store(root, durability="relaxed")
+                attempt("get open", lambda: store.get_object("perm", "open").decode())
+                attempt("get secret", lambda: store.get_object("perm", "secret").decode())
+                attempt("put", lambda: store.put_object("perm", "by-nobody", b"x")["size"])
+                attempt("delete secret", lambda: store.delete_object("perm", "secret"))
+            finally:
+                os.write(writer, json.dumps(results).encode())
+                os._exit(0)
+        os.close(writer)
+        with os.fdopen(reader) as pipe:
+            results = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+        assert results["get open"] == ["ok", "for everyone"]
+        assert results["get secret"] == ["error", "AccessDenied"]
+        assert results["put"] == ["error", "AccessDenied"]
+        assert results["delete secret"] == ["error", "AccessDenied"]
+        assert sorted(os.listdir(os.path.join(root, "perm"))) == [".isthmus", "open", "secret"]
+        assert s.get_object("perm", "secret") == b"root only"
+    finally:
+        shutil.rmtree(base)
