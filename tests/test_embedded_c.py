@@ -86,3 +86,36 @@ def test_interoperates_with_a_running_gateway(prefix, tmp_path):
         assert r.returncode == 1 and "NoSuchKey" in r.stderr
     finally:
         srv.stop()
+
+
+def test_the_c_library_runs_with_the_callers_permissions(prefix):
+    """libisthmus does its file-system calls as the calling process: run as `nobody`, it reads
+    what nobody may read and gets AccessDenied for a 0600 file of root's."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the program as another user (CI runs as root)")
+    base = Path(tempfile.mkdtemp(prefix="isthmus-c-perm-"))
+    try:
+        base.chmod(0o755)
+        source = base / "reader.c"
+        source.write_text(READER)
+        exe = compile_c(prefix, source, base / "reader", static=True)
+        root = base / "root"
+        s3_root = run(prefix, exe, str(root), "none", "none")  # creates the root's internal area
+        assert s3_root.returncode == 1
+        bucket = root / "perm"
+        bucket.mkdir()
+        (bucket / "open").write_bytes(b"for everyone")
+        (bucket / "secret").write_bytes(b"root only")
+        (bucket / "secret").chmod(0o600)
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        ok = subprocess.run([*as_nobody, str(exe), str(root), "perm", "open"], capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0 and ok.stdout.endswith("for everyone"), ok.stdout + ok.stderr
+        denied = subprocess.run([*as_nobody, str(exe), str(root), "perm", "secret"], capture_output=True, text=True, timeout=60)
+        assert denied.returncode == 1 and "not permitted" in denied.stderr, denied.stdout + denied.stderr
+        as_root = run(prefix, exe, str(root), "perm", "secret")
+        assert as_root.returncode == 0 and as_root.stdout.endswith("root only")
+    finally:
+        shutil.rmtree(base)
