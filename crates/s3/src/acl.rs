@@ -225,15 +225,19 @@ fn owner_in(
     Ok(store.bucket_owner(cx, bucket)?.unwrap_or_else(|| root.to_string()))
 }
 
+/// The owner of a bucket, for an ACL being put (its own id may be stated with FULL_CONTROL).
+async fn bucket_owner(gw: &Gateway, cx: &isthmus_store::RequestContext, bucket: &str) -> S3Result<String> {
+    let (bucket, root) = (bucket.to_string(), gw.users.root().to_string());
+    gw.read(cx, move |store, cx| owner_in(store, cx, &bucket, &root)).await
+}
+
 pub async fn put_bucket_acl(
     gw: &Gateway,
     req: S3Request<PutBucketAclInput>,
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
     let cx = gw.cx(&req);
     let input = req.input;
-    let bucket = input.bucket.clone();
-    let root = gw.users.root().to_string();
-    let owner = gw.read(&cx, move |store, cx| owner_in(store, cx, &bucket, &root)).await?;
+    let owner = bucket_owner(gw, &cx, &input.bucket).await?;
     let headers = [
         (Permission::READ, input.grant_read.as_ref()),
         (Permission::WRITE, input.grant_write.as_ref()),
@@ -274,9 +278,7 @@ pub async fn put_object_acl(
     if input.grant_write.is_some() {
         return Err(s3_error!(NotImplemented, "WRITE grants apply to buckets, not objects"));
     }
-    let bucket = input.bucket.clone();
-    let root = gw.users.root().to_string();
-    let owner = gw.read(&cx, move |store, cx| owner_in(store, cx, &bucket, &root)).await?;
+    let owner = bucket_owner(gw, &cx, &input.bucket).await?;
     let headers = [
         (Permission::READ, input.grant_read.as_ref()),
         (Permission::FULL_CONTROL, input.grant_full_control.as_ref()),

@@ -10,7 +10,7 @@ use rustix::io::Errno;
 
 use super::list::{DirCache, list_objects};
 use super::resolve::open_dir_beneath;
-use super::versions::{VERSIONS_DIR, versions_of};
+use super::versions::{VERSIONS_DIR, has_entries_besides, keeps_versions, versions_of};
 use crate::error::{StoreError, StoreResult};
 use crate::key::INTERNAL_DIR;
 use crate::meta::MetaStore;
@@ -127,9 +127,7 @@ impl TreeWalk<'_> {
 /// Whether a directory of the versions tree has keys beneath it (entries besides the versions
 /// of its own key; emptied directories are removed as their last version goes).
 fn holds_keys(dir: BorrowedFd<'_>) -> bool {
-    rustix::fs::Dir::read_from(dir).is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|e| !matches!(e.file_name().to_bytes(), b"." | b".." | b".isthmus"))
-    })
+    has_entries_besides(dir, &[INTERNAL_DIR])
 }
 
 /// The keys (and common prefixes) of the versions tree after `after`, up to `limit`.
@@ -162,6 +160,7 @@ pub(crate) fn list_versions(
         ));
     }
     let max = request.max_keys;
+    let keeps_any = keeps_versions(meta.bucket);
     // Each entry yields at least one version or prefix: one more than a page tells truncation.
     let limit = max.saturating_add(1);
     let after = request.key_marker.as_deref();
@@ -194,7 +193,7 @@ pub(crate) fn list_versions(
             Ok(Err(StoreError::NoSuchKey)) | Err(_) => None,
             Ok(Err(err)) => return Err(err),
         };
-        let versions = versions_of(meta.bucket, key, current)?;
+        let versions = versions_of(meta.bucket, key, current, keeps_any)?;
         let rest = versions.iter().position(|v| v.info.version_id.as_deref() == Some(marker)).map_or(0, |i| i + 1);
         for version in versions.into_iter().skip(rest) {
             if count == max {
@@ -221,7 +220,7 @@ pub(crate) fn list_versions(
             }
             Entry::Key(key) => {
                 let current = currents.remove(&key);
-                for version in versions_of(meta.bucket, &key, current)? {
+                for version in versions_of(meta.bucket, &key, current, keeps_any)? {
                     if count == max {
                         page.is_truncated = true;
                         break;

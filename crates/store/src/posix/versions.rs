@@ -125,16 +125,26 @@ fn read_record(dir: BorrowedFd<'_>, id: &str) -> Option<VersionRecord> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Writes `record` as `<id>.json` in `dir`, atomically (staged in the bucket's temporaries).
-fn write_record(bucket: BorrowedFd<'_>, dir: BorrowedFd<'_>, record: &VersionRecord, sync: bool) -> StoreResult<()> {
+/// The bucket's temporaries and a fresh name there: versions are staged beside other writes,
+/// so the stale-temporary cleanup removes what a crash leaves.
+fn staging_name(bucket: BorrowedFd<'_>) -> StoreResult<(OwnedFd, String)> {
     let tmp_dir = create_dirs_beneath(bucket, TMP_DIR, false).map_err(|e| StoreError::io_at("create", TMP_DIR, e))?;
-    let tmp = format!("version.{}", unique_suffix());
-    let fd = rustix::fs::openat(
-        &tmp_dir,
-        tmp.as_str(),
+    Ok((tmp_dir, format!("version.{}", unique_suffix())))
+}
+
+fn create_staged(tmp_dir: BorrowedFd<'_>, tmp: &str) -> Result<OwnedFd, rustix::io::Errno> {
+    rustix::fs::openat(
+        tmp_dir,
+        tmp,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
-    )?;
+    )
+}
+
+/// Writes `record` as `<id>.json` in `dir`, atomically (staged in the bucket's temporaries).
+fn write_record(bucket: BorrowedFd<'_>, dir: BorrowedFd<'_>, record: &VersionRecord, sync: bool) -> StoreResult<()> {
+    let (tmp_dir, tmp) = staging_name(bucket)?;
+    let fd = create_staged(tmp_dir.as_fd(), &tmp)?;
     let bytes = serde_json::to_vec(record).expect("version records serialize");
     let written = write_all(fd.as_fd(), &bytes).and_then(|()| {
         if sync {
@@ -157,31 +167,32 @@ fn open_key_dir(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>, sync: bool) -> St
 /// Keeps the open file `file` (the current object, described by `record`) as version `id`:
 /// a hard link to its inode, and its record.
 fn keep(
-    bucket: BorrowedFd<'_>,
+    meta: &MetaStore<'_>,
     path: &ObjectPath<'_>,
     file: BorrowedFd<'_>,
     stat: &rustix::fs::Stat,
     record: MetaRecord,
     sync: bool,
 ) -> StoreResult<()> {
+    let bucket = meta.bucket;
     let id = id_of(record.version_id.as_deref()).to_string();
     let dir = open_key_dir(bucket, path, sync)?;
-    let tmp_dir = create_dirs_beneath(bucket, TMP_DIR, false).map_err(|e| StoreError::io_at("create", TMP_DIR, e))?;
-    let tmp = format!("version.{}", unique_suffix());
+    let (tmp_dir, tmp) = staging_name(bucket)?;
     // Linking through /proc links the very inode read above, whatever now has its name.
     let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
     match rustix::fs::linkat(rustix::fs::CWD, proc_path.as_str(), &tmp_dir, tmp.as_str(), AtFlags::SYMLINK_FOLLOW) {
         Ok(()) => {}
-        // A file system without hard links (or no /proc): keep a copy instead.
+        // A file system without hard links (or no /proc): keep a copy instead. Copying is long
+        // work: a request that may not block moves to a thread that may, before any change.
+        Err(_) if !meta.may_block => return Err(StoreError::WouldBlock),
         Err(_) => {
-            let copy = rustix::fs::openat(
-                &tmp_dir,
-                tmp.as_str(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            )
-            .map_err(|e| StoreError::io_at("keep a version of", path.key(), e))?;
-            super::write::copy_file_contents(file, copy.as_fd(), 0, stat.st_size as u64)?;
+            let copy = create_staged(tmp_dir.as_fd(), &tmp)
+                .map_err(|e| StoreError::io_at("keep a version of", path.key(), e))?;
+            let copied = super::write::copy_file_contents(file, copy.as_fd(), 0, stat.st_size as u64);
+            if let Err(err) = copied {
+                let _ = rustix::fs::unlinkat(&tmp_dir, tmp.as_str(), AtFlags::empty());
+                return Err(err);
+            }
         }
     }
     if let Err(err) = rustix::fs::renameat(&tmp_dir, tmp.as_str(), &dir, id.as_str()) {
@@ -259,7 +270,7 @@ pub(crate) fn keep_current(
     if state == Versioning::Suspended && record.version_id.is_none() {
         return Ok(());
     }
-    keep(meta.bucket, path, fd.as_fd(), &stat, record, sync)
+    keep(meta, path, fd.as_fd(), &stat, record, sync)
 }
 
 /// Records a delete marker `id` for `path` (the latest version from now on).
@@ -384,10 +395,13 @@ pub(crate) fn head_version(
 }
 
 /// Every version of one key, newest first, `current` (the plain file, if any) on top.
+/// `keeps_any`: whether the bucket has a versions tree at all (a bucket never versioned has
+/// none, and its listing then looks up nothing per key).
 pub(crate) fn versions_of(
     bucket: BorrowedFd<'_>,
     key: &str,
     current: Option<ObjectInfo>,
+    keeps_any: bool,
 ) -> StoreResult<Vec<ObjectVersion>> {
     let mut versions = Vec::new();
     if let Some(mut info) = current {
@@ -395,6 +409,7 @@ pub(crate) fn versions_of(
         versions.push(ObjectVersion { info, is_latest: true, delete_marker: false });
     }
     if let Ok(path) = ObjectPath::parse(key)
+        && keeps_any
         && !path.is_dir()
     {
         for kept in kept_versions(bucket, &path)? {
@@ -477,7 +492,15 @@ impl PosixStore {
 
 /// Whether the bucket keeps any version or delete marker (DeleteBucket refuses then, as S3).
 pub(crate) fn keeps_versions(bucket: BorrowedFd<'_>) -> bool {
-    let Ok(dir) = open_dir_beneath(bucket, VERSIONS_DIR) else { return false };
-    rustix::fs::Dir::read_from(&dir)
-        .is_ok_and(|entries| entries.filter_map(Result::ok).any(|e| !matches!(e.file_name().to_bytes(), b"." | b"..")))
+    open_dir_beneath(bucket, VERSIONS_DIR).is_ok_and(|dir| has_entries_besides(dir.as_fd(), &[]))
+}
+
+/// Whether a directory has entries other than `.`, `..` and those named in `besides`.
+pub(crate) fn has_entries_besides(dir: BorrowedFd<'_>, besides: &[&str]) -> bool {
+    rustix::fs::Dir::read_from(dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|e| {
+            let name = e.file_name().to_bytes();
+            name != b"." && name != b".." && !besides.iter().any(|b| b.as_bytes() == name)
+        })
+    })
 }
