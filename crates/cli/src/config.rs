@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use isthmus_s3::User;
+use isthmus_s3::{IdentitySpec, User};
 use isthmus_store::{Durability, MetadataMode};
 use serde::Deserialize;
 
@@ -52,9 +52,27 @@ pub struct ServeArgs {
     /// clients such as libs3 2.0)
     #[arg(long)]
     pub disable_sigv2: bool,
+    /// Whose permissions file-system calls run with: gateway (the gateway's own user, its
+    /// authorization rules decide) or posix (each S3 user's Unix identity, the kernel decides;
+    /// needs root or CAP_SETUID+CAP_SETGID, and a Unix identity for every user) [default: gateway]
+    #[arg(long)]
+    pub identity: Option<IdentityMode>,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
+}
+
+/// Whose permissions file-system calls run with (`identity` in the configuration).
+///
+/// The default is `gateway` even for a gateway started as root: `posix` needs a Unix identity
+/// for every S3 user (root's included), which no default can invent, and the quick start must
+/// work with no configuration. A root gateway in `gateway` mode says so when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum IdentityMode {
+    #[default]
+    Gateway,
+    Posix,
 }
 
 /// How log lines are written.
@@ -86,6 +104,16 @@ pub struct FileConfig {
     pub root_user: Option<User>,
     #[serde(default)]
     pub users: Vec<User>,
+    /// `gateway` or `posix` (see `IdentityMode`).
+    pub identity: Option<IdentityMode>,
+    /// The Unix identity of the root user with `identity = "posix"` (else the `root_user`
+    /// table's own `unix_user`/`uid` keys).
+    pub root_identity: Option<IdentitySpec>,
+    /// Permit users that map to uid 0 with `identity = "posix"`.
+    #[serde(default)]
+    pub allow_root: bool,
+    /// Seconds between re-resolutions of the users' Unix identities (also on SIGHUP).
+    pub identity_refresh_seconds: Option<u64>,
 }
 
 impl FileConfig {
@@ -112,6 +140,10 @@ pub struct ServeSettings {
     pub idle_timeout: std::time::Duration,
     pub root_user: Option<User>,
     pub users: Vec<User>,
+    pub identity: IdentityMode,
+    pub root_identity: Option<IdentitySpec>,
+    pub allow_root: bool,
+    pub identity_refresh: std::time::Duration,
 }
 
 impl ServeSettings {
@@ -122,7 +154,7 @@ impl ServeSettings {
         };
         let root_user = match env_keys {
             (Some(access_key), Some(secret_key)) => {
-                Some(User { access_key, secret_key, display_name: "root".into(), buckets: Vec::new() })
+                Some(User { display_name: "root".into(), ..User::new(access_key, secret_key) })
             }
             (None, None) => file.root_user,
             _ => {
@@ -157,6 +189,10 @@ impl ServeSettings {
             idle_timeout: std::time::Duration::from_secs(args.idle_timeout.or(file.idle_timeout).unwrap_or(120).max(1)),
             root_user,
             users: file.users,
+            identity: args.identity.or(file.identity).unwrap_or_default(),
+            root_identity: file.root_identity,
+            allow_root: file.allow_root,
+            identity_refresh: std::time::Duration::from_secs(file.identity_refresh_seconds.unwrap_or(300).max(1)),
         })
     }
 }

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use isthmus_s3::auth::{credentials_path, load_or_create_root};
-use isthmus_s3::{GatewayConfig, IoPolicy, UserDirectory};
+use isthmus_s3::{GatewayConfig, Identities, IoPolicy, User, UserDirectory};
 use isthmus_store::{Durability, PosixStore, StoreOptions};
 
-use crate::config::ServeSettings;
+use crate::config::{IdentityMode, ServeSettings};
 
 /// Temporary files older than this are left over from crashed writers.
 const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
@@ -46,12 +46,19 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     };
     let mut users = vec![root_user.clone()];
     users.extend(settings.users.iter().cloned());
+    let identities = Arc::new(identities_of(&settings, &root_user, &users)?);
     let users = UserDirectory::new(&root_user.access_key, users);
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if identities.is_posix() {
+        // Each runtime thread gets its own umask, so a request's umask is its own.
+        runtime.on_thread_start(|| {
+            if let Err(err) = isthmus_store::identity::detach_thread_fs_context() {
+                tracing::error!(error = %err, "a runtime thread cannot hold its own umask; its requests are refused");
+            }
+        });
+    }
+    let runtime = runtime.enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(settings.address)
             .await
@@ -63,8 +70,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             inline_reads: filesystem.is_local(),
             inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
         };
-        let service =
-            isthmus_s3::build_service(store.clone(), io, users, settings.domain.as_deref().map(|d| (d, local.port())))?;
+        let domain = settings.domain.as_deref().map(|d| (d, local.port()));
+        let service = isthmus_s3::build_service(store.clone(), io, users, identities.clone(), domain)?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
         println!(
@@ -94,6 +101,14 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 println!("Root credentials: access key {} (from the environment or config file)", root_user.access_key)
             }
         }
+        if identities.is_posix() {
+            println!("  identity: posix (each user's requests run with its Unix identity; the kernel decides)");
+            tokio::spawn(refresh_identities(identities.clone(), settings.identity_refresh));
+        } else if rustix::process::geteuid().is_root() {
+            println!(
+                "  identity: gateway, running as root: every file is created as root and only the gateway's rules protect them; see README \"Unix identities\" for identity = \"posix\""
+            );
+        }
         // At start and then every hour, on the blocking pool: what dead writers left, expired
         // records of completed uploads, the trash of interrupted DeleteBuckets.
         let cleaner = store.clone();
@@ -119,6 +134,57 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         isthmus_s3::serve(listener, service, config, shutdown_signal()).await;
         Ok(())
     })
+}
+
+/// The Unix identities of the users (`identity = "posix"`): every user, root included, must map
+/// to one, and none to uid 0 unless `allow_root`; errors name the user and the fix.
+fn identities_of(settings: &ServeSettings, root: &User, users: &[User]) -> Result<Identities, String> {
+    if settings.identity == IdentityMode::Gateway {
+        return Ok(Identities::gateway());
+    }
+    let mapped = users
+        .iter()
+        .map(|user| {
+            let is_root = user.access_key == root.access_key;
+            let spec = match (&settings.root_identity, is_root) {
+                (Some(spec), true) => spec.clone(),
+                _ => user.identity.clone(),
+            };
+            if !spec.is_set() {
+                return Err(if is_root {
+                    "identity = \"posix\": the root user needs a Unix identity; set root_identity = { unix_user = \"NAME\" } in the config file".to_string()
+                } else {
+                    format!("identity = \"posix\": user {:?} needs a Unix identity; set unix_user = \"NAME\" (or uid and gid) in its [[users]] entry", label(user))
+                });
+            }
+            Ok((user.access_key.clone(), label(user), spec))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Identities::posix(mapped, settings.allow_root)
+}
+
+fn label(user: &User) -> String {
+    if user.display_name.is_empty() { user.access_key.clone() } else { user.display_name.clone() }
+}
+
+/// Re-resolves the users' Unix identities every `period` and on SIGHUP, off the async workers.
+async fn refresh_identities(identities: Arc<Identities>, period: Duration) {
+    let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("no SIGHUP handler: identities are re-resolved only periodically");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = hangup.recv() => tracing::info!("SIGHUP: resolving the users' Unix identities again"),
+        }
+        let ids = identities.clone();
+        match tokio::task::spawn_blocking(move || ids.refresh()).await {
+            Ok(0) => {}
+            Ok(changed) => tracing::info!(changed, "users' Unix identities changed"),
+            Err(err) => tracing::warn!(error = %err, "resolving identities failed"),
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -235,7 +235,7 @@ pub async fn put_bucket_acl(
     gw: &Gateway,
     req: S3Request<PutBucketAclInput>,
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let owner = bucket_owner(gw, &cx, &input.bucket).await?;
     let headers = [
@@ -256,7 +256,7 @@ pub async fn get_bucket_acl(
     gw: &Gateway,
     req: S3Request<GetBucketAclInput>,
 ) -> S3Result<S3Response<GetBucketAclOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     let root = gw.users.root().to_string();
     let (acl, owner) = gw
@@ -273,7 +273,7 @@ pub async fn put_object_acl(
     gw: &Gateway,
     req: S3Request<PutObjectAclInput>,
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     if input.grant_write.is_some() {
         return Err(s3_error!(NotImplemented, "WRITE grants apply to buckets, not objects"));
@@ -301,7 +301,7 @@ pub async fn get_object_acl(
     gw: &Gateway,
     req: S3Request<GetObjectAclInput>,
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let (bucket, key, version) = (input.bucket, input.key, input.version_id);
     let root = gw.users.root().to_string();

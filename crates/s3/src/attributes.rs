@@ -16,7 +16,7 @@ pub async fn get_object_attributes(
     gw: &Gateway,
     req: S3Request<GetObjectAttributesInput>,
 ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     // The header is one comma-separated list (or repeated): both arrive here.
     let wanted =

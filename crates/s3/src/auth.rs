@@ -21,6 +21,9 @@ pub struct User {
     /// Buckets this user may use besides its own: names, or prefixes ending in `*`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buckets: Vec<String>,
+    /// The Unix identity the user's requests run as with `identity = "posix"`.
+    #[serde(flatten)]
+    pub identity: crate::IdentitySpec,
 }
 
 impl fmt::Debug for User {
@@ -34,6 +37,17 @@ impl fmt::Debug for User {
 }
 
 impl User {
+    /// A user with these credentials and nothing else set.
+    pub fn new(access_key: String, secret_key: String) -> Self {
+        Self {
+            access_key,
+            secret_key,
+            display_name: String::new(),
+            buckets: Vec::new(),
+            identity: crate::IdentitySpec::default(),
+        }
+    }
+
     /// New random credentials: a 20-character access key and a 40-character secret.
     pub fn generate(display_name: &str) -> Self {
         const ACCESS: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
@@ -42,7 +56,13 @@ impl User {
         getrandom::fill(&mut bytes).expect("the OS random source works");
         let access_key = bytes[..20].iter().map(|b| ACCESS[usize::from(b & 31)] as char).collect();
         let secret_key = bytes[20..].iter().map(|b| SECRET[usize::from(b & 63)] as char).collect();
-        Self { access_key, secret_key, display_name: display_name.to_string(), buckets: Vec::new() }
+        Self {
+            access_key,
+            secret_key,
+            display_name: display_name.to_string(),
+            buckets: Vec::new(),
+            identity: crate::IdentitySpec::default(),
+        }
     }
 }
 

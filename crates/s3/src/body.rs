@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 use isthmus_store::{BoxedReader, BoxedWriter, ObjectInfo, RequestContext, Store, StoreError, StoreResult};
 
 use crate::Gateway;
-use crate::engine::{Engine, Placement};
+use crate::engine::Placement;
 use crate::integrity::Declared;
 use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
@@ -41,13 +41,15 @@ impl ObjectBody {
         Ok(Self::Whole(Bytes::from(buf)))
     }
 
-    pub fn into_blob(self, engine: &Engine) -> StreamingBlob {
+    pub fn into_blob(self) -> StreamingBlob {
         match self {
             Self::Whole(bytes) => StreamingBlob::new(WholeBody(Some(bytes))),
             Self::Stream(reader) => {
                 let remaining = reader.remaining();
                 let (tx, rx) = mpsc::channel(2);
-                engine.stream(move |_| pump_reader(reader, &tx));
+                // Only reads a descriptor the engine call already opened (and the kernel already
+                // checked for the request's identity): no engine call, no identity switch.
+                tokio::task::spawn_blocking(move || pump_reader(reader, &tx));
                 StreamingBlob::new(ChannelBody { rx, remaining })
             }
         }
@@ -182,9 +184,8 @@ where
             .await;
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(2);
-    let stream_cx = cx.with_may_block(true);
-    let task = gw.engine.stream(move |store| -> StoreResult<BoxedWriter> {
-        let mut writer = open(store, &stream_cx)?;
+    let task = gw.engine.stream(cx, move |store, cx| -> StoreResult<BoxedWriter> {
+        let mut writer = open(store, cx)?;
         while let Some(chunk) = rx.blocking_recv() {
             writer.write_all(&chunk)?;
         }
@@ -212,5 +213,5 @@ where
     // The body and its trailers are complete: verify before anything becomes visible.
     declared.check(&writer.digests()).map_err(s3_error)?;
     // Committing fsyncs in strict mode: always off the async workers.
-    gw.engine.stream(move |_| writer.commit()).await.map_err(join_error)?.map_err(s3_error)
+    gw.engine.stream(cx, move |_, _| writer.commit()).await.map_err(join_error)?.map_err(s3_error)
 }

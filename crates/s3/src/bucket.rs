@@ -12,7 +12,7 @@ const REGION: &str = crate::server::DEFAULT_REGION;
 /// ListBuckets, with S3's filters and pages: `prefix`, `bucket-region`, `max-buckets`
 /// (1-10,000; all buckets without it) and `continuation-token`.
 pub async fn list_buckets(gw: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let max_buckets = match input.max_buckets {
         None => usize::MAX,
@@ -51,7 +51,7 @@ pub async fn create_bucket(
     gw: &Gateway,
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     crate::acl::no_grant_headers!(req.input);
     if req.input.grant_write.is_some() {
         return Err(s3_error!(NotImplemented, "Grant headers are taken by PutBucketAcl; use x-amz-acl here"));
@@ -80,7 +80,7 @@ pub async fn create_bucket(
 }
 
 pub async fn head_bucket(gw: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
     Ok(S3Response::new(HeadBucketOutput::default()))
@@ -90,7 +90,7 @@ pub async fn delete_bucket(
     gw: &Gateway,
     req: S3Request<DeleteBucketInput>,
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     // Removes the bucket's internal tree (unfinished uploads can be large): on the pool.
     gw.long(&cx, move |store, cx| store.delete_bucket(cx, &bucket)).await?;
@@ -101,7 +101,7 @@ pub async fn get_bucket_location(
     gw: &Gateway,
     req: S3Request<GetBucketLocationInput>,
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
     // us-east-1 is reported as an empty constraint, which every client accepts.
@@ -112,7 +112,7 @@ pub async fn get_bucket_versioning(
     gw: &Gateway,
     req: S3Request<GetBucketVersioningInput>,
 ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     let state = gw.read(&cx, move |store, cx| store.bucket_versioning(cx, &bucket)).await?;
     // A bucket never versioned: S3 reports that by leaving Status out.
@@ -128,7 +128,7 @@ pub async fn put_bucket_versioning(
     gw: &Gateway,
     req: S3Request<PutBucketVersioningInput>,
 ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let config = input.versioning_configuration;
     if config.mfa_delete.as_ref().is_some_and(|m| m.as_str() == MFADelete::ENABLED) || input.mfa.is_some() {

@@ -2,7 +2,9 @@
 //! call its request context (who asks), decides its I/O placement (inline on the async worker
 //! for short calls on local file systems, the blocking pool otherwise), moves to the pool a call
 //! that would have had to do long work inline (`StoreError::WouldBlock`), and starts the
-//! blocking tasks that stream large bodies. Identity switching and metrics attach here.
+//! blocking tasks that stream large bodies. With `identity = "posix"` every call and stream
+//! runs with the request's Unix identity (`RequestContext::run_as`), inline or on the pool:
+//! the thread's file-system ids are switched around the call and put back after it.
 
 use std::sync::Arc;
 
@@ -56,23 +58,26 @@ impl Engine {
             Placement::Long | Placement::Scan => false,
         };
         if inline {
-            match f(&*self.store, &cx.with_may_block(false)) {
+            let inline_cx = cx.with_may_block(false);
+            match inline_cx.run_as(|| f(&*self.store, &inline_cx)) {
                 Err(StoreError::WouldBlock) => tracing::debug!("the call needs long work: moved to the blocking pool"),
                 other => return other.map_err(s3_error),
             }
         }
         let store = self.store.clone();
         let cx = cx.with_may_block(true);
-        tokio::task::spawn_blocking(move || f(&*store, &cx)).await.map_err(join_error)?.map_err(s3_error)
+        tokio::task::spawn_blocking(move || cx.run_as(|| f(&*store, &cx))).await.map_err(join_error)?.map_err(s3_error)
     }
 
-    /// Starts a blocking task that streams a body to or from the engine chunk by chunk.
-    pub fn stream<T, F>(&self, f: F) -> tokio::task::JoinHandle<T>
+    /// Starts a blocking task that streams a body into the engine chunk by chunk, with the
+    /// identity of the request `cx`.
+    pub fn stream<T, F>(&self, cx: &RequestContext, f: F) -> tokio::task::JoinHandle<StoreResult<T>>
     where
-        F: FnOnce(&dyn Store) -> T + Send + 'static,
+        F: FnOnce(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&*store))
+        let cx = cx.with_may_block(true);
+        tokio::task::spawn_blocking(move || cx.run_as(|| f(&*store, &cx)))
     }
 }

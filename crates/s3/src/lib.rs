@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 mod error_body;
 mod expect;
+pub mod identities;
 mod idle;
 pub mod integrity;
 mod list;
@@ -33,30 +34,37 @@ use s3s::{S3, S3Request, S3Response, S3Result};
 pub use auth::{User, UserDirectory};
 pub use engine::{Engine, Placement};
 pub use error::IoPolicy;
+pub use identities::{Identities, IdentitySpec};
 pub use server::{GatewayConfig, serve};
 
 /// The S3 front of an engine (any `Store`, behind `dyn`).
 pub struct Gateway {
     engine: Engine,
     users: Arc<UserDirectory>,
+    identities: Arc<Identities>,
 }
 
 impl Gateway {
-    pub fn new(engine: Engine, users: Arc<UserDirectory>) -> Self {
-        Self { engine, users }
+    pub fn new(engine: Engine, users: Arc<UserDirectory>, identities: Arc<Identities>) -> Self {
+        Self { engine, users, identities }
     }
 
-    /// The context of a request's engine calls: the user its signature authenticated, and the
-    /// bucket owner it expects (`x-amz-expected-bucket-owner`, checked by the authorization layer).
-    fn cx<T>(&self, req: &S3Request<T>) -> RequestContext {
+    /// The context of a request's engine calls: the user its signature authenticated, the
+    /// Unix identity its file-system calls run as (`identity = "posix"`; a user without one is
+    /// refused here), and the bucket owner it expects (`x-amz-expected-bucket-owner`, checked
+    /// by the authorization layer).
+    fn cx<T>(&self, req: &S3Request<T>) -> S3Result<RequestContext> {
         let cx = match &req.credentials {
             Some(c) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
             // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
             None => RequestContext::anonymous(),
         };
+        let identity = self.identities.of(&cx)?;
         let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-        cx.expecting_bucket_owner(header("x-amz-expected-bucket-owner"))
-            .expecting_source_owner(header("x-amz-source-expected-bucket-owner"))
+        Ok(cx
+            .with_identity(identity)
+            .expecting_bucket_owner(header("x-amz-expected-bucket-owner"))
+            .expecting_source_owner(header("x-amz-source-expected-bucket-owner")))
     }
 
     /// Runs a short engine call that only reads.
@@ -297,13 +305,19 @@ pub fn build_service(
     store: Arc<dyn Store>,
     io: IoPolicy,
     users: UserDirectory,
+    identities: Arc<Identities>,
     domain: Option<(&str, u16)>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    // Which user may use which bucket is the authorization layer's decision, on every call.
-    let store: Arc<dyn Store> = Arc::new(Authorized::new(store, users.grants()).with_root_owner(users.root()));
+    // Which user may use which bucket is the authorization layer's decision, on every call;
+    // with Unix identities, object access is the kernel's.
+    let mut authorized = Authorized::new(store, users.grants()).with_root_owner(users.root());
+    if identities.is_posix() {
+        authorized = authorized.judged_by_kernel();
+    }
+    let store: Arc<dyn Store> = Arc::new(authorized);
     let engine = Engine::new(store, io);
-    let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone()));
+    let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone(), identities));
     builder.set_auth((*users).clone());
     builder.set_access(access::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees

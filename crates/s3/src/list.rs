@@ -86,7 +86,7 @@ fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefi
 }
 
 pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
@@ -112,7 +112,7 @@ pub async fn list_objects_v2(
     gw: &Gateway,
     req: S3Request<ListObjectsV2Input>,
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
@@ -167,7 +167,7 @@ pub async fn list_object_versions(
     gw: &Gateway,
     req: S3Request<ListObjectVersionsInput>,
 ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let enc = Encoder::new(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;

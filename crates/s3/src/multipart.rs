@@ -32,7 +32,7 @@ pub async fn create_multipart_upload(
     gw: &Gateway,
     req: S3Request<CreateMultipartUploadInput>,
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     crate::acl::no_grant_headers!(input);
     let checksum_algorithm = match input.checksum_algorithm.as_ref() {
@@ -80,7 +80,7 @@ pub async fn create_multipart_upload(
 }
 
 pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let declared = crate::object::declared(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
@@ -104,7 +104,7 @@ pub async fn complete_multipart_upload(
     gw: &Gateway,
     req: S3Request<CompleteMultipartUploadInput>,
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let listed = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
     let mut parts = Vec::with_capacity(listed.len());
@@ -143,7 +143,7 @@ pub async fn abort_multipart_upload(
     gw: &Gateway,
     req: S3Request<AbortMultipartUploadInput>,
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     gw.write(&cx, move |store, cx| store.abort_multipart_upload(cx, &input.bucket, &input.key, &input.upload_id))
         .await?;
@@ -151,7 +151,7 @@ pub async fn abort_multipart_upload(
 }
 
 pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let max = limit(input.max_parts, "max-parts")?;
     let after = u32::try_from(input.part_number_marker.unwrap_or(0)).unwrap_or(0);
@@ -195,7 +195,7 @@ pub async fn list_multipart_uploads(
     gw: &Gateway,
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     if input.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
         return Err(s3_error!(NotImplemented, "ListMultipartUploads with a delimiter is not supported"));
@@ -243,7 +243,7 @@ pub async fn upload_part_copy(
     gw: &Gateway,
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {

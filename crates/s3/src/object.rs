@@ -13,7 +13,7 @@ use crate::tagging::parse_tagging_header;
 use crate::{checksum_headers, meta_headers, set_checksum};
 
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let declared = declared(&req)?;
     let input = req.input;
     if input.write_offset_bytes.is_some() {
@@ -157,7 +157,7 @@ pub(crate) fn require_current_version(
 }
 
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let part_number = requested_part(input.part_number)?;
@@ -180,7 +180,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     let checksum = info.checksum.clone();
     let version_id = info.version_id.clone();
     let mut output = object_output!(GetObjectOutput, info, range, part_number, {
-        body: Some(body.into_blob(&gw.engine)),
+        body: Some(body.into_blob()),
         tag_count: tag_count,
         version_id: version_id,
     });
@@ -193,7 +193,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 }
 
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let conditions =
@@ -232,7 +232,7 @@ pub async fn delete_object(
     gw: &Gateway,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let (bucket, key) = (req.input.bucket, req.input.key);
     let request = DeleteRequest { version_id: req.input.version_id };
     let outcome = gw.write(&cx, move |store, cx| store.delete_object(cx, &bucket, &key, &request)).await?;
@@ -244,7 +244,7 @@ pub async fn delete_object(
 }
 
 pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     crate::acl::no_grant_headers!(input);
     let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } = &input.copy_source else {
@@ -300,7 +300,7 @@ pub async fn delete_objects(
     gw: &Gateway,
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let quiet = input.delete.quiet.unwrap_or(false);
     let objects = input.delete.objects;

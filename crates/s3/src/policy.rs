@@ -12,7 +12,7 @@ pub async fn put_bucket_policy(
     gw: &Gateway,
     req: S3Request<PutBucketPolicyInput>,
 ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let (bucket, policy) = (req.input.bucket, req.input.policy);
     gw.write(&cx, move |store, cx| store.set_bucket_policy(cx, &bucket, Some(policy.clone()))).await?;
     Ok(S3Response::new(PutBucketPolicyOutput::default()))
@@ -22,7 +22,7 @@ pub async fn get_bucket_policy(
     gw: &Gateway,
     req: S3Request<GetBucketPolicyInput>,
 ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     let policy = gw.read(&cx, move |store, cx| store.bucket_policy(cx, &bucket)).await?;
     match policy {
@@ -35,7 +35,7 @@ pub async fn delete_bucket_policy(
     gw: &Gateway,
     req: S3Request<DeleteBucketPolicyInput>,
 ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     gw.write(&cx, move |store, cx| store.set_bucket_policy(cx, &bucket, None)).await?;
     Ok(S3Response::new(DeleteBucketPolicyOutput::default()))
@@ -49,7 +49,7 @@ pub async fn put_public_access_block(
     gw: &Gateway,
     req: S3Request<PutPublicAccessBlockInput>,
 ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let c = req.input.public_access_block_configuration;
     let block = isthmus_store::PublicAccessBlock {
         block_public_acls: setting(c.block_public_acls),
@@ -67,7 +67,7 @@ pub async fn get_public_access_block(
     gw: &Gateway,
     req: S3Request<GetPublicAccessBlockInput>,
 ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     let Some(block) = gw.read(&cx, move |store, cx| store.public_access_block(cx, &bucket)).await? else {
         let mut err = s3s::S3Error::with_message(
@@ -91,7 +91,7 @@ pub async fn delete_public_access_block(
     gw: &Gateway,
     req: S3Request<DeletePublicAccessBlockInput>,
 ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     gw.write(&cx, move |store, cx| store.set_public_access_block(cx, &bucket, None)).await?;
     Ok(S3Response::new(DeletePublicAccessBlockOutput::default()))

@@ -38,7 +38,7 @@ pub async fn put_object_tagging(
     gw: &Gateway,
     req: S3Request<PutObjectTaggingInput>,
 ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let tags = tag_map(input.tagging.tag_set)?;
     let version = input.version_id.clone();
@@ -54,7 +54,7 @@ pub async fn get_object_tagging(
     gw: &Gateway,
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let info = gw
         .read(&cx, move |store, cx| {
@@ -69,7 +69,7 @@ pub async fn delete_object_tagging(
     gw: &Gateway,
     req: S3Request<DeleteObjectTaggingInput>,
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let version = input.version_id.clone();
     gw.write(&cx, move |store, cx| {
@@ -88,7 +88,7 @@ pub async fn put_bucket_tagging(
     gw: &Gateway,
     req: S3Request<PutBucketTaggingInput>,
 ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let input = req.input;
     let tags = tag_map(input.tagging.tag_set)?;
     gw.write(&cx, move |store, cx| store.set_bucket_tags(cx, &input.bucket, tags.clone())).await?;
@@ -100,7 +100,7 @@ pub async fn get_bucket_tagging(
     gw: &Gateway,
     req: S3Request<GetBucketTaggingInput>,
 ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     let tags = gw.read(&cx, move |store, cx| store.bucket_tags(cx, &bucket)).await?;
     if tags.is_empty() {
@@ -113,7 +113,7 @@ pub async fn delete_bucket_tagging(
     gw: &Gateway,
     req: S3Request<DeleteBucketTaggingInput>,
 ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-    let cx = gw.cx(&req);
+    let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
     gw.write(&cx, move |store, cx| store.set_bucket_tags(cx, &bucket, BTreeMap::new())).await?;
     Ok(S3Response::new(DeleteBucketTaggingOutput::default()))

@@ -11,7 +11,13 @@
 //! (`policy`) may allow reading objects and listing to everyone or named users, or deny it; an
 //! explicit Deny wins over the ACLs. A missing bucket passes
 //! the check, so the operation itself answers NoSuchBucket.
-//! With `identity = "posix"` (later) the kernel's checks come on top of these, not instead.
+//!
+//! With `identity = "posix"` (`judged_by_kernel`) the kernel decides who may read and write
+//! objects: every signed user may try any bucket's objects and listings, and the file-system
+//! calls, made with the user's Unix identity, succeed or are refused as they would be for the
+//! user's shell. What the file system cannot judge stays here: a bucket's own settings (ACL,
+//! policy, tags, versioning, deletion) are its S3 owner's, and a policy's explicit Deny still
+//! refuses. Unsigned requests still need a public ACL or policy, and then run as `nobody`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -84,6 +90,8 @@ pub struct Authorized<S: ?Sized> {
     grants: BucketGrants,
     /// Who owns the buckets without a recorded owner (made with mkdir): the door's root user.
     root_owner: Option<String>,
+    /// Object access of signed users is the kernel's to judge (`identity = "posix"`).
+    kernel_judges: bool,
 }
 
 impl<S: Store> Authorized<S> {
@@ -96,7 +104,18 @@ impl<S: Store> Authorized<S> {
 
 impl<S: Store + ?Sized> Authorized<S> {
     pub fn new(inner: Arc<S>, grants: BucketGrants) -> Self {
-        Self { inner, grants, root_owner: None }
+        Self { inner, grants, root_owner: None, kernel_judges: false }
+    }
+
+    /// Leaves object access of signed users to the kernel, for requests that run with their
+    /// users' Unix identities.
+    pub fn judged_by_kernel(self) -> Self {
+        Self { kernel_judges: true, ..self }
+    }
+
+    /// Whether the kernel, not this layer, decides the object access of `cx`.
+    fn kernel_decides(&self, cx: &RequestContext) -> bool {
+        self.kernel_judges && matches!(cx.principal, Principal::User { .. })
     }
 
     /// Names the owner of buckets without a recorded one, for `expected_bucket_owner` checks.
@@ -130,6 +149,9 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Whether the principal of `cx` may do `access` in `bucket`: as its owner, or as the
     /// bucket's canned ACL shares it with everyone (or every signed user).
     pub fn allowed(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
+        if access != Access::Owner && self.kernel_decides(cx) {
+            return Ok(true);
+        }
         if self.may_use(cx, bucket)? {
             return Ok(true);
         }
@@ -257,6 +279,12 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Reading (one object, or a listing): allowed by the bucket's owner rules; for others by
     /// its policy (an explicit Deny wins), its ACL, or for one object the object's own ACL.
     fn require_read(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<()> {
+        if self.kernel_decides(cx) {
+            if self.policy_verdict(cx, bucket, action)? == Some(false) {
+                return Err(StoreError::AccessDenied);
+            }
+            return self.check_expected_owner(cx, bucket);
+        }
         if self.may_use(cx, bucket)? {
             return self.check_expected_owner(cx, bucket);
         }
@@ -309,7 +337,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         }
         let mut visible = Vec::new();
         for bucket in self.inner.list_buckets(cx)? {
-            if self.may_use(cx, &bucket.name)? {
+            if self.kernel_decides(cx) || self.may_use(cx, &bucket.name)? {
                 visible.push(bucket);
             }
         }

@@ -1,6 +1,12 @@
 //! The request context every engine call carries: who is asking (a principal that a door
 //! fills from a SigV4 key, a socket's peer credentials or a token) and under which constraints
-//! the call runs (whether it may block its thread on long work).
+//! the call runs (whether it may block its thread on long work), and, with `identity = "posix"`,
+//! the Unix identity its file-system calls run as.
+
+use std::sync::Arc;
+
+use crate::error::{StoreError, StoreResult};
+use crate::identity::UnixIdentity;
 
 /// Who a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +34,9 @@ pub struct RequestContext {
     /// The owner the caller expects a copy's source bucket to have
     /// (`x-amz-source-expected-bucket-owner`).
     pub expected_source_owner: Option<String>,
+    /// The Unix identity the call's file-system work runs as (`run_as`); `None`: the
+    /// process's own.
+    pub identity: Option<Arc<UnixIdentity>>,
 }
 
 impl RequestContext {
@@ -38,6 +47,7 @@ impl RequestContext {
             may_block: true,
             expected_bucket_owner: None,
             expected_source_owner: None,
+            identity: None,
         }
     }
 
@@ -48,6 +58,7 @@ impl RequestContext {
             may_block: true,
             expected_bucket_owner: None,
             expected_source_owner: None,
+            identity: None,
         }
     }
 
@@ -58,6 +69,7 @@ impl RequestContext {
             may_block: true,
             expected_bucket_owner: None,
             expected_source_owner: None,
+            identity: None,
         }
     }
 
@@ -69,6 +81,25 @@ impl RequestContext {
     /// The same request, expecting a copy's source bucket to belong to `owner`.
     pub fn expecting_source_owner(self, owner: Option<String>) -> Self {
         Self { expected_source_owner: owner, ..self }
+    }
+
+    /// The same request, its file-system work run as `identity`.
+    pub fn with_identity(self, identity: Option<Arc<UnixIdentity>>) -> Self {
+        Self { identity, ..self }
+    }
+
+    /// Runs `f` on this thread with the request's Unix identity, if it has one. A switch that
+    /// fails (it was checked when the gateway started, so this is a broken system) refuses the
+    /// request rather than doing its work as the process.
+    pub fn run_as<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        let Some(identity) = &self.identity else {
+            return f();
+        };
+        let _guard = identity.assume().map_err(|err| {
+            tracing::error!(uid = identity.uid, error = %err, "cannot switch to a request's identity");
+            StoreError::AccessDenied
+        })?;
+        f()
     }
 
     /// The same request, run where it may (or may not) block.

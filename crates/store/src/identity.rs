@@ -7,7 +7,14 @@
 //! of the process, which a gateway serving many users at once must never do.) Only the
 //! file-system ids change, so the thread keeps its privilege to switch back; the guard restores
 //! the previous identity when dropped, also while unwinding from a panic.
+//!
+//! The gateway's own state (the `.isthmus` areas, credentials, locks) is deliberately handled
+//! with the gateway's identity even inside a switched request: `as_gateway` switches back for
+//! the duration of such a step. A user's umask is per thread too, on threads that detached
+//! their file-system context (`detach_thread_fs_context`, `unshare(CLONE_FS)`); threads share
+//! their umask with the whole process otherwise.
 
+use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 
 /// A Unix identity the kernel checks file-system calls against.
@@ -17,6 +24,8 @@ pub struct UnixIdentity {
     pub gid: u32,
     /// Supplementary groups (the primary gid included, as `getgrouplist` reports it).
     pub groups: Vec<u32>,
+    /// The umask files and directories are created with (`None`: the thread's own).
+    pub umask: Option<u32>,
 }
 
 /// Why an identity cannot be resolved or taken.
@@ -30,6 +39,8 @@ pub enum IdentityError {
         "cannot act as uid {uid}: this process may not switch file-system identities (it needs CAP_SETUID and CAP_SETGID; start the gateway as root or give it those capabilities)"
     )]
     NotPermitted { uid: u32 },
+    #[error("a umask can only be applied on a thread with its own file-system context")]
+    SharedUmask,
 }
 
 impl UnixIdentity {
@@ -58,24 +69,109 @@ impl UnixIdentity {
             }
         };
         let groups = group_list(&c_name, gid);
-        Ok(Self { uid, gid, groups })
+        Ok(Self { uid, gid, groups, umask: None })
     }
 
     /// Makes this thread's file-system calls run as this identity until the guard is dropped.
+    /// Switching is not nested: a thread already switched is refused (`NotPermitted`).
     pub fn assume(&self) -> Result<IdentityGuard, IdentityError> {
+        if SWITCHED.with(|s| s.borrow().is_some()) {
+            return Err(IdentityError::NotPermitted { uid: self.uid });
+        }
+        if self.umask.is_some() && !OWN_FS_CONTEXT.get() {
+            return Err(IdentityError::SharedUmask);
+        }
         let previous = ThreadIdentity::current();
-        let guard = IdentityGuard { previous };
-        // Groups first: once the fsuid is the user's, the thread still has the capability
-        // (capabilities follow the real and effective ids, not the file-system ones).
-        let groups: Vec<rustix::process::Gid> =
-            self.groups.iter().map(|&g| rustix::process::Gid::from_raw(g)).collect();
-        rustix::thread::set_thread_groups(&groups).map_err(|_| IdentityError::NotPermitted { uid: self.uid })?;
-        if set_fsgid(self.gid) != self.gid || set_fsuid(self.uid) != self.uid {
+        let target = ThreadIdentity {
+            fsuid: self.uid,
+            fsgid: self.gid,
+            groups: self.groups.iter().map(|&g| rustix::process::Gid::from_raw(g)).collect(),
+            umask: self.umask,
+        };
+        let previous = ThreadIdentity { umask: self.umask.map(|_| current_umask()), ..previous };
+        let guard = IdentityGuard { previous: previous.clone() };
+        if !target.apply() {
             // The guard puts back whatever did change.
             return Err(IdentityError::NotPermitted { uid: self.uid });
         }
+        SWITCHED.with(|s| *s.borrow_mut() = Some(Switched { gateway: previous, user: target }));
         Ok(guard)
     }
+
+    /// Whether this identity is the superuser's.
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+}
+
+/// Runs `f` with the gateway's own identity: on a thread switched to a user's identity, the
+/// identity the thread had before for the duration of `f`; elsewhere simply `f`. For the
+/// gateway's internal state, which no user's permissions should decide.
+pub fn as_gateway<T>(f: impl FnOnce() -> T) -> T {
+    let Some(switched) = SWITCHED.with(|s| s.borrow_mut().take()) else {
+        return f();
+    };
+    /// Goes back to the user's identity when `f` returns or unwinds.
+    struct BackToUser(Option<Switched>);
+    impl Drop for BackToUser {
+        fn drop(&mut self) {
+            let switched = self.0.take().expect("set until dropped");
+            if !switched.user.apply() {
+                tracing::error!("could not switch a thread back to a request's identity; stopping");
+                std::process::abort();
+            }
+            SWITCHED.with(|s| *s.borrow_mut() = Some(switched));
+        }
+    }
+    if !switched.gateway.apply() {
+        tracing::error!("could not switch a thread back to the gateway's identity; stopping");
+        std::process::abort();
+    }
+    let _back = BackToUser(Some(switched));
+    f()
+}
+
+/// The uid and gid this thread's file-system calls run as, when switched to a user's identity
+/// (for files the gateway creates on the user's behalf and hands over).
+pub fn switched_owner() -> Option<(u32, u32)> {
+    SWITCHED.with(|s| s.borrow().as_ref().map(|s| (s.user.fsuid, s.user.fsgid)))
+}
+
+/// Whether this thread currently runs as a request's identity.
+pub fn is_switched() -> bool {
+    SWITCHED.with(|s| s.borrow().is_some())
+}
+
+/// Gives this thread its own file-system context (working directory, root and umask) with
+/// `unshare(CLONE_FS)`, so that a request's umask applies to this thread only. Called once per
+/// thread that serves requests (the gateway's runtime threads).
+pub fn detach_thread_fs_context() -> std::io::Result<()> {
+    if !OWN_FS_CONTEXT.get() {
+        // SAFETY: only CLONE_FS is unshared (working directory, root, umask); the descriptor
+        // table stays shared, so every thread still sees every file descriptor.
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FS) }?;
+        OWN_FS_CONTEXT.set(true);
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// The identities of a switched thread: what it was (the gateway) and what it is now.
+    static SWITCHED: RefCell<Option<Switched>> = const { RefCell::new(None) };
+    /// Set once `detach_thread_fs_context` has run on this thread.
+    static OWN_FS_CONTEXT: Cell<bool> = const { Cell::new(false) };
+}
+
+struct Switched {
+    gateway: ThreadIdentity,
+    user: ThreadIdentity,
+}
+
+/// The umask of this thread (read by setting and putting back).
+fn current_umask() -> u32 {
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    rustix::process::umask(old);
+    old.bits()
 }
 
 /// The supplementary groups of a user, through NSS (`getgrouplist`).
@@ -121,6 +217,8 @@ struct ThreadIdentity {
     fsuid: u32,
     fsgid: u32,
     groups: Vec<rustix::process::Gid>,
+    /// Only tracked where a switch sets one.
+    umask: Option<u32>,
 }
 
 impl ThreadIdentity {
@@ -131,7 +229,26 @@ impl ThreadIdentity {
         let fsgid = (unsafe { libc::syscall(libc::SYS_setfsgid, u32::MAX) }) as u32;
         // getgroups is a plain system call: it reports the calling thread's groups.
         let groups = rustix::process::getgroups().unwrap_or_default();
-        Self { fsuid, fsgid, groups }
+        Self { fsuid, fsgid, groups, umask: None }
+    }
+
+    /// Makes this thread run as `self`; false if any part could not be set. Groups first:
+    /// once the fsuid is a user's, the thread still has the capability to switch (capabilities
+    /// follow the real and effective ids, not the file-system ones).
+    fn apply(&self) -> bool {
+        if rustix::thread::set_thread_groups(&self.groups).is_err() {
+            return false;
+        }
+        if let Some(mask) = self.umask {
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
+        }
+        set_fsgid(self.fsgid) == self.fsgid && set_fsuid(self.fsuid) == self.fsuid
+    }
+
+    /// The ids part of `self` (umask aside) is what the thread has now.
+    fn is_current(&self) -> bool {
+        let now = Self::current();
+        (now.fsuid, now.fsgid, &now.groups) == (self.fsuid, self.fsgid, &self.groups)
     }
 }
 
@@ -144,11 +261,8 @@ pub struct IdentityGuard {
 
 impl Drop for IdentityGuard {
     fn drop(&mut self) {
-        set_fsuid(self.previous.fsuid);
-        set_fsgid(self.previous.fsgid);
-        if rustix::thread::set_thread_groups(&self.previous.groups).is_err()
-            || ThreadIdentity::current() != self.previous
-        {
+        SWITCHED.with(|s| s.borrow_mut().take());
+        if !self.previous.apply() || !self.previous.is_current() {
             // A thread that cannot be given its identity back must not serve anyone else.
             tracing::error!("could not restore a thread's identity after a request; stopping");
             std::process::abort();
@@ -185,7 +299,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-        let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534] };
+        let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: None };
         let path = dir.path().to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
@@ -219,7 +333,7 @@ mod tests {
         std::fs::write(&secret, b"root only").unwrap();
         std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534] };
+        let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: None };
         let path = secret.clone();
         std::thread::spawn(move || {
             let result = std::panic::catch_unwind(|| {
@@ -234,5 +348,43 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn gateway_steps_run_as_the_gateway_and_the_umask_is_the_users() {
+        if !is_root() {
+            eprintln!("skipped: switching identities needs root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let path = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: Some(0o027) };
+            assert_eq!(nobody.assume().err(), Some(IdentityError::SharedUmask));
+            detach_thread_fs_context().unwrap();
+            let before = current_umask();
+            let guard = nobody.assume().unwrap();
+            assert!(is_switched());
+            assert!(nobody.assume().is_err(), "switches do not nest");
+            std::fs::write(path.join("user"), b"x").unwrap();
+            as_gateway(|| {
+                assert!(!is_switched());
+                std::fs::write(path.join("gateway"), b"x").unwrap();
+            });
+            std::fs::create_dir(path.join("user-dir")).unwrap();
+            drop(guard);
+            assert!(!is_switched());
+            assert_eq!(current_umask(), before);
+        })
+        .join()
+        .unwrap();
+        let meta = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap();
+        assert_eq!(meta("user").uid(), 65534);
+        assert_eq!(meta("user").mode() & 0o777, 0o640);
+        assert_eq!(meta("user-dir").mode() & 0o777, 0o750);
+        assert_eq!(meta("gateway").uid(), 0);
+        // as_gateway off a switched thread is simply the call.
+        assert_eq!(as_gateway(|| 7), 7);
     }
 }

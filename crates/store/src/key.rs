@@ -6,6 +6,12 @@ use crate::error::{StoreError, StoreResult};
 /// Name of the hidden directory that holds internal state, at the data root and in each bucket.
 pub const INTERNAL_DIR: &str = ".isthmus";
 
+/// Whether a directory entry is the gateway's (never a key's segment, never listed):
+/// `.isthmus` itself, and `.isthmus.*`, the names of writes in progress in a key's directory.
+pub fn is_internal_name(name: &str) -> bool {
+    name.strip_prefix(INTERNAL_DIR).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
 /// The longest object key S3 accepts, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 
@@ -82,8 +88,8 @@ impl<'k> ObjectPath<'k> {
                 s => segments.push(s),
             }
         }
-        if segments.contains(&INTERNAL_DIR) {
-            return invalid("the path segment .isthmus is reserved for the gateway's internal state");
+        if segments.iter().any(|s| is_internal_name(s)) {
+            return invalid("path segments .isthmus and .isthmus.* are reserved for the gateway's internal state");
         }
         Ok(Self { key, segments, is_dir })
     }
@@ -181,6 +187,7 @@ mod tests {
             ".isthmus",
             ".isthmus/tmp/x",
             "a/.isthmus/v",
+            "a/.isthmus.tmp.1",
         ] {
             assert!(matches!(ObjectPath::parse(bad), Err(StoreError::InvalidKey(_))), "{bad:?}");
         }
@@ -188,6 +195,9 @@ mod tests {
         assert!(matches!(ObjectPath::parse(&long_segment), Err(StoreError::KeyTooLong(_))));
         let long_key = "ab/".repeat(400);
         assert!(matches!(ObjectPath::parse(&long_key), Err(StoreError::KeyTooLong(_))));
+        // Names that only begin like the reserved one are keys.
+        assert!(ObjectPath::parse(".isthmusrc").is_ok());
+        assert!(ObjectPath::parse("a/.isthmus-notes").is_ok());
         // Exactly at the limits is fine.
         assert!(ObjectPath::parse(&"x".repeat(255)).is_ok());
     }

@@ -193,11 +193,20 @@ impl MetaStore<'_> {
     /// Removes the sidecar of `key`, if there is one (xattrs go with their file).
     pub fn remove_sidecar(&self, key: &str) {
         if self.mode != MetadataMode::Xattr {
-            let _ = rustix::fs::unlinkat(self.bucket, sidecar_path(key), rustix::fs::AtFlags::empty());
+            crate::identity::as_gateway(|| {
+                let _ = rustix::fs::unlinkat(self.bucket, sidecar_path(key), rustix::fs::AtFlags::empty());
+            });
         }
     }
 
+    // Sidecars live in the bucket's internal area, which is the gateway's: they are read and
+    // written with its identity, always right after the request's own identity opened (read)
+    // or wrote the object itself, so the kernel has judged the access already.
     fn read_sidecar(&self, key: &str) -> Option<Vec<u8>> {
+        crate::identity::as_gateway(|| self.read_sidecar_now(key))
+    }
+
+    fn read_sidecar_now(&self, key: &str) -> Option<Vec<u8>> {
         let fd = rustix::fs::openat(
             self.bucket,
             sidecar_path(key),
@@ -211,6 +220,10 @@ impl MetaStore<'_> {
     }
 
     fn write_sidecar(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
+        crate::identity::as_gateway(|| self.write_sidecar_now(key, bytes))
+    }
+
+    fn write_sidecar_now(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
         let path = sidecar_path(key);
         let (dir, name) = path.rsplit_once('/').expect("sidecar path has directories");
         let dir_fd = crate::posix::resolve::create_dirs_beneath(self.bucket, dir, false)?;

@@ -41,6 +41,10 @@ const BUCKET_LOCK_FILE: &str = "bucket.lock";
 /// an acknowledged object in a deleted bucket, never a surviving bucket without its owner or
 /// uploads.
 fn lock_bucket(bucket: BorrowedFd<'_>, operation: FlockOperation) -> StoreResult<FileLock> {
+    crate::identity::as_gateway(|| lock_bucket_now(bucket, operation))
+}
+
+fn lock_bucket_now(bucket: BorrowedFd<'_>, operation: FlockOperation) -> StoreResult<FileLock> {
     let dir = match create_dirs_beneath(bucket, INTERNAL_DIR, false) {
         Ok(dir) => dir,
         // The bucket directory was removed under us.
@@ -73,8 +77,29 @@ fn check_still_named(root: BorrowedFd<'_>, bucket: &OpenBucket) -> StoreResult<(
     }
 }
 
+/// Whether the calling thread's identity may enter the directory `dir` (search permission,
+/// as `cd` needs). The gateway itself always may; a user's identity is asked of the kernel.
+pub(crate) fn may_enter(dir: BorrowedFd<'_>) -> bool {
+    !crate::identity::is_switched()
+        || rustix::fs::accessat(dir, ".", rustix::fs::Access::EXEC_OK, AtFlags::EACCESS).is_ok()
+}
+
 impl PosixStore {
+    /// The buckets, each only if the calling thread's identity may enter it.
     pub(super) fn bucket_list(&self) -> StoreResult<Vec<BucketInfo>> {
+        let switched = crate::identity::is_switched();
+        let buckets = crate::identity::as_gateway(|| self.bucket_list_now())?;
+        if !switched {
+            return Ok(buckets);
+        }
+        let enter = rustix::fs::Access::EXEC_OK;
+        Ok(buckets
+            .into_iter()
+            .filter(|b| rustix::fs::accessat(&*self.root_fd, b.name.as_str(), enter, AtFlags::EACCESS).is_ok())
+            .collect())
+    }
+
+    fn bucket_list_now(&self) -> StoreResult<Vec<BucketInfo>> {
         let mut buckets = Vec::new();
         let entries = rustix::fs::Dir::read_from(&*self.root_fd)
             .map_err(|e| StoreError::io("list the data root", &self.root, e.into()))?;
@@ -108,6 +133,8 @@ impl PosixStore {
 
     /// CreateBucket. A `PosixStore` is one place: any location name is accepted, as before
     /// pools existed, so clients configured for another region keep working.
+    /// With a user's identity the directory is made with it (the kernel decides whether the
+    /// user may create directories in the data root, and the bucket belongs to the user).
     pub(super) fn make_bucket(&self, bucket: &str, _request: &CreateBucketRequest) -> StoreResult<()> {
         validate_bucket_name(bucket)?;
         self.bucket_fds.remove(bucket);
@@ -128,6 +155,24 @@ impl PosixStore {
     /// the directory into the root's trash with one rename (a symlinked bucket: removes the
     /// link) and removes what it held (internal state: owner, unfinished uploads, temporaries).
     pub(super) fn remove_bucket(&self, bucket: &str) -> StoreResult<()> {
+        // A user's identity must be allowed to remove the directory as `rmdir` would (write
+        // access to the data root, and the sticky bit's ownership rule); the gateway then
+        // removes it, with what its internal area holds.
+        if crate::identity::is_switched() {
+            let write = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+            let root = rustix::fs::fstat(&*self.root_fd)?;
+            let sticky_owner_ok = root.st_mode & 0o1000 == 0
+                || rustix::fs::statat(&*self.root_fd, bucket, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|b| {
+                    crate::identity::switched_owner().is_some_and(|(uid, _)| uid == b.st_uid || uid == root.st_uid)
+                });
+            if rustix::fs::accessat(&*self.root_fd, ".", write, AtFlags::EACCESS).is_err() || !sticky_owner_ok {
+                return Err(StoreError::AccessDenied);
+            }
+        }
+        crate::identity::as_gateway(|| self.remove_bucket_now(bucket))
+    }
+
+    fn remove_bucket_now(&self, bucket: &str) -> StoreResult<()> {
         let open = self.bucket_fd(bucket)?;
         let _lock = lock_bucket(open.fd.as_fd(), FlockOperation::LockExclusive)?;
         self.bucket_fds.remove(bucket);
@@ -169,7 +214,13 @@ impl PosixStore {
     }
 
     /// A small file of the bucket's internal area (`BUCKET/.isthmus/NAME`), if it exists.
+    /// Bucket settings are the gateway's state: read and written with its identity (who may
+    /// change them is the authorization layer's decision).
     fn read_bucket_file(&self, bucket: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        crate::identity::as_gateway(|| self.read_bucket_file_now(bucket, name))
+    }
+
+    fn read_bucket_file_now(&self, bucket: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
         let open = self.bucket_fd(bucket)?;
         let path = format!("{INTERNAL_DIR}/{name}");
         let fd = match rustix::fs::openat(
@@ -193,6 +244,10 @@ impl PosixStore {
     /// Replaces (`Some`) or removes (`None`) a small file of the bucket's internal area,
     /// atomically, durably in strict mode. Every gateway on the file system reads the same.
     pub(super) fn write_bucket_file(&self, bucket: &str, name: &str, bytes: Option<&[u8]>) -> StoreResult<()> {
+        crate::identity::as_gateway(|| self.write_bucket_file_now(bucket, name, bytes))
+    }
+
+    fn write_bucket_file_now(&self, bucket: &str, name: &str, bytes: Option<&[u8]>) -> StoreResult<()> {
         let open = self.bucket_fd(bucket)?;
         let dir = create_dirs_beneath(open.fd.as_fd(), INTERNAL_DIR, self.strict())?;
         match bytes {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, FileType};
 
 use crate::error::{StoreError, StoreResult};
-use crate::key::{INTERNAL_DIR, MAX_KEY_LEN, ObjectPath};
+use crate::key::{MAX_KEY_LEN, ObjectPath, is_internal_name};
 use crate::meta::MetaStore;
 use crate::posix::read::head;
 use crate::posix::resolve::open_dir_beneath;
@@ -53,8 +53,8 @@ impl DirListing {
                 continue;
             };
             // `.isthmus` is the gateway's at any depth (it holds the versions of a key in the
-            // versions tree); no key has such a segment.
-            if name == "." || name == ".." || name == INTERNAL_DIR {
+            // versions tree), and `.isthmus.*` are writes in progress; no key has such a segment.
+            if name == "." || name == ".." || is_internal_name(name) {
                 continue;
             }
             let is_dir = match entry.file_type() {
@@ -243,6 +243,11 @@ impl Walk<'_> {
             None => ("", prefix),
         };
         let Some(top_fd) = self.open_dir(top_key) else {
+            // A bucket the request's identity may not read is refused as `ls` refuses it; a
+            // directory beneath it is left out, like every directory it may not read.
+            if top_key.is_empty() && open_dir_beneath(self.bucket, ".").err() == Some(rustix::io::Errno::ACCESS) {
+                return Err(StoreError::AccessDenied);
+            }
             return Ok(());
         };
         // A prefix naming a directory ("a/b/"): the folder object of that name, if there is one,

@@ -165,6 +165,13 @@ impl PosixStore {
         if validate_bucket_name(bucket).is_err() {
             return Err(StoreError::NoSuchBucket);
         }
+        // Opened (and cached for every user) with the gateway's identity: the descriptor only
+        // names the directory; every lookup through it is checked for the calling thread's
+        // identity, and listings open the directory again to read it.
+        crate::identity::as_gateway(|| self.open_bucket(bucket))
+    }
+
+    fn open_bucket(&self, bucket: &str) -> StoreResult<OpenBucket> {
         let fd = match rustix::fs::openat(
             &*self.root_fd,
             bucket,
@@ -224,7 +231,8 @@ impl Store for PosixStore {
     }
 
     fn head_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.bucket_fd(bucket).map(drop)
+        let open = self.bucket_fd(bucket)?;
+        if buckets::may_enter(open.fd.as_fd()) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
     fn bucket_facts(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {

@@ -283,12 +283,28 @@ impl PosixStore {
         Ok((dir, record))
     }
 
+    /// With a user's identity, the upload's directory is made by the gateway (the uploads
+    /// area is its own) and handed to the user, mode 0700: the user's parts are written into
+    /// it with the user's identity, and no one else's request can open it.
     pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
-        ObjectPath::parse(key)?;
+        let path = ObjectPath::parse(key)?;
         crate::meta::validate_tags(&request.meta.tags)?;
         crate::meta::validate_user_metadata(&request.meta.user)?;
-        let uploads = self.uploads_dir(bucket_fd.as_fd())?;
+        // Refused at once, not at completion, where the user may not create the object.
+        super::write::check_may_change_entries(bucket_fd.as_fd(), &path)?;
+        let owner = crate::identity::switched_owner();
+        crate::identity::as_gateway(|| self.create_upload_now(bucket_fd.as_fd(), key, request, owner))
+    }
+
+    fn create_upload_now(
+        &self,
+        bucket_fd: BorrowedFd<'_>,
+        key: &str,
+        request: PutRequest,
+        owner: Option<(u32, u32)>,
+    ) -> StoreResult<String> {
+        let uploads = self.uploads_dir(bucket_fd)?;
         let upload_id = new_upload_id();
         // Written under a temporary name and renamed, so an upload is never seen half-made.
         let staging_name = format!("new.{}", unique_suffix());
@@ -309,6 +325,10 @@ impl PosixStore {
                 rustix::fs::fsync(&staged.file)?;
             }
             staged.rename_into(dir.as_fd(), UPLOAD_FILE, RenameFlags::empty())?;
+            if let Some((uid, gid)) = owner {
+                let (uid, gid) = (rustix::process::Uid::from_raw(uid), rustix::process::Gid::from_raw(gid));
+                rustix::fs::fchown(&dir, Some(uid), Some(gid))?;
+            }
             rustix::fs::renameat(&uploads, &staging_name, &uploads, &upload_id)?;
             if self.strict() {
                 rustix::fs::fsync(&uploads)?;
@@ -358,16 +378,19 @@ impl PosixStore {
             Err(StoreError::NoSuchUpload) => return self.completed_before(bucket, bucket_fd.as_fd(), key, upload_id),
             other => other?,
         };
-        let uploads = self.uploads_dir(bucket_fd.as_fd())?;
+        // The uploads area is the gateway's: claiming, recording and removing an upload are
+        // done with its identity; the upload's own directory was opened (and the object is
+        // written) with the request's.
+        let uploads = crate::identity::as_gateway(|| self.uploads_dir(bucket_fd.as_fd()))?;
         // Claim the upload: of a racing Complete and Abort exactly one rename succeeds.
         let claimed = format!("claimed.{upload_id}.{}", unique_suffix());
-        match rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed) {
+        match crate::identity::as_gateway(|| rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed)) {
             Ok(()) => {}
             Err(Errno::NOENT) => return self.completed_before(bucket, bucket_fd.as_fd(), key, upload_id),
             Err(err) => return Err(err.into()),
         }
         let result = self.assemble(bucket, key, uploads.as_fd(), &claimed, parts, request);
-        match &result {
+        crate::identity::as_gateway(|| match &result {
             Ok(info) => {
                 completed::remember(uploads.as_fd(), upload_id, key, &info.etag);
                 let _ = remove_tree(uploads.as_fd(), &claimed);
@@ -376,7 +399,7 @@ impl PosixStore {
             Err(_) => {
                 let _ = rustix::fs::renameat(&uploads, &claimed, &uploads, upload_id);
             }
-        }
+        });
         result
     }
 
@@ -481,15 +504,19 @@ impl PosixStore {
 
     pub(crate) fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
+        // Opened with the request's identity (the kernel decides whether it may); removed by
+        // the gateway, whose uploads area it is in.
         self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let uploads = self.uploads_dir(bucket_fd.as_fd())?;
-        let claimed = format!("aborted.{upload_id}.{}", unique_suffix());
-        match rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed) {
-            Ok(()) => {}
-            Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
-            Err(err) => return Err(err.into()),
-        }
-        remove_tree(uploads.as_fd(), &claimed)
+        crate::identity::as_gateway(|| {
+            let uploads = self.uploads_dir(bucket_fd.as_fd())?;
+            let claimed = format!("aborted.{upload_id}.{}", unique_suffix());
+            match rustix::fs::renameat(&uploads, upload_id, &uploads, &claimed) {
+                Ok(()) => {}
+                Err(Errno::NOENT) => return Err(StoreError::NoSuchUpload),
+                Err(err) => return Err(err.into()),
+            }
+            remove_tree(uploads.as_fd(), &claimed)
+        })
     }
 
     pub(crate) fn parts_of(

@@ -1,5 +1,13 @@
-//! Staged files: a temporary file in a hidden directory on the object's file system, hashed
-//! (MD5) as it is written, renamed into place when complete, and removed if dropped before.
+//! Staged files: a temporary file on the object's file system, hashed (MD5) as it is written,
+//! renamed (or linked) into place when complete, and removed if dropped before.
+//!
+//! Two places to stage: the bucket's hidden staging directory (the gateway acting as itself),
+//! or, for a request with a Unix identity, the object's own directory (or its nearest existing
+//! ancestor): there the kernel checks the user's right to create a file where the object will
+//! be, the file gets the directory's inherited properties (default ACLs, set-gid group, project
+//! quota, Lustre striping) and the user's umask. That file is unnamed (`O_TMPFILE`) until it is
+//! linked into place, so a writer that dies leaves nothing; on file systems without
+//! `O_TMPFILE` it is a hidden `.isthmus.tmp.*` name in that directory, never listed.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -15,8 +23,10 @@ use crate::meta::write_all;
 
 pub(crate) struct StagedFile {
     dir: OwnedFd,
-    /// `None` once renamed into place.
+    /// The temporary name; `None` once renamed into place, and for an unnamed file.
     name: Option<String>,
+    /// An `O_TMPFILE` file, linked into place (through `/proc/self/fd`) when complete.
+    unnamed: bool,
     pub(crate) file: OwnedFd,
     md5: Md5,
     checksum: Option<Hasher>,
@@ -41,16 +51,52 @@ impl StagedFile {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o666),
         )?;
-        Ok(Self {
+        Ok(Self::staged(dir, Some(name), file))
+    }
+
+    /// Creates a new, empty file for an object whose directory is (or is beneath) `dir`, with
+    /// the calling thread's identity and umask: unnamed where the file system supports it,
+    /// else under a hidden name.
+    pub(crate) fn create_in_target(dir: OwnedFd) -> StoreResult<Self> {
+        static UNNAMED_UNSUPPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let unsupported = &UNNAMED_UNSUPPORTED;
+        if !unsupported.load(std::sync::atomic::Ordering::Relaxed) {
+            match rustix::fs::openat(
+                &dir,
+                ".",
+                OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o666),
+            ) {
+                Ok(file) if std::path::Path::new(PROC_FDS).is_dir() => return Ok(Self::staged(dir, None, file)),
+                Ok(_) => unsupported.store(true, std::sync::atomic::Ordering::Relaxed),
+                Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
+                    unsupported.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let name = hidden_name();
+        let file = rustix::fs::openat(
+            &dir,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )?;
+        Ok(Self::staged(dir, Some(name), file))
+    }
+
+    fn staged(dir: OwnedFd, name: Option<String>, file: OwnedFd) -> Self {
+        Self {
+            unnamed: name.is_none(),
             dir,
-            name: Some(name),
+            name,
             file,
             md5: Md5::new(),
             checksum: None,
             written: 0,
             early_writeback: false,
             flushed: 0,
-        })
+        }
     }
 
     /// Starts writeback early (for writes that will be fsynced).
@@ -131,13 +177,39 @@ impl StagedFile {
         hex::encode(std::mem::take(&mut self.md5).finalize())
     }
 
-    /// Renames the file to `leaf` in `parent`; after success nothing is removed on drop.
+    /// Renames the file to `leaf` in `parent`; after success nothing is removed on drop. An
+    /// unnamed file is linked: straight to `leaf` when it must not replace anything, else to a
+    /// hidden name that is then renamed over `leaf` (a link cannot replace).
     pub(crate) fn rename_into(&mut self, parent: BorrowedFd<'_>, leaf: &str, flags: RenameFlags) -> Result<(), Errno> {
+        if self.unnamed {
+            let fd_path = format!("{PROC_FDS}/{}", std::os::fd::AsRawFd::as_raw_fd(&self.file));
+            let link = |name: &str| {
+                rustix::fs::linkat(rustix::fs::CWD, fd_path.as_str(), parent, name, AtFlags::SYMLINK_FOLLOW)
+            };
+            if flags.contains(RenameFlags::NOREPLACE) {
+                return link(leaf);
+            }
+            let hidden = hidden_name();
+            link(&hidden)?;
+            let renamed = rustix::fs::renameat_with(parent, hidden.as_str(), parent, leaf, flags);
+            if renamed.is_err() {
+                let _ = rustix::fs::unlinkat(parent, hidden.as_str(), AtFlags::empty());
+            }
+            return renamed;
+        }
         let name = self.name.as_deref().expect("renamed only once");
         rustix::fs::renameat_with(&self.dir, name, parent, leaf, flags)?;
         self.name = None;
         Ok(())
     }
+}
+
+/// Where a process's open descriptors can be linked from.
+const PROC_FDS: &str = "/proc/self/fd";
+
+/// A name for a write in progress in a key's directory (never a key: see `is_internal_name`).
+fn hidden_name() -> String {
+    format!("{}.tmp.{}", crate::key::INTERNAL_DIR, unique_suffix())
 }
 
 impl Drop for StagedFile {

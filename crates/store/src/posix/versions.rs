@@ -174,6 +174,19 @@ fn keep(
     record: MetaRecord,
     sync: bool,
 ) -> StoreResult<()> {
+    // The versions tree is the gateway's: changed with its identity, after the request's own
+    // identity has opened the current file (and will replace or remove it).
+    crate::identity::as_gateway(|| keep_now(meta, path, file, stat, record, sync))
+}
+
+fn keep_now(
+    meta: &MetaStore<'_>,
+    path: &ObjectPath<'_>,
+    file: BorrowedFd<'_>,
+    stat: &rustix::fs::Stat,
+    record: MetaRecord,
+    sync: bool,
+) -> StoreResult<()> {
     let bucket = meta.bucket;
     let id = id_of(record.version_id.as_deref()).to_string();
     let dir = open_key_dir(bucket, path, sync)?;
@@ -217,6 +230,10 @@ fn keep(
 /// bytes), and the key's directories in the versions tree once they are empty. Returns what it
 /// removed.
 fn forget(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>, id: &str) -> StoreResult<Option<VersionRecord>> {
+    crate::identity::as_gateway(|| forget_now(bucket, path, id))
+}
+
+fn forget_now(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>, id: &str) -> StoreResult<Option<VersionRecord>> {
     let Ok(dir) = open_dir_beneath(bucket, &key_dir(path)) else { return Ok(None) };
     let Some(record) = read_record(dir.as_fd(), id) else { return Ok(None) };
     match rustix::fs::unlinkat(&dir, format!("{id}{RECORD_SUFFIX}"), AtFlags::empty()) {
@@ -275,6 +292,10 @@ pub(crate) fn keep_current(
 
 /// Records a delete marker `id` for `path` (the latest version from now on).
 pub(crate) fn mark_deleted(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>, id: &str, sync: bool) -> StoreResult<()> {
+    crate::identity::as_gateway(|| mark_deleted_now(bucket, path, id, sync))
+}
+
+fn mark_deleted_now(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>, id: &str, sync: bool) -> StoreResult<()> {
     let dir = open_key_dir(bucket, path, sync)?;
     let marker = VersionRecord {
         key: path.key().to_string(),
@@ -294,6 +315,12 @@ pub(crate) fn mark_deleted(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>, id: &s
 /// marker), makes that version the current file again, as S3 does when the latest version or
 /// delete marker is deleted.
 pub(crate) fn restore_latest(meta: &MetaStore<'_>, path: &ObjectPath<'_>, sync: bool) -> StoreResult<()> {
+    // Moving a kept version back is the gateway's work, done for a request whose identity
+    // removed the key's current file or a version of it (see `delete_versioned`).
+    crate::identity::as_gateway(|| restore_latest_now(meta, path, sync))
+}
+
+fn restore_latest_now(meta: &MetaStore<'_>, path: &ObjectPath<'_>, sync: bool) -> StoreResult<()> {
     match open_object(meta.bucket, path) {
         Err(StoreError::NoSuchKey) => {}
         Ok(_) => return Ok(()),
@@ -485,6 +512,9 @@ impl PosixStore {
         if path.is_dir() {
             return Ok(outcome(false));
         }
+        // Removing a kept version changes the key as removing its file would: the request's
+        // identity must be allowed to change the key's directory.
+        super::write::check_may_change_entries(open.fd.as_fd(), &path)?;
         let removed = remove_kept(&meta, &path, id, sync)?;
         Ok(outcome(removed.is_some_and(|r| r.delete_marker)))
     }

@@ -230,23 +230,30 @@ impl FileLock {
 pub(crate) fn lock_key(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLock> {
     let stripe = crate::meta::key_hash(key)[..2].to_string();
     let locks = ".isthmus/locks";
-    let dir = create_dirs_beneath(bucket, locks, false).map_err(|e| StoreError::io_at("create", locks, e))?;
-    FileLock::acquire(dir.as_fd(), &stripe, FlockOperation::LockExclusive)
-        .map_err(|e| StoreError::io_at("lock the key", key, e))
+    crate::identity::as_gateway(|| {
+        let dir = create_dirs_beneath(bucket, locks, false).map_err(|e| StoreError::io_at("create", locks, e))?;
+        FileLock::acquire(dir.as_fd(), &stripe, FlockOperation::LockExclusive)
+            .map_err(|e| StoreError::io_at("lock the key", key, e))
+    })
 }
 
 impl PosixStore {
     pub(crate) fn new_writer(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<PosixWriter> {
         let open = self.bucket_fd(bucket)?;
-        ObjectPath::parse(key)?;
+        let path = ObjectPath::parse(key)?;
         crate::meta::validate_tags(&request.meta.tags)?;
         crate::meta::validate_user_metadata(&request.meta.user)?;
-        let tmp = create_dirs_beneath(open.fd.as_fd(), TMP_DIR, false).map_err(|e| match e {
-            Errno::NOENT => StoreError::NoSuchBucket,
-            other => StoreError::io_at("create the staging directory", TMP_DIR, other),
-        })?;
-        let staged =
-            StagedFile::create(tmp)?.with_checksum(request.checksum_algorithm).with_early_writeback(self.strict());
+        let staged = if crate::identity::is_switched() {
+            // A user's write: staged where the kernel checks that user's right to create it.
+            StagedFile::create_in_target(nearest_existing_dir(open.fd.as_fd(), &path)?)?
+        } else {
+            let tmp = create_dirs_beneath(open.fd.as_fd(), TMP_DIR, false).map_err(|e| match e {
+                Errno::NOENT => StoreError::NoSuchBucket,
+                other => StoreError::io_at("create the staging directory", TMP_DIR, other),
+            })?;
+            StagedFile::create(tmp)?
+        };
+        let staged = staged.with_checksum(request.checksum_algorithm).with_early_writeback(self.strict());
         Ok(PosixWriter {
             root_fd: self.root_fd.clone(),
             bucket: open,
@@ -383,6 +390,33 @@ impl PosixStore {
         }
         Ok(())
     }
+}
+
+/// The directory that will hold the object at `path`, or its nearest ancestor that exists
+/// (the missing ones are created when the object is installed).
+fn nearest_existing_dir(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>) -> StoreResult<OwnedFd> {
+    let segments = path.segments();
+    let parents = if path.is_dir() { segments.len() } else { segments.len() - 1 };
+    for depth in (1..=parents).rev() {
+        match open_dir_beneath(bucket, &segments[..depth].join("/")) {
+            Ok(dir) => return Ok(dir),
+            Err(Errno::NOENT | Errno::NOTDIR) => {}
+            Err(err) => return Err(StoreError::io_at("open the object's directory", path.key(), err)),
+        }
+    }
+    open_dir_beneath(bucket, ".").map_err(|e| StoreError::io_at("open the bucket directory", path.key(), e))
+}
+
+/// AccessDenied unless the calling thread's identity may add and remove entries in the
+/// directory of `path` (its nearest existing one), as writing or removing its file needs. Only
+/// a thread switched to a user's identity is checked; the gateway itself may.
+pub(crate) fn check_may_change_entries(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>) -> StoreResult<()> {
+    if !crate::identity::is_switched() {
+        return Ok(());
+    }
+    let dir = nearest_existing_dir(bucket, path)?;
+    let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+    rustix::fs::accessat(&dir, ".", access, AtFlags::EACCESS).map_err(|_| StoreError::AccessDenied)
 }
 
 /// Removes empty parent directories of a deleted key, up to the bucket, except directory
