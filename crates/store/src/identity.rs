@@ -262,6 +262,12 @@ pub struct IdentityGuard {
 impl Drop for IdentityGuard {
     fn drop(&mut self) {
         SWITCHED.with(|s| s.borrow_mut().take());
+        // A switch refused before it changed anything (a process without the privilege) has
+        // nothing to put back, and may not be able to set even its own groups again.
+        let umask_unchanged = self.previous.umask.is_none_or(|mask| mask == current_umask());
+        if umask_unchanged && self.previous.is_current() {
+            return;
+        }
         if !self.previous.apply() || !self.previous.is_current() {
             // A thread that cannot be given its identity back must not serve anyone else.
             tracing::error!("could not restore a thread's identity after a request; stopping");
