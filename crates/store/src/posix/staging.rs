@@ -44,7 +44,10 @@ const WRITEBACK_WINDOW: u64 = 8 << 20;
 impl StagedFile {
     /// Creates a new, empty temporary file in `dir`.
     pub(crate) fn create(dir: OwnedFd) -> StoreResult<Self> {
-        let name = format!("tmp.{}", unique_suffix());
+        Self::create_named(dir, format!("tmp.{}", unique_suffix()))
+    }
+
+    fn create_named(dir: OwnedFd, name: String) -> StoreResult<Self> {
         let file = rustix::fs::openat(
             &dir,
             &name,
@@ -56,33 +59,24 @@ impl StagedFile {
 
     /// Creates a new, empty file for an object whose directory is (or is beneath) `dir`, with
     /// the calling thread's identity and umask: unnamed where the file system supports it,
-    /// else under a hidden name.
+    /// else under a hidden name. (One file system without `O_TMPFILE` turns unnamed files off
+    /// for the process: hidden names work everywhere.)
     pub(crate) fn create_in_target(dir: OwnedFd) -> StoreResult<Self> {
-        static UNNAMED_UNSUPPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        let unsupported = &UNNAMED_UNSUPPORTED;
-        if !unsupported.load(std::sync::atomic::Ordering::Relaxed) {
-            match rustix::fs::openat(
-                &dir,
-                ".",
-                OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o666),
-            ) {
-                Ok(file) if std::path::Path::new(PROC_FDS).is_dir() => return Ok(Self::staged(dir, None, file)),
-                Ok(_) => unsupported.store(true, std::sync::atomic::Ordering::Relaxed),
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static UNNAMED_UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+        static PROC_FDS_PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let linkable = *PROC_FDS_PRESENT.get_or_init(|| std::path::Path::new(PROC_FDS).is_dir());
+        if linkable && !UNNAMED_UNSUPPORTED.load(Ordering::Relaxed) {
+            let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
+            match rustix::fs::openat(&dir, ".", flags, Mode::from_raw_mode(0o666)) {
+                Ok(file) => return Ok(Self::staged(dir, None, file)),
                 Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
-                    unsupported.store(true, std::sync::atomic::Ordering::Relaxed);
+                    UNNAMED_UNSUPPORTED.store(true, Ordering::Relaxed);
                 }
                 Err(err) => return Err(err.into()),
             }
         }
-        let name = hidden_name();
-        let file = rustix::fs::openat(
-            &dir,
-            &name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
-        )?;
-        Ok(Self::staged(dir, Some(name), file))
+        Self::create_named(dir, hidden_name())
     }
 
     fn staged(dir: OwnedFd, name: Option<String>, file: OwnedFd) -> Self {

@@ -174,19 +174,6 @@ fn keep(
     record: MetaRecord,
     sync: bool,
 ) -> StoreResult<()> {
-    // The versions tree is the gateway's: changed with its identity, after the request's own
-    // identity has opened the current file (and will replace or remove it).
-    crate::identity::as_gateway(|| keep_now(meta, path, file, stat, record, sync))
-}
-
-fn keep_now(
-    meta: &MetaStore<'_>,
-    path: &ObjectPath<'_>,
-    file: BorrowedFd<'_>,
-    stat: &rustix::fs::Stat,
-    record: MetaRecord,
-    sync: bool,
-) -> StoreResult<()> {
     let bucket = meta.bucket;
     let id = id_of(record.version_id.as_deref()).to_string();
     let dir = open_key_dir(bucket, path, sync)?;
@@ -287,7 +274,9 @@ pub(crate) fn keep_current(
     if state == Versioning::Suspended && record.version_id.is_none() {
         return Ok(());
     }
-    keep(meta, path, fd.as_fd(), &stat, record, sync)
+    // The versions tree is the gateway's: changed with its identity, after the request's own
+    // identity has opened the current file (and will replace or remove it).
+    crate::identity::as_gateway(|| keep(meta, path, fd.as_fd(), &stat, record, sync))
 }
 
 /// Records a delete marker `id` for `path` (the latest version from now on).
