@@ -16,6 +16,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::CString;
+use std::rc::Rc;
 
 /// A Unix identity the kernel checks file-system calls against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,21 +82,24 @@ impl UnixIdentity {
         if self.umask.is_some() && !OWN_FS_CONTEXT.get() {
             return Err(IdentityError::SharedUmask);
         }
-        let previous = ThreadIdentity::current();
+        let own = own_identity();
         let target = ThreadIdentity {
             fsuid: self.uid,
             fsgid: self.gid,
             groups: self.groups.iter().map(|&g| rustix::process::Gid::from_raw(g)).collect(),
             umask: self.umask,
         };
-        let previous = ThreadIdentity { umask: self.umask.map(|_| current_umask()), ..previous };
-        let guard = IdentityGuard { previous: previous.clone() };
-        if !target.apply() {
-            // The guard puts back whatever did change.
-            return Err(IdentityError::NotPermitted { uid: self.uid });
+        match target.apply() {
+            Ok(()) => {}
+            // Refused before anything changed (a process without the privilege).
+            Err(Applied::Nothing) => return Err(IdentityError::NotPermitted { uid: self.uid }),
+            Err(Applied::Partly) => {
+                drop(IdentityGuard { previous: own });
+                return Err(IdentityError::NotPermitted { uid: self.uid });
+            }
         }
-        SWITCHED.with(|s| *s.borrow_mut() = Some(Switched { gateway: previous, user: target }));
-        Ok(guard)
+        SWITCHED.with(|s| *s.borrow_mut() = Some(Switched { gateway: own.clone(), user: target }));
+        Ok(IdentityGuard { previous: own })
     }
 
     /// Whether this identity is the superuser's.
@@ -116,14 +120,14 @@ pub fn as_gateway<T>(f: impl FnOnce() -> T) -> T {
     impl Drop for BackToUser {
         fn drop(&mut self) {
             let switched = self.0.take().expect("set until dropped");
-            if !switched.user.apply() {
+            if switched.user.apply().is_err() {
                 tracing::error!("could not switch a thread back to a request's identity; stopping");
                 std::process::abort();
             }
             SWITCHED.with(|s| *s.borrow_mut() = Some(switched));
         }
     }
-    if !switched.gateway.apply() {
+    if switched.gateway.apply().is_err() {
         tracing::error!("could not switch a thread back to the gateway's identity; stopping");
         std::process::abort();
     }
@@ -151,19 +155,37 @@ pub fn detach_thread_fs_context() -> std::io::Result<()> {
         // table stays shared, so every thread still sees every file descriptor.
         unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FS) }?;
         OWN_FS_CONTEXT.set(true);
+        // Learned again with the umask this thread now owns.
+        OWN.with(|own| own.borrow_mut().take());
     }
     Ok(())
+}
+
+/// What this thread runs as when it is not switched, learned before its first switch (nothing
+/// else changes a thread's identity, so it is read once, not before every request). A thread
+/// with its own file-system context also has its own umask, which is part of it.
+fn own_identity() -> Rc<ThreadIdentity> {
+    OWN.with(|own| {
+        own.borrow_mut()
+            .get_or_insert_with(|| {
+                let umask = OWN_FS_CONTEXT.get().then(current_umask);
+                Rc::new(ThreadIdentity { umask, ..ThreadIdentity::current() })
+            })
+            .clone()
+    })
 }
 
 thread_local! {
     /// The identities of a switched thread: what it was (the gateway) and what it is now.
     static SWITCHED: RefCell<Option<Switched>> = const { RefCell::new(None) };
+    /// See `own_identity`.
+    static OWN: RefCell<Option<Rc<ThreadIdentity>>> = const { RefCell::new(None) };
     /// Set once `detach_thread_fs_context` has run on this thread.
     static OWN_FS_CONTEXT: Cell<bool> = const { Cell::new(false) };
 }
 
 struct Switched {
-    gateway: ThreadIdentity,
+    gateway: Rc<ThreadIdentity>,
     user: ThreadIdentity,
 }
 
@@ -232,43 +254,40 @@ impl ThreadIdentity {
         Self { fsuid, fsgid, groups, umask: None }
     }
 
-    /// Makes this thread run as `self`; false if any part could not be set. Groups first:
-    /// once the fsuid is a user's, the thread still has the capability to switch (capabilities
-    /// follow the real and effective ids, not the file-system ones).
-    fn apply(&self) -> bool {
-        if rustix::thread::set_thread_groups(&self.groups).is_err() {
-            return false;
-        }
+    /// Makes this thread run as `self`. Groups first: once the fsuid is a user's, the thread
+    /// still has the capability to switch (capabilities follow the real and effective ids,
+    /// not the file-system ones). Each id is read back: the kernel reports a refused change
+    /// only that way.
+    fn apply(&self) -> Result<(), Applied> {
+        rustix::thread::set_thread_groups(&self.groups).map_err(|_| Applied::Nothing)?;
         if let Some(mask) = self.umask {
             rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
         }
-        set_fsgid(self.fsgid) == self.fsgid && set_fsuid(self.fsuid) == self.fsuid
+        if set_fsgid(self.fsgid) != self.fsgid || set_fsuid(self.fsuid) != self.fsuid {
+            return Err(Applied::Partly);
+        }
+        Ok(())
     }
+}
 
-    /// The ids part of `self` (umask aside) is what the thread has now.
-    fn is_current(&self) -> bool {
-        let now = Self::current();
-        (now.fsuid, now.fsgid, &now.groups) == (self.fsuid, self.fsgid, &self.groups)
-    }
+/// How much of a refused `ThreadIdentity::apply` took effect.
+#[derive(Debug)]
+enum Applied {
+    Nothing,
+    Partly,
 }
 
 /// While alive, this thread's file-system calls run as an assumed identity; dropping it
 /// (also during a panic) puts back the identity the thread had before.
 #[must_use = "the identity is given back when the guard is dropped"]
 pub struct IdentityGuard {
-    previous: ThreadIdentity,
+    previous: Rc<ThreadIdentity>,
 }
 
 impl Drop for IdentityGuard {
     fn drop(&mut self) {
         SWITCHED.with(|s| s.borrow_mut().take());
-        // A switch refused before it changed anything (a process without the privilege) has
-        // nothing to put back, and may not be able to set even its own groups again.
-        let umask_unchanged = self.previous.umask.is_none_or(|mask| mask == current_umask());
-        if umask_unchanged && self.previous.is_current() {
-            return;
-        }
-        if !self.previous.apply() || !self.previous.is_current() {
+        if self.previous.apply().is_err() {
             // A thread that cannot be given its identity back must not serve anyone else.
             tracing::error!("could not restore a thread's identity after a request; stopping");
             std::process::abort();
