@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// needs root or CAP_SETUID+CAP_SETGID, and a Unix identity for every user) [default: gateway]
     #[arg(long)]
     pub identity: Option<IdentityMode>,
+    /// Also serve the engine on this Unix socket to processes of this node, without HTTP and
+    /// without keys: a peer is the S3 user its uid maps to (unix_user/uid in the config)
+    #[arg(long)]
+    pub local_socket: Option<PathBuf>,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -114,6 +118,10 @@ pub struct FileConfig {
     pub allow_root: bool,
     /// Seconds between re-resolutions of the users' Unix identities (also on SIGHUP).
     pub identity_refresh_seconds: Option<u64>,
+    /// The local socket (see `ServeArgs::local_socket`).
+    pub local_socket: Option<PathBuf>,
+    /// Connections the local socket serves at once (each has a thread) [default: 256].
+    pub local_socket_max_connections: Option<usize>,
 }
 
 impl FileConfig {
@@ -144,6 +152,8 @@ pub struct ServeSettings {
     pub root_identity: Option<IdentitySpec>,
     pub allow_root: bool,
     pub identity_refresh: std::time::Duration,
+    pub local_socket: Option<PathBuf>,
+    pub local_socket_max_connections: usize,
 }
 
 impl ServeSettings {
@@ -193,6 +203,8 @@ impl ServeSettings {
             root_identity: file.root_identity,
             allow_root: file.allow_root,
             identity_refresh: std::time::Duration::from_secs(file.identity_refresh_seconds.unwrap_or(300).max(1)),
+            local_socket: args.local_socket.or(file.local_socket),
+            local_socket_max_connections: file.local_socket_max_connections.unwrap_or(256).max(1),
         })
     }
 }

@@ -48,6 +48,10 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     users.extend(settings.users.iter().cloned());
     let identities = Arc::new(identities_of(&settings, &root_user, &users)?);
     let users = UserDirectory::new(&root_user.access_key, users);
+    let local_socket = match &settings.local_socket {
+        Some(path) => Some(isthmus_local::LocalSocket::bind(path)?),
+        None => None,
+    };
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if identities.is_posix() {
@@ -71,6 +75,10 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
         };
         let domain = settings.domain.as_deref().map(|d| (d, local.port()));
+        let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
+        if let Some(socket) = local_socket {
+            serve_local_socket(socket, isthmus_s3::authorized(store.clone(), &users, &identities), &users, &identities, settings.local_socket_max_connections)?;
+        }
         let service = isthmus_s3::build_service(store.clone(), io, users, identities.clone(), domain)?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
@@ -101,9 +109,11 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 println!("Root credentials: access key {} (from the environment or config file)", root_user.access_key)
             }
         }
+        if identities.is_posix() || socket_path.is_some() {
+            tokio::spawn(refresh_identities(identities.clone(), settings.identity_refresh));
+        }
         if identities.is_posix() {
             println!("  identity: posix (each user's requests run with its Unix identity; the kernel decides)");
-            tokio::spawn(refresh_identities(identities.clone(), settings.identity_refresh));
         } else if rustix::process::geteuid().is_root() {
             println!(
                 "  identity: gateway, running as root: every file is created as root and only the gateway's rules protect them; see README \"Unix identities\" for identity = \"posix\""
@@ -131,25 +141,41 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             idle_timeout: settings.idle_timeout,
             ..GatewayConfig::default()
         };
+        if let Some(path) = &socket_path {
+            println!("  local socket: {} (peers are the S3 users their uid maps to)", path.display());
+        }
         isthmus_s3::serve(listener, service, config, shutdown_signal()).await;
+        if let Some(path) = socket_path {
+            let _ = std::fs::remove_file(path);
+        }
         Ok(())
     })
 }
 
 /// The Unix identities of the users (`identity = "posix"`): every user, root included, must map
 /// to one, and none to uid 0 unless `allow_root`; errors name the user and the fix.
+/// In `gateway` mode, users are mapped only to tell who a local socket's peer is: those without
+/// an identity cannot use the socket.
 fn identities_of(settings: &ServeSettings, root: &User, users: &[User]) -> Result<Identities, String> {
-    if settings.identity == IdentityMode::Gateway {
-        return Ok(Identities::gateway());
+    let posix = settings.identity == IdentityMode::Posix;
+    if !posix {
+        if settings.local_socket.is_none() {
+            return Ok(Identities::gateway());
+        }
+        let mapped = users
+            .iter()
+            .filter_map(|user| {
+                let spec = identity_spec(settings, root, user);
+                spec.is_set().then(|| (user.access_key.clone(), label(user), spec))
+            })
+            .collect();
+        return Identities::new(false, mapped, settings.allow_root);
     }
     let mapped = users
         .iter()
         .map(|user| {
             let is_root = user.access_key == root.access_key;
-            let spec = match (&settings.root_identity, is_root) {
-                (Some(spec), true) => spec.clone(),
-                _ => user.identity.clone(),
-            };
+            let spec = identity_spec(settings, root, user);
             if !spec.is_set() {
                 return Err(if is_root {
                     "identity = \"posix\": the root user needs a Unix identity; set root_identity = { unix_user = \"NAME\" } in the config file".to_string()
@@ -160,11 +186,37 @@ fn identities_of(settings: &ServeSettings, root: &User, users: &[User]) -> Resul
             Ok((user.access_key.clone(), label(user), spec))
         })
         .collect::<Result<Vec<_>, String>>()?;
-    Identities::posix(mapped, settings.allow_root)
+    Identities::new(true, mapped, settings.allow_root)
+}
+
+/// A user's configured Unix identity (root's from `root_identity` when that is set).
+fn identity_spec(settings: &ServeSettings, root: &User, user: &User) -> isthmus_s3::IdentitySpec {
+    match &settings.root_identity {
+        Some(spec) if user.access_key == root.access_key => spec.clone(),
+        _ => user.identity.clone(),
+    }
 }
 
 fn label(user: &User) -> String {
     if user.display_name.is_empty() { user.access_key.clone() } else { user.display_name.clone() }
+}
+
+/// Serves the engine on the local socket: a peer's uid names its S3 user (and, with
+/// `identity = "posix"`, the identity its calls run as); other uids are refused.
+fn serve_local_socket(
+    socket: isthmus_local::LocalSocket,
+    store: Arc<dyn isthmus_store::Store>,
+    users: &UserDirectory,
+    identities: &Arc<Identities>,
+    max_connections: usize,
+) -> Result<(), String> {
+    let (users, identities) = (users.clone(), identities.clone());
+    let resolve = move |uid: u32| {
+        let (access_key, identity) = identities.by_uid(uid)?;
+        let cx = isthmus_store::RequestContext::user(access_key.clone(), users.is_root(&access_key));
+        Some(cx.with_identity(identity))
+    };
+    socket.serve(store, Arc::new(resolve), max_connections)
 }
 
 /// Re-resolves the users' Unix identities every `period` and on SIGHUP, off the async workers.

@@ -81,8 +81,8 @@ pub struct Identities {
     /// False: `identity = "gateway"`, every request runs as the gateway.
     posix: bool,
     allow_root: bool,
-    /// By access key.
-    mappings: HashMap<String, Mapping>,
+    /// By access key, in configuration order.
+    mappings: Vec<(String, Mapping)>,
     /// By access key: the identities as last resolved. A user whose identity no longer
     /// resolves (gone from NSS, or now uid 0 without `allow_root`) is missing: refused.
     resolved: RwLock<HashMap<String, Arc<UnixIdentity>>>,
@@ -94,43 +94,49 @@ pub struct Identities {
 pub const ANONYMOUS_UNIX_USER: &str = "nobody";
 
 impl Identities {
-    /// `identity = "gateway"`: nothing is switched.
+    /// `identity = "gateway"`: nothing is switched, nothing is mapped.
     pub fn gateway() -> Self {
         Self {
             posix: false,
             allow_root: false,
-            mappings: HashMap::new(),
+            mappings: Vec::new(),
             resolved: RwLock::new(HashMap::new()),
             anonymous: RwLock::new(None),
         }
     }
 
-    /// `identity = "posix"`: every user, given as (access key, label, spec), must resolve now
-    /// to an identity that is not uid 0 (unless `allow_root`); the first that does not is the
-    /// error, naming the user and the fix. The process must be able to switch identities.
-    pub fn posix(users: Vec<(String, String, IdentitySpec)>, allow_root: bool) -> Result<Self, String> {
-        let mappings: HashMap<String, Mapping> =
-            users.into_iter().map(|(key, label, spec)| (key, Mapping { label, spec })).collect();
-        let identities = Self {
-            posix: true,
-            allow_root,
-            mappings,
-            resolved: RwLock::new(HashMap::new()),
-            anonymous: RwLock::new(None),
-        };
+    /// The users' identities, given as (access key, label, spec) in configuration order:
+    /// each must resolve now to an identity that is not uid 0 (unless `allow_root`); the
+    /// first that does not is the error, naming the user and the fix. With `posix`, requests
+    /// run with them (the process must be able to switch: checked here); without, they only
+    /// tell who a local socket's peer is.
+    pub fn new(posix: bool, users: Vec<(String, String, IdentitySpec)>, allow_root: bool) -> Result<Self, String> {
+        let mappings = users.into_iter().map(|(key, label, spec)| (key, Mapping { label, spec })).collect();
+        let identities =
+            Self { posix, allow_root, mappings, resolved: RwLock::new(HashMap::new()), anonymous: RwLock::new(None) };
         let mut resolved = HashMap::new();
-        let mut labels: Vec<&Mapping> = identities.mappings.values().collect();
-        labels.sort_by(|a, b| a.label.cmp(&b.label));
         for (key, mapping) in &identities.mappings {
             let identity = identities.resolve_one(mapping).map_err(|e| format!("user {:?}: {e}", mapping.label))?;
             resolved.insert(key.clone(), Arc::new(identity));
         }
-        if let Some(any) = resolved.values().next() {
+        if posix && let Some(any) = resolved.values().next() {
             check_switching(any)?;
         }
         *identities.resolved.write().expect("not poisoned") = resolved;
-        *identities.anonymous.write().expect("not poisoned") = resolve_anonymous();
+        if posix {
+            *identities.anonymous.write().expect("not poisoned") = resolve_anonymous();
+        }
         Ok(identities)
+    }
+
+    /// The user a local socket's peer with `uid` is (the first in configuration order whose
+    /// identity has that uid), and the identity its calls run as (with `posix`).
+    pub fn by_uid(&self, uid: u32) -> Option<(String, Option<Arc<UnixIdentity>>)> {
+        let resolved = self.resolved.read().expect("not poisoned");
+        self.mappings.iter().find_map(|(key, _)| {
+            let identity = resolved.get(key).filter(|identity| identity.uid == uid)?;
+            Some((key.clone(), self.posix.then(|| identity.clone())))
+        })
     }
 
     fn resolve_one(&self, mapping: &Mapping) -> Result<UnixIdentity, String> {
@@ -151,7 +157,7 @@ impl Identities {
     /// NSS changes apply from now on. A user that no longer resolves is refused until it does
     /// again. Returns how many users changed.
     pub fn refresh(&self) -> usize {
-        if !self.posix {
+        if self.mappings.is_empty() {
             return 0;
         }
         let mut next = HashMap::new();
@@ -166,11 +172,16 @@ impl Identities {
             }
         }
         let mut resolved = self.resolved.write().expect("not poisoned");
-        let changed =
-            self.mappings.keys().filter(|key| resolved.get(*key).map(|a| &**a) != next.get(*key).map(|a| &**a)).count();
+        let changed = self
+            .mappings
+            .iter()
+            .filter(|(key, _)| resolved.get(key).map(|a| &**a) != next.get(key).map(|a| &**a))
+            .count();
         *resolved = next;
         drop(resolved);
-        *self.anonymous.write().expect("not poisoned") = resolve_anonymous();
+        if self.posix {
+            *self.anonymous.write().expect("not poisoned") = resolve_anonymous();
+        }
         changed
     }
 
@@ -245,12 +256,12 @@ mod tests {
     #[test]
     fn root_is_refused_unless_allowed_and_unknown_users_are_named() {
         let users = |spec_text: &str| vec![("AK1".to_string(), "alice".to_string(), spec(spec_text))];
-        let err = Identities::posix(users("uid = 0\ngid = 0"), false).err().unwrap();
+        let err = Identities::new(true, users("uid = 0\ngid = 0"), false).err().unwrap();
         assert!(err.contains("alice") && err.contains("allow_root"), "{err}");
-        let err = Identities::posix(users("unix_user = \"no-such-user-isthmus\""), false).err().unwrap();
+        let err = Identities::new(true, users("unix_user = \"no-such-user-isthmus\""), false).err().unwrap();
         assert!(err.contains("alice") && err.contains("no-such-user-isthmus"), "{err}");
         if rustix::process::geteuid().is_root() {
-            let ids = Identities::posix(users("uid = 0\ngid = 0"), true).unwrap();
+            let ids = Identities::new(true, users("uid = 0\ngid = 0"), true).unwrap();
             let found = ids.of(&RequestContext::user("AK1", false)).unwrap().unwrap();
             assert_eq!(found.uid, 0);
             assert!(ids.of(&RequestContext::user("stranger", false)).is_err());

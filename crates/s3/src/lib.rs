@@ -301,6 +301,17 @@ pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
 /// in the authorization layer with the users' grants, and
 /// virtual-hosted-style addressing under `domain` (with the port the server listens on) when
 /// one is given; path style always works.
+/// The engine as every door of the gateway calls it: which user may use which bucket is the
+/// authorization layer's decision, on every call; with Unix identities, object access is the
+/// kernel's.
+pub fn authorized(store: Arc<dyn Store>, users: &UserDirectory, identities: &Identities) -> Arc<dyn Store> {
+    let mut authorized = Authorized::new(store, users.grants()).with_root_owner(users.root());
+    if identities.is_posix() {
+        authorized = authorized.judged_by_kernel();
+    }
+    Arc::new(authorized)
+}
+
 pub fn build_service(
     store: Arc<dyn Store>,
     io: IoPolicy,
@@ -309,13 +320,7 @@ pub fn build_service(
     domain: Option<(&str, u16)>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    // Which user may use which bucket is the authorization layer's decision, on every call;
-    // with Unix identities, object access is the kernel's.
-    let mut authorized = Authorized::new(store, users.grants()).with_root_owner(users.root());
-    if identities.is_posix() {
-        authorized = authorized.judged_by_kernel();
-    }
-    let store: Arc<dyn Store> = Arc::new(authorized);
+    let store = authorized(store, &users, &identities);
     let engine = Engine::new(store, io);
     let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone(), identities));
     builder.set_auth((*users).clone());

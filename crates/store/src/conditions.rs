@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::error::{StoreError, StoreResult};
 
 /// An ETag condition: `*` or a list of ETags (without quotes).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ETagMatch {
     Any,
     Tags(Vec<String>),
@@ -22,7 +22,7 @@ impl ETagMatch {
 }
 
 /// The read conditions of GET, HEAD and the copy source.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Conditions {
     pub if_match: Option<ETagMatch>,
     pub if_none_match: Option<ETagMatch>,
@@ -66,7 +66,7 @@ impl Conditions {
 }
 
 /// An HTTP byte range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ByteRange {
     /// `bytes=first-last` or `bytes=first-`.
     FromTo { first: u64, last: Option<u64> },

@@ -84,7 +84,44 @@ pub enum StoreError {
     /// root or the bucket), for the logs.
     #[error("Internal I/O error: cannot {operation} {path:?}: {source}")]
     IoAt { operation: &'static str, path: String, source: io::Error },
+    /// An error an engine in another process reported (through the local door), with its S3
+    /// code and status kept.
+    #[error("{message}")]
+    Remote { code: &'static str, status: u16, message: String },
 }
+
+/// Every code `s3_code` reports, so a remote error's code maps back to one of them.
+const S3_CODES: &[&str] = &[
+    "NoSuchBucket",
+    "NoSuchKey",
+    "NoSuchVersion",
+    "MethodNotAllowed",
+    "BucketAlreadyOwnedByYou",
+    "BucketAlreadyExists",
+    "BucketNotEmpty",
+    "InvalidBucketName",
+    "KeyTooLongError",
+    "InvalidArgument",
+    "ParentIsObject",
+    "ObjectIsDirectory",
+    "PreconditionFailed",
+    "NotModified",
+    "InvalidRange",
+    "InsufficientStorage",
+    "AccessDenied",
+    "NoSuchUpload",
+    "InvalidPart",
+    "InvalidPartOrder",
+    "EntityTooSmall",
+    "InvalidRequest",
+    "MalformedXML",
+    "BadDigest",
+    "InvalidTag",
+    "MalformedPolicy",
+    "InvalidPartNumber",
+    "MetadataTooLarge",
+    "InternalError",
+];
 
 impl StoreError {
     /// The S3 error code this error is reported as.
@@ -123,7 +160,36 @@ impl StoreError {
             Self::InvalidPartNumber => "InvalidPartNumber",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => "InternalError",
+            Self::Remote { code, .. } => code,
         }
+    }
+
+    /// The error a remote engine reported as `code`, `status` and `message`: the same variant
+    /// where one carries no data and says the same (so callers that match on it work alike),
+    /// else `Remote`, which keeps the message.
+    pub fn from_remote(code: &str, status: u16, message: String) -> Self {
+        let unit = [
+            Self::NoSuchBucket,
+            Self::NoSuchKey,
+            Self::NoSuchVersion,
+            Self::BucketAlreadyOwnedByYou,
+            Self::BucketAlreadyExists,
+            Self::BucketNotEmpty,
+            Self::PreconditionFailed,
+            Self::NotModified,
+            Self::InsufficientStorage,
+            Self::AccessDenied,
+            Self::NoSuchUpload,
+            Self::InvalidPartOrder,
+            Self::EntityTooSmall,
+            Self::InvalidPartNumber,
+        ];
+        let same = |e: &Self| e.s3_code() == code && e.http_status() == status && e.to_string() == message;
+        if let Some(known) = unit.into_iter().find(same) {
+            return known;
+        }
+        let code = S3_CODES.iter().copied().find(|c| *c == code).unwrap_or("InternalError");
+        Self::Remote { code, status, message }
     }
 
     /// The HTTP status code S3 uses for this error.
@@ -156,6 +222,7 @@ impl StoreError {
             Self::InsufficientStorage => 507,
             Self::AccessDenied => 403,
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,
+            Self::Remote { status, .. } => *status,
         }
     }
 }

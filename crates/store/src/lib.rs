@@ -39,14 +39,14 @@ pub use versioning::{
 };
 
 /// A bucket as listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BucketInfo {
     pub name: String,
     pub created: SystemTime,
 }
 
 /// What HEAD returns about an object, and what a listing returns per key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectInfo {
     pub key: String,
     pub size: u64,
@@ -93,7 +93,7 @@ impl ObjectInfo {
 }
 
 /// Digests of the bytes an `ObjectWrite` received so far, for verification before commit.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Digests {
     /// MD5 of the bytes (`None` when the writer did not hash, as in server-side copies).
     pub md5: Option<[u8; 16]>,
@@ -101,7 +101,7 @@ pub struct Digests {
 }
 
 /// A PUT: the metadata to store and the conditions the write depends on.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct PutRequest {
     pub meta: ObjectMeta,
     /// `If-Match`: replace only an existing object with one of these ETags.
@@ -115,7 +115,7 @@ pub struct PutRequest {
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct GetRequest {
     /// A version other than the latest (`versionId`).
     pub version_id: Option<String>,
@@ -126,7 +126,7 @@ pub struct GetRequest {
 }
 
 /// A server-side copy.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct CopyRequest {
     /// The source version (`versionId` of x-amz-copy-source); `None` is the latest.
     pub source_version_id: Option<String>,
@@ -141,7 +141,7 @@ pub struct CopyRequest {
 }
 
 /// One page of a listing request.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ListRequest {
     pub prefix: String,
     pub delimiter: Option<String>,
@@ -151,7 +151,7 @@ pub struct ListRequest {
 }
 
 /// One page of a listing, in UTF-8 byte order of the keys.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ListPage {
     pub objects: Vec<ObjectInfo>,
     pub common_prefixes: Vec<String>,
@@ -191,7 +191,7 @@ pub struct GetResponse {
 }
 
 /// A CreateBucket.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct CreateBucketRequest {
     /// Where the bucket should live (S3's LocationConstraint); `None` is the default place.
     /// A backend that has one place accepts any name.
@@ -199,7 +199,7 @@ pub struct CreateBucketRequest {
 }
 
 /// A HEAD of an object.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct HeadRequest {
     /// A version other than the latest (`versionId`).
     pub version_id: Option<String>,
@@ -207,7 +207,7 @@ pub struct HeadRequest {
 }
 
 /// A DeleteObject.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct DeleteRequest {
     /// Removes this version for good; `None` deletes the key (a delete marker in a versioned
     /// bucket).
@@ -215,7 +215,7 @@ pub struct DeleteRequest {
 }
 
 /// An UploadPart.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct PartRequest {
     pub part_number: u32,
     /// The checksum the client declared for this part, computed while writing so the door can
@@ -225,7 +225,7 @@ pub struct PartRequest {
 }
 
 /// A ListParts page request.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct ListPartsRequest {
     /// Parts with numbers above this one.
     pub after_part: u32,

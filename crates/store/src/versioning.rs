@@ -69,7 +69,7 @@ pub fn validate_version_id(id: &str) -> StoreResult<()> {
 }
 
 /// What a DeleteObject did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeleteOutcome {
     /// The version id of the delete marker made, or of the version removed; `None` in an
     /// unversioned bucket.

@@ -52,7 +52,7 @@ pub struct UploadInfo {
 }
 
 /// A stored part.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartInfo {
     pub part_number: u32,
     pub etag: String,
@@ -63,7 +63,7 @@ pub struct PartInfo {
 }
 
 /// A part named in CompleteMultipartUpload.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CompletedPart {
     pub part_number: u32,
     /// With or without quotes.
@@ -73,7 +73,7 @@ pub struct CompletedPart {
 }
 
 /// A ListParts page.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartsPage {
     pub parts: Vec<PartInfo>,
     pub is_truncated: bool,

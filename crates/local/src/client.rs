@@ -1,0 +1,565 @@
+//! The client side of the local door: `LocalStore`, a `Store` whose calls go over the socket to
+//! a gateway on the same node, so the in-process doors (C library, libs3 drop-in, Python) speak
+//! it with the same calls as to the engine in-process. Connections are pooled; bodies stream
+//! both ways in chunks, so memory stays bounded whatever the object's size.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use isthmus_store::{
+    Acl, BoxedReader, BoxedWriter, BucketFacts, BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest,
+    DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest,
+    ListRequest, ListUploadsRequest, ListVersionsRequest, ObjectInfo, ObjectRead, ObjectWrite, PartRequest, PartsPage,
+    PublicAccessBlock, PutRequest, RequestContext, Store, StoreError, StoreResult, UploadsPage, Versioning,
+    VersionsPage,
+};
+
+use crate::protocol::{
+    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, WireError, read_chunk_header, read_frame, read_u16,
+    write_chunks, write_end, write_frame,
+};
+
+/// The socket path of a `unix:` address (`unix:///run/isthmus.sock` or `unix:/run/isthmus.sock`).
+pub fn socket_path(address: &str) -> Option<PathBuf> {
+    let rest = address.strip_prefix("unix:")?;
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    path.starts_with('/').then(|| PathBuf::from(path))
+}
+
+/// One connection, after its handshake.
+struct Connection {
+    reader: BufReader<UnixStream>,
+    writer: BufWriter<UnixStream>,
+}
+
+fn lost(err: io::Error) -> StoreError {
+    StoreError::Remote {
+        code: "InternalError",
+        status: 500,
+        message: format!("the local gateway connection failed: {err}"),
+    }
+}
+
+impl Connection {
+    /// Connects and shakes hands; returns the connection and the S3 user the gateway took
+    /// this process for.
+    fn open(path: &Path) -> StoreResult<(Self, String)> {
+        let stream = UnixStream::connect(path).map_err(|e| StoreError::Remote {
+            code: "InternalError",
+            status: 500,
+            message: format!("cannot connect to the local gateway at {}: {e}", path.display()),
+        })?;
+        let mut conn = Self {
+            reader: BufReader::with_capacity(CHUNK + 64, stream.try_clone().map_err(lost)?),
+            writer: BufWriter::with_capacity(CHUNK + 64, stream),
+        };
+        let user = conn.handshake().map_err(lost)??;
+        Ok((conn, user))
+    }
+
+    fn handshake(&mut self) -> io::Result<StoreResult<String>> {
+        self.writer.write_all(MAGIC)?;
+        self.writer.write_all(&VERSION_MIN.to_le_bytes())?;
+        self.writer.write_all(&VERSION_MAX.to_le_bytes())?;
+        self.writer.flush()?;
+        let mut magic = [0u8; 8];
+        self.reader.read_exact(&mut magic)?;
+        if &magic != MAGIC {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "the socket is not an Isthmus gateway's"));
+        }
+        let _version = read_u16(&mut self.reader)?;
+        let answer: Result<String, WireError> = read_frame(&mut self.reader)?;
+        Ok(answer.map_err(StoreError::from))
+    }
+
+    fn send(&mut self, request: &Request) -> io::Result<()> {
+        write_frame(&mut self.writer, request)?;
+        self.writer.flush()
+    }
+
+    fn receive<T: serde::de::DeserializeOwned>(&mut self) -> io::Result<Result<T, WireError>> {
+        read_frame(&mut self.reader)
+    }
+}
+
+struct Shared {
+    path: PathBuf,
+    user: String,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Shared {
+    fn take(&self) -> StoreResult<Connection> {
+        if let Some(conn) = self.idle.lock().expect("not poisoned").pop() {
+            return Ok(conn);
+        }
+        Connection::open(&self.path).map(|(conn, _)| conn)
+    }
+
+    fn give_back(&self, conn: Connection) {
+        let mut idle = self.idle.lock().expect("not poisoned");
+        if idle.len() < 64 {
+            idle.push(conn);
+        }
+    }
+}
+
+/// An engine reached through a gateway's local socket. The gateway knows the caller by its
+/// uid; the request context passed to each call is not sent (the peer is who it is).
+#[derive(Clone)]
+pub struct LocalStore {
+    shared: Arc<Shared>,
+}
+
+impl LocalStore {
+    /// Connects to the gateway at `path`; fails (AccessDenied) if the gateway maps this
+    /// process's uid to no user.
+    pub fn connect(path: impl AsRef<Path>) -> StoreResult<Self> {
+        let path = path.as_ref().to_path_buf();
+        let (conn, user) = Connection::open(&path)?;
+        Ok(Self { shared: Arc::new(Shared { path, user, idle: Mutex::new(vec![conn]) }) })
+    }
+
+    /// The S3 user the gateway serves this process as.
+    pub fn user(&self) -> &str {
+        &self.shared.user
+    }
+
+    /// One call with a reply and nothing streamed.
+    fn call(&self, request: &Request) -> StoreResult<Reply> {
+        let mut conn = self.shared.take()?;
+        conn.send(request).map_err(lost)?;
+        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
+        self.shared.give_back(conn);
+        reply.map_err(StoreError::from)
+    }
+
+    fn writer(&self, request: &Request) -> StoreResult<BoxedWriter> {
+        let mut conn = self.shared.take()?;
+        conn.send(request).map_err(lost)?;
+        Ok(Box::new(LocalWriter { shared: self.shared.clone(), state: RefCell::new(WriteState::Sending(conn)) }))
+    }
+}
+
+fn unexpected(reply: Reply) -> StoreError {
+    StoreError::Remote {
+        code: "InternalError",
+        status: 500,
+        message: format!("unexpected reply from the gateway: {reply:?}"),
+    }
+}
+
+fn not_available(what: &str) -> StoreError {
+    StoreError::InvalidRequest(format!("{what} is not available through the local socket; use the S3 endpoint"))
+}
+
+macro_rules! expect {
+    ($reply:expr, $variant:pat => $value:expr) => {
+        match $reply? {
+            $variant => Ok($value),
+            other => Err(unexpected(other)),
+        }
+    };
+}
+
+/// A body being sent: chunks until `digests` or `commit` ends it.
+enum WriteState {
+    Sending(Connection),
+    /// The body ended; the gateway answered its digests.
+    Ended(Connection, Digests),
+    Failed(StoreError),
+    Done,
+}
+
+struct LocalWriter {
+    shared: Arc<Shared>,
+    state: RefCell<WriteState>,
+}
+
+impl LocalWriter {
+    /// Ends the body (once) and learns its digests from the gateway.
+    fn end(&self) {
+        let mut state = self.state.borrow_mut();
+        if let WriteState::Sending(_) = &*state {
+            let WriteState::Sending(mut conn) = std::mem::replace(&mut *state, WriteState::Done) else {
+                unreachable!()
+            };
+            let answer =
+                write_end(&mut conn.writer).and_then(|()| conn.writer.flush()).and_then(|()| conn.receive::<Digests>());
+            *state = match answer {
+                Ok(Ok(digests)) => WriteState::Ended(conn, digests),
+                Ok(Err(err)) => {
+                    self.shared.give_back(conn);
+                    WriteState::Failed(err.into())
+                }
+                Err(err) => WriteState::Failed(lost(err)),
+            };
+        }
+    }
+}
+
+impl ObjectWrite for LocalWriter {
+    fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
+        match self.state.get_mut() {
+            WriteState::Sending(conn) => write_chunks(&mut conn.writer, bytes).map_err(lost),
+            _ => Err(StoreError::InvalidRequest("the body was already ended".into())),
+        }
+    }
+
+    fn digests(&self) -> Digests {
+        self.end();
+        match &*self.state.borrow() {
+            WriteState::Ended(_, digests) => digests.clone(),
+            _ => Digests::default(),
+        }
+    }
+
+    fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
+        self.end();
+        match self.state.replace(WriteState::Done) {
+            WriteState::Ended(mut conn, _) => {
+                conn.writer.write_all(&[1]).and_then(|()| conn.writer.flush()).map_err(lost)?;
+                let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
+                self.shared.give_back(conn);
+                expect!(reply.map_err(StoreError::from), Reply::Info(info) => info)
+            }
+            WriteState::Failed(err) => Err(err),
+            WriteState::Sending(_) | WriteState::Done => {
+                Err(StoreError::InvalidRequest("the body was not sent".into()))
+            }
+        }
+    }
+}
+
+impl Drop for LocalWriter {
+    fn drop(&mut self) {
+        // Not committed: tell the gateway to discard what it staged, keep the connection.
+        if let WriteState::Ended(mut conn, _) = std::mem::replace(self.state.get_mut(), WriteState::Done)
+            && conn.writer.write_all(&[0]).and_then(|()| conn.writer.flush()).is_ok()
+            && matches!(conn.receive::<Reply>(), Ok(Ok(Reply::Done)))
+        {
+            self.shared.give_back(conn);
+        }
+        // A body still being sent: the connection is closed, and the gateway drops the write.
+    }
+}
+
+/// A GET body arriving in chunks.
+struct LocalReader {
+    shared: Arc<Shared>,
+    conn: Option<Connection>,
+    remaining: u64,
+    in_chunk: usize,
+}
+
+impl Read for LocalReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(0) };
+        if self.in_chunk == 0 {
+            match read_chunk_header(&mut conn.reader)? {
+                Chunk::Data(n) => self.in_chunk = n,
+                Chunk::End => {
+                    let conn = self.conn.take().expect("checked above");
+                    self.shared.give_back(conn);
+                    return Ok(0);
+                }
+                Chunk::Abort => {
+                    let err: WireError = read_frame(&mut conn.reader)?;
+                    self.conn = None;
+                    return Err(io::Error::other(err.message));
+                }
+            }
+        }
+        let want = buf.len().min(self.in_chunk);
+        let n = conn.reader.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the local gateway closed the connection"));
+        }
+        self.in_chunk -= n;
+        self.remaining -= n as u64;
+        if self.remaining == 0 && self.in_chunk == 0 {
+            // Consume the end marker so the connection can serve the next call.
+            if let Some(mut conn) = self.conn.take()
+                && matches!(read_chunk_header(&mut conn.reader), Ok(Chunk::End))
+            {
+                self.shared.give_back(conn);
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl ObjectRead for LocalReader {
+    fn remaining(&self) -> u64 {
+        self.remaining
+    }
+}
+
+impl Store for LocalStore {
+    fn list_buckets(&self, _cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
+        expect!(self.call(&Request::ListBuckets), Reply::Buckets(b) => b)
+    }
+
+    fn create_bucket(&self, _cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
+        let request = Request::CreateBucket { bucket: bucket.into(), request: request.clone() };
+        expect!(self.call(&request), Reply::Done => ())
+    }
+
+    fn head_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        expect!(self.call(&Request::HeadBucket { bucket: bucket.into() }), Reply::Done => ())
+    }
+
+    fn bucket_facts(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BucketFacts> {
+        Err(not_available("bucket facts"))
+    }
+
+    fn delete_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        expect!(self.call(&Request::DeleteBucket { bucket: bucket.into() }), Reply::Done => ())
+    }
+
+    fn bucket_owner(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<String>> {
+        Err(not_available("bucket ownership"))
+    }
+
+    fn set_bucket_owner(&self, _cx: &RequestContext, _bucket: &str, _owner: &str) -> StoreResult<()> {
+        Err(not_available("bucket ownership"))
+    }
+
+    fn bucket_acl(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Acl> {
+        Err(not_available("GetBucketAcl"))
+    }
+
+    fn set_bucket_acl(&self, _cx: &RequestContext, _bucket: &str, _acl: Acl) -> StoreResult<()> {
+        Err(not_available("PutBucketAcl"))
+    }
+
+    fn bucket_policy(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<String>> {
+        Err(not_available("GetBucketPolicy"))
+    }
+
+    fn set_bucket_policy(&self, _cx: &RequestContext, _bucket: &str, _policy: Option<String>) -> StoreResult<()> {
+        Err(not_available("PutBucketPolicy"))
+    }
+
+    fn public_access_block(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<PublicAccessBlock>> {
+        Err(not_available("GetPublicAccessBlock"))
+    }
+
+    fn set_public_access_block(
+        &self,
+        _cx: &RequestContext,
+        _bucket: &str,
+        _block: Option<PublicAccessBlock>,
+    ) -> StoreResult<()> {
+        Err(not_available("PutPublicAccessBlock"))
+    }
+
+    fn bucket_tags(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BTreeMap<String, String>> {
+        Err(not_available("GetBucketTagging"))
+    }
+
+    fn set_bucket_tags(&self, _cx: &RequestContext, _bucket: &str, _tags: BTreeMap<String, String>) -> StoreResult<()> {
+        Err(not_available("PutBucketTagging"))
+    }
+
+    fn put_object(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<BoxedWriter> {
+        self.writer(&Request::PutObject { bucket: bucket.into(), key: key.into(), request })
+    }
+
+    fn get_object(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &GetRequest,
+    ) -> StoreResult<GetResponse> {
+        let mut conn = self.shared.take()?;
+        let request = Request::GetObject { bucket: bucket.into(), key: key.into(), request: request.clone() };
+        conn.send(&request).map_err(lost)?;
+        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
+        match reply {
+            Ok(Reply::Get { info, range, length }) => {
+                let mut reader =
+                    LocalReader { shared: self.shared.clone(), conn: Some(conn), remaining: length, in_chunk: 0 };
+                if length == 0 {
+                    // Only the end marker follows: read it, so the connection serves again.
+                    reader.read(&mut [0u8; 1]).map_err(lost)?;
+                }
+                let body: BoxedReader = Box::new(reader);
+                Ok(GetResponse { info, body, range })
+            }
+            Ok(other) => Err(unexpected(other)),
+            Err(err) => {
+                self.shared.give_back(conn);
+                Err(err.into())
+            }
+        }
+    }
+
+    fn head_object(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &HeadRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let request = Request::HeadObject { bucket: bucket.into(), key: key.into(), request: request.clone() };
+        expect!(self.call(&request), Reply::Info(info) => info)
+    }
+
+    fn delete_object(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &DeleteRequest,
+    ) -> StoreResult<DeleteOutcome> {
+        let request = Request::DeleteObject { bucket: bucket.into(), key: key.into(), request: request.clone() };
+        expect!(self.call(&request), Reply::Deleted(outcome) => outcome)
+    }
+
+    fn copy_object(
+        &self,
+        _cx: &RequestContext,
+        source: (&str, &str),
+        target: (&str, &str),
+        request: &CopyRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let request = Request::CopyObject {
+            source: (source.0.into(), source.1.into()),
+            target: (target.0.into(), target.1.into()),
+            request: request.clone(),
+        };
+        expect!(self.call(&request), Reply::Info(info) => info)
+    }
+
+    fn list_objects(&self, _cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
+        let request = Request::ListObjects { bucket: bucket.into(), request: request.clone() };
+        expect!(self.call(&request), Reply::Page(page) => page)
+    }
+
+    fn bucket_versioning(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<Versioning>> {
+        Err(not_available("GetBucketVersioning"))
+    }
+
+    fn set_bucket_versioning(&self, _cx: &RequestContext, _bucket: &str, _state: Versioning) -> StoreResult<()> {
+        Err(not_available("PutBucketVersioning"))
+    }
+
+    fn list_object_versions(
+        &self,
+        _cx: &RequestContext,
+        _bucket: &str,
+        _request: &ListVersionsRequest,
+    ) -> StoreResult<VersionsPage> {
+        Err(not_available("ListObjectVersions"))
+    }
+
+    fn set_object_acl(&self, _cx: &RequestContext, _bucket: &str, _key: &str, _acl: Acl) -> StoreResult<()> {
+        Err(not_available("PutObjectAcl"))
+    }
+
+    fn set_object_tags(
+        &self,
+        _cx: &RequestContext,
+        _bucket: &str,
+        _key: &str,
+        _tags: BTreeMap<String, String>,
+    ) -> StoreResult<()> {
+        Err(not_available("PutObjectTagging"))
+    }
+
+    fn create_multipart_upload(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String> {
+        let request = Request::CreateMultipartUpload { bucket: bucket.into(), key: key.into(), request };
+        expect!(self.call(&request), Reply::UploadId(id) => id)
+    }
+
+    fn upload_part(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &PartRequest,
+    ) -> StoreResult<BoxedWriter> {
+        self.writer(&Request::UploadPart {
+            bucket: bucket.into(),
+            key: key.into(),
+            upload_id: upload_id.into(),
+            request: *request,
+        })
+    }
+
+    fn complete_multipart_upload(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let request = Request::CompleteMultipartUpload {
+            bucket: bucket.into(),
+            key: key.into(),
+            upload_id: upload_id.into(),
+            parts: parts.to_vec(),
+            request,
+        };
+        expect!(self.call(&request), Reply::Info(info) => info)
+    }
+
+    fn abort_multipart_upload(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+    ) -> StoreResult<()> {
+        let request =
+            Request::AbortMultipartUpload { bucket: bucket.into(), key: key.into(), upload_id: upload_id.into() };
+        expect!(self.call(&request), Reply::Done => ())
+    }
+
+    fn list_parts(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &ListPartsRequest,
+    ) -> StoreResult<PartsPage> {
+        let request = Request::ListParts {
+            bucket: bucket.into(),
+            key: key.into(),
+            upload_id: upload_id.into(),
+            request: *request,
+        };
+        expect!(self.call(&request), Reply::Parts(parts) => parts)
+    }
+
+    fn list_multipart_uploads(
+        &self,
+        _cx: &RequestContext,
+        _bucket: &str,
+        _request: &ListUploadsRequest,
+    ) -> StoreResult<UploadsPage> {
+        Err(not_available("ListMultipartUploads"))
+    }
+}

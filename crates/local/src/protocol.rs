@@ -1,0 +1,275 @@
+//! The local door's wire protocol: a handshake that negotiates the version and names the user
+//! the peer was authenticated as, then requests and replies as length-prefixed MessagePack
+//! frames (the engine's own request and response structs, with field names, so the optional
+//! fields the engine's records leave out when empty round-trip), and object bodies as a stream
+//! of chunks.
+//!
+//! ```text
+//! handshake  client: MAGIC, u16 lowest version, u16 highest version
+//!            server: MAGIC, u16 chosen version (0: refused), frame Result<user name, WireError>
+//! request    client: frame Request
+//!   with a body (PutObject, UploadPart):
+//!            client: chunks, end          server: frame Result<Digests, WireError>
+//!            client: u8 1 commit / 0 discard
+//!            server: frame Result<Reply, WireError>
+//!   GetObject: server: frame Result<Reply::Get, WireError>, then chunks and end
+//!              (a read error midway: abort, then frame WireError)
+//!   others:  server: frame Result<Reply, WireError>
+//! frame      u32 length (little endian), MessagePack bytes
+//! chunk      u32 length (1..=CHUNK), bytes; end = u32 0; abort = u32::MAX
+//! ```
+
+use std::io::{self, Read, Write};
+
+use isthmus_store::{
+    BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest, GetRequest, HeadRequest,
+    ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PartsPage, PutRequest, StoreError,
+};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+/// Opens both sides of the handshake.
+pub const MAGIC: &[u8; 8] = b"ISTHMUS\0";
+/// The protocol versions this build speaks.
+pub const VERSION_MIN: u16 = 1;
+pub const VERSION_MAX: u16 = 1;
+/// The largest body chunk.
+pub const CHUNK: usize = 1 << 20;
+/// The largest frame (a listing page of 1,000 keys with their metadata fits many times over).
+pub const MAX_FRAME: usize = 64 << 20;
+const END: u32 = 0;
+const ABORT: u32 = u32::MAX;
+
+/// One engine call.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    ListBuckets,
+    CreateBucket {
+        bucket: String,
+        request: CreateBucketRequest,
+    },
+    HeadBucket {
+        bucket: String,
+    },
+    DeleteBucket {
+        bucket: String,
+    },
+    /// Followed by the body.
+    PutObject {
+        bucket: String,
+        key: String,
+        request: PutRequest,
+    },
+    GetObject {
+        bucket: String,
+        key: String,
+        request: GetRequest,
+    },
+    HeadObject {
+        bucket: String,
+        key: String,
+        request: HeadRequest,
+    },
+    DeleteObject {
+        bucket: String,
+        key: String,
+        request: DeleteRequest,
+    },
+    CopyObject {
+        source: (String, String),
+        target: (String, String),
+        request: CopyRequest,
+    },
+    ListObjects {
+        bucket: String,
+        request: ListRequest,
+    },
+    CreateMultipartUpload {
+        bucket: String,
+        key: String,
+        request: PutRequest,
+    },
+    /// Followed by the body.
+    UploadPart {
+        bucket: String,
+        key: String,
+        upload_id: String,
+        request: PartRequest,
+    },
+    CompleteMultipartUpload {
+        bucket: String,
+        key: String,
+        upload_id: String,
+        parts: Vec<CompletedPart>,
+        request: PutRequest,
+    },
+    AbortMultipartUpload {
+        bucket: String,
+        key: String,
+        upload_id: String,
+    },
+    ListParts {
+        bucket: String,
+        key: String,
+        upload_id: String,
+        request: ListPartsRequest,
+    },
+}
+
+impl Request {
+    /// Whether a body follows the request.
+    pub fn has_body(&self) -> bool {
+        matches!(self, Self::PutObject { .. } | Self::UploadPart { .. })
+    }
+}
+
+/// What a call returned.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Done,
+    Buckets(Vec<BucketInfo>),
+    Info(ObjectInfo),
+    /// A GetObject: the object, the range served; the bytes follow as chunks.
+    Get {
+        info: ObjectInfo,
+        range: Option<(u64, u64)>,
+        length: u64,
+    },
+    Deleted(DeleteOutcome),
+    Page(ListPage),
+    UploadId(String),
+    Parts(PartsPage),
+}
+
+/// An engine error as it crosses the socket: its S3 code, HTTP status and message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WireError {
+    pub code: String,
+    pub status: u16,
+    pub message: String,
+}
+
+impl From<&StoreError> for WireError {
+    fn from(err: &StoreError) -> Self {
+        Self { code: err.s3_code().to_string(), status: err.http_status(), message: err.to_string() }
+    }
+}
+
+impl From<WireError> for StoreError {
+    fn from(err: WireError) -> Self {
+        StoreError::from_remote(&err.code, err.status, err.message)
+    }
+}
+
+/// Writes `value` as one frame.
+pub fn write_frame(w: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
+    let bytes = rmp_serde::to_vec_named(value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    w.write_all(&u32::try_from(bytes.len()).map_err(|_| too_large())?.to_le_bytes())?;
+    w.write_all(&bytes)
+}
+
+/// Reads one frame.
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> io::Result<T> {
+    let len = read_u32(r)? as usize;
+    if len > MAX_FRAME {
+        return Err(too_large());
+    }
+    let mut bytes = vec![0u8; len];
+    r.read_exact(&mut bytes)?;
+    rmp_serde::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn too_large() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "frame too large")
+}
+
+pub fn read_u32(r: &mut impl Read) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+pub fn read_u16(r: &mut impl Read) -> io::Result<u16> {
+    let mut b = [0u8; 2];
+    r.read_exact(&mut b)?;
+    Ok(u16::from_le_bytes(b))
+}
+
+/// Writes `bytes` as body chunks (none for an empty slice).
+pub fn write_chunks(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    for chunk in bytes.chunks(CHUNK) {
+        w.write_all(&(chunk.len() as u32).to_le_bytes())?;
+        w.write_all(chunk)?;
+    }
+    Ok(())
+}
+
+/// Ends a body.
+pub fn write_end(w: &mut impl Write) -> io::Result<()> {
+    w.write_all(&END.to_le_bytes())
+}
+
+/// Breaks off a body (the sender failed; an error frame follows).
+pub fn write_abort(w: &mut impl Write) -> io::Result<()> {
+    w.write_all(&ABORT.to_le_bytes())
+}
+
+/// What a body chunk header announced.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Chunk {
+    /// This many bytes follow.
+    Data(usize),
+    End,
+    Abort,
+}
+
+/// Reads a chunk header.
+pub fn read_chunk_header(r: &mut impl Read) -> io::Result<Chunk> {
+    match read_u32(r)? {
+        END => Ok(Chunk::End),
+        ABORT => Ok(Chunk::Abort),
+        n if n as usize <= CHUNK => Ok(Chunk::Data(n as usize)),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidData, "body chunk too large")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_and_chunks_round_trip() {
+        let mut wire = Vec::new();
+        let request = Request::PutObject { bucket: "b".into(), key: "k/é".into(), request: PutRequest::default() };
+        write_frame(&mut wire, &request).unwrap();
+        write_chunks(&mut wire, &vec![7u8; CHUNK + 3]).unwrap();
+        write_end(&mut wire).unwrap();
+        let mut r = &wire[..];
+        match read_frame::<Request>(&mut r).unwrap() {
+            Request::PutObject { bucket, key, .. } => assert_eq!((bucket.as_str(), key.as_str()), ("b", "k/é")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(read_chunk_header(&mut r).unwrap(), Chunk::Data(CHUNK));
+        r = &r[CHUNK..];
+        assert_eq!(read_chunk_header(&mut r).unwrap(), Chunk::Data(3));
+        r = &r[3..];
+        assert_eq!(read_chunk_header(&mut r).unwrap(), Chunk::End);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn errors_keep_their_s3_code() {
+        for err in [StoreError::NoSuchKey, StoreError::AccessDenied, StoreError::InvalidArgument("bad".into())] {
+            let back: StoreError = WireError::from(&err).into();
+            assert_eq!(back.s3_code(), err.s3_code());
+            assert_eq!(back.http_status(), err.http_status());
+            assert_eq!(back.to_string(), err.to_string());
+        }
+    }
+
+    #[test]
+    fn oversized_frames_are_refused() {
+        let mut wire = ((MAX_FRAME + 1) as u32).to_le_bytes().to_vec();
+        wire.extend([0u8; 8]);
+        assert!(read_frame::<Request>(&mut &wire[..]).is_err());
+    }
+}

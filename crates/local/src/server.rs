@@ -1,0 +1,308 @@
+//! The gateway's side of the local door: a Unix socket whose peers are authenticated by the
+//! kernel (`SO_PEERCRED`: the uid of the connecting process), one thread per connection (the
+//! engine is synchronous; a node-local door has tens of clients, bounded by `max_connections`),
+//! every call run with the request's Unix identity like the HTTP door's.
+
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use isthmus_store::identity::detach_thread_fs_context;
+use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
+
+use crate::protocol::{
+    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, WireError, read_chunk_header, read_frame, read_u16,
+    write_abort, write_chunks, write_end, write_frame,
+};
+
+/// Who a peer's uid acts as: the request context of the S3 user mapped to that uid (with the
+/// Unix identity to run as), or `None` for a uid that maps to no user (refused).
+pub type PeerResolver = dyn Fn(u32) -> Option<RequestContext> + Send + Sync;
+
+/// A bound local socket; the file is removed when this is dropped.
+pub struct LocalSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl LocalSocket {
+    /// Binds `path`, mode 0666 (every local user may connect; the peer's uid decides who it
+    /// is). A stale socket file (nobody listening) is replaced; a live one or another kind of
+    /// file is an error that says so.
+    pub fn bind(path: &Path) -> Result<Self, String> {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(format!("{} exists and is not a socket: choose another --local-socket", path.display()));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "{} is in use by a running gateway: choose another --local-socket",
+                    path.display()
+                ));
+            }
+            std::fs::remove_file(path)
+                .map_err(|e| format!("cannot replace the stale socket {}: {e}", path.display()))?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| format!("cannot open {} to local users: {e}", path.display()))?;
+        Ok(Self { listener, path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts connections on a thread of its own until the process ends, each served on its
+    /// own thread; beyond `max_connections` at once, new peers are refused in the handshake.
+    pub fn serve(
+        self,
+        store: Arc<dyn Store>,
+        resolve: Arc<PeerResolver>,
+        max_connections: usize,
+    ) -> Result<(), String> {
+        let open = Arc::new(AtomicUsize::new(0));
+        let listener = self.listener.try_clone().map_err(|e| e.to_string())?;
+        std::thread::Builder::new()
+            .name("isthmus-local-accept".into())
+            .spawn(move || {
+                let _socket = self;
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else { continue };
+                    let (store, resolve, open) = (store.clone(), resolve.clone(), open.clone());
+                    let spawned = std::thread::Builder::new().name("isthmus-local".into()).spawn(move || {
+                        let full = open.fetch_add(1, Ordering::SeqCst) >= max_connections;
+                        if let Err(err) = serve_connection(stream, &*store, &*resolve, full) {
+                            tracing::debug!(error = %err, "local connection ended");
+                        }
+                        open.fetch_sub(1, Ordering::SeqCst);
+                    });
+                    if let Err(err) = spawned {
+                        tracing::warn!(error = %err, "cannot start a thread for a local connection");
+                    }
+                }
+            })
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for LocalSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Refuses a peer in the handshake with `message`.
+fn refuse(writer: &mut impl Write, code: &str, message: String) -> io::Result<()> {
+    let error = WireError { code: code.to_string(), status: 403, message };
+    write_frame(writer, &Err::<String, _>(error))?;
+    writer.flush()
+}
+
+fn serve_connection(stream: UnixStream, store: &dyn Store, resolve: &PeerResolver, full: bool) -> io::Result<()> {
+    let uid = rustix::net::sockopt::socket_peercred(&stream)?.uid.as_raw();
+    let mut reader = BufReader::with_capacity(CHUNK + 64, stream.try_clone()?);
+    let mut writer = BufWriter::with_capacity(CHUNK + 64, stream);
+    let mut magic = [0u8; 8];
+    reader.read_exact(&mut magic)?;
+    let (lowest, highest) = (read_u16(&mut reader)?, read_u16(&mut reader)?);
+    if &magic != MAGIC {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not an Isthmus client"));
+    }
+    let version = if lowest <= VERSION_MAX && highest >= VERSION_MIN { highest.min(VERSION_MAX) } else { 0 };
+    writer.write_all(MAGIC)?;
+    writer.write_all(&version.to_le_bytes())?;
+    if version == 0 {
+        let message = format!("no common protocol version: this gateway speaks {VERSION_MIN} to {VERSION_MAX}");
+        return refuse(&mut writer, "InvalidRequest", message);
+    }
+    if full {
+        return refuse(&mut writer, "SlowDown", "too many local connections; retry later".into());
+    }
+    let Some(cx) = resolve(uid) else {
+        tracing::warn!(uid, "refused a local peer whose uid maps to no S3 user");
+        return refuse(&mut writer, "AccessDenied", format!("uid {uid} maps to no S3 user of this gateway"));
+    };
+    // This thread's umask becomes the user's while its calls run.
+    if let Err(err) = detach_thread_fs_context() {
+        return refuse(&mut writer, "InternalError", format!("cannot serve this connection: {err}"));
+    }
+    write_frame(&mut writer, &Ok::<_, WireError>(cx.user_name().unwrap_or("").to_string()))?;
+    writer.flush()?;
+    loop {
+        let request: Request = match read_frame(&mut reader) {
+            Ok(request) => request,
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        let switched = cx.identity.as_ref().map(|identity| identity.assume());
+        match switched {
+            Some(Err(err)) => {
+                tracing::error!(uid, error = %err, "cannot switch to a local peer's identity");
+                let refused = StoreError::AccessDenied;
+                if request.has_body() {
+                    drain_body(&mut reader)?;
+                }
+                write_frame(&mut writer, &Err::<Reply, _>(WireError::from(&refused)))?;
+            }
+            Some(Ok(_guard)) => handle(store, &cx, request, &mut reader, &mut writer)?,
+            None => handle(store, &cx, request, &mut reader, &mut writer)?,
+        }
+        writer.flush()?;
+    }
+}
+
+/// Runs one request and writes its reply (store errors are replies; I/O errors on the socket
+/// end the connection).
+fn handle(
+    store: &dyn Store,
+    cx: &RequestContext,
+    request: Request,
+    reader: &mut impl Read,
+    writer: &mut impl Write,
+) -> io::Result<()> {
+    let reply =
+        |writer: &mut _, result: StoreResult<Reply>| write_frame(writer, &result.map_err(|e| WireError::from(&e)));
+    match request {
+        Request::ListBuckets => reply(writer, store.list_buckets(cx).map(Reply::Buckets)),
+        Request::CreateBucket { bucket, request } => {
+            reply(writer, store.create_bucket(cx, &bucket, &request).map(|()| Reply::Done))
+        }
+        Request::HeadBucket { bucket } => reply(writer, store.head_bucket(cx, &bucket).map(|()| Reply::Done)),
+        Request::DeleteBucket { bucket } => reply(writer, store.delete_bucket(cx, &bucket).map(|()| Reply::Done)),
+        Request::PutObject { bucket, key, request } => {
+            receive_body(store.put_object(cx, &bucket, &key, request), reader, writer)
+        }
+        Request::UploadPart { bucket, key, upload_id, request } => {
+            receive_body(store.upload_part(cx, &bucket, &key, &upload_id, &request), reader, writer)
+        }
+        Request::GetObject { bucket, key, request } => send_body(store, cx, (&bucket, &key), &request, writer),
+        Request::HeadObject { bucket, key, request } => {
+            reply(writer, store.head_object(cx, &bucket, &key, &request).map(Reply::Info))
+        }
+        Request::DeleteObject { bucket, key, request } => {
+            reply(writer, store.delete_object(cx, &bucket, &key, &request).map(Reply::Deleted))
+        }
+        Request::CopyObject { source, target, request } => reply(
+            writer,
+            store.copy_object(cx, (&source.0, &source.1), (&target.0, &target.1), &request).map(Reply::Info),
+        ),
+        Request::ListObjects { bucket, request } => {
+            reply(writer, store.list_objects(cx, &bucket, &request).map(Reply::Page))
+        }
+        Request::CreateMultipartUpload { bucket, key, request } => {
+            reply(writer, store.create_multipart_upload(cx, &bucket, &key, request).map(Reply::UploadId))
+        }
+        Request::CompleteMultipartUpload { bucket, key, upload_id, parts, request } => reply(
+            writer,
+            store.complete_multipart_upload(cx, &bucket, &key, &upload_id, &parts, request).map(Reply::Info),
+        ),
+        Request::AbortMultipartUpload { bucket, key, upload_id } => {
+            reply(writer, store.abort_multipart_upload(cx, &bucket, &key, &upload_id).map(|()| Reply::Done))
+        }
+        Request::ListParts { bucket, key, upload_id, request } => {
+            reply(writer, store.list_parts(cx, &bucket, &key, &upload_id, &request).map(Reply::Parts))
+        }
+    }
+}
+
+/// Reads and discards a body the client is sending (a write that could not start).
+fn drain_body(reader: &mut impl Read) -> io::Result<()> {
+    let mut sink = vec![0u8; CHUNK];
+    loop {
+        match read_chunk_header(reader)? {
+            Chunk::Data(n) => reader.read_exact(&mut sink[..n])?,
+            Chunk::End | Chunk::Abort => return Ok(()),
+        }
+    }
+}
+
+/// A PUT or UploadPart: the body into the writer, its digests back to the client, then the
+/// client's decision (commit or discard). A client that goes away midway leaves nothing: the
+/// writer is dropped, which discards what it staged.
+fn receive_body(opened: StoreResult<BoxedWriter>, reader: &mut impl Read, writer: &mut impl Write) -> io::Result<()> {
+    let mut object = match opened {
+        Ok(object) => object,
+        Err(err) => {
+            drain_body(reader)?;
+            return write_frame(writer, &Err::<isthmus_store::Digests, _>(WireError::from(&err)));
+        }
+    };
+    let mut buf = vec![0u8; CHUNK];
+    let mut failed: Option<StoreError> = None;
+    loop {
+        match read_chunk_header(reader)? {
+            Chunk::Data(n) => {
+                reader.read_exact(&mut buf[..n])?;
+                if failed.is_none()
+                    && let Err(err) = object.write_all(&buf[..n])
+                {
+                    failed = Some(err);
+                }
+            }
+            Chunk::End => break,
+            // The client gave up: nothing is stored and nothing is answered.
+            Chunk::Abort => return Ok(()),
+        }
+    }
+    if let Some(err) = failed {
+        return write_frame(writer, &Err::<isthmus_store::Digests, _>(WireError::from(&err)));
+    }
+    write_frame(writer, &Ok::<_, WireError>(object.digests()))?;
+    writer.flush()?;
+    let mut decision = [0u8; 1];
+    reader.read_exact(&mut decision)?;
+    let result = match decision[0] {
+        1 => object.commit().map(Reply::Info),
+        _ => Ok(Reply::Done),
+    };
+    write_frame(writer, &result.map_err(|e| WireError::from(&e)))
+}
+
+/// A GET: the description, then the bytes in chunks; a read error midway breaks the body off
+/// and is reported after it.
+fn send_body(
+    store: &dyn Store,
+    cx: &RequestContext,
+    (bucket, key): (&str, &str),
+    request: &isthmus_store::GetRequest,
+    writer: &mut impl Write,
+) -> io::Result<()> {
+    let response = match store.get_object(cx, bucket, key, request) {
+        Ok(response) => response,
+        Err(err) => return write_frame(writer, &Err::<Reply, _>(WireError::from(&err))),
+    };
+    let mut body = response.body;
+    let length = body.remaining();
+    write_frame(writer, &Ok::<_, WireError>(Reply::Get { info: response.info, range: response.range, length }))?;
+    let mut buf = vec![0u8; CHUNK.min(usize::try_from(length).unwrap_or(CHUNK)).max(1)];
+    let mut left = length;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        match body.read(&mut buf[..want]) {
+            Ok(0) => {
+                let err = StoreError::Remote {
+                    code: "InternalError",
+                    status: 500,
+                    message: "the object became shorter while it was read".into(),
+                };
+                write_abort(writer)?;
+                return write_frame(writer, &WireError::from(&err));
+            }
+            Ok(n) => {
+                write_chunks(writer, &buf[..n])?;
+                left -= n as u64;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => {
+                write_abort(writer)?;
+                return write_frame(writer, &WireError::from(&StoreError::from(err)));
+            }
+        }
+    }
+    write_end(writer)
+}

@@ -1,0 +1,153 @@
+//! The local door end to end in one process: a real socket, a real `PosixStore` behind it, the
+//! client as a `Store`. Peers are told apart by uid (this process's own).
+
+use std::io::Read;
+use std::sync::Arc;
+
+use isthmus_local::{LocalSocket, LocalStore};
+use isthmus_store::{
+    Authorized, CompletedPart, GetRequest, ListRequest, PartRequest, PosixStore, PutRequest, RequestContext, Store,
+    StoreError, StoreOptions,
+};
+
+fn cx() -> RequestContext {
+    RequestContext::process()
+}
+
+/// A gateway-side socket in `dir` that serves every peer whose uid is `allowed` as `user`.
+fn serve(dir: &std::path::Path, allowed: u32) -> (std::path::PathBuf, Arc<dyn Store>) {
+    let store: Arc<dyn Store> =
+        Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
+    let path = dir.join("isthmus.sock");
+    let socket = LocalSocket::bind(&path).unwrap();
+    let resolve = move |uid: u32| (uid == allowed).then(|| RequestContext::user("local-user", true));
+    socket.serve(store.clone(), Arc::new(resolve), 8).unwrap();
+    (path, store)
+}
+
+fn me() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+#[test]
+fn every_door_call_works_through_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve(dir.path(), me());
+    let local = LocalStore::connect(&path).unwrap();
+    assert_eq!(local.user(), "local-user");
+    local.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    local.head_bucket(&cx(), "bkt").unwrap();
+    assert_eq!(local.list_buckets(&cx()).unwrap()[0].name, "bkt");
+    // Small, empty and multi-chunk bodies.
+    let big: Vec<u8> = (0..(3 << 20) + 5).map(|i| (i % 251) as u8).collect();
+    for (key, body) in [("small", b"hello".to_vec()), ("empty", Vec::new()), ("dir/big", big.clone())] {
+        let info = local.put_bytes(&cx(), "bkt", key, &body, PutRequest::default()).unwrap();
+        assert_eq!(info.size, body.len() as u64);
+        let mut got = Vec::new();
+        let response = local.get_object(&cx(), "bkt", key, &GetRequest::default()).unwrap();
+        assert_eq!(response.body.remaining(), body.len() as u64);
+        let mut reader = response.body;
+        reader.read_to_end(&mut got).unwrap();
+        assert_eq!(got, body, "{key}");
+        assert_eq!(std::fs::read(dir.path().join("data/bkt").join(key)).unwrap(), body);
+    }
+    // A range, a HEAD, a listing, a copy, errors with their codes.
+    let request =
+        GetRequest { range: Some(isthmus_store::ByteRange::FromTo { first: 1, last: Some(3) }), ..Default::default() };
+    let ranged = local.get_object(&cx(), "bkt", "small", &request).unwrap();
+    assert_eq!(ranged.range, Some((1, 3)));
+    let mut part = String::new();
+    { ranged.body }.read_to_string(&mut part).unwrap();
+    assert_eq!(part, "ell");
+    assert_eq!(local.head_object(&cx(), "bkt", "dir/big", &Default::default()).unwrap().size, big.len() as u64);
+    let page = local.list_objects(&cx(), "bkt", &ListRequest { max_keys: 1000, ..Default::default() }).unwrap();
+    let keys: Vec<_> = page.objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(keys, ["dir/big", "empty", "small"]);
+    local.copy_object(&cx(), ("bkt", "small"), ("bkt", "copy"), &Default::default()).unwrap();
+    assert!(matches!(local.head_object(&cx(), "bkt", "missing", &Default::default()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(local.head_bucket(&cx(), "nope"), Err(StoreError::NoSuchBucket)));
+    // Multipart.
+    let id = local.create_multipart_upload(&cx(), "bkt", "mp", PutRequest::default()).unwrap();
+    let mut parts = Vec::new();
+    for (n, fill) in [(1u32, b'a'), (2, b'b')] {
+        let mut writer =
+            local.upload_part(&cx(), "bkt", "mp", &id, &PartRequest { part_number: n, ..Default::default() }).unwrap();
+        let len = if n == 1 { 5 << 20 } else { 10 };
+        writer.write_all(&vec![fill; len]).unwrap();
+        let info = writer.commit().unwrap();
+        parts.push(CompletedPart { part_number: n, etag: info.etag, checksum: None });
+    }
+    let listed = local
+        .list_parts(&cx(), "bkt", "mp", &id, &isthmus_store::ListPartsRequest { after_part: 0, max_parts: 10 })
+        .unwrap();
+    assert_eq!(listed.parts.len(), 2);
+    let done = local.complete_multipart_upload(&cx(), "bkt", "mp", &id, &parts, PutRequest::default()).unwrap();
+    assert!(done.etag.ends_with("-2"));
+    assert_eq!(std::fs::metadata(dir.path().join("data/bkt/mp")).unwrap().len(), (5 << 20) + 10);
+    for key in ["dir/big", "empty", "small", "copy", "mp"] {
+        local.delete_object(&cx(), "bkt", key, &Default::default()).unwrap();
+    }
+    local.delete_bucket(&cx(), "bkt").unwrap();
+}
+
+#[test]
+fn a_write_dropped_or_cut_off_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = serve(dir.path(), me());
+    let local = LocalStore::connect(&path).unwrap();
+    local.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    // Dropped after the body ended (digests asked): discarded, the connection stays usable.
+    let mut writer = local.put_object(&cx(), "bkt", "dropped", PutRequest::default()).unwrap();
+    writer.write_all(b"never stored").unwrap();
+    let _ = writer.digests();
+    drop(writer);
+    // Dropped while sending: the connection closes, the gateway drops the write.
+    let mut writer = local.put_object(&cx(), "bkt", "cut", PutRequest::default()).unwrap();
+    writer.write_all(&vec![1u8; 3 << 20]).unwrap();
+    drop(writer);
+    local.put_bytes(&cx(), "bkt", "after", b"ok", PutRequest::default()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let page = store.list_objects(&cx(), "bkt", &ListRequest { max_keys: 10, ..Default::default() }).unwrap();
+    assert_eq!(page.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), ["after"]);
+    let staged = std::fs::read_dir(dir.path().join("data/bkt/.isthmus/tmp")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(staged, 0, "a temporary file was left behind");
+}
+
+#[test]
+fn a_peer_whose_uid_maps_to_no_user_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve(dir.path(), me().wrapping_add(1));
+    let err = LocalStore::connect(&path).err().expect("refused");
+    assert_eq!(err.s3_code(), "AccessDenied");
+    assert!(err.to_string().contains(&format!("uid {}", me())), "{err}");
+}
+
+#[test]
+fn a_client_of_another_protocol_version_is_told_so() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve(dir.path(), me());
+    let mut stream = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    stream.write_all(isthmus_local::protocol::MAGIC).unwrap();
+    stream.write_all(&[9, 0, 9, 0]).unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).unwrap();
+    assert_eq!(&reply[..8], isthmus_local::protocol::MAGIC);
+    assert_eq!(&reply[8..10], &[0, 0], "version 0: refused");
+    let answer: Result<String, isthmus_local::protocol::WireError> =
+        isthmus_local::protocol::read_frame(&mut &reply[10..]).unwrap();
+    assert!(answer.unwrap_err().message.contains("protocol version"));
+}
+
+#[test]
+fn a_live_socket_is_not_taken_over_and_a_stale_one_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve(dir.path(), me());
+    assert!(LocalSocket::bind(&path).err().unwrap().contains("in use"));
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(LocalSocket::bind(&stale).is_ok());
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(LocalSocket::bind(&file).err().unwrap().contains("not a socket"));
+}
