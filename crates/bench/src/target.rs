@@ -526,23 +526,23 @@ pub struct EmbeddedTarget {
     pub bucket: String,
 }
 
-struct EmbeddedConnection {
-    store: std::sync::Arc<isthmus_store::PosixStore>,
+/// A connection to an engine called through the `Store` interface: in-process, or through a
+/// gateway's local socket.
+struct EngineConnection {
+    store: std::sync::Arc<dyn isthmus_store::Store>,
     /// The benchmark acts as the process itself, as an embedding program does.
     cx: isthmus_store::RequestContext,
     bucket: String,
     buf: Vec<u8>,
 }
 
-impl Connection for EmbeddedConnection {
+impl Connection for EngineConnection {
     fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
-        use isthmus_store::Store;
         self.store.put_bytes(&self.cx, &self.bucket, key, data, isthmus_store::PutRequest::default())?;
         Ok(())
     }
 
     fn get(&mut self, key: &str) -> BenchResult<u64> {
-        use isthmus_store::Store;
         let mut body = self.store.get_object(&self.cx, &self.bucket, key, &isthmus_store::GetRequest::default())?.body;
         self.buf.resize(READ_BUF, 0);
         let mut total = 0u64;
@@ -556,19 +556,16 @@ impl Connection for EmbeddedConnection {
     }
 
     fn head(&mut self, key: &str) -> BenchResult<()> {
-        use isthmus_store::Store;
         self.store.head_object(&self.cx, &self.bucket, key, &Default::default())?;
         Ok(())
     }
 
     fn delete(&mut self, key: &str) -> BenchResult<()> {
-        use isthmus_store::Store;
         self.store.delete_object(&self.cx, &self.bucket, key, &Default::default())?;
         Ok(())
     }
 
     fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
-        use isthmus_store::Store;
         let request = isthmus_store::ListRequest {
             prefix: prefix.to_string(),
             delimiter: None,
@@ -595,7 +592,7 @@ impl Target for EmbeddedTarget {
         }
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EmbeddedConnection {
+        Ok(Box::new(EngineConnection {
             store: self.store.clone(),
             cx: isthmus_store::RequestContext::process(),
             bucket: self.bucket.clone(),
@@ -607,6 +604,57 @@ impl Target for EmbeddedTarget {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }
+    }
+}
+
+/// An engine reached through a gateway's local socket (`unix:///path`): the local door's cost.
+pub struct LocalSocketTarget {
+    pub store: std::sync::Arc<dyn isthmus_store::Store>,
+    pub address: String,
+    pub bucket: String,
+}
+
+impl Target for LocalSocketTarget {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+    fn describe(&self) -> String {
+        format!("{} bucket {}", self.address, self.bucket)
+    }
+    fn prepare(&self) -> BenchResult<()> {
+        let cx = isthmus_store::RequestContext::process();
+        match self.store.create_bucket(&cx, &self.bucket, &Default::default()) {
+            Ok(()) | Err(isthmus_store::StoreError::BucketAlreadyExists) => Ok(()),
+            Err(isthmus_store::StoreError::BucketAlreadyOwnedByYou) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
+        Ok(Box::new(EngineConnection {
+            store: self.store.clone(),
+            cx: isthmus_store::RequestContext::process(),
+            bucket: self.bucket.clone(),
+            buf: Vec::new(),
+        }))
+    }
+    /// Deletes every object through the socket, then the bucket.
+    fn cleanup(&self) -> BenchResult<()> {
+        let cx = isthmus_store::RequestContext::process();
+        loop {
+            let request = isthmus_store::ListRequest { max_keys: 1000, ..Default::default() };
+            let page = match self.store.list_objects(&cx, &self.bucket, &request) {
+                Err(isthmus_store::StoreError::NoSuchBucket) => return Ok(()),
+                other => other?,
+            };
+            for object in &page.objects {
+                self.store.delete_object(&cx, &self.bucket, &object.key, &Default::default())?;
+            }
+            if !page.is_truncated {
+                break;
+            }
+        }
+        self.store.delete_bucket(&cx, &self.bucket)?;
+        Ok(())
     }
 }
 

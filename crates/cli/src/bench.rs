@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Args;
 use isthmus_bench::units::{parse_duration, parse_size};
 use isthmus_bench::{
-    EmbeddedTarget, Ior, IorVariant, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team, Variant, Workload,
+    EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
+    Variant, Workload,
 };
 use isthmus_store::{Durability, PosixStore, StoreOptions};
 
@@ -80,8 +81,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub files_only: bool,
     /// Targets besides the POSIX baseline: http(s)://host:port (keys from AWS_ACCESS_KEY_ID and
-    /// AWS_SECRET_ACCESS_KEY), embedded:///path (the engine in-process) or posix:///path (raw
-    /// file operations in another directory). Repeatable.
+    /// AWS_SECRET_ACCESS_KEY), unix:///socket (a gateway's local socket, as this process's Unix
+    /// user), embedded:///path (the engine in-process) or posix:///path (raw file operations in
+    /// another directory). Repeatable.
     #[arg(long = "target")]
     pub targets: Vec<String>,
     /// Start an Isthmus gateway on this data root for the run (same durability) and add it as
@@ -248,6 +250,11 @@ fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Targ
         let store = PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
         return Ok(Box::new(EmbeddedTarget { store: Arc::new(store), bucket: bucket.to_string() }));
     }
+    if let Some(path) = isthmus_local::socket_path(url) {
+        let store = isthmus_local::LocalStore::connect(&path).map_err(|e| format!("cannot use {url}: {e}"))?;
+        let target = LocalSocketTarget { store: Arc::new(store), address: url.to_string(), bucket: bucket.to_string() };
+        return Ok(Box::new(target));
+    }
     if url.starts_with("http://") || url.starts_with("https://") {
         let key = std::env::var("AWS_ACCESS_KEY_ID")
             .map_err(|_| "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for HTTP targets".to_string())?;
@@ -256,7 +263,9 @@ fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Targ
         let target = S3Target::addressed(url, bucket, &key, &secret, args.virtual_host, &args.region);
         return Ok(Box::new(target.map_err(|e| e.to_string())?));
     }
-    Err(format!("unknown target {url:?}: use http://host:port, https://host:port, embedded:///path or posix:///path"))
+    Err(format!(
+        "unknown target {url:?}: use http://host:port, https://host:port, unix:///socket, embedded:///path or posix:///path"
+    ))
 }
 
 /// Empties and prepares a target for a workload, when this process is the one that prepares.

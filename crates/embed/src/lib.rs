@@ -46,9 +46,9 @@ pub enum IsthmusStatus {
     IoError = 16,
 }
 
-/// A data root opened by `isthmus_open`.
+/// A data root opened by `isthmus_open` (or a gateway's local socket).
 pub struct IsthmusStore {
-    store: Authorized<PosixStore>,
+    store: Box<dyn Store>,
 }
 
 /// Size, modification time and ETag of an object.
@@ -210,9 +210,9 @@ unsafe fn write_info(out: *mut IsthmusObjectInfo, info: &ObjectInfo) {
 
 /// # Safety
 /// `store` is NULL or a handle from `isthmus_open` not yet closed.
-unsafe fn handle<'a>(store: *const IsthmusStore) -> Result<&'a Authorized<PosixStore>, StoreError> {
+unsafe fn handle<'a>(store: *const IsthmusStore) -> Result<&'a dyn Store, StoreError> {
     // SAFETY: the caller passes a live handle or NULL.
-    unsafe { store.as_ref() }.map(|s| &s.store).ok_or_else(|| StoreError::InvalidArgument("store is NULL".into()))
+    unsafe { store.as_ref() }.map(|s| &*s.store).ok_or_else(|| StoreError::InvalidArgument("store is NULL".into()))
 }
 
 /// The message of the last failed call on this thread ("" if none). Valid until the next call.
@@ -258,7 +258,10 @@ fn status_name(status: IsthmusStatus) -> &'static CStr {
 }
 
 /// Opens (creating it if needed) a data root. `strict` = 1: writes are fsynced before they
-/// return (as the gateway's default); 0: left to the file system.
+/// return (as the gateway's default); 0: left to the file system. A `root` of the form
+/// `unix:///run/isthmus.sock` connects to a gateway's local socket instead (`isthmus serve
+/// --local-socket`): the same calls, served as the S3 user this process's uid maps to, with
+/// that user's permissions (`strict` is then the gateway's setting).
 ///
 /// # Safety
 /// `root` is a NUL-terminated path; `out` points to writable memory for one pointer.
@@ -270,8 +273,13 @@ pub unsafe extern "C" fn isthmus_open(root: *const c_char, strict: i32, out: *mu
             return Err(StoreError::InvalidArgument("out is NULL".into()));
         }
         let durability = if strict != 0 { Durability::Strict } else { Durability::Relaxed };
-        let store =
-            Authorized::without_grants(PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() })?);
+        let store: Box<dyn Store> = match isthmus_local::socket_path(root) {
+            Some(path) => Box::new(isthmus_local::LocalStore::connect(path)?),
+            None => Box::new(Authorized::without_grants(PosixStore::open(
+                root,
+                StoreOptions { durability, ..StoreOptions::default() },
+            )?)),
+        };
         // SAFETY: checked for NULL above.
         unsafe { *out = Box::into_raw(Box::new(IsthmusStore { store })) };
         Ok(())

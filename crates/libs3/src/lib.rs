@@ -195,19 +195,38 @@ impl From<StoreError> for Failure {
 }
 
 /// Checks the host and returns the engine, or why this library cannot serve the request.
-unsafe fn engine(host: *const c_char) -> Result<&'static Authorized<PosixStore>, Failure> {
+unsafe fn engine(host: *const c_char) -> Result<&'static dyn Store, Failure> {
     let host = unsafe { text(host) }.map(str::to_string).or_else(|| DEFAULT_HOST.get().cloned());
+    let failed = |m| Failure(status("FailedToInitializeRequest"), m);
     match host.as_deref() {
-        Some(h) if h.split(':').next() == Some(ENGINE_HOST) => {
-            store().map_err(|m| Failure(status("FailedToInitializeRequest"), m))
-        }
+        Some(h) if h.split(':').next() == Some(ENGINE_HOST) => store().map(|s| s as &dyn Store).map_err(failed),
+        Some(h) if isthmus_local::socket_path(h).is_some() => local_store(h).map(|s| s as &dyn Store).map_err(failed),
         other => Err(Failure(
             status("NameLookupError"),
             format!(
-                "this libs3 serves only the host name '{ENGINE_HOST}' (in-process, from ISTHMUS_ROOT), not {other:?}"
+                "this libs3 serves only the host name '{ENGINE_HOST}' (in-process, from ISTHMUS_ROOT) and unix:/path/to/socket (a gateway's local socket), not {other:?}"
             ),
         )),
     }
+}
+
+/// The gateway reached through the local socket named by `host` (`unix:/run/isthmus.sock`):
+/// one connection pool per process, to the first socket named.
+fn local_store(host: &str) -> Result<&'static isthmus_local::LocalStore, String> {
+    static LOCAL: OnceLock<Result<(String, isthmus_local::LocalStore), String>> = OnceLock::new();
+    let (first, store) = LOCAL
+        .get_or_init(|| {
+            let path = isthmus_local::socket_path(host).expect("checked by the caller");
+            isthmus_local::LocalStore::connect(&path)
+                .map(|store| (host.to_string(), store))
+                .map_err(|e| format!("cannot use the local gateway at {}: {e}", path.display()))
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    if first != host {
+        return Err(format!("this process already uses the local gateway {first}; one socket per process"));
+    }
+    Ok(store)
 }
 
 /// Reports the end of a request through the handler's complete callback.
@@ -291,7 +310,7 @@ unsafe fn put_request(props: *const S3PutProperties) -> PutRequest {
     PutRequest { meta, ..Default::default() }
 }
 
-unsafe fn bucket_of<'a>(ctx: *const S3BucketContext) -> Result<(&'static Authorized<PosixStore>, &'a str), Failure> {
+unsafe fn bucket_of<'a>(ctx: *const S3BucketContext) -> Result<(&'static dyn Store, &'a str), Failure> {
     let ctx = unsafe { ctx.as_ref() }.ok_or_else(|| Failure(status("InternalError"), "no bucket context".into()))?;
     let store = unsafe { engine(ctx.host_name) }?;
     let bucket = unsafe { text(ctx.bucket_name) }
@@ -305,7 +324,7 @@ unsafe fn bucket_call(
     bucket: *const c_char,
     handler: *const S3ResponseHandler,
     data: *mut c_void,
-    call: impl FnOnce(&Authorized<PosixStore>, &str) -> Result<(), Failure>,
+    call: impl FnOnce(&dyn Store, &str) -> Result<(), Failure>,
 ) {
     let result = guard(|| -> Result<(), Failure> {
         let store = unsafe { engine(host) }?;

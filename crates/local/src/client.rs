@@ -181,24 +181,44 @@ struct LocalWriter {
 }
 
 impl LocalWriter {
-    /// Ends the body (once) and learns its digests from the gateway.
-    fn end(&self) {
+    /// Ends the body (once) and learns its digests from the gateway; with `commit`, the
+    /// decision goes with the end (one round trip) and the committed object is returned.
+    fn end(&self, commit: bool) -> Option<StoreResult<ObjectInfo>> {
         let mut state = self.state.borrow_mut();
-        if let WriteState::Sending(_) = &*state {
-            let WriteState::Sending(mut conn) = std::mem::replace(&mut *state, WriteState::Done) else {
-                unreachable!()
-            };
-            let answer =
-                write_end(&mut conn.writer).and_then(|()| conn.writer.flush()).and_then(|()| conn.receive::<Digests>());
-            *state = match answer {
-                Ok(Ok(digests)) => WriteState::Ended(conn, digests),
-                Ok(Err(err)) => {
-                    self.shared.give_back(conn);
-                    WriteState::Failed(err.into())
-                }
-                Err(err) => WriteState::Failed(lost(err)),
-            };
+        if !matches!(&*state, WriteState::Sending(_)) {
+            return None;
         }
+        let WriteState::Sending(mut conn) = std::mem::replace(&mut *state, WriteState::Done) else { unreachable!() };
+        let decision: &[u8] = if commit { &[1] } else { &[] };
+        let answer = write_end(&mut conn.writer)
+            .and_then(|()| conn.writer.write_all(decision))
+            .and_then(|()| conn.writer.flush())
+            .and_then(|()| conn.receive::<Digests>());
+        let failed = match answer {
+            Ok(Ok(digests)) if !commit => {
+                *state = WriteState::Ended(conn, digests);
+                return None;
+            }
+            Ok(Ok(_)) => {
+                return Some(conn.receive().map_err(lost).and_then(|reply: Result<Reply, WireError>| {
+                    self.shared.give_back(conn);
+                    expect!(reply.map_err(StoreError::from), Reply::Info(info) => info)
+                }));
+            }
+            Ok(Err(err)) => {
+                // The gateway still takes a decision (a commit sent it already).
+                if commit || conn.writer.write_all(&[0]).and_then(|()| conn.writer.flush()).is_ok() {
+                    self.shared.give_back(conn);
+                }
+                StoreError::from(err)
+            }
+            Err(err) => lost(err),
+        };
+        if commit {
+            return Some(Err(failed));
+        }
+        *state = WriteState::Failed(failed);
+        None
     }
 }
 
@@ -211,7 +231,7 @@ impl ObjectWrite for LocalWriter {
     }
 
     fn digests(&self) -> Digests {
-        self.end();
+        self.end(false);
         match &*self.state.borrow() {
             WriteState::Ended(_, digests) => digests.clone(),
             _ => Digests::default(),
@@ -219,7 +239,9 @@ impl ObjectWrite for LocalWriter {
     }
 
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
-        self.end();
+        if let Some(result) = self.end(true) {
+            return result;
+        }
         match self.state.replace(WriteState::Done) {
             WriteState::Ended(mut conn, _) => {
                 conn.writer.write_all(&[1]).and_then(|()| conn.writer.flush()).map_err(lost)?;

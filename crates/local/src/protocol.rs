@@ -9,9 +9,10 @@
 //!            server: MAGIC, u16 chosen version (0: refused), frame Result<user name, WireError>
 //! request    client: frame Request
 //!   with a body (PutObject, UploadPart):
-//!            client: chunks, end          server: frame Result<Digests, WireError>
-//!            client: u8 1 commit / 0 discard
-//!            server: frame Result<Reply, WireError>
+//!            client: chunks, end, then u8 1 commit / 0 discard (it may send the decision
+//!                    before it has read the digests: a commit is one round trip)
+//!            server: frame Result<Digests, WireError>, reads the decision,
+//!                    then (digests Ok) frame Result<Reply, WireError>
 //!   GetObject: server: frame Result<Reply::Get, WireError>, then chunks and end
 //!              (a read error midway: abort, then frame WireError)
 //!   others:  server: frame Result<Reply, WireError>

@@ -146,8 +146,10 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, resolve: &PeerResolve
                 let refused = StoreError::AccessDenied;
                 if request.has_body() {
                     drain_body(&mut reader)?;
+                    refuse_body(&refused, &mut reader, &mut writer)?;
+                } else {
+                    write_frame(&mut writer, &Err::<Reply, _>(WireError::from(&refused)))?;
                 }
-                write_frame(&mut writer, &Err::<Reply, _>(WireError::from(&refused)))?;
             }
             Some(Ok(_guard)) => handle(store, &cx, request, &mut reader, &mut writer)?,
             None => handle(store, &cx, request, &mut reader, &mut writer)?,
@@ -229,7 +231,7 @@ fn receive_body(opened: StoreResult<BoxedWriter>, reader: &mut impl Read, writer
         Ok(object) => object,
         Err(err) => {
             drain_body(reader)?;
-            return write_frame(writer, &Err::<isthmus_store::Digests, _>(WireError::from(&err)));
+            return refuse_body(&err, reader, writer);
         }
     };
     let mut buf = vec![0u8; CHUNK];
@@ -250,17 +252,30 @@ fn receive_body(opened: StoreResult<BoxedWriter>, reader: &mut impl Read, writer
         }
     }
     if let Some(err) = failed {
-        return write_frame(writer, &Err::<isthmus_store::Digests, _>(WireError::from(&err)));
+        return refuse_body(&err, reader, writer);
     }
     write_frame(writer, &Ok::<_, WireError>(object.digests()))?;
     writer.flush()?;
-    let mut decision = [0u8; 1];
-    reader.read_exact(&mut decision)?;
-    let result = match decision[0] {
+    let result = match read_decision(reader)? {
         1 => object.commit().map(Reply::Info),
         _ => Ok(Reply::Done),
     };
     write_frame(writer, &result.map_err(|e| WireError::from(&e)))
+}
+
+/// The client's decision after a body: 1 commit, 0 discard. It is always sent, also when the
+/// answer is an error (a client may send it before it reads the answer).
+fn read_decision(reader: &mut impl Read) -> io::Result<u8> {
+    let mut decision = [0u8; 1];
+    reader.read_exact(&mut decision)?;
+    Ok(decision[0])
+}
+
+/// Answers a body that cannot be stored with `err`, and takes the decision that follows.
+fn refuse_body(err: &StoreError, reader: &mut impl Read, writer: &mut impl Write) -> io::Result<()> {
+    write_frame(writer, &Err::<isthmus_store::Digests, _>(WireError::from(err)))?;
+    writer.flush()?;
+    read_decision(reader).map(drop)
 }
 
 /// A GET: the description, then the bytes in chunks; a read error midway breaks the body off

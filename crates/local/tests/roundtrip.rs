@@ -25,6 +25,10 @@ fn serve(dir: &std::path::Path, allowed: u32) -> (std::path::PathBuf, Arc<dyn St
     (path, store)
 }
 
+fn hex(bytes: [u8; 16]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn me() -> u32 {
     rustix::process::getuid().as_raw()
 }
@@ -51,6 +55,16 @@ fn every_door_call_works_through_the_socket() {
         assert_eq!(got, body, "{key}");
         assert_eq!(std::fs::read(dir.path().join("data/bkt").join(key)).unwrap(), body);
     }
+    // Writes refused before and after their body keep the connection in step.
+    let refused = local.put_bytes(&cx(), "nosuchbucket", "k", b"x", PutRequest::default());
+    assert!(matches!(refused, Err(StoreError::NoSuchBucket)), "{refused:?}");
+    let bad_key = local.put_bytes(&cx(), "bkt", "a/.isthmus/x", &big, PutRequest::default());
+    assert_eq!(bad_key.unwrap_err().s3_code(), "InvalidArgument");
+    let mut writer = local.put_object(&cx(), "bkt", "checked", PutRequest::default()).unwrap();
+    writer.write_all(b"abc").unwrap();
+    assert_eq!(writer.digests().md5.map(hex), Some("900150983cd24fb0d6963f7d28e17f72".to_string()));
+    assert_eq!(writer.commit().unwrap().etag, "900150983cd24fb0d6963f7d28e17f72");
+    local.delete_object(&cx(), "bkt", "checked", &Default::default()).unwrap();
     // A range, a HEAD, a listing, a copy, errors with their codes.
     let request =
         GetRequest { range: Some(isthmus_store::ByteRange::FromTo { first: 1, last: Some(3) }), ..Default::default() };

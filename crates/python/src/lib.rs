@@ -11,7 +11,7 @@ use std::num::NonZeroU64;
 use isthmus_store::door::{http_range, range_of};
 use isthmus_store::{
     Authorized, BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest,
-    ObjectInfo, ObjectMeta, PartRequest, PosixStore, PutRequest, RequestContext, Store as _, StoreError, StoreOptions,
+    ObjectInfo, ObjectMeta, PartRequest, PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -199,7 +199,8 @@ impl PyObjectReader {
 /// A data root: buckets are its top-level directories, objects are files.
 #[pyclass(frozen, name = "Store")]
 struct PyStore {
-    inner: Authorized<PosixStore>,
+    /// The engine in-process, or a gateway's local socket (`connect`).
+    inner: Box<dyn Store>,
     /// The package acts as the Python process itself.
     cx: RequestContext,
 }
@@ -215,7 +216,7 @@ impl PyStore {
         let inner = Authorized::without_grants(
             PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?,
         );
-        Ok(Self { inner, cx: RequestContext::process() })
+        Ok(Self { inner: Box::new(inner), cx: RequestContext::process() })
     }
 
     fn create_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
@@ -502,8 +503,21 @@ impl PyStore {
     }
 }
 
+/// A gateway's engine through its local socket (`unix:///run/isthmus.sock`): the same calls as
+/// a `Store` opened in-process, served by `isthmus serve --local-socket` as the S3 user this
+/// process's uid maps to, with that user's permissions.
+#[pyfunction]
+fn connect(py: Python<'_>, address: &str) -> PyResult<PyStore> {
+    let path = isthmus_local::socket_path(address).ok_or_else(|| {
+        PyValueError::new_err(format!("{address:?} is not a local socket address: use unix:///path/to/socket"))
+    })?;
+    let local = py.detach(|| isthmus_local::LocalStore::connect(&path)).map_err(to_py)?;
+    Ok(PyStore { inner: Box::new(local), cx: RequestContext::process() })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_class::<PyStore>()?;
     m.add_class::<PyObjectReader>()?;
     m.add("IsthmusError", m.py().get_type::<IsthmusError>())?;

@@ -10,12 +10,15 @@ served by `isthmus serve` at the same time.
         while chunk := r.read(1 << 20): ...
     store.put_stream("runs", "2026/big.h5", open("big.h5", "rb"))
 
+    store = isthmus.connect("unix:///run/isthmus.sock")   # the node's gateway, no keys:
+                                                           # the same calls, as your Unix user
+
 Errors raise `isthmus.IsthmusError` with `args == (s3_code, message)`.
 """
 
-from ._native import IsthmusError, Store
+from ._native import IsthmusError, Store, connect
 
-__all__ = ["IsthmusError", "Store", "iter_objects"]
+__all__ = ["IsthmusError", "Store", "connect", "iter_objects"]
 
 
 def iter_objects(store, bucket, prefix="", delimiter=None):
