@@ -5,7 +5,7 @@ served by `isthmus serve` at the same time.
     import isthmus
     store = isthmus.Store("/lustre/project/data")
     store.put_object("runs", "2026/result.h5", data)        # any contiguous buffer
-    view = store.get_object("runs", "2026/result.h5")       # bytes, read in place
+    data = store.get_object("runs", "2026/result.h5")       # bytes
     with store.open_object("runs", "2026/big.h5") as r:    # any size, in pieces
         while chunk := r.read(1 << 20): ...
     store.put_stream("runs", "2026/big.h5", open("big.h5", "rb"))
