@@ -210,13 +210,26 @@ fn serve_local_socket(
     identities: &Arc<Identities>,
     max_connections: usize,
 ) -> Result<(), String> {
-    let (users, identities) = (users.clone(), identities.clone());
-    let resolve = move |uid: u32| {
-        let (access_key, identity) = identities.by_uid(uid)?;
-        let cx = isthmus_store::RequestContext::user(access_key.clone(), users.is_root(&access_key));
-        Some(cx.with_identity(identity))
-    };
-    socket.serve(store, Arc::new(resolve), max_connections)
+    let peers = SocketPeers { users: users.clone(), identities: identities.clone() };
+    socket.serve(store, Arc::new(peers), max_connections)
+}
+
+/// Who the local socket's peers are: the users their uids map to.
+struct SocketPeers {
+    users: UserDirectory,
+    identities: Arc<Identities>,
+}
+
+impl isthmus_local::Peers for SocketPeers {
+    fn resolve(&self, uid: u32) -> Option<isthmus_store::RequestContext> {
+        let (access_key, identity) = self.identities.by_uid(uid)?;
+        let is_root = self.users.is_root(&access_key);
+        Some(isthmus_store::RequestContext::user(access_key, is_root).with_identity(identity))
+    }
+
+    fn generation(&self) -> u64 {
+        self.identities.generation()
+    }
 }
 
 /// Re-resolves the users' Unix identities every `period` and on SIGHUP, off the async workers.

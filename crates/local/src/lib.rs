@@ -10,4 +10,4 @@ pub mod protocol;
 pub mod server;
 
 pub use client::{LocalStore, socket_path};
-pub use server::{LocalSocket, PeerResolver};
+pub use server::{LocalSocket, Peers};

@@ -18,9 +18,24 @@ use crate::protocol::{
     write_abort, write_chunks, write_end, write_frame,
 };
 
-/// Who a peer's uid acts as: the request context of the S3 user mapped to that uid (with the
-/// Unix identity to run as), or `None` for a uid that maps to no user (refused).
-pub type PeerResolver = dyn Fn(u32) -> Option<RequestContext> + Send + Sync;
+/// Who a peer's uid acts as.
+pub trait Peers: Send + Sync {
+    /// The request context of the S3 user mapped to `uid` (with the Unix identity to run as),
+    /// or `None` for a uid that maps to no user (refused).
+    fn resolve(&self, uid: u32) -> Option<RequestContext>;
+    /// Changes whenever `resolve` may answer differently (identities resolved again): a
+    /// connection asks again then, not on every request.
+    fn generation(&self) -> u64 {
+        0
+    }
+}
+
+/// A fixed mapping.
+impl<F: Fn(u32) -> Option<RequestContext> + Send + Sync> Peers for F {
+    fn resolve(&self, uid: u32) -> Option<RequestContext> {
+        self(uid)
+    }
+}
 
 /// A bound local socket; the file is removed when this is dropped.
 pub struct LocalSocket {
@@ -61,7 +76,7 @@ impl LocalSocket {
     pub fn serve(
         self,
         store: Arc<dyn Store>,
-        resolve: Arc<PeerResolver>,
+        peers: Arc<dyn Peers>,
         max_connections: usize,
     ) -> Result<(), String> {
         let open = Arc::new(AtomicUsize::new(0));
@@ -72,10 +87,10 @@ impl LocalSocket {
                 let _socket = self;
                 for stream in listener.incoming() {
                     let Ok(stream) = stream else { continue };
-                    let (store, resolve, open) = (store.clone(), resolve.clone(), open.clone());
+                    let (store, peers, open) = (store.clone(), peers.clone(), open.clone());
                     let spawned = std::thread::Builder::new().name("isthmus-local".into()).spawn(move || {
                         let full = open.fetch_add(1, Ordering::SeqCst) >= max_connections;
-                        if let Err(err) = serve_connection(stream, &*store, &*resolve, full) {
+                        if let Err(err) = serve_connection(stream, &*store, &*peers, full) {
                             tracing::debug!(error = %err, "local connection ended");
                         }
                         open.fetch_sub(1, Ordering::SeqCst);
@@ -103,7 +118,7 @@ fn refuse(writer: &mut impl Write, code: &str, message: String) -> io::Result<()
     writer.flush()
 }
 
-fn serve_connection(stream: UnixStream, store: &dyn Store, resolve: &PeerResolver, full: bool) -> io::Result<()> {
+fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, full: bool) -> io::Result<()> {
     let uid = rustix::net::sockopt::socket_peercred(&stream)?.uid.as_raw();
     let mut reader = BufReader::with_capacity(CHUNK + 64, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(CHUNK + 64, stream);
@@ -123,7 +138,8 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, resolve: &PeerResolve
     if full {
         return refuse(&mut writer, "SlowDown", "too many local connections; retry later".into());
     }
-    let Some(cx) = resolve(uid) else {
+    let mut generation = peers.generation();
+    let Some(cx) = peers.resolve(uid) else {
         tracing::warn!(uid, "refused a local peer whose uid maps to no S3 user");
         return refuse(&mut writer, "AccessDenied", format!("uid {uid} maps to no S3 user of this gateway"));
     };
@@ -132,29 +148,66 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, resolve: &PeerResolve
         return refuse(&mut writer, "InternalError", format!("cannot serve this connection: {err}"));
     }
     write_frame(&mut writer, &Ok::<_, WireError>(cx.user_name().unwrap_or("").to_string()))?;
+    let mut cx = Some(cx);
     writer.flush()?;
+    // The thread serves this peer only: it keeps the peer's identity from one request to the
+    // next (switching costs six credential changes per request otherwise) and switches again
+    // only when the identity changed (resolved again whenever the identities were, so SIGHUP
+    // and the periodic refresh apply). The guard gives the thread back its own when the peer
+    // leaves.
+    let mut current: Option<(Arc<isthmus_store::identity::UnixIdentity>, isthmus_store::identity::IdentityGuard)> =
+        None;
     loop {
         let request: Request = match read_frame(&mut reader) {
             Ok(request) => request,
             Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(err) => return Err(err),
         };
-        let switched = cx.identity.as_ref().map(|identity| identity.assume());
-        match switched {
-            Some(Err(err)) => {
-                tracing::error!(uid, error = %err, "cannot switch to a local peer's identity");
-                let refused = StoreError::AccessDenied;
-                if request.has_body() {
-                    drain_body(&mut reader)?;
-                    refuse_body(&refused, &mut reader, &mut writer)?;
-                } else {
-                    write_frame(&mut writer, &Err::<Reply, _>(WireError::from(&refused)))?;
+        if peers.generation() != generation {
+            generation = peers.generation();
+            cx = peers.resolve(uid);
+        }
+        let cx = match &cx {
+            Some(cx) => cx,
+            None => {
+                tracing::warn!(uid, "refused a request: the peer's uid no longer maps to an S3 user");
+                current = None;
+                refuse_request(&request, &StoreError::AccessDenied, &mut reader, &mut writer)?;
+                writer.flush()?;
+                continue;
+            }
+        };
+        let same = match (&current, &cx.identity) {
+            (Some((held, _)), Some(wanted)) => Arc::ptr_eq(held, wanted),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            current = None;
+            if let Some(identity) = &cx.identity {
+                match identity.assume() {
+                    Ok(guard) => current = Some((identity.clone(), guard)),
+                    Err(err) => {
+                        tracing::error!(uid, error = %err, "cannot switch to a local peer's identity");
+                        refuse_request(&request, &StoreError::AccessDenied, &mut reader, &mut writer)?;
+                        writer.flush()?;
+                        continue;
+                    }
                 }
             }
-            Some(Ok(_guard)) => handle(store, &cx, request, &mut reader, &mut writer)?,
-            None => handle(store, &cx, request, &mut reader, &mut writer)?,
         }
+        handle(store, cx, request, &mut reader, &mut writer)?;
         writer.flush()?;
+    }
+}
+
+/// Answers `request` with `err` without running it (a body it brings is read and dropped).
+fn refuse_request(request: &Request, err: &StoreError, reader: &mut impl Read, writer: &mut impl Write) -> io::Result<()> {
+    if request.has_body() {
+        drain_body(reader)?;
+        refuse_body(err, reader, writer)
+    } else {
+        write_frame(writer, &Err::<Reply, _>(WireError::from(err)))
     }
 }
 

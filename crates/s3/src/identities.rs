@@ -86,6 +86,10 @@ pub struct Identities {
     /// By access key: the identities as last resolved. A user whose identity no longer
     /// resolves (gone from NSS, or now uid 0 without `allow_root`) is missing: refused.
     resolved: RwLock<HashMap<String, Arc<UnixIdentity>>>,
+    /// Uid to access key, for local socket peers: the first user in configuration order.
+    by_uid: RwLock<HashMap<u32, String>>,
+    /// Counts the times identities were installed (see `generation`).
+    generation: std::sync::atomic::AtomicU64,
     /// Unsigned requests (allowed by a public ACL or policy) run as `nobody`, if NSS has it.
     anonymous: RwLock<Option<Arc<UnixIdentity>>>,
 }
@@ -101,6 +105,8 @@ impl Identities {
             allow_root: false,
             mappings: Vec::new(),
             resolved: RwLock::new(HashMap::new()),
+            by_uid: RwLock::new(HashMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(0),
             anonymous: RwLock::new(None),
         }
     }
@@ -113,7 +119,7 @@ impl Identities {
     pub fn new(posix: bool, users: Vec<(String, String, IdentitySpec)>, allow_root: bool) -> Result<Self, String> {
         let mappings = users.into_iter().map(|(key, label, spec)| (key, Mapping { label, spec })).collect();
         let identities =
-            Self { posix, allow_root, mappings, resolved: RwLock::new(HashMap::new()), anonymous: RwLock::new(None) };
+            Self { mappings, posix, allow_root, ..Self::gateway() };
         let mut resolved = HashMap::new();
         for (key, mapping) in &identities.mappings {
             let identity = identities.resolve_one(mapping).map_err(|e| format!("user {:?}: {e}", mapping.label))?;
@@ -122,7 +128,7 @@ impl Identities {
         if posix && let Some(any) = resolved.values().next() {
             check_switching(any)?;
         }
-        *identities.resolved.write().expect("not poisoned") = resolved;
+        identities.install(resolved);
         if posix {
             *identities.anonymous.write().expect("not poisoned") = resolve_anonymous();
         }
@@ -132,11 +138,27 @@ impl Identities {
     /// The user a local socket's peer with `uid` is (the first in configuration order whose
     /// identity has that uid), and the identity its calls run as (with `posix`).
     pub fn by_uid(&self, uid: u32) -> Option<(String, Option<Arc<UnixIdentity>>)> {
-        let resolved = self.resolved.read().expect("not poisoned");
-        self.mappings.iter().find_map(|(key, _)| {
-            let identity = resolved.get(key).filter(|identity| identity.uid == uid)?;
-            Some((key.clone(), self.posix.then(|| identity.clone())))
-        })
+        let key = self.by_uid.read().expect("not poisoned").get(&uid)?.clone();
+        let identity = self.resolved.read().expect("not poisoned").get(&key)?.clone();
+        Some((key, self.posix.then_some(identity)))
+    }
+
+    /// Makes `resolved` the identities in effect, with its uid index.
+    fn install(&self, resolved: HashMap<String, Arc<UnixIdentity>>) {
+        let mut by_uid = HashMap::new();
+        for (key, _) in &self.mappings {
+            if let Some(identity) = resolved.get(key) {
+                by_uid.entry(identity.uid).or_insert_with(|| key.clone());
+            }
+        }
+        *self.resolved.write().expect("not poisoned") = resolved;
+        *self.by_uid.write().expect("not poisoned") = by_uid;
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Changes each time the identities are resolved again.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn resolve_one(&self, mapping: &Mapping) -> Result<UnixIdentity, String> {
@@ -161,24 +183,25 @@ impl Identities {
             return 0;
         }
         let mut next = HashMap::new();
+        let previous = self.resolved.read().expect("not poisoned").clone();
         for (key, mapping) in &self.mappings {
             match self.resolve_one(mapping) {
+                // Unchanged identities stay the same value (a local connection keeps its switch).
                 Ok(identity) => {
-                    next.insert(key.clone(), Arc::new(identity));
+                    let same = previous.get(key).filter(|old| ***old == identity).cloned();
+                    next.insert(key.clone(), same.unwrap_or_else(|| Arc::new(identity)));
                 }
                 Err(err) => {
                     tracing::warn!(user = %mapping.label, error = %err, "a user's Unix identity no longer resolves: its requests are refused");
                 }
             }
         }
-        let mut resolved = self.resolved.write().expect("not poisoned");
         let changed = self
             .mappings
             .iter()
-            .filter(|(key, _)| resolved.get(key).map(|a| &**a) != next.get(key).map(|a| &**a))
+            .filter(|(key, _)| previous.get(key).map(|a| &**a) != next.get(key).map(|a| &**a))
             .count();
-        *resolved = next;
-        drop(resolved);
+        self.install(next);
         if self.posix {
             *self.anonymous.write().expect("not poisoned") = resolve_anonymous();
         }
