@@ -52,7 +52,7 @@ typedef enum IsthmusStatus {
 typedef struct IsthmusList IsthmusList;
 
 /**
- * A data root opened by `isthmus_open`.
+ * A data root opened by `isthmus_open` (or a gateway's local socket).
  */
 typedef struct IsthmusStore IsthmusStore;
 
@@ -108,7 +108,10 @@ const char *isthmus_status_name(enum IsthmusStatus status);
 
 /**
  * Opens (creating it if needed) a data root. `strict` = 1: writes are fsynced before they
- * return (as the gateway's default); 0: left to the file system.
+ * return (as the gateway's default); 0: left to the file system. A `root` of the form
+ * `unix:///run/isthmus.sock` connects to a gateway's local socket instead (`isthmus serve
+ * --local-socket`): the same calls, served as the S3 user this process's uid maps to, with
+ * that user's permissions (`strict` is then the gateway's setting).
  *
  * # Safety
  * `root` is a NUL-terminated path; `out` points to writable memory for one pointer.
