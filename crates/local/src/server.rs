@@ -73,12 +73,7 @@ impl LocalSocket {
 
     /// Accepts connections on a thread of its own until the process ends, each served on its
     /// own thread; beyond `max_connections` at once, new peers are refused in the handshake.
-    pub fn serve(
-        self,
-        store: Arc<dyn Store>,
-        peers: Arc<dyn Peers>,
-        max_connections: usize,
-    ) -> Result<(), String> {
+    pub fn serve(self, store: Arc<dyn Store>, peers: Arc<dyn Peers>, max_connections: usize) -> Result<(), String> {
         let open = Arc::new(AtomicUsize::new(0));
         let listener = self.listener.try_clone().map_err(|e| e.to_string())?;
         std::thread::Builder::new()
@@ -202,7 +197,12 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, fu
 }
 
 /// Answers `request` with `err` without running it (a body it brings is read and dropped).
-fn refuse_request(request: &Request, err: &StoreError, reader: &mut impl Read, writer: &mut impl Write) -> io::Result<()> {
+fn refuse_request(
+    request: &Request,
+    err: &StoreError,
+    reader: &mut impl Read,
+    writer: &mut impl Write,
+) -> io::Result<()> {
     if request.has_body() {
         drain_body(reader)?;
         refuse_body(err, reader, writer)

@@ -118,8 +118,7 @@ impl Identities {
     /// tell who a local socket's peer is.
     pub fn new(posix: bool, users: Vec<(String, String, IdentitySpec)>, allow_root: bool) -> Result<Self, String> {
         let mappings = users.into_iter().map(|(key, label, spec)| (key, Mapping { label, spec })).collect();
-        let identities =
-            Self { mappings, posix, allow_root, ..Self::gateway() };
+        let identities = Self { mappings, posix, allow_root, ..Self::gateway() };
         let mut resolved = HashMap::new();
         for (key, mapping) in &identities.mappings {
             let identity = identities.resolve_one(mapping).map_err(|e| format!("user {:?}: {e}", mapping.label))?;
