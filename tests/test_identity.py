@@ -63,11 +63,7 @@ def config_text(extra_users=""):
 def world(unix):
     """A data root every user may traverse (not pytest's private tmp), a posix-mode gateway on
     it, and a client per user."""
-    base = Path(tempfile.mkdtemp(prefix="isthmus-identity-"))
-    base.chmod(0o755)
-    root = base / "data"
-    root.mkdir(mode=0o755)
-    root.chmod(0o755)
+    base, root = traversable_root()
     config = base / "isthmus.toml"
     config.write_text(config_text())
     srv = Server(root, extra_args=["--config", str(config)])
@@ -75,6 +71,17 @@ def world(unix):
     yield srv, root, unix, clients
     srv.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+def traversable_root(prefix="isthmus-identity-"):
+    """A fresh base directory and data root in it that every user may traverse (pytest's own
+    temporary directories are private to root)."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    base.chmod(0o755)
+    root = base / "data"
+    root.mkdir()
+    root.chmod(0o755)
+    return base, root
 
 
 def make_dir(path: Path, owner, group=None, mode=0o755):
@@ -268,9 +275,7 @@ def test_a_user_gone_from_nss_is_refused_and_creates_nothing(unix, tmp_path):
     gone = f"{PREFIX}-gone"
     remove_unix_user(gone)
     run("useradd", "--no-create-home", "--user-group", gone)
-    base = Path(tempfile.mkdtemp(prefix="isthmus-identity-"))
-    base.chmod(0o755)
-    root = base / "data"
+    base, root = traversable_root()
     scratch = make_dir(root / "scratch", unix["admin"], mode=0o1777)
     config = base / "isthmus.toml"
     config.write_text(config_text(f'[[users]]\naccess_key = "gone"\nsecret_key = "{SECRET}"\nunix_user = "{gone}"\n'))

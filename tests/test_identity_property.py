@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Server, make_client
-from test_identity import SECRET, USERS, code_of, config_text, unix  # noqa: F401 (the fixture)
+from test_identity import SECRET, USERS, code_of, config_text, traversable_root, unix  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users and switches identities (CI runs as root)")
 
@@ -73,11 +72,7 @@ tree = st.fixed_dictionaries(
 
 @pytest.fixture(scope="module")
 def gateway(unix):
-    base = Path(tempfile.mkdtemp(prefix="isthmus-property-"))
-    base.chmod(0o755)
-    root = base / "data"
-    root.mkdir()
-    root.chmod(0o755)
+    base, root = traversable_root("isthmus-property-")
     config = base / "isthmus.toml"
     config.write_text(config_text())
     srv = Server(root, extra_args=["--config", str(config)])

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO, Server, make_client
 from test_embedded_c import READER, compile_c, prefix  # noqa: F401 (the fixture)
-from test_identity import SECRET, USERS, config_text, unix  # noqa: F401 (the fixture)
+from test_identity import SECRET, USERS, config_text, traversable_root, unix  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users and switches identities (CI runs as root)")
 
@@ -28,11 +28,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates U
 def node(unix):
     """A posix-mode gateway with a local socket, on a data root every user may traverse; a
     shared bucket where everyone may write."""
-    base = Path(tempfile.mkdtemp(prefix="isthmus-local-"))
-    base.chmod(0o755)
-    root = base / "data"
-    root.mkdir()
-    root.chmod(0o755)
+    base, root = traversable_root("isthmus-local-")
     shared = root / "shared"
     shared.mkdir()
     shared.chmod(0o1777)

@@ -536,6 +536,22 @@ struct EngineConnection {
     buf: Vec<u8>,
 }
 
+impl EngineConnection {
+    /// A connection of the process itself to `store`, on `bucket`.
+    fn new(store: std::sync::Arc<dyn isthmus_store::Store>, bucket: &str) -> Self {
+        Self { store, cx: isthmus_store::RequestContext::process(), bucket: bucket.to_string(), buf: Vec::new() }
+    }
+
+    /// Creates the run's bucket unless it exists.
+    fn create_bucket(store: &dyn isthmus_store::Store, bucket: &str) -> BenchResult<()> {
+        use isthmus_store::StoreError;
+        match store.create_bucket(&isthmus_store::RequestContext::process(), bucket, &Default::default()) {
+            Ok(()) | Err(StoreError::BucketAlreadyExists | StoreError::BucketAlreadyOwnedByYou) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 impl Connection for EngineConnection {
     fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
         self.store.put_bytes(&self.cx, &self.bucket, key, data, isthmus_store::PutRequest::default())?;
@@ -585,19 +601,10 @@ impl Target for EmbeddedTarget {
         format!("embedded://{} bucket {}", self.store.root().display(), self.bucket)
     }
     fn prepare(&self) -> BenchResult<()> {
-        use isthmus_store::Store;
-        match self.store.create_bucket(&isthmus_store::RequestContext::process(), &self.bucket, &Default::default()) {
-            Ok(()) | Err(isthmus_store::StoreError::BucketAlreadyExists) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        EngineConnection::create_bucket(&*self.store, &self.bucket)
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EngineConnection {
-            store: self.store.clone(),
-            cx: isthmus_store::RequestContext::process(),
-            bucket: self.bucket.clone(),
-            buf: Vec::new(),
-        }))
+        Ok(Box::new(EngineConnection::new(self.store.clone(), &self.bucket)))
     }
     fn cleanup(&self) -> BenchResult<()> {
         match std::fs::remove_dir_all(self.store.root().join(&self.bucket)) {
@@ -622,20 +629,10 @@ impl Target for LocalSocketTarget {
         format!("{} bucket {}", self.address, self.bucket)
     }
     fn prepare(&self) -> BenchResult<()> {
-        let cx = isthmus_store::RequestContext::process();
-        match self.store.create_bucket(&cx, &self.bucket, &Default::default()) {
-            Ok(()) | Err(isthmus_store::StoreError::BucketAlreadyExists) => Ok(()),
-            Err(isthmus_store::StoreError::BucketAlreadyOwnedByYou) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        EngineConnection::create_bucket(&*self.store, &self.bucket)
     }
     fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EngineConnection {
-            store: self.store.clone(),
-            cx: isthmus_store::RequestContext::process(),
-            bucket: self.bucket.clone(),
-            buf: Vec::new(),
-        }))
+        Ok(Box::new(EngineConnection::new(self.store.clone(), &self.bucket)))
     }
     /// Deletes every object through the socket, then the bucket.
     fn cleanup(&self) -> BenchResult<()> {
