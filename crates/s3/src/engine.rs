@@ -3,8 +3,10 @@
 //! for short calls on local file systems, the blocking pool otherwise), moves to the pool a call
 //! that would have had to do long work inline (`StoreError::WouldBlock`), and starts the
 //! blocking tasks that stream large bodies. With `identity = "posix"` every call and stream
-//! runs with the request's Unix identity (`RequestContext::run_as`), inline or on the pool:
-//! the thread's file-system ids are switched around the call and put back after it.
+//! runs with the request's Unix identity, inline or on the pool: on the pool the thread's
+//! file-system ids are switched around the call and put back after it (`run_as`); an async
+//! worker keeps the identity of its last inline call until another is needed
+//! (`run_as_resting`).
 
 use std::sync::Arc;
 
@@ -58,8 +60,12 @@ impl Engine {
             Placement::Long | Placement::Scan => false,
         };
         if inline {
+            // The async workers touch files only in these inline calls: a worker keeps the
+            // identity of its last call, so a user's consecutive requests switch once. Every
+            // call states its identity (the gateway's own included), so none runs with a
+            // stale one. The blocking pool also runs maintenance: there `run_as` restores at once.
             let inline_cx = cx.with_may_block(false);
-            match inline_cx.run_as(|| f(&*self.store, &inline_cx)) {
+            match inline_cx.run_as_resting(|| f(&*self.store, &inline_cx)) {
                 Err(StoreError::WouldBlock) => tracing::debug!("the call needs long work: moved to the blocking pool"),
                 other => return other.map_err(s3_error),
             }

@@ -102,6 +102,16 @@ impl RequestContext {
         f()
     }
 
+    /// `run_as` for a thread that does file-system calls only in such calls (an async worker):
+    /// the thread keeps the identity afterwards, so consecutive calls of one user switch once
+    /// (see `identity::run_resting`).
+    pub fn run_as_resting<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        crate::identity::run_resting(self.identity.as_ref(), f).unwrap_or_else(|err| {
+            tracing::error!(error = %err, "cannot switch to a request's identity");
+            Err(StoreError::AccessDenied)
+        })
+    }
+
     /// The same request, run where it may (or may not) block.
     pub fn with_may_block(&self, may_block: bool) -> Self {
         Self { may_block, ..self.clone() }

@@ -141,6 +141,35 @@ pub fn switched_owner() -> Option<(u32, u32)> {
     SWITCHED.with(|s| s.borrow().as_ref().map(|s| (s.user.fsuid, s.user.fsgid)))
 }
 
+/// Runs `f` with `identity` (the thread's own for `None`) on a thread that does file-system
+/// calls only inside such calls, such as an async worker of the gateway: the thread keeps the
+/// identity after `f` (it "rests" in it), so a next call with the same identity switches
+/// nothing. Every call states the identity it runs with, the process's own included, so none
+/// runs with a stale one. Not for threads that also run other work touching files (a blocking
+/// pool runs maintenance): use `assume` there, which restores at once.
+pub fn run_resting<T>(
+    identity: Option<&std::sync::Arc<UnixIdentity>>,
+    f: impl FnOnce() -> T,
+) -> Result<T, IdentityError> {
+    RESTING.with(|resting| {
+        let mut resting = resting.borrow_mut();
+        let same = match (&*resting, identity) {
+            (Some((held, _)), Some(wanted)) => std::sync::Arc::ptr_eq(held, wanted),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            // Restores the thread's own identity before another is taken.
+            *resting = None;
+            if let Some(identity) = identity {
+                *resting = Some((identity.clone(), identity.assume()?));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(f())
+}
+
 /// Whether this thread currently runs as a request's identity.
 pub fn is_switched() -> bool {
     SWITCHED.with(|s| s.borrow().is_some())
@@ -176,6 +205,8 @@ fn own_identity() -> Rc<ThreadIdentity> {
 }
 
 thread_local! {
+    /// The identity a thread rests in between calls (see `run_resting`).
+    static RESTING: RefCell<Option<(std::sync::Arc<UnixIdentity>, IdentityGuard)>> = const { RefCell::new(None) };
     /// The identities of a switched thread: what it was (the gateway) and what it is now.
     static SWITCHED: RefCell<Option<Switched>> = const { RefCell::new(None) };
     /// See `own_identity`.
@@ -411,5 +442,30 @@ mod tests {
         assert_eq!(meta("gateway").uid(), 0);
         // as_gateway off a switched thread is simply the call.
         assert_eq!(as_gateway(|| 7), 7);
+    }
+
+    #[test]
+    fn a_resting_thread_keeps_an_identity_until_a_call_needs_another() {
+        if !is_root() {
+            eprintln!("skipped: switching identities needs root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let path = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let nobody = std::sync::Arc::new(UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: None });
+            let other = std::sync::Arc::new(UnixIdentity { uid: 65533, gid: 65533, groups: vec![65533], umask: None });
+            run_resting(Some(&nobody), || std::fs::write(path.join("a"), b"x").unwrap()).unwrap();
+            assert!(is_switched(), "rests as nobody between calls");
+            run_resting(Some(&nobody), || std::fs::write(path.join("b"), b"x").unwrap()).unwrap();
+            run_resting(Some(&other), || std::fs::write(path.join("c"), b"x").unwrap()).unwrap();
+            run_resting(None, || std::fs::write(path.join("d"), b"x").unwrap()).unwrap();
+            assert!(!is_switched(), "a call without identity runs as the thread's own");
+        })
+        .join()
+        .unwrap();
+        let owner = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().uid();
+        assert_eq!([owner("a"), owner("b"), owner("c"), owner("d")], [65534, 65534, 65533, 0]);
     }
 }
