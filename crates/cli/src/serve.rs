@@ -28,6 +28,8 @@ fn raise_file_limit() {
 
 pub fn run(settings: ServeSettings) -> Result<(), String> {
     raise_file_limit();
+    // Before any other thread exists: what every request thread starts as.
+    isthmus_store::identity::capture_gateway_identity();
     let options = StoreOptions {
         durability: settings.durability,
         metadata: settings.metadata,
@@ -55,9 +57,10 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if identities.is_posix() {
-        // Each runtime thread gets its own umask, so a request's umask is its own.
+        // Each runtime thread gets its own umask, so a request's umask is its own, and starts as
+        // the gateway whichever thread created it.
         runtime.on_thread_start(|| {
-            if let Err(err) = isthmus_store::identity::detach_thread_fs_context() {
+            if let Err(err) = isthmus_store::identity::init_request_thread() {
                 tracing::error!(error = %err, "a runtime thread cannot hold its own umask; its requests are refused");
             }
         });

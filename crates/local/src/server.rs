@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use isthmus_store::identity::detach_thread_fs_context;
+use isthmus_store::identity::init_request_thread;
 use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
 
 use crate::protocol::{
@@ -139,7 +139,7 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, fu
         return refuse(&mut writer, "AccessDenied", format!("uid {uid} maps to no S3 user of this gateway"));
     };
     // This thread's umask becomes the user's while its calls run.
-    if let Err(err) = detach_thread_fs_context() {
+    if let Err(err) = init_request_thread() {
         return refuse(&mut writer, "InternalError", format!("cannot serve this connection: {err}"));
     }
     write_frame(&mut writer, &Ok::<_, WireError>(cx.user_name().unwrap_or("").to_string()))?;

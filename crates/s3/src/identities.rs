@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use isthmus_store::identity::{UnixIdentity, detach_thread_fs_context};
+use isthmus_store::identity::{UnixIdentity, init_request_thread};
 use isthmus_store::{Principal, RequestContext};
 use serde::{Deserialize, Serialize};
 
@@ -239,8 +239,7 @@ fn resolve_anonymous() -> Option<Arc<UnixIdentity>> {
 fn check_switching(identity: &UnixIdentity) -> Result<(), String> {
     let identity = identity.clone();
     std::thread::spawn(move || {
-        detach_thread_fs_context()
-            .map_err(|e| format!("cannot give a thread its own umask (unshare CLONE_FS): {e}"))?;
+        init_request_thread().map_err(|e| format!("cannot give a thread its own umask (unshare CLONE_FS): {e}"))?;
         identity
             .assume()
             .map(drop)

@@ -231,8 +231,14 @@ impl StoreError {
     /// An I/O error of `operation` on `path`. Errors that have an S3 meaning (no space, no
     /// permission) become that error; the others keep the operation and path for the logs.
     pub fn io(operation: &'static str, path: &std::path::Path, err: io::Error) -> Self {
+        let errno = err.raw_os_error();
         match Self::from(err) {
             Self::Io(source) => Self::IoAt { operation, path: path.display().to_string(), source },
+            Self::AccessDenied => {
+                // The answer says only AccessDenied; the log says which call the kernel refused.
+                tracing::debug!(operation, path = %path.display(), errno, "the file system refused access");
+                Self::AccessDenied
+            }
             other => other,
         }
     }

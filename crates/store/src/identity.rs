@@ -11,7 +11,7 @@
 //! The gateway's own state (the `.isthmus` areas, credentials, locks) is deliberately handled
 //! with the gateway's identity even inside a switched request: `as_gateway` switches back for
 //! the duration of such a step. A user's umask is per thread too, on threads that detached
-//! their file-system context (`detach_thread_fs_context`, `unshare(CLONE_FS)`); threads share
+//! their file-system context (`init_request_thread`, `unshare(CLONE_FS)`); threads share
 //! their umask with the whole process otherwise.
 
 use std::cell::{Cell, RefCell};
@@ -170,35 +170,70 @@ pub fn run_resting<T>(
     Ok(f())
 }
 
+/// What this thread's file-system calls run as now, for log lines.
+pub fn describe_thread() -> String {
+    let now = ThreadIdentity::current();
+    let groups: Vec<u32> = now.groups.iter().map(|g| g.as_raw()).collect();
+    format!("fsuid {} fsgid {} groups {groups:?} switched {}", now.fsuid, now.fsgid, is_switched())
+}
+
 /// Whether this thread currently runs as a request's identity.
 pub fn is_switched() -> bool {
     SWITCHED.with(|s| s.borrow().is_some())
 }
 
-/// Gives this thread its own file-system context (working directory, root and umask) with
-/// `unshare(CLONE_FS)`, so that a request's umask applies to this thread only. Called once per
-/// thread that serves requests (the gateway's runtime threads).
-pub fn detach_thread_fs_context() -> std::io::Result<()> {
+/// Prepares a thread that serves requests (the gateway's runtime threads, a local socket's
+/// connection threads): gives it its own file-system context (working directory, root and
+/// umask) with `unshare(CLONE_FS)`, so that a request's umask applies to this thread only, and
+/// the gateway's identity. A new thread starts with the credentials and umask of the thread
+/// that created it, which may have been switched to a user's (an async worker rests in a
+/// user's identity, and the blocking pool's threads are created by whichever thread needs one):
+/// nothing may run with those.
+pub fn init_request_thread() -> std::io::Result<()> {
+    let gateway = gateway_identity();
     if !OWN_FS_CONTEXT.get() {
         // SAFETY: only CLONE_FS is unshared (working directory, root, umask); the descriptor
         // table stays shared, so every thread still sees every file descriptor.
         unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FS) }?;
         OWN_FS_CONTEXT.set(true);
-        // Learned again with the umask this thread now owns.
         OWN.with(|own| own.borrow_mut().take());
+    }
+    if is_switched() {
+        return Ok(());
+    }
+    if let Some(mask) = gateway.umask {
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
+    }
+    let now = ThreadIdentity::current();
+    if (now.fsuid, now.fsgid, &now.groups) != (gateway.fsuid, gateway.fsgid, &gateway.groups) {
+        let ids = ThreadIdentity { umask: None, ..gateway.clone() };
+        ids.apply().map_err(|_| std::io::Error::other("cannot give a new thread the gateway's identity"))?;
     }
     Ok(())
 }
 
-/// What this thread runs as when it is not switched, learned before its first switch (nothing
-/// else changes a thread's identity, so it is read once, not before every request). A thread
-/// with its own file-system context also has its own umask, which is part of it.
+/// Records the gateway's own identity (the calling thread's ids, groups and umask): call it at
+/// start, before any thread switches. Later calls change nothing.
+pub fn capture_gateway_identity() {
+    gateway_identity();
+}
+
+/// The gateway's own identity, recorded once (see `capture_gateway_identity`; a process that
+/// never records it gets the identity of the first thread that asks, before any switch).
+fn gateway_identity() -> &'static ThreadIdentity {
+    static GATEWAY: std::sync::OnceLock<ThreadIdentity> = std::sync::OnceLock::new();
+    GATEWAY.get_or_init(|| ThreadIdentity { umask: Some(current_umask()), ..ThreadIdentity::current() })
+}
+
+/// What this thread runs as when it is not switched: the gateway's identity (with its umask
+/// on threads that have their own), kept per thread to hand to guards without copying.
 fn own_identity() -> Rc<ThreadIdentity> {
     OWN.with(|own| {
         own.borrow_mut()
             .get_or_insert_with(|| {
-                let umask = OWN_FS_CONTEXT.get().then(current_umask);
-                Rc::new(ThreadIdentity { umask, ..ThreadIdentity::current() })
+                let gateway = gateway_identity();
+                let umask = if OWN_FS_CONTEXT.get() { gateway.umask } else { None };
+                Rc::new(ThreadIdentity { umask, ..gateway.clone() })
             })
             .clone()
     })
@@ -211,7 +246,7 @@ thread_local! {
     static SWITCHED: RefCell<Option<Switched>> = const { RefCell::new(None) };
     /// See `own_identity`.
     static OWN: RefCell<Option<Rc<ThreadIdentity>>> = const { RefCell::new(None) };
-    /// Set once `detach_thread_fs_context` has run on this thread.
+    /// Set once `init_request_thread` has run on this thread.
     static OWN_FS_CONTEXT: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -418,7 +453,7 @@ mod tests {
         std::thread::spawn(move || {
             let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: Some(0o027) };
             assert_eq!(nobody.assume().err(), Some(IdentityError::SharedUmask));
-            detach_thread_fs_context().unwrap();
+            init_request_thread().unwrap();
             let before = current_umask();
             let guard = nobody.assume().unwrap();
             assert!(is_switched());
@@ -467,5 +502,33 @@ mod tests {
         .unwrap();
         let owner = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().uid();
         assert_eq!([owner("a"), owner("b"), owner("c"), owner("d")], [65534, 65534, 65533, 0]);
+    }
+
+    #[test]
+    fn a_thread_created_by_a_switched_thread_starts_as_the_gateway() {
+        if !is_root() {
+            eprintln!("skipped: switching identities needs root (CI runs as root)");
+            return;
+        }
+        capture_gateway_identity();
+        std::thread::spawn(|| {
+            let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: None };
+            let _guard = nobody.assume().unwrap();
+            std::thread::spawn(|| {
+                // The kernel gives a new thread its creator's credentials...
+                assert_eq!(ThreadIdentity::current().fsuid, 65534);
+                // ...which a request thread gives up before it does anything.
+                init_request_thread().unwrap();
+                let now = ThreadIdentity::current();
+                assert_eq!((now.fsuid, now.fsgid), (0, 0));
+                assert!(!now.groups.contains(&rustix::process::Gid::from_raw(65534)));
+                let own = own_identity();
+                assert_eq!(own.fsuid, 0, "a new thread's own identity is the gateway's");
+            })
+            .join()
+            .unwrap();
+        })
+        .join()
+        .unwrap();
     }
 }
