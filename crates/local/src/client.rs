@@ -53,6 +53,8 @@ impl Connection {
             status: 500,
             message: format!("cannot connect to the local gateway at {}: {e}", path.display()),
         })?;
+        // Room for a few chunks of a body in flight (best effort, capped by the kernel).
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 * CHUNK);
         let mut conn = Self {
             reader: BufReader::with_capacity(CHUNK + 64, stream.try_clone().map_err(lost)?),
             writer: BufWriter::with_capacity(CHUNK + 64, stream),

@@ -115,6 +115,9 @@ fn refuse(writer: &mut impl Write, code: &str, message: String) -> io::Result<()
 
 fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, full: bool) -> io::Result<()> {
     let uid = rustix::net::sockopt::socket_peercred(&stream)?.uid.as_raw();
+    // Room for a few chunks of a body in flight (best effort: the kernel caps it at
+    // net.core.rmem_max).
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4 * CHUNK);
     let mut reader = BufReader::with_capacity(CHUNK + 64, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(CHUNK + 64, stream);
     let mut magic = [0u8; 8];
@@ -217,7 +220,7 @@ fn handle(
     store: &dyn Store,
     cx: &RequestContext,
     request: Request,
-    reader: &mut impl Read,
+    reader: &mut (impl Read + Send),
     writer: &mut impl Write,
 ) -> io::Result<()> {
     let reply =
@@ -279,7 +282,11 @@ fn drain_body(reader: &mut impl Read) -> io::Result<()> {
 /// A PUT or UploadPart: the body into the writer, its digests back to the client, then the
 /// client's decision (commit or discard). A client that goes away midway leaves nothing: the
 /// writer is dropped, which discards what it staged.
-fn receive_body(opened: StoreResult<BoxedWriter>, reader: &mut impl Read, writer: &mut impl Write) -> io::Result<()> {
+fn receive_body(
+    opened: StoreResult<BoxedWriter>,
+    reader: &mut (impl Read + Send),
+    writer: &mut impl Write,
+) -> io::Result<()> {
     let mut object = match opened {
         Ok(object) => object,
         Err(err) => {
@@ -287,22 +294,46 @@ fn receive_body(opened: StoreResult<BoxedWriter>, reader: &mut impl Read, writer
             return refuse_body(&err, reader, writer);
         }
     };
-    let mut buf = vec![0u8; CHUNK];
     let mut failed: Option<StoreError> = None;
-    loop {
-        match read_chunk_header(reader)? {
-            Chunk::Data(n) => {
-                reader.read_exact(&mut buf[..n])?;
-                if failed.is_none()
-                    && let Err(err) = object.write_all(&buf[..n])
-                {
-                    failed = Some(err);
-                }
-            }
-            Chunk::End => break,
-            // The client gave up: nothing is stored and nothing is answered.
-            Chunk::Abort => return Ok(()),
+    let mut store = |bytes: &[u8]| {
+        if failed.is_none()
+            && let Err(err) = object.write_all(bytes)
+        {
+            failed = Some(err);
         }
+    };
+    // A body of one chunk is written here; a longer one is read from the socket by a second
+    // thread while this one hashes and writes (as the HTTP door overlaps the two), with at
+    // most two chunks waiting between them.
+    let mut first = vec![0u8; CHUNK];
+    let complete = match read_chunk_header(reader)? {
+        Chunk::Data(n) => {
+            reader.read_exact(&mut first[..n])?;
+            first.truncate(n);
+            match read_chunk_header(reader)? {
+                Chunk::End => {
+                    store(&first);
+                    true
+                }
+                Chunk::Abort => false,
+                Chunk::Data(next) => std::thread::scope(|scope| {
+                    let (chunks, received) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                    let socket_reader = &mut *reader;
+                    let socket = scope.spawn(move || read_rest(socket_reader, next, &chunks));
+                    store(&first);
+                    for chunk in received {
+                        store(&chunk);
+                    }
+                    socket.join().unwrap_or_else(|_| Err(io::Error::other("the body reader failed")))
+                })?,
+            }
+        }
+        Chunk::End => true,
+        Chunk::Abort => false,
+    };
+    if !complete {
+        // The client gave up: nothing is stored and nothing is answered.
+        return Ok(());
     }
     if let Some(err) = failed {
         return refuse_body(&err, reader, writer);
@@ -314,6 +345,27 @@ fn receive_body(opened: StoreResult<BoxedWriter>, reader: &mut impl Read, writer
         _ => Ok(Reply::Done),
     };
     write_frame(writer, &result.map_err(|e| WireError::from(&e)))
+}
+
+/// Reads the rest of a body (its next chunk is `next` bytes) into `chunks`; whether it ended
+/// (true) or the client broke it off (false).
+fn read_rest(reader: &mut impl Read, next: usize, chunks: &std::sync::mpsc::SyncSender<Vec<u8>>) -> io::Result<bool> {
+    let mut pending = Some(next);
+    loop {
+        let n = match pending.take() {
+            Some(n) => n,
+            None => match read_chunk_header(reader)? {
+                Chunk::Data(n) => n,
+                Chunk::End => return Ok(true),
+                Chunk::Abort => return Ok(false),
+            },
+        };
+        let mut chunk = vec![0u8; n];
+        reader.read_exact(&mut chunk)?;
+        // The writer stops taking chunks only when it is done; the body is read to its end
+        // all the same, so the connection stays in step.
+        let _ = chunks.send(chunk);
+    }
 }
 
 /// The client's decision after a body: 1 commit, 0 discard. It is always sent, also when the
