@@ -371,6 +371,25 @@ mod tests {
         rustix::process::geteuid().is_root()
     }
 
+    /// Whether the tests that switch identities can run (they need root; CI runs as root).
+    fn can_switch() -> bool {
+        if !is_root() {
+            eprintln!("skipped: switching identities needs root (CI runs as root)");
+        }
+        is_root()
+    }
+
+    /// A directory every user may write, for tests that switch identities (`None` when they
+    /// cannot run).
+    fn world_writable_dir() -> Option<tempfile::TempDir> {
+        if !can_switch() {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        Some(dir)
+    }
+
     #[test]
     fn root_resolves_through_nss_and_strangers_do_not() {
         let root = UnixIdentity::of_user("root").unwrap();
@@ -384,12 +403,7 @@ mod tests {
 
     #[test]
     fn a_switch_changes_this_thread_only_and_is_undone() {
-        if !is_root() {
-            eprintln!("skipped: switching identities needs root (CI runs as root)");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let Some(dir) = world_writable_dir() else { return };
         let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: None };
         let path = dir.path().to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -415,8 +429,7 @@ mod tests {
 
     #[test]
     fn the_kernel_judges_as_the_assumed_user_and_a_panic_restores() {
-        if !is_root() {
-            eprintln!("skipped: switching identities needs root (CI runs as root)");
+        if !can_switch() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -443,12 +456,7 @@ mod tests {
 
     #[test]
     fn gateway_steps_run_as_the_gateway_and_the_umask_is_the_users() {
-        if !is_root() {
-            eprintln!("skipped: switching identities needs root (CI runs as root)");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let Some(dir) = world_writable_dir() else { return };
         let path = dir.path().to_path_buf();
         std::thread::spawn(move || {
             let nobody = UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: Some(0o027) };
@@ -481,12 +489,7 @@ mod tests {
 
     #[test]
     fn a_resting_thread_keeps_an_identity_until_a_call_needs_another() {
-        if !is_root() {
-            eprintln!("skipped: switching identities needs root (CI runs as root)");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let Some(dir) = world_writable_dir() else { return };
         let path = dir.path().to_path_buf();
         std::thread::spawn(move || {
             let nobody = std::sync::Arc::new(UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: None });
@@ -506,8 +509,7 @@ mod tests {
 
     #[test]
     fn a_thread_created_by_a_switched_thread_starts_as_the_gateway() {
-        if !is_root() {
-            eprintln!("skipped: switching identities needs root (CI runs as root)");
+        if !can_switch() {
             return;
         }
         capture_gateway_identity();
