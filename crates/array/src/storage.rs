@@ -1,0 +1,193 @@
+//! Zarr storage over the engine: a `zarrs` store whose keys are the objects of one bucket under
+//! a prefix. On a posix pool an array is then a directory of plain files (`zarr.json`,
+//! `c/0/0`...) that zarr-python reads from the file system, and every chunk read and write goes
+//! through the `Store` interface: authorization, atomic writes (a chunk is the old or the new
+//! one, never torn), the request's Unix identity, and later pools.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use isthmus_store::{ByteRange as EngineRange, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError};
+use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::{
+    Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
+    StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
+};
+
+/// A listing page's size when walking a prefix.
+const PAGE: usize = 1000;
+
+/// What a walk of a prefix found: objects (key relative to the store, size) and, with a
+/// delimiter, the common prefixes.
+#[derive(Default)]
+struct Walked {
+    objects: Vec<(String, u64)>,
+    prefixes: Vec<String>,
+}
+
+/// The engine's `bucket`, under `prefix`, as a Zarr store, acting as `cx`.
+pub struct EngineStorage {
+    store: Arc<dyn Store>,
+    cx: RequestContext,
+    bucket: String,
+    /// "" or a prefix ending in '/'.
+    prefix: String,
+}
+
+impl EngineStorage {
+    pub fn new(store: Arc<dyn Store>, cx: RequestContext, bucket: &str, prefix: &str) -> Self {
+        let prefix = prefix.trim_matches('/');
+        let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+        Self { store, cx, bucket: bucket.to_string(), prefix }
+    }
+
+    fn object_key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// Every object under `prefix` (relative to this store), page by page, with its size.
+    fn walk(&self, prefix: &StorePrefix, delimiter: Option<&str>) -> Result<Walked, StorageError> {
+        let mut walked = Walked::default();
+        let mut request = ListRequest {
+            prefix: self.object_key(prefix.as_str()),
+            delimiter: delimiter.map(str::to_string),
+            start_after: None,
+            max_keys: PAGE,
+        };
+        loop {
+            let page = match self.store.list_objects(&self.cx, &self.bucket, &request) {
+                Ok(page) => page,
+                Err(StoreError::NoSuchBucket) => return Ok(walked),
+                Err(err) => return Err(storage_error(err)),
+            };
+            let strip = |key: &str| key.strip_prefix(&self.prefix).unwrap_or(key).to_string();
+            let files = page.objects.iter().filter(|o| !o.key.ends_with('/'));
+            walked.objects.extend(files.map(|o| (strip(&o.key), o.size)));
+            walked.prefixes.extend(page.common_prefixes.iter().map(|p| strip(p)));
+            if !page.is_truncated {
+                return Ok(walked);
+            }
+            request.start_after = page.next_marker;
+        }
+    }
+}
+
+/// An engine error as zarrs reports storage errors: the S3 code and message kept.
+fn storage_error(err: StoreError) -> StorageError {
+    StorageError::Other(format!("{}: {err}", err.s3_code()))
+}
+
+/// A zarrs byte range as the engine's (`None` for a range with nothing in it).
+fn engine_range(range: ByteRange) -> Option<Option<EngineRange>> {
+    match range {
+        ByteRange::FromStart(0, None) => Some(None),
+        ByteRange::FromStart(first, None) => Some(Some(EngineRange::FromTo { first, last: None })),
+        ByteRange::FromStart(_, Some(0)) | ByteRange::Suffix(0) => None,
+        ByteRange::FromStart(first, Some(length)) => {
+            Some(Some(EngineRange::FromTo { first, last: Some(first + length - 1) }))
+        }
+        ByteRange::Suffix(length) => Some(Some(EngineRange::Suffix(length))),
+    }
+}
+
+impl ReadableStorageTraits for EngineStorage {
+    fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> Result<MaybeBytesIterator<'a>, StorageError> {
+        let object = self.object_key(key.as_str());
+        let mut parts = Vec::new();
+        for range in byte_ranges {
+            let Some(range) = engine_range(range) else {
+                if self.size_key(key)?.is_none() {
+                    return Ok(None);
+                }
+                parts.push(Ok(Bytes::new()));
+                continue;
+            };
+            let request = GetRequest { range, ..GetRequest::default() };
+            let response = match self.store.get_object(&self.cx, &self.bucket, &object, &request) {
+                Ok(response) => response,
+                Err(StoreError::NoSuchKey) => return Ok(None),
+                Err(err) => return Err(storage_error(err)),
+            };
+            let mut body = response.body;
+            let mut bytes = Vec::with_capacity(usize::try_from(body.remaining()).unwrap_or(0));
+            body.read_to_end(&mut bytes)?;
+            parts.push(Ok(Bytes::from(bytes)));
+        }
+        Ok(Some(Box::new(parts.into_iter())))
+    }
+
+    fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        let object = self.object_key(key.as_str());
+        match self.store.head_object(&self.cx, &self.bucket, &object, &Default::default()) {
+            Ok(info) => Ok(Some(info.size)),
+            Err(StoreError::NoSuchKey) => Ok(None),
+            Err(err) => Err(storage_error(err)),
+        }
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}
+
+impl WritableStorageTraits for EngineStorage {
+    /// One atomic PUT: readers see the old value or the new one.
+    fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
+        let object = self.object_key(key.as_str());
+        self.store
+            .put_bytes(&self.cx, &self.bucket, &object, &value, PutRequest::default())
+            .map(drop)
+            .map_err(storage_error)
+    }
+
+    /// Objects are replaced whole: zarrs reads, merges and writes back (`supports_set_partial`
+    /// is false), so a partial write is atomic too.
+    fn set_partial_many(&self, _key: &StoreKey, _offset_values: OffsetBytesIterator) -> Result<(), StorageError> {
+        Err(StorageError::Unsupported("objects are written whole".into()))
+    }
+
+    fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
+        let object = self.object_key(key.as_str());
+        match self.store.delete_object(&self.cx, &self.bucket, &object, &Default::default()) {
+            Ok(_) | Err(StoreError::NoSuchKey) => Ok(()),
+            Err(err) => Err(storage_error(err)),
+        }
+    }
+
+    fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
+        for (key, _) in self.walk(prefix, None)?.objects {
+            self.erase(&StoreKey::new(key)?)?;
+        }
+        Ok(())
+    }
+
+    fn supports_set_partial(&self) -> bool {
+        false
+    }
+}
+
+impl ListableStorageTraits for EngineStorage {
+    fn list(&self) -> Result<StoreKeys, StorageError> {
+        self.list_prefix(&StorePrefix::root())
+    }
+
+    fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
+        let walked = self.walk(prefix, None)?;
+        walked.objects.into_iter().map(|(key, _)| StoreKey::new(key).map_err(StorageError::from)).collect()
+    }
+
+    fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
+        let walked = self.walk(prefix, Some("/"))?;
+        let keys = walked.objects.into_iter().map(|(key, _)| StoreKey::new(key)).collect::<Result<Vec<_>, _>>()?;
+        let prefixes = walked.prefixes.into_iter().map(StorePrefix::new).collect::<Result<Vec<_>, _>>()?;
+        Ok(StoreKeysPrefixes::new(keys, prefixes))
+    }
+
+    fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
+        Ok(self.walk(prefix, None)?.objects.iter().map(|(_, size)| size).sum())
+    }
+}
