@@ -98,8 +98,8 @@ impl ReadableStorageTraits for EngineStorage {
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
         let object = self.object_key(key.as_str());
         let mut parts = Vec::new();
-        for range in byte_ranges {
-            let Some(range) = engine_range(range) else {
+        for byte_range in byte_ranges {
+            let Some(range) = engine_range(byte_range) else {
                 if self.size_key(key)?.is_none() {
                     return Ok(None);
                 }
@@ -115,6 +115,14 @@ impl ReadableStorageTraits for EngineStorage {
             let mut body = response.body;
             let mut bytes = Vec::with_capacity(usize::try_from(body.remaining()).unwrap_or(0));
             body.read_to_end(&mut bytes)?;
+            // HTTP clamps a range at the end of the value; a Zarr store must not.
+            let wanted = match byte_range {
+                ByteRange::FromStart(_, Some(length)) | ByteRange::Suffix(length) => Some(length),
+                ByteRange::FromStart(_, None) => None,
+            };
+            if wanted.is_some_and(|length| length != bytes.len() as u64) {
+                return Err(StorageError::Other(format!("{byte_range} is past the end of {key}")));
+            }
             parts.push(Ok(Bytes::from(bytes)));
         }
         Ok(Some(Box::new(parts.into_iter())))
@@ -144,10 +152,20 @@ impl WritableStorageTraits for EngineStorage {
             .map_err(storage_error)
     }
 
-    /// Objects are replaced whole: zarrs reads, merges and writes back (`supports_set_partial`
-    /// is false), so a partial write is atomic too.
-    fn set_partial_many(&self, _key: &StoreKey, _offset_values: OffsetBytesIterator) -> Result<(), StorageError> {
-        Err(StorageError::Unsupported("objects are written whole".into()))
+    /// Objects are replaced whole: the value is read, patched (a gap past its end is zeros)
+    /// and written back in one atomic PUT. zarrs itself never asks for this
+    /// (`supports_set_partial` is false: it merges partial chunks before it writes).
+    fn set_partial_many(&self, key: &StoreKey, offset_values: OffsetBytesIterator) -> Result<(), StorageError> {
+        let mut value = self.get(key)?.map(|bytes| bytes.to_vec()).unwrap_or_default();
+        for (offset, bytes) in offset_values {
+            let start = usize::try_from(offset).map_err(|_| StorageError::Other("offset too large".into()))?;
+            let end = start + bytes.len();
+            if value.len() < end {
+                value.resize(end, 0);
+            }
+            value[start..end].copy_from_slice(&bytes);
+        }
+        self.set(key, Bytes::from(value))
     }
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {

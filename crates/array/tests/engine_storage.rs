@@ -58,3 +58,13 @@ fn an_array_written_through_the_engine_is_plain_files_and_reads_back_by_region()
     let keys = storage.list_prefix(&zarrs::storage::StorePrefix::new("vel/").unwrap()).unwrap();
     assert!(keys.iter().any(|k| k.as_str() == "vel/zarr.json"), "{keys:?}");
 }
+
+#[test]
+fn the_engine_store_passes_the_zarrs_store_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = EngineStorage::new(engine(&dir.path().join("data")), RequestContext::process(), "arrays", "checks");
+    zarrs_storage::store_test::store_write(&storage).unwrap();
+    zarrs_storage::store_test::store_read(&storage).unwrap();
+    zarrs_storage::store_test::store_list(&storage).unwrap();
+    zarrs_storage::store_test::store_list_size(&storage).unwrap();
+}
