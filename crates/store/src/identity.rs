@@ -170,13 +170,6 @@ pub fn run_resting<T>(
     Ok(f())
 }
 
-/// What this thread's file-system calls run as now, for log lines.
-pub fn describe_thread() -> String {
-    let now = ThreadIdentity::current();
-    let groups: Vec<u32> = now.groups.iter().map(|g| g.as_raw()).collect();
-    format!("fsuid {} fsgid {} groups {groups:?} switched {}", now.fsuid, now.fsgid, is_switched())
-}
-
 /// Whether this thread currently runs as a request's identity.
 pub fn is_switched() -> bool {
     SWITCHED.with(|s| s.borrow().is_some())

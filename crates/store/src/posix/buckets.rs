@@ -26,7 +26,7 @@ const OWNER_FILE: &str = "owner";
 /// means private.
 const ACL_FILE: &str = "acl";
 /// The bucket's policy (the JSON document as put), in the bucket's internal area.
-const POLICY_FILE: &str = "policy.json";
+pub(super) const POLICY_FILE: &str = "policy.json";
 /// The bucket's PublicAccessBlock (JSON), in the bucket's internal area.
 const PUBLIC_ACCESS_BLOCK_FILE: &str = "public-access-block.json";
 /// The bucket's tags (JSON), in the bucket's internal area.
@@ -221,24 +221,7 @@ impl PosixStore {
     }
 
     fn read_bucket_file_now(&self, bucket: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
-        let open = self.bucket_fd(bucket)?;
-        let path = format!("{INTERNAL_DIR}/{name}");
-        let fd = match rustix::fs::openat(
-            &*open.fd,
-            path.as_str(),
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return Ok(None),
-            Err(err) => return Err(StoreError::io_at("open a bucket setting", &path, err)),
-        };
-        let mut bytes = Vec::new();
-        File::from(fd)
-            .take(1 << 20)
-            .read_to_end(&mut bytes)
-            .map_err(|e| StoreError::io("read a bucket setting", std::path::Path::new(&path), e))?;
-        Ok(Some(bytes))
+        read_setting(self.bucket_fd(bucket)?.fd.as_fd(), name)
     }
 
     /// Replaces (`Some`) or removes (`None`) a small file of the bucket's internal area,
@@ -298,15 +281,20 @@ impl PosixStore {
         self.write_bucket_file(bucket, ACL_FILE, bytes.as_deref())
     }
 
+    /// The policy read when the bucket was opened: authorization asks for it on every read by
+    /// a user other than the owner, so it is not read from the file system each time.
     pub(super) fn policy_of(&self, bucket: &str) -> StoreResult<Option<String>> {
-        Ok(self.read_bucket_file(bucket, POLICY_FILE)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        Ok(self.bucket_fd(bucket)?.policy.as_deref().map(str::to_string))
     }
 
     pub(super) fn record_policy(&self, bucket: &str, policy: Option<&str>) -> StoreResult<()> {
         if let Some(document) = policy {
             crate::policy::BucketPolicy::parse(bucket, document)?;
         }
-        self.write_bucket_file(bucket, POLICY_FILE, policy.map(str::as_bytes))
+        self.write_bucket_file(bucket, POLICY_FILE, policy.map(str::as_bytes))?;
+        // This gateway sees the change at once; others within the bucket cache's second.
+        self.bucket_fds.remove(bucket);
+        Ok(())
     }
 
     pub(super) fn public_access_block_of(&self, bucket: &str) -> StoreResult<Option<crate::PublicAccessBlock>> {
@@ -344,6 +332,23 @@ impl PosixStore {
         let bytes = (!tags.is_empty()).then(|| serde_json::to_vec(tags).expect("tags serialize"));
         self.write_bucket_file(bucket, TAGS_FILE, bytes.as_deref())
     }
+}
+
+/// A small file of a bucket's internal area (`BUCKET/.isthmus/NAME`), if it exists.
+pub(super) fn read_setting(bucket: BorrowedFd<'_>, name: &str) -> StoreResult<Option<Vec<u8>>> {
+    let path = format!("{INTERNAL_DIR}/{name}");
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let fd = match rustix::fs::openat(bucket, path.as_str(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(err) => return Err(StoreError::io_at("open a bucket setting", &path, err)),
+    };
+    let mut bytes = Vec::new();
+    File::from(fd)
+        .take(1 << 20)
+        .read_to_end(&mut bytes)
+        .map_err(|e| StoreError::io("read a bucket setting", std::path::Path::new(&path), e))?;
+    Ok(Some(bytes))
 }
 
 /// Removes a directory tree; what cannot be removed is logged (the trash is emptied again at

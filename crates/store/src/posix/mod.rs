@@ -62,6 +62,8 @@ pub(crate) struct OpenBucket {
     pub(crate) metadata: MetadataMode,
     /// The bucket's versioning state when it was opened (`None`: never versioned).
     pub(crate) versioning: Option<crate::Versioning>,
+    /// The bucket's policy document when it was opened.
+    pub(crate) policy: Option<Arc<str>>,
     opened: Instant,
 }
 
@@ -185,7 +187,10 @@ impl PosixStore {
         };
         let metadata = self.metadata_mode_of(fd.as_fd());
         let versioning = Self::versioning_in(fd.as_fd());
-        let open = OpenBucket { name: bucket.into(), fd: Arc::new(fd), metadata, versioning, opened: Instant::now() };
+        let policy = buckets::read_setting(fd.as_fd(), buckets::POLICY_FILE)?
+            .map(|bytes| Arc::from(String::from_utf8_lossy(&bytes).as_ref()));
+        let open =
+            OpenBucket { name: bucket.into(), fd: Arc::new(fd), metadata, versioning, policy, opened: Instant::now() };
         self.bucket_fds.insert(bucket.to_string(), open.clone());
         Ok(open)
     }

@@ -83,10 +83,7 @@ impl PosixWriter {
                 return Err(StoreError::ObjectIsDirectory(path.key().to_string()));
             }
             Err(Errno::NOTDIR) => return Err(StoreError::ParentIsObject(path.key().to_string())),
-            Err(err) => {
-                tracing::debug!(key = path.key(), error = %err, "could not put the object in place");
-                return Err(StoreError::io_at("rename the object into place", path.key(), err));
-            }
+            Err(err) => return Err(StoreError::io_at("rename the object into place", path.key(), err)),
         }
         if self.strict {
             rustix::fs::fsync(&parent).map_err(|e| StoreError::io_at("fsync the object's directory", path.key(), e))?;
@@ -151,16 +148,7 @@ impl ObjectWrite for PosixWriter {
         self.staged.digests()
     }
 
-    fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
-        let key = self.key.clone();
-        self.commit_now().inspect_err(|err| {
-            tracing::debug!(key, error = %err, thread = crate::identity::describe_thread(), "commit failed");
-        })
-    }
-}
-
-impl PosixWriter {
-    fn commit_now(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
+    fn commit(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
         let key = std::mem::take(&mut self.key);
         let path = ObjectPath::parse(&key)?;
         // The bucket cannot be deleted between here and the rename (see `BucketLock`).
@@ -257,11 +245,9 @@ impl PosixStore {
         crate::meta::validate_user_metadata(&request.meta.user)?;
         let staged = if crate::identity::is_switched() {
             // A user's write: staged where the kernel checks that user's right to create it.
-            let dir = nearest_existing_dir(open.fd.as_fd(), &path).inspect_err(|err| {
-                tracing::debug!(key, error = %err, thread = crate::identity::describe_thread(), "no directory for the object");
-            })?;
+            let dir = nearest_existing_dir(open.fd.as_fd(), &path)?;
             StagedFile::create_in_target(dir).inspect_err(|err| {
-                tracing::debug!(key, error = %err, thread = crate::identity::describe_thread(), "could not create the object's file in its directory");
+                tracing::debug!(key, error = %err, "could not create the object's file in its directory");
             })?
         } else {
             let tmp = create_dirs_beneath(open.fd.as_fd(), TMP_DIR, false).map_err(|e| match e {
