@@ -1,10 +1,53 @@
 //! n-dimensional arrays on the Isthmus engine. Arrays are Zarr v3 (through the `zarrs` crate,
-//! so zarr-python, xarray and tensorstore read them), stored through the engine's `Store`:
-//! on a posix pool an array is at once a directory of plain files and readable over S3.
-//! `storage` is the Zarr store over the engine, `region` reads and writes regions.
+//! so zarr-python, xarray and tensorstore read them), stored through the engine's `Store` or on
+//! a remote S3 endpoint: on a posix pool an array is at once a directory of plain files and
+//! readable over S3. `spec` says what an array is, `array` opens and creates arrays and groups
+//! and moves regions, `chunks` does the chunk-by-chunk work, `transfer` runs regions
+//! asynchronously with a chosen consistency point, `storage` and `remote` are the Zarr stores.
 
-pub mod region;
+mod array;
+pub mod backend;
+mod chunks;
+mod region;
+pub mod remote;
+pub mod spec;
 pub mod storage;
+pub mod transfer;
 
-pub use region::{Region, RegionError, read_region, write_region};
+pub use array::{Location, ZarrArray, create_group};
+pub use region::{Region, RegionError};
+pub use remote::{RemoteEndpoint, S3Storage};
+pub use spec::{ArraySpec, Codec, DataType};
 pub use storage::EngineStorage;
+pub use transfer::{Consistency, Direction, Status, Transfer, TransferOptions, Transfers};
+
+/// Why an array operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArrayError {
+    #[error("{0}")]
+    Spec(String),
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    #[error("no array or group at {0}")]
+    NotFound(String),
+    #[error("an array or group already exists at {0}")]
+    Exists(String),
+    #[error("chunk {key}: gave up after too many concurrent writers changed it")]
+    Conflict { key: String },
+    #[error("{0}")]
+    Transfer(String),
+    #[error(transparent)]
+    Zarr(#[from] zarrs::array::ArrayError),
+    #[error(transparent)]
+    Open(#[from] zarrs::array::ArrayCreateError),
+    #[error(transparent)]
+    Codec(#[from] zarrs::array::CodecError),
+    #[error("storage: {0}")]
+    Storage(#[from] zarrs::storage::StorageError),
+}
+
+impl From<zarrs::storage::StoreKeyError> for ArrayError {
+    fn from(err: zarrs::storage::StoreKeyError) -> Self {
+        Self::Spec(err.to_string())
+    }
+}

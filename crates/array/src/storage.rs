@@ -7,7 +7,11 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use isthmus_store::{ByteRange as EngineRange, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{
+    ByteRange as EngineRange, ETagMatch, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError,
+};
+
+use crate::backend::{ChunkStore, WriteCondition};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
     Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
@@ -39,6 +43,19 @@ impl EngineStorage {
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
         Self { store, cx, bucket: bucket.to_string(), prefix }
+    }
+
+    /// The whole value under `object` and its ETag; `None` when there is none.
+    fn get_whole(&self, object: &str) -> Result<Option<(Bytes, String)>, StorageError> {
+        let response = match self.store.get_object(&self.cx, &self.bucket, object, &GetRequest::default()) {
+            Ok(response) => response,
+            Err(StoreError::NoSuchKey) => return Ok(None),
+            Err(err) => return Err(storage_error(err)),
+        };
+        let mut body = response.body;
+        let mut bytes = Vec::with_capacity(usize::try_from(response.info.size).unwrap_or(0));
+        body.read_to_end(&mut bytes)?;
+        Ok(Some((Bytes::from(bytes), response.info.etag)))
     }
 
     fn object_key(&self, key: &str) -> String {
@@ -207,5 +224,30 @@ impl ListableStorageTraits for EngineStorage {
 
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
         Ok(self.walk(prefix, None)?.objects.iter().map(|(_, size)| size).sum())
+    }
+}
+
+impl ChunkStore for EngineStorage {
+    fn get_tagged(&self, key: &StoreKey) -> Result<Option<(Bytes, String)>, StorageError> {
+        self.get_whole(&self.object_key(key.as_str()))
+    }
+
+    fn set_if(&self, key: &StoreKey, value: Bytes, condition: WriteCondition) -> Result<bool, StorageError> {
+        let object = self.object_key(key.as_str());
+        let mut request = PutRequest::default();
+        match condition {
+            WriteCondition::Always => {}
+            WriteCondition::IfAbsent => request.if_none_match = Some(ETagMatch::Any),
+            WriteCondition::IfTag(tag) => request.if_match = Some(ETagMatch::Tags(vec![tag])),
+        }
+        match self.store.put_bytes(&self.cx, &self.bucket, &object, &value, request) {
+            Ok(_) => Ok(true),
+            Err(StoreError::PreconditionFailed) => Ok(false),
+            Err(err) => Err(storage_error(err)),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("engine:{}/{}", self.bucket, self.prefix)
     }
 }

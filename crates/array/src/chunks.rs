@@ -1,0 +1,372 @@
+//! Region I/O chunk by chunk. A region (or a batch of regions) is cut into pieces, one per chunk
+//! it touches; chunks are read and written in parallel on the current rayon pool. A chunk a
+//! write covers whole is encoded and written without being read; a chunk covered in part is
+//! read, merged and written back only if it is still the version read (retried otherwise), so
+//! concurrent writers of different parts of one chunk never lose an update. Every chunk write is
+//! one atomic object write: readers see the old chunk or the new one.
+
+use std::borrow::Cow;
+use std::num::NonZeroU64;
+use std::ops::Range;
+
+use rayon::prelude::*;
+use zarrs::array::{Array, ArrayBytes, ArraySubset};
+use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
+use zarrs::storage::{Bytes, ReadableWritableListableStorageTraits};
+
+use crate::ArrayError;
+use crate::backend::{ChunkStore, WriteCondition};
+
+/// How many times a partial chunk write retries after losing a race to another writer.
+const CONFLICT_RETRIES: usize = 1000;
+
+pub(crate) type ZArray = Array<dyn ReadableWritableListableStorageTraits>;
+
+/// The part of one region inside one chunk.
+#[derive(Debug, Clone)]
+pub(crate) struct Piece {
+    pub chunk: Vec<u64>,
+    /// Where the piece starts in the chunk, and its step there (the region's stride).
+    pub local_start: Vec<u64>,
+    pub step: Vec<u64>,
+    /// Where the piece starts in the region's own buffer, and how many elements per dimension.
+    pub region_start: Vec<u64>,
+    pub count: Vec<u64>,
+}
+
+impl Piece {
+    fn elements(&self) -> u64 {
+        self.count.iter().product()
+    }
+
+    /// The box the piece spans in the chunk (its elements and the gaps of a stride).
+    fn span(&self) -> Vec<Range<u64>> {
+        (0..self.count.len())
+            .map(|d| self.local_start[d]..self.local_start[d] + (self.count[d] - 1) * self.step[d] + 1)
+            .collect()
+    }
+}
+
+/// A region as checked ranges: `start`, `count` and `step` per dimension.
+#[derive(Debug, Clone)]
+pub(crate) struct Extent {
+    pub start: Vec<u64>,
+    pub count: Vec<u64>,
+    pub step: Vec<u64>,
+}
+
+impl Extent {
+    pub fn elements(&self) -> u64 {
+        self.count.iter().product()
+    }
+
+    /// The smallest box holding the region.
+    pub fn bounding_box(&self) -> Vec<Range<u64>> {
+        (0..self.start.len())
+            .map(|d| match self.count[d] {
+                0 => self.start[d]..self.start[d],
+                n => self.start[d]..self.start[d] + (n - 1) * self.step[d] + 1,
+            })
+            .collect()
+    }
+}
+
+/// The pieces of `extent`, one per chunk holding at least one of its elements.
+pub(crate) fn pieces(array: &ZArray, extent: &Extent) -> Result<Vec<Piece>, ArrayError> {
+    if extent.elements() == 0 {
+        return Ok(Vec::new());
+    }
+    let bounds = ArraySubset::new_with_ranges(&extent.bounding_box());
+    let Some(chunks) = array.chunks_in_array_subset(&bounds).map_err(|e| ArrayError::Spec(e.to_string()))? else {
+        return Err(ArrayError::Spec("the array's chunk grid cannot locate the region's chunks".into()));
+    };
+    let mut pieces = Vec::new();
+    'chunks: for chunk in chunks.indices() {
+        let subset = array.chunk_subset_bounded(&chunk)?;
+        let dims = chunk.len();
+        let mut piece = Piece {
+            chunk: chunk.to_vec(),
+            local_start: vec![0; dims],
+            step: extent.step.clone(),
+            region_start: vec![0; dims],
+            count: vec![0; dims],
+        };
+        for d in 0..dims {
+            let (chunk_lo, chunk_hi) = (subset.start()[d], subset.start()[d] + subset.shape()[d]);
+            let (start, step, count) = (extent.start[d], extent.step[d], extent.count[d]);
+            // The region's elements in this chunk are start + k * step for k in first..end.
+            let first = chunk_lo.saturating_sub(start).div_ceil(step);
+            let end = if chunk_hi <= start { 0 } else { ((chunk_hi - 1 - start) / step + 1).min(count) };
+            if first >= end {
+                continue 'chunks;
+            }
+            piece.local_start[d] = start + first * step - chunk_lo;
+            piece.region_start[d] = first;
+            piece.count[d] = end - first;
+        }
+        pieces.push(piece);
+    }
+    Ok(pieces)
+}
+
+/// One n-dimensional box of `count` elements from `src` (row-major, shape `src_shape`, from
+/// `src_start` every `src_step`) to `dst` (likewise). Rows with step 1 on both sides are one copy.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy_box(
+    element: usize,
+    count: &[u64],
+    src: &[u8],
+    src_shape: &[u64],
+    src_start: &[u64],
+    src_step: &[u64],
+    dst: &mut [u8],
+    dst_shape: &[u64],
+    dst_start: &[u64],
+    dst_step: &[u64],
+) {
+    let dims = count.len();
+    if count.contains(&0) {
+        return;
+    }
+    let strides = |shape: &[u64]| {
+        let mut strides = vec![1u64; dims];
+        for d in (0..dims.saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * shape[d + 1];
+        }
+        strides
+    };
+    let (src_strides, dst_strides) = (strides(src_shape), strides(dst_shape));
+    let last = dims - 1;
+    let contiguous = src_step[last] == 1 && dst_step[last] == 1;
+    let row = count[last] as usize;
+    let mut index = vec![0u64; dims];
+    loop {
+        let offset = |start: &[u64], step: &[u64], strides: &[u64]| -> usize {
+            (0..dims).map(|d| (start[d] + index[d] * step[d]) * strides[d]).sum::<u64>() as usize * element
+        };
+        let (s, t) = (offset(src_start, src_step, &src_strides), offset(dst_start, dst_step, &dst_strides));
+        if contiguous {
+            dst[t..t + row * element].copy_from_slice(&src[s..s + row * element]);
+        } else {
+            let (s_step, t_step) = (src_step[last] as usize * element, dst_step[last] as usize * element);
+            for k in 0..row {
+                let (a, b) = (s + k * s_step, t + k * t_step);
+                dst[b..b + element].copy_from_slice(&src[a..a + element]);
+            }
+        }
+        // The next row: count up the outer dimensions like an odometer.
+        let mut d = last;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < count[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+fn nonzero_shape(shape: &[u64]) -> Result<Vec<NonZeroU64>, ArrayError> {
+    shape
+        .iter()
+        .map(|&n| NonZeroU64::new(n).ok_or_else(|| ArrayError::Spec("a chunk has an empty dimension".into())))
+        .collect()
+}
+
+fn full_chunk_shape(array: &ZArray, chunk: &[u64]) -> Result<Vec<u64>, ArrayError> {
+    Ok(array.chunk_shape(chunk)?.iter().map(|n| n.get()).collect())
+}
+
+/// A chunk of fill values.
+fn filled_chunk(array: &ZArray, elements: u64) -> Vec<u8> {
+    let fill = array.fill_value().as_ne_bytes();
+    if fill.iter().all(|&b| b == 0) {
+        return vec![0; elements as usize * fill.len()];
+    }
+    fill.repeat(elements as usize)
+}
+
+fn decode_chunk(array: &ZArray, chunk: &[u64], encoded: &[u8]) -> Result<Vec<u8>, ArrayError> {
+    let shape = nonzero_shape(&full_chunk_shape(array, chunk)?)?;
+    let decoded = array.codecs().decode(
+        Cow::Borrowed(encoded),
+        &shape,
+        array.data_type(),
+        array.fill_value(),
+        &CodecOptions::default(),
+    )?;
+    let fixed = decoded.into_fixed().map_err(|e| ArrayError::Spec(e.to_string()))?;
+    Ok(fixed.into_owned())
+}
+
+fn encode_chunk(array: &ZArray, chunk: &[u64], decoded: Vec<u8>) -> Result<Bytes, ArrayError> {
+    let shape = nonzero_shape(&full_chunk_shape(array, chunk)?)?;
+    let encoded = array.codecs().encode(
+        ArrayBytes::new_flen(decoded),
+        &shape,
+        array.data_type(),
+        array.fill_value(),
+        &CodecOptions::default(),
+    )?;
+    Ok(Bytes::from(encoded.into_owned()))
+}
+
+/// A piece to write: where it goes in its chunk and the source buffer (shaped `shape`) it
+/// comes from.
+pub(crate) struct Source<'a> {
+    pub piece: Piece,
+    pub data: &'a [u8],
+    pub shape: &'a [u64],
+}
+
+fn merge(element: usize, chunk_shape: &[u64], chunk: &mut [u8], sources: &[Source<'_>]) {
+    for source in sources {
+        let piece = &source.piece;
+        let ones = vec![1; piece.count.len()];
+        copy_box(
+            element,
+            &piece.count,
+            source.data,
+            source.shape,
+            &piece.region_start,
+            &ones,
+            chunk,
+            chunk_shape,
+            &piece.local_start,
+            &piece.step,
+        );
+    }
+}
+
+/// Writes one chunk from its sources (disjoint pieces).
+fn write_chunk(
+    array: &ZArray,
+    store: &dyn ChunkStore,
+    chunk: &[u64],
+    sources: &[Source<'_>],
+) -> Result<(), ArrayError> {
+    let element = array.fill_value().size();
+    let chunk_shape = full_chunk_shape(array, chunk)?;
+    let elements: u64 = chunk_shape.iter().product();
+    let key = array.chunk_key(chunk);
+    let covered: u64 = sources.iter().map(|s| s.piece.elements()).sum();
+    if covered == array.chunk_subset_bounded(chunk)?.num_elements() {
+        let mut decoded = filled_chunk(array, elements);
+        merge(element, &chunk_shape, &mut decoded, sources);
+        store.set_if(&key, encode_chunk(array, chunk, decoded)?, WriteCondition::Always)?;
+        return Ok(());
+    }
+    for _ in 0..CONFLICT_RETRIES {
+        let (mut decoded, condition) = match store.get_tagged(&key)? {
+            Some((encoded, tag)) => (decode_chunk(array, chunk, &encoded)?, WriteCondition::IfTag(tag)),
+            None => (filled_chunk(array, elements), WriteCondition::IfAbsent),
+        };
+        merge(element, &chunk_shape, &mut decoded, sources);
+        if store.set_if(&key, encode_chunk(array, chunk, decoded)?, condition)? {
+            return Ok(());
+        }
+    }
+    Err(ArrayError::Conflict { key: key.to_string() })
+}
+
+/// Writes every chunk of `sources` (grouped by chunk, in chunk order), in parallel.
+pub(crate) fn write_pieces(
+    array: &ZArray,
+    store: &dyn ChunkStore,
+    mut sources: Vec<Source<'_>>,
+) -> Result<(), ArrayError> {
+    sources.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
+    let groups: Vec<&[Source<'_>]> = sources.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
+    groups.par_iter().try_for_each(|group| write_chunk(array, store, &group[0].piece.chunk, group))
+}
+
+/// A piece to read: where it comes from in its chunk and which output buffer (by index) it
+/// lands in, shaped `shape`.
+pub(crate) struct Target<'a> {
+    pub piece: Piece,
+    pub output: usize,
+    pub shape: &'a [u64],
+}
+
+/// Reads every chunk of `targets` into `outputs`: chunks decoded in parallel, a bounded group at
+/// a time, then copied into place.
+pub(crate) fn read_pieces(
+    array: &ZArray,
+    mut targets: Vec<Target<'_>>,
+    outputs: &mut [&mut [u8]],
+) -> Result<(), ArrayError> {
+    let element = array.fill_value().size();
+    targets.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
+    let groups: Vec<&[Target<'_>]> = targets.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
+    let at_once = rayon::current_num_threads() * 2;
+    for batch in groups.chunks(at_once) {
+        // One piece: only its span is decoded (sharded arrays read only the inner chunks it
+        // touches); several: the whole chunk once.
+        let decoded: Vec<(Vec<u8>, Vec<u64>, Vec<u64>)> = batch
+            .par_iter()
+            .map(|group| {
+                let chunk = &group[0].piece.chunk;
+                let span = match group {
+                    [single] => single.piece.span(),
+                    _ => {
+                        let subset = array.chunk_subset_bounded(chunk)?;
+                        let origin = array.chunk_subset(chunk)?;
+                        (0..chunk.len())
+                            .map(|d| {
+                                let lo = subset.start()[d] - origin.start()[d];
+                                lo..lo + subset.shape()[d]
+                            })
+                            .collect()
+                    }
+                };
+                let subset = ArraySubset::new_with_ranges(&span);
+                let bytes: ArrayBytes<'static> = array.retrieve_chunk_subset(chunk, &subset)?;
+                let bytes = bytes.into_fixed().map_err(|e| ArrayError::Spec(e.to_string()))?.into_owned();
+                Ok((bytes, span.iter().map(|r| r.start).collect(), span.iter().map(|r| r.end - r.start).collect()))
+            })
+            .collect::<Result<_, ArrayError>>()?;
+        for (group, (bytes, origin, shape)) in batch.iter().zip(decoded) {
+            for target in group.iter() {
+                let piece = &target.piece;
+                let start: Vec<u64> = (0..origin.len()).map(|d| piece.local_start[d] - origin[d]).collect();
+                let ones = vec![1; start.len()];
+                copy_box(
+                    element,
+                    &piece.count,
+                    &bytes,
+                    &shape,
+                    &start,
+                    &piece.step,
+                    outputs[target.output],
+                    target.shape,
+                    &piece.region_start,
+                    &ones,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_box;
+
+    #[test]
+    fn copy_box_moves_a_strided_block() {
+        // A 4x4 source of bytes 0..16; take rows 1 and 3, columns 0 and 2, into a 2x2 target.
+        let src: Vec<u8> = (0..16).collect();
+        let mut dst = vec![0u8; 4];
+        copy_box(1, &[2, 2], &src, &[4, 4], &[1, 0], &[2, 2], &mut dst, &[2, 2], &[0, 0], &[1, 1]);
+        assert_eq!(dst, vec![4, 6, 12, 14]);
+        // And back, into a zeroed 4x4 at the same places.
+        let mut back = vec![0u8; 16];
+        copy_box(1, &[2, 2], &dst, &[2, 2], &[0, 0], &[1, 1], &mut back, &[4, 4], &[1, 0], &[2, 2]);
+        let expected: Vec<u8> = (0..16).map(|i| if [4, 6, 12, 14].contains(&i) { i } else { 0 }).collect();
+        assert_eq!(back, expected);
+    }
+}
