@@ -24,6 +24,8 @@ pub enum Location {
     Engine { store: Arc<dyn Store>, cx: RequestContext, bucket: String, prefix: String },
     /// A bucket on a remote S3 endpoint, under a prefix.
     Remote { endpoint: RemoteEndpoint, prefix: String },
+    /// Any other Zarr store that reads versions and writes conditionally.
+    Chunks(Arc<dyn ChunkStore>),
 }
 
 impl Location {
@@ -34,6 +36,7 @@ impl Location {
                 Arc::new(EngineStorage::new(store.clone(), cx.clone(), bucket, prefix))
             }
             Location::Remote { endpoint, prefix } => Arc::new(S3Storage::new(endpoint, prefix)?),
+            Location::Chunks(store) => store.clone(),
         })
     }
 }

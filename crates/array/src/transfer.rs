@@ -82,6 +82,8 @@ struct State {
     data: Option<Vec<u8>>,
     /// Bytes of the transfer buffer this transfer holds.
     held: u64,
+    /// Its entry among the transfers in flight, until `wait`.
+    inflight: Option<u64>,
 }
 
 /// One region moving between memory and an array.
@@ -125,6 +127,8 @@ impl Transfer {
 /// A transfer registered as in flight.
 struct InFlight {
     id: u64,
+    /// The transfer's state: an entry whose transfer was dropped unwaited is forgotten.
+    state: Arc<(Mutex<State>, Condvar)>,
     array: String,
     bounds: Vec<Range<u64>>,
     writes: bool,
@@ -133,6 +137,7 @@ struct InFlight {
 #[derive(Default)]
 struct Budget {
     used: u64,
+    peak: u64,
     /// Of `used`, what transfers whose I/O has not finished hold (what will come back).
     running: u64,
 }
@@ -143,7 +148,6 @@ struct Shared {
     budget: Mutex<Budget>,
     budget_freed: Condvar,
     inflight: Mutex<Vec<InFlight>>,
-    inflight_done: Condvar,
     next_id: AtomicU64,
 }
 
@@ -170,7 +174,6 @@ impl Transfers {
                 budget: Mutex::default(),
                 budget_freed: Condvar::new(),
                 inflight: Mutex::default(),
-                inflight_done: Condvar::new(),
                 next_id: AtomicU64::new(1),
             }),
         })
@@ -240,10 +243,11 @@ impl Transfers {
             }
         }
         let ids = self.register(batch.iter().map(|(t, _)| *t))?;
-        for (transfer, _) in batch {
+        for ((transfer, _), id) in batch.iter().zip(&ids) {
             let mut state = transfer.lock();
             state.status = Some(Status::Pending);
             state.data = None;
+            state.inflight = Some(*id);
         }
         let jobs: Vec<Job<'_>> = batch
             .iter()
@@ -288,6 +292,9 @@ impl Transfers {
             state = transfer.state.1.wait(state).unwrap_or_else(|e| e.into_inner());
         }
         let held = std::mem::take(&mut state.held);
+        if let Some(id) = state.inflight.take() {
+            self.shared.unregister(id);
+        }
         let data = state.data.take();
         let status = state.status.clone();
         drop(state);
@@ -324,21 +331,34 @@ impl Transfers {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Waits until nothing is in flight: every session write is then visible.
+    /// Waits until no session I/O is running: every session write is then visible, and every
+    /// finished transfer is no longer in flight (as if waited for; a read's data stays for its
+    /// `wait`).
     pub fn flush(&self) {
-        let mut inflight = self.shared.inflight.lock().unwrap_or_else(|e| e.into_inner());
-        while !inflight.is_empty() {
-            inflight = self.shared.inflight_done.wait(inflight).unwrap_or_else(|e| e.into_inner());
+        let mut budget = self.shared.budget.lock().unwrap_or_else(|e| e.into_inner());
+        while budget.running > 0 {
+            budget = self.shared.budget_freed.wait(budget).unwrap_or_else(|e| e.into_inner());
         }
+        drop(budget);
+        let mut inflight = self.shared.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        inflight.retain(|t| t.state.0.lock().is_ok_and(|s| s.status == Some(Status::Pending)));
+    }
+
+    /// The most bytes of the transfer buffer held at once so far.
+    pub fn buffer_peak(&self) -> u64 {
+        self.shared.budget.lock().unwrap_or_else(|e| e.into_inner()).peak
     }
 
     /// Registers the batch as in flight, refusing overlaps where one side writes.
     fn register<'a>(&self, batch: impl Iterator<Item = &'a Transfer>) -> Result<Vec<u64>, ArrayError> {
         let mut inflight = self.shared.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        // Transfers dropped without a wait, whose I/O has finished, are no longer in flight.
+        inflight.retain(|t| Arc::strong_count(&t.state) > 1);
         let mut added: Vec<InFlight> = Vec::new();
         for transfer in batch {
             let candidate = InFlight {
                 id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+                state: transfer.state.clone(),
                 array: transfer.array.identity(),
                 bounds: transfer.extent.bounding_box(),
                 writes: transfer.direction == Direction::Write,
@@ -376,6 +396,7 @@ impl Transfers {
             budget = self.shared.budget_freed.wait(budget).unwrap_or_else(|e| e.into_inner());
         }
         budget.used += bytes;
+        budget.peak = budget.peak.max(budget.used);
         budget.running += bytes;
         Ok(())
     }
@@ -392,7 +413,6 @@ impl Shared {
     fn unregister(&self, id: u64) {
         let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
         inflight.retain(|t| t.id != id);
-        self.inflight_done.notify_all();
     }
 
     /// Frees `released` bytes of the buffer and marks `finished` bytes as no longer running.
@@ -499,9 +519,14 @@ impl Shared {
                     }
                     Err(why) => state.status = Some(Status::Failed(why)),
                 }
+                if transfer.consistency == Consistency::Strong {
+                    state.inflight = None;
+                }
                 transfer.state.1.notify_all();
             }
-            self.unregister(job.id);
+            if transfer.consistency == Consistency::Strong {
+                self.unregister(job.id);
+            }
         }
         self.release(released, running);
     }
