@@ -173,7 +173,7 @@ impl ZarrArray {
             .into_iter()
             .map(|piece| Target { piece, output: 0, shape: &shape })
             .collect();
-        chunks::read_pieces(&self.array, targets, &mut [out])
+        crate::pool::io_pool().install(|| chunks::read_pieces(&self.array, targets, &mut [out]))
     }
 
     /// Reads `region` into a new buffer.
@@ -192,7 +192,7 @@ impl ZarrArray {
             .into_iter()
             .map(|piece| Source { piece, data, shape: &shape })
             .collect();
-        chunks::write_pieces(&self.array, self.store.as_ref(), sources)
+        crate::pool::io_pool().install(|| chunks::write_pieces(&self.array, self.store.as_ref(), sources))
     }
 
     pub(crate) fn inner(&self) -> &ZArray {

@@ -8,6 +8,7 @@
 mod array;
 pub mod backend;
 mod chunks;
+mod pool;
 mod region;
 pub mod remote;
 pub mod spec;

@@ -4,6 +4,8 @@
 //! an intermediate copy. Objects of any size stream through `open_object` (an `ObjectReader`)
 //! and `put_stream` (from any object with `read`) in bounded pieces.
 
+mod arrays;
+
 use std::io::Read;
 
 use std::num::NonZeroU64;
@@ -198,11 +200,11 @@ impl PyObjectReader {
 
 /// A data root: buckets are its top-level directories, objects are files.
 #[pyclass(frozen, name = "Store")]
-struct PyStore {
+pub(crate) struct PyStore {
     /// The engine in-process, or a gateway's local socket (`connect`).
-    inner: Box<dyn Store>,
+    pub(crate) inner: std::sync::Arc<dyn Store>,
     /// The package acts as the Python process itself.
-    cx: RequestContext,
+    pub(crate) cx: RequestContext,
 }
 
 #[pymethods]
@@ -216,7 +218,7 @@ impl PyStore {
         let inner = Authorized::without_grants(
             PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?,
         );
-        Ok(Self { inner: Box::new(inner), cx: RequestContext::process() })
+        Ok(Self { inner: std::sync::Arc::new(inner), cx: RequestContext::process() })
     }
 
     fn create_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
@@ -512,7 +514,7 @@ fn connect(py: Python<'_>, address: &str) -> PyResult<PyStore> {
         PyValueError::new_err(format!("{address:?} is not a local socket address: use unix:///path/to/socket"))
     })?;
     let local = py.detach(|| isthmus_local::LocalStore::connect(&path)).map_err(to_py)?;
-    Ok(PyStore { inner: Box::new(local), cx: RequestContext::process() })
+    Ok(PyStore { inner: std::sync::Arc::new(local), cx: RequestContext::process() })
 }
 
 #[pymodule]
@@ -520,6 +522,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_class::<PyStore>()?;
     m.add_class::<PyObjectReader>()?;
+    arrays::register(m)?;
     m.add("IsthmusError", m.py().get_type::<IsthmusError>())?;
     Ok(())
 }

@@ -13,12 +13,15 @@ served by `isthmus serve` at the same time.
     store = isthmus.connect("unix:///run/isthmus.sock")   # the node's gateway, no keys:
                                                            # the same calls, as your Unix user
 
+Arrays (Zarr v3, numpy in and out, asynchronous region transfers): see `isthmus.array`.
+
 Errors raise `isthmus.IsthmusError` with `args == (s3_code, message)`.
 """
 
 from ._native import IsthmusError, Store, connect
+from .array import Array, Location, Transfer, Transfers
 
-__all__ = ["IsthmusError", "Store", "connect", "iter_objects"]
+__all__ = ["Array", "IsthmusError", "Location", "Store", "Transfer", "Transfers", "connect", "iter_objects"]
 
 
 def iter_objects(store, bucket, prefix="", delimiter=None):
