@@ -119,3 +119,25 @@ def test_the_c_library_runs_with_the_callers_permissions(prefix):
         assert as_root.returncode == 0 and as_root.stdout.endswith("root only")
     finally:
         shutil.rmtree(base)
+
+
+def test_arrays_and_transfers_from_c(prefix, tmp_path):
+    """isthmus_array_* and isthmus_transfer_*: session writes per step, a strided read, the
+    refusals; zarr-python reads the same array from the path."""
+    import numpy as np
+    import zarr
+
+    exe = compile_c(prefix, REPO / "tests" / "c" / "array_transfers.c", tmp_path / "array_transfers")
+    root = tmp_path / "root"
+    r = run(prefix, exe, str(root))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines() if " " in line)
+    assert lines["twice"] == "AlreadyExists AlreadyExists"
+    assert lines["overlap"] == "TransferRefused"
+    assert float(lines["first"]) == 0.0
+    reference = np.concatenate([np.arange(40, dtype=np.float32).reshape(4, 10) + t * 100 for t in range(6)])
+    assert [float(x) for x in lines["strided"].split()] == reference[1::4, 3::5].ravel().tolist()
+    assert lines["shape"] == "24 10 element 4"
+    from_path = zarr.open_array(str(root / "arrays" / "c.zarr"), mode="r")
+    np.testing.assert_array_equal(from_path[:], reference)
+    assert dict(from_path.attrs) == {"origin": "c"}

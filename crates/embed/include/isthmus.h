@@ -44,7 +44,20 @@ typedef enum IsthmusStatus {
    */
   ISTHMUS_STATUS_ABORTED = 15,
   ISTHMUS_STATUS_IO_ERROR = 16,
+  /**
+   * An array or group already exists where one was to be created.
+   */
+  ISTHMUS_STATUS_ALREADY_EXISTS = 17,
+  /**
+   * A transfer was refused: it overlaps one in flight where one writes, or was not started.
+   */
+  ISTHMUS_STATUS_TRANSFER_REFUSED = 18,
 } IsthmusStatus;
+
+/**
+ * An open array (see `isthmus_array_create` / `isthmus_array_open`).
+ */
+typedef struct IsthmusArray IsthmusArray;
 
 /**
  * An ordered listing in progress (see `isthmus_list_open`).
@@ -55,6 +68,16 @@ typedef struct IsthmusList IsthmusList;
  * A data root opened by `isthmus_open` (or a gateway's local socket).
  */
 typedef struct IsthmusStore IsthmusStore;
+
+/**
+ * One region moving between a caller's buffer and an array.
+ */
+typedef struct IsthmusTransfer IsthmusTransfer;
+
+/**
+ * A transfer session: a bounded buffer and a pool of chunk I/O threads.
+ */
+typedef struct IsthmusTransfers IsthmusTransfers;
 
 /**
  * Size, modification time and ETag of an object.
@@ -318,6 +341,205 @@ enum IsthmusStatus isthmus_multipart_abort(const struct IsthmusStore *store,
                                            const char *bucket,
                                            const char *key,
                                            const char *upload_id);
+
+/**
+ * Creates an array at `path` in `bucket`: `ndim` dimensions of `shape`, chunks of `chunks`,
+ * data type `dtype` ("float32", "int64", "uint8"...), `codecs` in short forms ("zstd:3,crc32c",
+ * "blosc:lz4:5:shuffle", "" or NULL for none); `inner_chunks` (may be NULL) makes each chunk a
+ * shard of inner chunks; `attributes_json` (may be NULL) is a JSON object.
+ *
+ * # Safety
+ * `store` is a live handle; strings are NUL-terminated; `shape` and `chunks` (and
+ * `inner_chunks` unless NULL) point to `ndim` values; `out` is writable for one pointer.
+ */
+enum IsthmusStatus isthmus_array_create(const struct IsthmusStore *store,
+                                        const char *bucket,
+                                        const char *path,
+                                        uint32_t ndim,
+                                        const uint64_t *shape,
+                                        const uint64_t *chunks,
+                                        const char *dtype,
+                                        const char *codecs,
+                                        const uint64_t *inner_chunks,
+                                        const char *attributes_json,
+                                        struct IsthmusArray **out);
+
+/**
+ * Opens the array at `path` in `bucket`.
+ *
+ * # Safety
+ * `store` is a live handle; strings are NUL-terminated; `out` is writable for one pointer.
+ */
+enum IsthmusStatus isthmus_array_open(const struct IsthmusStore *store,
+                                      const char *bucket,
+                                      const char *path,
+                                      struct IsthmusArray **out);
+
+/**
+ * Opens the array at `path` in `bucket` of a remote S3 endpoint ("http://host:port"),
+ * signing for region us-east-1 with the given keys.
+ *
+ * # Safety
+ * Strings are NUL-terminated; `out` is writable for one pointer.
+ */
+enum IsthmusStatus isthmus_array_open_s3(const char *endpoint,
+                                         const char *bucket,
+                                         const char *access_key,
+                                         const char *secret_key,
+                                         const char *path,
+                                         struct IsthmusArray **out);
+
+/**
+ * The number of dimensions (0 for NULL).
+ *
+ * # Safety
+ * `array` is NULL or a live handle.
+ */
+uint32_t isthmus_array_ndim(const struct IsthmusArray *array);
+
+/**
+ * Writes the shape (`isthmus_array_ndim` values) to `shape`.
+ *
+ * # Safety
+ * `array` is a live handle; `shape` is writable for `isthmus_array_ndim(array)` values.
+ */
+enum IsthmusStatus isthmus_array_shape(const struct IsthmusArray *array, uint64_t *shape);
+
+/**
+ * The bytes of one element (0 for NULL).
+ *
+ * # Safety
+ * `array` is NULL or a live handle.
+ */
+size_t isthmus_array_element_size(const struct IsthmusArray *array);
+
+/**
+ * Reads a region into `buffer` (`len` must be exactly the region's bytes). `stride` may be
+ * NULL (every element).
+ *
+ * # Safety
+ * `array` is a live handle; `offset`, `count` (and `stride` unless NULL) point to ndim values;
+ * `buffer` is writable for `len` bytes.
+ */
+enum IsthmusStatus isthmus_array_read(const struct IsthmusArray *array,
+                                      const uint64_t *offset,
+                                      const uint64_t *count,
+                                      const uint64_t *stride,
+                                      void *buffer,
+                                      size_t len);
+
+/**
+ * Writes a region from `data` (`len` must be exactly the region's bytes). `stride` may be NULL.
+ *
+ * # Safety
+ * As `isthmus_array_read`, with `data` readable for `len` bytes.
+ */
+enum IsthmusStatus isthmus_array_write(const struct IsthmusArray *array,
+                                       const uint64_t *offset,
+                                       const uint64_t *count,
+                                       const uint64_t *stride,
+                                       const void *data,
+                                       size_t len);
+
+/**
+ * Closes an array handle (transfers created on it keep the array alive). NULL is ignored.
+ *
+ * # Safety
+ * `array` is NULL or a handle not yet closed.
+ */
+void isthmus_array_close(struct IsthmusArray *array);
+
+/**
+ * Starts a transfer session: at most `buffer_bytes` copied or read ahead at once (0: 256 MiB),
+ * `threads` chunk I/O threads (0: twice the cores), `session` 1 for session consistency by
+ * default, 0 for strong.
+ *
+ * # Safety
+ * `out` is writable for one pointer.
+ */
+enum IsthmusStatus isthmus_transfers_new(uint64_t buffer_bytes,
+                                         uint32_t threads,
+                                         int32_t session,
+                                         struct IsthmusTransfers **out);
+
+/**
+ * Waits until every session write is visible, then frees the session. NULL is ignored.
+ *
+ * # Safety
+ * `transfers` is NULL or a handle not yet closed.
+ */
+void isthmus_transfers_close(struct IsthmusTransfers *transfers);
+
+/**
+ * Creates a transfer of a region of `array`: `write` 1 sends `buffer` to the array, 0 reads the
+ * region into it; `consistency` 0 strong, 1 session, -1 the session's default. `buffer` (`len`
+ * bytes, exactly the region's) must stay valid until `isthmus_transfer_start` returns (write)
+ * or `isthmus_transfer_wait` returns (read).
+ *
+ * # Safety
+ * Handles are live; `offset`, `count` (and `stride` unless NULL) point to ndim values; `out` is
+ * writable for one pointer; `buffer` as above.
+ */
+enum IsthmusStatus isthmus_transfer_create(const struct IsthmusTransfers *transfers,
+                                           const struct IsthmusArray *array,
+                                           int32_t write,
+                                           const uint64_t *offset,
+                                           const uint64_t *count,
+                                           const uint64_t *stride,
+                                           void *buffer,
+                                           size_t len,
+                                           int32_t consistency,
+                                           struct IsthmusTransfer **out);
+
+/**
+ * Starts `n` transfers as one batch: their pieces are merged chunk by chunk and issued in chunk
+ * order. Strong transfers have finished when this returns; session ones run in the background.
+ *
+ * # Safety
+ * `list` points to `n` live transfer handles of one session, whose buffers are valid.
+ */
+enum IsthmusStatus isthmus_transfer_start_all(struct IsthmusTransfer *const *list, size_t n);
+
+/**
+ * Starts one transfer (a batch of one).
+ *
+ * # Safety
+ * `transfer` is a live handle whose buffer is valid.
+ */
+enum IsthmusStatus isthmus_transfer_start(struct IsthmusTransfer *transfer);
+
+/**
+ * 0 created, 1 pending, 2 done, 3 failed (the reason comes with `isthmus_transfer_wait`), -1 NULL.
+ *
+ * # Safety
+ * `transfer` is NULL or a live handle.
+ */
+int32_t isthmus_transfer_status(const struct IsthmusTransfer *transfer);
+
+/**
+ * Waits for `n` transfers; reads fill their buffers. Every transfer is waited for; the first
+ * failure is returned.
+ *
+ * # Safety
+ * `list` points to `n` live transfer handles of one session, whose buffers are valid.
+ */
+enum IsthmusStatus isthmus_transfer_wait_all(struct IsthmusTransfer *const *list, size_t n);
+
+/**
+ * Waits for one transfer.
+ *
+ * # Safety
+ * `transfer` is a live handle whose buffer is valid.
+ */
+enum IsthmusStatus isthmus_transfer_wait(struct IsthmusTransfer *transfer);
+
+/**
+ * Frees a transfer (waiting for it first if it is in flight). NULL is ignored.
+ *
+ * # Safety
+ * `transfer` is NULL or a handle not yet freed.
+ */
+void isthmus_transfer_free(struct IsthmusTransfer *transfer);
 
 #ifdef __cplusplus
 }  // extern "C"

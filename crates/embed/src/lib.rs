@@ -4,6 +4,8 @@
 //! failure on the calling thread is `isthmus_last_error()`. The header `include/isthmus.h` is
 //! generated from this file by cbindgen.
 
+mod arrays;
+
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::io::Read;
@@ -44,11 +46,15 @@ pub enum IsthmusStatus {
     /// A callback asked to stop.
     Aborted = 15,
     IoError = 16,
+    /// An array or group already exists where one was to be created.
+    AlreadyExists = 17,
+    /// A transfer was refused: it overlaps one in flight where one writes, or was not started.
+    TransferRefused = 18,
 }
 
 /// A data root opened by `isthmus_open` (or a gateway's local socket).
 pub struct IsthmusStore {
-    store: Box<dyn Store>,
+    store: std::sync::Arc<dyn Store>,
 }
 
 /// Size, modification time and ETag of an object.
@@ -254,6 +260,8 @@ fn status_name(status: IsthmusStatus) -> &'static CStr {
         IsthmusStatus::BufferTooSmall => c"BufferTooSmall",
         IsthmusStatus::Aborted => c"Aborted",
         IsthmusStatus::IoError => c"InternalError",
+        IsthmusStatus::AlreadyExists => c"AlreadyExists",
+        IsthmusStatus::TransferRefused => c"TransferRefused",
     }
 }
 
@@ -273,9 +281,9 @@ pub unsafe extern "C" fn isthmus_open(root: *const c_char, strict: i32, out: *mu
             return Err(StoreError::InvalidArgument("out is NULL".into()));
         }
         let durability = if strict != 0 { Durability::Strict } else { Durability::Relaxed };
-        let store: Box<dyn Store> = match isthmus_local::socket_path(root) {
-            Some(path) => Box::new(isthmus_local::LocalStore::connect(path)?),
-            None => Box::new(Authorized::without_grants(PosixStore::open(
+        let store: std::sync::Arc<dyn Store> = match isthmus_local::socket_path(root) {
+            Some(path) => std::sync::Arc::new(isthmus_local::LocalStore::connect(path)?),
+            None => std::sync::Arc::new(Authorized::without_grants(PosixStore::open(
                 root,
                 StoreOptions { durability, ..StoreOptions::default() },
             )?)),
