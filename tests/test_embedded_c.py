@@ -39,7 +39,7 @@ def compile_c(prefix, source, out, static=False):
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "isthmus"], env=env, check=True, capture_output=True, text=True).stdout.split()
     if static:
-        flags = [f for f in flags if f != "-listhmus"] + [str(prefix / "lib" / "libisthmus.a"), "-lpthread", "-ldl", "-lm"]
+        flags = [f for f in flags if f != "-listhmus"] + [str(prefix / "lib" / "libisthmus.a"), "-lpthread", "-ldl", "-lm", "-lstdc++"]
     subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(source), *flags, "-lpthread"], check=True)
     return out
 
