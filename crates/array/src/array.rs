@@ -69,6 +69,14 @@ pub fn create_group(location: &Location, path: &str, attributes: Map<String, Val
     create_node(store.as_ref(), path, &json!({"zarr_format": 3, "node_type": "group", "attributes": attributes}))
 }
 
+/// Removes the array or group at `path` and everything under it (nothing there is not an error).
+pub fn remove_node(location: &Location, path: &str) -> Result<(), ArrayError> {
+    let store = location.chunk_store()?;
+    let trimmed = path.trim_matches('/');
+    let prefix = if trimmed.is_empty() { String::new() } else { format!("{trimmed}/") };
+    Ok(store.erase_prefix(&zarrs::storage::StorePrefix::new(prefix)?)?)
+}
+
 /// An open Zarr v3 array with a fixed-size data type.
 pub struct ZarrArray {
     store: Arc<dyn ChunkStore>,

@@ -15,7 +15,7 @@ pub mod spec;
 pub mod storage;
 pub mod transfer;
 
-pub use array::{Location, ZarrArray, create_group};
+pub use array::{Location, ZarrArray, create_group, remove_node};
 pub use region::{Region, RegionError};
 pub use remote::{RemoteEndpoint, S3Storage};
 pub use spec::{ArraySpec, Codec, DataType};
@@ -45,6 +45,12 @@ pub enum ArrayError {
     Codec(#[from] zarrs::array::CodecError),
     #[error("storage: {0}")]
     Storage(#[from] zarrs::storage::StorageError),
+}
+
+impl From<zarrs::storage::StorePrefixError> for ArrayError {
+    fn from(err: zarrs::storage::StorePrefixError) -> Self {
+        Self::Spec(err.to_string())
+    }
 }
 
 impl From<zarrs::storage::StoreKeyError> for ArrayError {

@@ -13,6 +13,7 @@ pub mod streams;
 pub mod target;
 pub mod team;
 pub mod units;
+pub mod vpic;
 pub mod workload;
 
 pub use ior::{Io500Score, Ior, IorVariant, io500_scores};

@@ -41,6 +41,13 @@ pub enum BenchWorkload {
     Cosbench,
     /// Compare result files (given after the workload) side by side with "% of POSIX"
     Compare,
+    /// VPIC-IO: --workers ranks each write 8 float32 properties of --particles particles per
+    /// step for --steps steps, --compute apart; raw files (pwrite) against Zarr arrays
+    /// (in-process with embedded:///path, through the gateway with --serve or http://) at strong
+    /// and session consistency
+    VpicIo,
+    /// BD-CATS-IO: VPIC-IO's particles written (untimed), then read back property by property
+    BdcatsIo,
 }
 
 #[derive(Debug, Args)]
@@ -132,6 +139,15 @@ pub struct BenchArgs {
     /// report. Under mpirun or srun, leave it out: rank and size come from the launcher.
     #[arg(long, default_value_t = 1)]
     pub ranks: usize,
+    /// vpic-io, bdcats-io: particles per rank
+    #[arg(long, default_value_t = 1 << 20)]
+    pub particles: u64,
+    /// vpic-io, bdcats-io: time steps
+    #[arg(long, default_value_t = 5)]
+    pub steps: u64,
+    /// vpic-io, bdcats-io: emulated computation between two steps
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub compute: Duration,
     /// Directory all ranks share for barriers and reports; needed under mpirun or srun (put it on
     /// the shared file system) [default with --ranks: DATA/.isthmus/bench-sync-PID]
     #[arg(long)]
@@ -202,7 +218,7 @@ impl Drop for Progress {
 }
 
 /// A process started for the run (a gateway, a rank); stopped when dropped.
-struct SpawnedProcess(Child);
+pub(crate) struct SpawnedProcess(Child);
 
 impl Drop for SpawnedProcess {
     fn drop(&mut self) {
@@ -211,7 +227,10 @@ impl Drop for SpawnedProcess {
     }
 }
 
-fn spawn_gateway(root: &PathBuf, durability: Durability) -> Result<(SpawnedProcess, String, String, String), String> {
+pub(crate) fn spawn_gateway(
+    root: &PathBuf,
+    durability: Durability,
+) -> Result<(SpawnedProcess, String, String, String), String> {
     let port =
         std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
     let user = isthmus_s3::User::generate("bench");
@@ -323,6 +342,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         }
     };
     let data_root = args.serve.clone().unwrap_or_else(|| PathBuf::from("./data"));
+    if matches!(args.workload, BenchWorkload::VpicIo | BenchWorkload::BdcatsIo) {
+        return crate::bench_arrays::run(&args, &data_root);
+    }
     if args.ranks == 0 {
         return Err("--ranks must be at least 1".into());
     }
@@ -388,9 +410,12 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
         BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
         BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
-        BenchWorkload::Streams | BenchWorkload::MdWorkbench | BenchWorkload::Cosbench | BenchWorkload::Compare => {
-            (&[], &[])
-        }
+        BenchWorkload::Streams
+        | BenchWorkload::MdWorkbench
+        | BenchWorkload::Cosbench
+        | BenchWorkload::Compare
+        | BenchWorkload::VpicIo
+        | BenchWorkload::BdcatsIo => (&[], &[]),
     };
     let mut cosbench = Vec::new();
     if args.workload == BenchWorkload::Cosbench {

@@ -2,6 +2,7 @@
 //! against the raw file system.
 
 mod bench;
+mod bench_arrays;
 mod config;
 mod cost;
 mod serve;

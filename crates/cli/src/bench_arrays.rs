@@ -1,0 +1,125 @@
+//! `isthmus bench vpic-io` and `bdcats-io`: the particle workloads on the raw POSIX baseline and
+//! on Zarr arrays, in-process (`--target embedded:///path`) and through a gateway (`--serve` or
+//! `--target http://...`), each array target at strong and at session consistency.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use isthmus_array::{Consistency, Location, RemoteEndpoint};
+use isthmus_bench::vpic::{self, VpicParams, VpicResult, VpicTarget};
+use isthmus_store::{Authorized, Durability, PosixStore, RequestContext, Store, StoreOptions};
+
+use crate::bench::{BenchArgs, BenchWorkload, spawn_gateway};
+
+/// The array locations of the run, with their labels.
+fn array_locations(
+    args: &BenchArgs,
+    endpoints: &[(String, String, String)],
+) -> Result<Vec<(String, Location)>, String> {
+    let mut locations = Vec::new();
+    for url in &args.targets {
+        if let Some(path) = url.strip_prefix("embedded://") {
+            let options = StoreOptions { durability: args.durability, ..StoreOptions::default() };
+            let store = PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
+            let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+            match store.create_bucket(&RequestContext::process(), &args.bucket, &Default::default()) {
+                Ok(()) => {}
+                Err(e) if e.s3_code().starts_with("BucketAlready") => {}
+                Err(e) => return Err(format!("cannot create bucket {}: {e}", args.bucket)),
+            }
+            let location = Location::Engine {
+                store,
+                cx: RequestContext::process(),
+                bucket: args.bucket.clone(),
+                prefix: String::new(),
+            };
+            locations.push((format!("arrays in-process {path}"), location));
+        } else if url.starts_with("http://") || url.starts_with("https://") {
+            let key = std::env::var("AWS_ACCESS_KEY_ID").map_err(|_| "set AWS_ACCESS_KEY_ID for HTTP targets")?;
+            let secret =
+                std::env::var("AWS_SECRET_ACCESS_KEY").map_err(|_| "set AWS_SECRET_ACCESS_KEY for HTTP targets")?;
+            locations.push((format!("arrays via {url}"), remote(url, &key, &secret, args)?));
+        } else {
+            return Err(format!("{url}: vpic-io and bdcats-io take embedded:///path and http(s):// targets"));
+        }
+    }
+    for (endpoint, key, secret) in endpoints {
+        locations.push((format!("arrays via gateway {endpoint}"), remote(endpoint, key, secret, args)?));
+    }
+    Ok(locations)
+}
+
+/// A gateway's bucket as an array location, the bucket created if needed.
+fn remote(endpoint: &str, key: &str, secret: &str, args: &BenchArgs) -> Result<Location, String> {
+    let target = isthmus_bench::S3Target::addressed(endpoint, &args.bucket, key, secret, false, &args.region)
+        .map_err(|e| e.to_string())?;
+    isthmus_bench::Target::prepare(&target).map_err(|e| format!("{endpoint}: {e}"))?;
+    let endpoint = RemoteEndpoint {
+        endpoint: endpoint.to_string(),
+        bucket: args.bucket.clone(),
+        access_key: key.to_string(),
+        secret_key: secret.to_string(),
+        region: args.region.clone(),
+    };
+    Ok(Location::Remote { endpoint, prefix: String::new() })
+}
+
+pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
+    if args.ranks > 1 {
+        return Err("vpic-io and bdcats-io run their ranks as threads of one process: use --workers N".into());
+    }
+    let params = VpicParams {
+        particles: args.particles,
+        steps: args.steps,
+        ranks: args.workers.first().copied().unwrap_or(1).max(1),
+        compute: args.compute,
+        durable: args.durability == Durability::Strict,
+        threads: 4,
+    };
+    let gateway = match &args.serve {
+        Some(root) => Some(spawn_gateway(root, args.durability)?),
+        None => None,
+    };
+    let endpoints: Vec<_> = gateway.iter().map(|(_, e, k, s)| (e.clone(), k.clone(), s.clone())).collect();
+    let baseline = args.baseline.clone().unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
+    let mut targets = vec![VpicTarget::Posix { dir: baseline }];
+    for (label, location) in array_locations(args, &endpoints)? {
+        for consistency in [Consistency::Strong, Consistency::Session] {
+            targets.push(VpicTarget::Arrays { location: location.clone(), label: label.clone(), consistency });
+        }
+    }
+    let mut results: Vec<VpicResult> = Vec::new();
+    for target in &targets {
+        eprintln!("{} on {}", workload_name(args.workload), target.describe());
+        vpic::prepare(&params, target).map_err(|e| format!("{}: {e}", target.describe()))?;
+        let outcome = match args.workload {
+            BenchWorkload::VpicIo => vpic::write(&params, target),
+            _ => {
+                let untimed = VpicParams { compute: std::time::Duration::ZERO, ..params.clone() };
+                vpic::write(&untimed, target).and_then(|_| vpic::read(&params, target))
+            }
+        };
+        results.push(outcome.map_err(|e| format!("{}: {e}", target.describe()))?);
+    }
+    if let VpicTarget::Posix { dir } = &targets[0] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    println!("{}", vpic::table(&results));
+    if let Some(path) = &args.json {
+        write_json(path, &params, &results)?;
+    }
+    Ok(())
+}
+
+fn workload_name(workload: BenchWorkload) -> &'static str {
+    if workload == BenchWorkload::VpicIo { "vpic-io" } else { "bdcats-io" }
+}
+
+fn write_json(path: &PathBuf, params: &VpicParams, results: &[VpicResult]) -> Result<(), String> {
+    let document = serde_json::json!({
+        "particles": params.particles, "steps": params.steps, "ranks": params.ranks,
+        "compute_s": params.compute.as_secs_f64(), "results": results,
+    });
+    std::fs::write(path, serde_json::to_vec_pretty(&document).unwrap_or_default())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
