@@ -112,6 +112,11 @@ pub struct PutRequest {
     pub checksum_algorithm: Option<ChecksumAlgorithm>,
     /// For multipart uploads: how the object's checksum derives from the parts'.
     pub checksum_type: ChecksumType,
+    /// The writer needs no MD5 ETag (an array chunk, which only needs a tag that changes with
+    /// every write for conditional writes): no MD5 is computed and the ETag is unique to this
+    /// write, suffixed "-1" like a multipart ETag so clients do not take it for an MD5.
+    #[serde(default)]
+    pub etag_from_identity: bool,
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.

@@ -679,3 +679,21 @@ fn a_bucket_removed_and_recreated_by_posix_tools_is_used_at_once() {
     put(&store, "k2", b"after");
     assert_eq!(std::fs::read(dir.path().join("bkt/k2")).unwrap(), b"after");
 }
+
+#[test]
+fn a_write_without_md5_gets_an_etag_unique_to_the_write_that_conditions_use() {
+    let (_dir, store) = store();
+    let unhashed = || PutRequest { etag_from_identity: true, ..PutRequest::default() };
+    let first = store.put_bytes(&cx(), "bkt", "c/0", b"chunk", unhashed()).unwrap();
+    assert!(first.etag.ends_with("-1") && first.etag != md5_hex(b"chunk"), "{}", first.etag);
+    let head = store.head_object(&cx(), "bkt", "c/0", &Default::default()).unwrap();
+    assert_eq!(head.etag, first.etag, "the stored ETag is served");
+    let second = store.put_bytes(&cx(), "bkt", "c/0", b"chunk", unhashed()).unwrap();
+    assert_ne!(second.etag, first.etag, "the same bytes written again: a new ETag");
+    let stale = PutRequest { if_match: Some(ETagMatch::Tags(vec![first.etag.clone()])), ..unhashed() };
+    let err = store.put_bytes(&cx(), "bkt", "c/0", b"other", stale).unwrap_err();
+    assert!(matches!(err, StoreError::PreconditionFailed), "{err:?}");
+    let current = PutRequest { if_match: Some(ETagMatch::Tags(vec![second.etag.clone()])), ..unhashed() };
+    store.put_bytes(&cx(), "bkt", "c/0", b"other", current).unwrap();
+    assert_eq!(read_all(&store, "c/0", &GetRequest::default()), b"other");
+}

@@ -29,6 +29,8 @@ pub(crate) struct StagedFile {
     unnamed: bool,
     pub(crate) file: OwnedFd,
     md5: Md5,
+    /// False when no MD5 is wanted (`PutRequest::etag_from_identity`).
+    hash_md5: bool,
     checksum: Option<Hasher>,
     pub(crate) written: u64,
     /// Strict durability: start writeback of each full window while later bytes are still
@@ -86,6 +88,7 @@ impl StagedFile {
             name,
             file,
             md5: Md5::new(),
+            hash_md5: true,
             checksum: None,
             written: 0,
             early_writeback: false,
@@ -99,6 +102,17 @@ impl StagedFile {
         self
     }
 
+    /// Skips the MD5 (the object's ETag will not be one).
+    pub(crate) fn without_md5(mut self, skip: bool) -> Self {
+        self.hash_md5 = !skip;
+        self
+    }
+
+    /// Whether the MD5 of what is written is computed.
+    pub(crate) fn hashes_md5(&self) -> bool {
+        self.hash_md5
+    }
+
     /// Also computes `algorithm` over everything written.
     pub(crate) fn with_checksum(mut self, algorithm: Option<ChecksumAlgorithm>) -> Self {
         self.checksum = algorithm.map(Hasher::new);
@@ -108,7 +122,7 @@ impl StagedFile {
     /// MD5 and checksum of what was written so far.
     pub(crate) fn digests(&self) -> Digests {
         Digests {
-            md5: Some(self.md5.clone().finalize().into()),
+            md5: self.hash_md5.then(|| self.md5.clone().finalize().into()),
             checksum: self.checksum.as_ref().map(Hasher::checksum),
         }
     }
@@ -117,14 +131,17 @@ impl StagedFile {
     /// while this one writes it (MD5 runs at about 0.55 GiB/s, slower than a page-cache write):
     /// the two overlap instead of adding up.
     pub(crate) fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
-        if bytes.len() < 2 * WRITEBACK_WINDOW as usize {
+        if bytes.len() < 2 * WRITEBACK_WINDOW as usize || (!self.hash_md5 && self.checksum.is_none()) {
             self.hash(bytes);
             return self.write_windows(bytes);
         }
         let (mut md5, mut checksum) = (std::mem::take(&mut self.md5), self.checksum.take());
+        let hash_md5 = self.hash_md5;
         let written = std::thread::scope(|scope| {
             let hasher = scope.spawn(|| {
-                md5.update(bytes);
+                if hash_md5 {
+                    md5.update(bytes);
+                }
                 if let Some(h) = &mut checksum {
                     h.update(bytes);
                 }
@@ -139,7 +156,9 @@ impl StagedFile {
     }
 
     fn hash(&mut self, bytes: &[u8]) {
-        self.md5.update(bytes);
+        if self.hash_md5 {
+            self.md5.update(bytes);
+        }
         if let Some(h) = &mut self.checksum {
             h.update(bytes);
         }

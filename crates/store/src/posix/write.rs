@@ -165,15 +165,16 @@ impl ObjectWrite for PosixWriter {
         if path.is_dir() {
             return self.commit_dir_object(&path);
         }
+        let stat =
+            rustix::fs::fstat(&self.staged.file).map_err(|e| StoreError::io_at("stat the staged file", &key, e))?;
         let (etag, checksum) = match self.known_etag.take() {
             Some(etag) => (etag, self.known_checksum.take()),
+            None if !self.staged.hashes_md5() => (unique_etag(), self.staged.digests().checksum),
             None => {
                 let checksum = self.staged.digests().checksum;
                 (self.staged.md5_hex(), checksum)
             }
         };
-        let stat =
-            rustix::fs::fstat(&self.staged.file).map_err(|e| StoreError::io_at("stat the staged file", &key, e))?;
         let record = MetaRecord {
             etag,
             identity: FileIdentity::of(&stat),
@@ -237,6 +238,15 @@ pub(crate) fn lock_key(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLoc
     })
 }
 
+/// An ETag for a write that wants no MD5: unique per write (a process-random value and a
+/// counter, hashed), so a conditional write never mistakes a later object for an earlier one
+/// (an ETag from the file's inode and mtime could repeat: inodes are reused and mtimes are
+/// coarse). Suffixed like a multipart ETag, so clients do not take it for an MD5.
+fn unique_etag() -> String {
+    use md5::{Digest, Md5};
+    format!("{}-1", hex::encode(Md5::digest(super::recovery::unique_suffix().as_bytes())))
+}
+
 impl PosixStore {
     pub(crate) fn new_writer(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<PosixWriter> {
         let open = self.bucket_fd(bucket)?;
@@ -256,7 +266,10 @@ impl PosixStore {
             })?;
             StagedFile::create(tmp)?
         };
-        let staged = staged.with_checksum(request.checksum_algorithm).with_early_writeback(self.strict());
+        let staged = staged
+            .with_checksum(request.checksum_algorithm)
+            .with_early_writeback(self.strict())
+            .without_md5(request.etag_from_identity);
         Ok(PosixWriter {
             root_fd: self.root_fd.clone(),
             bucket: open,
