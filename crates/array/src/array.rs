@@ -8,7 +8,7 @@ use std::sync::Arc;
 use isthmus_store::{RequestContext, Store};
 use serde_json::{Map, Value, json};
 use zarrs::array::{Array, ArrayMetadata};
-use zarrs::storage::{Bytes, ReadableWritableListableStorageTraits, StoreKey};
+use zarrs::storage::{ReadableWritableListableStorageTraits, StoreKey};
 
 use crate::backend::{ChunkStore, WriteCondition};
 use crate::chunks::{self, Extent, Source, Target, ZArray};
@@ -56,7 +56,7 @@ fn metadata_key(path: &str) -> Result<StoreKey, ArrayError> {
 /// Writes a node's `zarr.json` only if there is none yet.
 fn create_node(store: &dyn ChunkStore, path: &str, metadata: &Value) -> Result<(), ArrayError> {
     let body = serde_json::to_vec_pretty(metadata).map_err(|e| ArrayError::Spec(e.to_string()))?;
-    if store.set_if(&metadata_key(path)?, Bytes::from(body), WriteCondition::IfAbsent)? {
+    if store.set_if(&metadata_key(path)?, &body, WriteCondition::IfAbsent)? {
         Ok(())
     } else {
         Err(ArrayError::Exists(node_path(path)))

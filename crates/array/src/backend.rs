@@ -22,7 +22,7 @@ pub trait ChunkStore: ReadableWritableListableStorageTraits {
     fn get_tagged(&self, key: &StoreKey) -> Result<Option<(Bytes, String)>, StorageError>;
 
     /// Writes `value` if `condition` holds; `Ok(false)` when it did not (nothing written).
-    fn set_if(&self, key: &StoreKey, value: Bytes, condition: WriteCondition) -> Result<bool, StorageError>;
+    fn set_if(&self, key: &StoreKey, value: &[u8], condition: WriteCondition) -> Result<bool, StorageError>;
 
     /// Where the store is (`engine:bucket/prefix`, `s3://host/bucket/prefix`): two handles on
     /// the same array have the same description.

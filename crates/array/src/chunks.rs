@@ -12,7 +12,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
-use zarrs::storage::{Bytes, ReadableWritableListableStorageTraits};
+use zarrs::storage::ReadableWritableListableStorageTraits;
 
 use crate::ArrayError;
 use crate::backend::{ChunkStore, WriteCondition};
@@ -203,7 +203,7 @@ fn decode_chunk(array: &ZArray, chunk: &[u64], encoded: &[u8]) -> Result<Vec<u8>
     Ok(fixed.into_owned())
 }
 
-fn encode_chunk(array: &ZArray, chunk: &[u64], decoded: Vec<u8>) -> Result<Bytes, ArrayError> {
+fn encode_chunk<'a>(array: &ZArray, chunk: &[u64], decoded: Cow<'a, [u8]>) -> Result<Cow<'a, [u8]>, ArrayError> {
     let shape = nonzero_shape(&full_chunk_shape(array, chunk)?)?;
     let encoded = array.codecs().encode(
         ArrayBytes::new_flen(decoded),
@@ -212,7 +212,30 @@ fn encode_chunk(array: &ZArray, chunk: &[u64], decoded: Vec<u8>) -> Result<Bytes
         array.fill_value(),
         &CodecOptions::default(),
     )?;
-    Ok(Bytes::from(encoded.into_owned()))
+    Ok(encoded)
+}
+
+/// The source's bytes of a piece that is a whole chunk stored in the same order (the piece
+/// spans the full trailing extents of its source), borrowed: such a chunk is encoded straight
+/// from the caller's buffer, without being assembled first.
+fn whole_chunk_bytes<'a>(element: usize, chunk_shape: &[u64], source: &Source<'a>) -> Option<&'a [u8]> {
+    let piece = &source.piece;
+    let dims = piece.count.len();
+    if piece.count != chunk_shape || piece.step.iter().any(|&s| s != 1) || piece.local_start.iter().any(|&s| s != 0) {
+        return None;
+    }
+    // Contiguous in the source: leading dimensions of count 1, then full extents.
+    let first_partial = (0..dims).find(|&d| piece.count[d] != 1).unwrap_or(dims);
+    if (first_partial + 1..dims).any(|d| piece.count[d] != source.shape[d]) {
+        return None;
+    }
+    let mut offset = 0u64;
+    for d in 0..dims {
+        offset = offset * source.shape[d] + piece.region_start[d];
+    }
+    let start = offset as usize * element;
+    let len = piece.elements() as usize * element;
+    source.data.get(start..start + len)
 }
 
 /// A piece to write: where it goes in its chunk and the source buffer (shaped `shape`) it
@@ -254,10 +277,16 @@ fn write_chunk(
     let elements: u64 = chunk_shape.iter().product();
     let key = array.chunk_key(chunk);
     let covered: u64 = sources.iter().map(|s| s.piece.elements()).sum();
+    if let [single] = sources
+        && let Some(bytes) = whole_chunk_bytes(element, &chunk_shape, single)
+    {
+        store.set_if(&key, &encode_chunk(array, chunk, Cow::Borrowed(bytes))?, WriteCondition::Always)?;
+        return Ok(());
+    }
     if covered == array.chunk_subset_bounded(chunk)?.num_elements() {
         let mut decoded = filled_chunk(array, elements);
         merge(element, &chunk_shape, &mut decoded, sources);
-        store.set_if(&key, encode_chunk(array, chunk, decoded)?, WriteCondition::Always)?;
+        store.set_if(&key, &encode_chunk(array, chunk, Cow::Owned(decoded))?, WriteCondition::Always)?;
         return Ok(());
     }
     for _ in 0..CONFLICT_RETRIES {
@@ -266,7 +295,7 @@ fn write_chunk(
             None => (filled_chunk(array, elements), WriteCondition::IfAbsent),
         };
         merge(element, &chunk_shape, &mut decoded, sources);
-        if store.set_if(&key, encode_chunk(array, chunk, decoded)?, condition)? {
+        if store.set_if(&key, &encode_chunk(array, chunk, Cow::Owned(decoded))?, condition)? {
             return Ok(());
         }
     }

@@ -190,7 +190,7 @@ impl ReadableStorageTraits for S3Storage {
 
 impl WritableStorageTraits for S3Storage {
     fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.set_if(key, value, WriteCondition::Always).map(drop)
+        self.set_if(key, &value, WriteCondition::Always).map(drop)
     }
 
     /// Objects are replaced whole: read, patch, write back (zarrs never asks for this).
@@ -259,7 +259,7 @@ impl ChunkStore for S3Storage {
         Ok(Some((read_body(response)?, etag)))
     }
 
-    fn set_if(&self, key: &StoreKey, value: Bytes, condition: WriteCondition) -> Result<bool, StorageError> {
+    fn set_if(&self, key: &StoreKey, value: &[u8], condition: WriteCondition) -> Result<bool, StorageError> {
         let url = self.bucket.put_object(Some(&self.credentials), &self.object(key.as_str())).sign(SIGN_FOR);
         let mut request = self.agent.put(url.as_str());
         match condition {
@@ -267,7 +267,7 @@ impl ChunkStore for S3Storage {
             WriteCondition::IfAbsent => request = request.header("If-None-Match", "*"),
             WriteCondition::IfTag(tag) => request = request.header("If-Match", format!("\"{tag}\"")),
         }
-        let response = request.send(&value[..]).map_err(|e| http_error("PUT", e))?;
+        let response = request.send(value).map_err(|e| http_error("PUT", e))?;
         match response.status().as_u16() {
             200..300 => Ok(true),
             // 412: the condition failed; 409: a concurrent conditional write won the race.

@@ -162,7 +162,7 @@ impl ReadableStorageTraits for EngineStorage {
 impl WritableStorageTraits for EngineStorage {
     /// One atomic PUT: readers see the old value or the new one.
     fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.set_if(key, value, WriteCondition::Always).map(drop)
+        self.set_if(key, &value, WriteCondition::Always).map(drop)
     }
 
     /// Objects are replaced whole: the value is read, patched (a gap past its end is zeros)
@@ -228,17 +228,17 @@ impl ChunkStore for EngineStorage {
         self.get_whole(&self.object_key(key.as_str()))
     }
 
-    fn set_if(&self, key: &StoreKey, value: Bytes, condition: WriteCondition) -> Result<bool, StorageError> {
+    fn set_if(&self, key: &StoreKey, value: &[u8], condition: WriteCondition) -> Result<bool, StorageError> {
         let object = self.object_key(key.as_str());
         // Chunks need no MD5 ETag (only one that changes with every write); metadata keeps one.
         let mut request =
-            PutRequest { etag_from_identity: !key.as_str().ends_with("zarr.json"), ..PutRequest::default() };
+            PutRequest { etag_without_md5: !key.as_str().ends_with("zarr.json"), ..PutRequest::default() };
         match condition {
             WriteCondition::Always => {}
             WriteCondition::IfAbsent => request.if_none_match = Some(ETagMatch::Any),
             WriteCondition::IfTag(tag) => request.if_match = Some(ETagMatch::Tags(vec![tag])),
         }
-        match self.store.put_bytes(&self.cx, &self.bucket, &object, &value, request) {
+        match self.store.put_bytes(&self.cx, &self.bucket, &object, value, request) {
             Ok(_) => Ok(true),
             Err(StoreError::PreconditionFailed) => Ok(false),
             Err(err) => Err(storage_error(err)),

@@ -188,3 +188,24 @@ fn a_chunk_covered_whole_is_written_without_being_read() {
     array.write(&Region::new(vec![0], vec![4]), &[1, 2, 3, 4]).unwrap();
     assert_eq!(array.read_vec(&Region::new(vec![0], vec![4])).unwrap(), vec![1, 2, 3, 4]);
 }
+
+#[test]
+fn whole_chunks_written_straight_from_the_buffer_land_in_place() {
+    // Chunks that are contiguous runs of the caller's buffer (rows of full width, planes), with
+    // and without compression, next to partial ones.
+    for codecs in ["", "zstd:1"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = ArraySpec::new(vec![5, 4, 6], DataType::Int16, vec![1, 4, 6]);
+        spec.codecs = ArraySpec::parse_codecs(codecs).unwrap();
+        let array = ZarrArray::create(&engine(dir.path()), "a", &spec).unwrap();
+        let values: Vec<u8> = (0..3 * 4 * 6).flat_map(|i: i16| (i * 3 - 7).to_le_bytes()).collect();
+        array.write(&Region::new(vec![1, 0, 0], vec![3, 4, 6]), &values).unwrap();
+        assert_eq!(array.read_vec(&Region::new(vec![1, 0, 0], vec![3, 4, 6])).unwrap(), values);
+        let fill: Vec<u8> = vec![0; 4 * 6 * 2];
+        assert_eq!(array.read_vec(&Region::new(vec![0, 0, 0], vec![1, 4, 6])).unwrap(), fill);
+        // A region inside one plane, then planes again over it.
+        array.write(&Region::new(vec![2, 1, 1], vec![1, 2, 2]), &[9; 8]).unwrap();
+        let plane = array.read_vec(&Region::new(vec![2, 1, 1], vec![1, 2, 2])).unwrap();
+        assert_eq!(plane, vec![9; 8]);
+    }
+}

@@ -78,7 +78,7 @@ impl ChunkStore for Counting {
     fn get_tagged(&self, key: &StoreKey) -> Result<Option<(Bytes, String)>, StorageError> {
         self.inner.get_tagged(key)
     }
-    fn set_if(&self, key: &StoreKey, value: Bytes, condition: WriteCondition) -> Result<bool, StorageError> {
+    fn set_if(&self, key: &StoreKey, value: &[u8], condition: WriteCondition) -> Result<bool, StorageError> {
         if key.as_str().contains("/c/") {
             self.writes.fetch_add(1, Ordering::Relaxed);
         }

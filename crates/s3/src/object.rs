@@ -26,7 +26,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         if_none_match: etag_match(input.if_none_match.clone()),
         checksum_algorithm: declared.algorithm,
         checksum_type: isthmus_store::ChecksumType::FullObject,
-        etag_from_identity: false,
+        etag_without_md5: false,
         meta: isthmus_store::ObjectMeta {
             tags,
             acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,

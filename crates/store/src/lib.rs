@@ -116,7 +116,7 @@ pub struct PutRequest {
     /// every write for conditional writes): no MD5 is computed and the ETag is unique to this
     /// write, suffixed "-1" like a multipart ETag so clients do not take it for an MD5.
     #[serde(default)]
-    pub etag_from_identity: bool,
+    pub etag_without_md5: bool,
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.

@@ -683,7 +683,7 @@ fn a_bucket_removed_and_recreated_by_posix_tools_is_used_at_once() {
 #[test]
 fn a_write_without_md5_gets_an_etag_unique_to_the_write_that_conditions_use() {
     let (_dir, store) = store();
-    let unhashed = || PutRequest { etag_from_identity: true, ..PutRequest::default() };
+    let unhashed = || PutRequest { etag_without_md5: true, ..PutRequest::default() };
     let first = store.put_bytes(&cx(), "bkt", "c/0", b"chunk", unhashed()).unwrap();
     assert!(first.etag.ends_with("-1") && first.etag != md5_hex(b"chunk"), "{}", first.etag);
     let head = store.head_object(&cx(), "bkt", "c/0", &Default::default()).unwrap();

@@ -29,7 +29,7 @@ pub(crate) struct StagedFile {
     unnamed: bool,
     pub(crate) file: OwnedFd,
     md5: Md5,
-    /// False when no MD5 is wanted (`PutRequest::etag_from_identity`).
+    /// False when no MD5 is wanted (`PutRequest::etag_without_md5`).
     hash_md5: bool,
     checksum: Option<Hasher>,
     pub(crate) written: u64,
