@@ -3,7 +3,10 @@
 //! chunk write is then read, merge, write-if-unchanged, retried on a conflict: two writers of
 //! different parts of one chunk (threads, processes, gateways) never lose each other's update.
 
-use zarrs::storage::{Bytes, ReadableWritableListableStorageTraits, StorageError, StoreKey};
+use zarrs::storage::{
+    Bytes, OffsetBytesIterator, ReadableWritableListableStorageTraits, StorageError, StoreKey, StoreKeys,
+    StoreKeysPrefixes, StorePrefix,
+};
 
 /// When a conditional write may replace the current value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,4 +30,44 @@ pub trait ChunkStore: ReadableWritableListableStorageTraits {
     /// Where the store is (`engine:bucket/prefix`, `s3://host/bucket/prefix`): two handles on
     /// the same array have the same description.
     fn describe(&self) -> String;
+}
+
+/// What a walk of a prefix found: objects (key relative to the store, size) and, with a
+/// delimiter, the common prefixes.
+#[derive(Default)]
+pub struct Walked {
+    pub objects: Vec<(String, u64)>,
+    pub prefixes: Vec<String>,
+}
+
+impl Walked {
+    /// The objects as Zarr keys.
+    pub fn keys(self) -> Result<StoreKeys, StorageError> {
+        self.objects.into_iter().map(|(key, _)| StoreKey::new(key).map_err(StorageError::from)).collect()
+    }
+
+    /// The objects and prefixes as a Zarr directory listing.
+    pub fn directory(self) -> Result<StoreKeysPrefixes, StorageError> {
+        let keys = self.objects.into_iter().map(|(key, _)| StoreKey::new(key)).collect::<Result<Vec<_>, _>>()?;
+        let prefixes = self.prefixes.into_iter().map(StorePrefix::new).collect::<Result<Vec<_>, _>>()?;
+        Ok(StoreKeysPrefixes::new(keys, prefixes))
+    }
+
+    pub fn size(&self) -> u64 {
+        self.objects.iter().map(|(_, size)| size).sum()
+    }
+}
+
+/// `current` (or nothing) patched at the given offsets, a gap past its end filled with zeros:
+/// objects are replaced whole, so a partial set reads, patches and writes back.
+pub fn patched(current: Option<Bytes>, offset_values: OffsetBytesIterator) -> Result<Bytes, StorageError> {
+    let mut value = current.map(|bytes| bytes.to_vec()).unwrap_or_default();
+    for (offset, bytes) in offset_values {
+        let start = usize::try_from(offset).map_err(|_| StorageError::Other("offset too large".into()))?;
+        if value.len() < start + bytes.len() {
+            value.resize(start + bytes.len(), 0);
+        }
+        value[start..start + bytes.len()].copy_from_slice(&bytes);
+    }
+    Ok(Bytes::from(value))
 }

@@ -12,7 +12,7 @@ use zarrs::storage::{
     StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
 };
 
-use crate::backend::{ChunkStore, WriteCondition};
+use crate::backend::{ChunkStore, Walked, WriteCondition, patched};
 
 /// How long a signature is valid: one request's time, generously.
 const SIGN_FOR: Duration = Duration::from_secs(900);
@@ -102,9 +102,8 @@ impl S3Storage {
 
     /// Every key (relative to this store) under `prefix`, with sizes, and the common prefixes
     /// when `delimiter` is set.
-    #[allow(clippy::type_complexity)]
-    fn walk(&self, prefix: &str, delimiter: bool) -> Result<(Vec<(String, u64)>, Vec<String>), StorageError> {
-        let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
+    fn walk(&self, prefix: &str, delimiter: bool) -> Result<Walked, StorageError> {
+        let mut walked = Walked::default();
         let mut token: Option<String> = None;
         let strip = |key: &str| key.strip_prefix(&self.prefix).unwrap_or(key).to_string();
         loop {
@@ -123,13 +122,13 @@ impl S3Storage {
             }
             let text = String::from_utf8_lossy(&read_body(response)?).into_owned();
             let page = rusty_s3::actions::ListObjectsV2::parse_response(&text).map_err(|e| http_error("LIST", e))?;
-            objects.extend(
+            walked.objects.extend(
                 page.contents.iter().filter(|o| !o.key.ends_with('/')).map(|o| (strip(&o.key), o.size.unwrap_or(0))),
             );
-            prefixes.extend(page.common_prefixes.iter().map(|p| strip(&p.prefix)));
+            walked.prefixes.extend(page.common_prefixes.iter().map(|p| strip(&p.prefix)));
             match page.next_continuation_token {
                 Some(next) => token = Some(next),
-                None => return Ok((objects, prefixes)),
+                None => return Ok(walked),
             }
         }
     }
@@ -195,15 +194,7 @@ impl WritableStorageTraits for S3Storage {
 
     /// Objects are replaced whole: read, patch, write back (zarrs never asks for this).
     fn set_partial_many(&self, key: &StoreKey, offset_values: OffsetBytesIterator) -> Result<(), StorageError> {
-        let mut value = self.get(key)?.map(|bytes| bytes.to_vec()).unwrap_or_default();
-        for (offset, bytes) in offset_values {
-            let start = usize::try_from(offset).map_err(|_| StorageError::Other("offset too large".into()))?;
-            if value.len() < start + bytes.len() {
-                value.resize(start + bytes.len(), 0);
-            }
-            value[start..start + bytes.len()].copy_from_slice(&bytes);
-        }
-        self.set(key, Bytes::from(value))
+        self.set(key, patched(self.get(key)?, offset_values)?)
     }
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
@@ -216,7 +207,7 @@ impl WritableStorageTraits for S3Storage {
     }
 
     fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        for (key, _) in self.walk(prefix.as_str(), false)?.0 {
+        for (key, _) in self.walk(prefix.as_str(), false)?.objects {
             self.erase(&StoreKey::new(key)?)?;
         }
         Ok(())
@@ -233,19 +224,15 @@ impl ListableStorageTraits for S3Storage {
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        let (objects, _) = self.walk(prefix.as_str(), false)?;
-        objects.into_iter().map(|(key, _)| StoreKey::new(key).map_err(StorageError::from)).collect()
+        self.walk(prefix.as_str(), false)?.keys()
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        let (objects, prefixes) = self.walk(prefix.as_str(), true)?;
-        let keys = objects.into_iter().map(|(key, _)| StoreKey::new(key)).collect::<Result<Vec<_>, _>>()?;
-        let prefixes = prefixes.into_iter().map(StorePrefix::new).collect::<Result<Vec<_>, _>>()?;
-        Ok(StoreKeysPrefixes::new(keys, prefixes))
+        self.walk(prefix.as_str(), true)?.directory()
     }
 
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
-        Ok(self.walk(prefix.as_str(), false)?.0.iter().map(|(_, size)| size).sum())
+        Ok(self.walk(prefix.as_str(), false)?.size())
     }
 }
 

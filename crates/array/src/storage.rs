@@ -11,7 +11,7 @@ use isthmus_store::{
     ByteRange as EngineRange, ETagMatch, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError,
 };
 
-use crate::backend::{ChunkStore, WriteCondition};
+use crate::backend::{ChunkStore, Walked, WriteCondition, patched};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
     Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
@@ -20,14 +20,6 @@ use zarrs::storage::{
 
 /// A listing page's size when walking a prefix.
 const PAGE: usize = 1000;
-
-/// What a walk of a prefix found: objects (key relative to the store, size) and, with a
-/// delimiter, the common prefixes.
-#[derive(Default)]
-struct Walked {
-    objects: Vec<(String, u64)>,
-    prefixes: Vec<String>,
-}
 
 /// The engine's `bucket`, under `prefix`, as a Zarr store, acting as `cx`.
 pub struct EngineStorage {
@@ -63,11 +55,11 @@ impl EngineStorage {
     }
 
     /// Every object under `prefix` (relative to this store), page by page, with its size.
-    fn walk(&self, prefix: &StorePrefix, delimiter: Option<&str>) -> Result<Walked, StorageError> {
+    fn walk(&self, prefix: &str, delimiter: bool) -> Result<Walked, StorageError> {
         let mut walked = Walked::default();
         let mut request = ListRequest {
-            prefix: self.object_key(prefix.as_str()),
-            delimiter: delimiter.map(str::to_string),
+            prefix: self.object_key(prefix),
+            delimiter: delimiter.then(|| "/".to_string()),
             start_after: None,
             max_keys: PAGE,
         };
@@ -169,16 +161,7 @@ impl WritableStorageTraits for EngineStorage {
     /// and written back in one atomic PUT. zarrs itself never asks for this
     /// (`supports_set_partial` is false: it merges partial chunks before it writes).
     fn set_partial_many(&self, key: &StoreKey, offset_values: OffsetBytesIterator) -> Result<(), StorageError> {
-        let mut value = self.get(key)?.map(|bytes| bytes.to_vec()).unwrap_or_default();
-        for (offset, bytes) in offset_values {
-            let start = usize::try_from(offset).map_err(|_| StorageError::Other("offset too large".into()))?;
-            let end = start + bytes.len();
-            if value.len() < end {
-                value.resize(end, 0);
-            }
-            value[start..end].copy_from_slice(&bytes);
-        }
-        self.set(key, Bytes::from(value))
+        self.set(key, patched(self.get(key)?, offset_values)?)
     }
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
@@ -190,7 +173,7 @@ impl WritableStorageTraits for EngineStorage {
     }
 
     fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        for (key, _) in self.walk(prefix, None)?.objects {
+        for (key, _) in self.walk(prefix.as_str(), false)?.objects {
             self.erase(&StoreKey::new(key)?)?;
         }
         Ok(())
@@ -207,19 +190,15 @@ impl ListableStorageTraits for EngineStorage {
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        let walked = self.walk(prefix, None)?;
-        walked.objects.into_iter().map(|(key, _)| StoreKey::new(key).map_err(StorageError::from)).collect()
+        self.walk(prefix.as_str(), false)?.keys()
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        let walked = self.walk(prefix, Some("/"))?;
-        let keys = walked.objects.into_iter().map(|(key, _)| StoreKey::new(key)).collect::<Result<Vec<_>, _>>()?;
-        let prefixes = walked.prefixes.into_iter().map(StorePrefix::new).collect::<Result<Vec<_>, _>>()?;
-        Ok(StoreKeysPrefixes::new(keys, prefixes))
+        self.walk(prefix.as_str(), true)?.directory()
     }
 
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
-        Ok(self.walk(prefix, None)?.objects.iter().map(|(_, size)| size).sum())
+        Ok(self.walk(prefix.as_str(), false)?.size())
     }
 }
 
