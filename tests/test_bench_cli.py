@@ -114,3 +114,27 @@ def test_launcher_ranks_meet_at_barriers(tmp_path):
     r = subprocess.run([str(binary()), "bench", "mdtest-hard", "--sync-dir", str(sync), "--baseline", str(tmp_path / "posix")],
                        env={**os.environ, "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "earlier run" in r.stderr, r.stderr
+
+
+def test_vpic_and_bdcats_on_files_and_arrays_with_two_processes(tmp_path):
+    """The particle workloads: raw files and arrays (in-process, through the gateway), strong
+    and session, two processes of two ranks each; the written arrays hold what the ranks wrote."""
+    import numpy as np
+    import zarr
+
+    for workload in ("vpic-io", "bdcats-io"):
+        stdout, report = bench(tmp_path, workload, "--ranks", "2", "--workers", "2", "--particles", "1000",
+                               "--steps", "3", "--compute", "10ms", "--bucket", "particles")
+        targets = [r["target"] for r in report["results"]]
+        assert len(targets) == 5 and targets[0].startswith("posix"), targets
+        assert sum(t.endswith("(session)") for t in targets) == 2 and sum(t.endswith("(strong)") for t in targets) == 2
+        for r in report["results"]:
+            assert r["workload"] == workload and r["bytes"] == 4 * 3 * 1000 * 4 * 8, r
+            assert r["total_s"] >= r["compute_s"] > 0, r
+        assert report["ranks"] == 4
+        assert "% of POSIX" in stdout and "hidden s" in stdout
+    # The last run's array of property x: 3 steps x 4 ranks x 1000 particles, rank r's step t
+    # starting at t * 1000 + r * 10 + 0.
+    x = zarr.open_array(str(tmp_path / "root" / "particles" / "vpic" / "x"), mode="r")[:]
+    assert x.shape == (3, 4000)
+    np.testing.assert_allclose(x[2, 3000:3004], 2000 + 30 + np.arange(4) * 1e-3, rtol=1e-6)

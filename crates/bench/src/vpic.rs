@@ -27,7 +27,12 @@ pub const PROPERTIES: [&str; 8] = ["x", "y", "z", "id1", "id2", "px", "py", "pz"
 pub struct VpicParams {
     pub particles: u64,
     pub steps: u64,
+    /// Ranks this process runs (as threads).
     pub ranks: usize,
+    /// The global index of this process's first rank, and the ranks of the whole run (all
+    /// processes): files and arrays are laid out for all of them.
+    pub first_rank: usize,
+    pub total_ranks: usize,
     /// Emulated computation between two time steps.
     pub compute: Duration,
     /// fsync the baseline's files at each step (the engine's strict durability does per chunk).
@@ -81,11 +86,23 @@ impl VpicResult {
 }
 
 /// A rank's timings.
-#[derive(Default, Clone, Copy)]
-struct RankTimes {
-    total: Duration,
-    start: Duration,
-    wait: Duration,
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RankTimes {
+    pub total: Duration,
+    pub start: Duration,
+    pub wait: Duration,
+}
+
+impl RankTimes {
+    /// As nanoseconds, for gathering across processes.
+    pub fn to_nanos(self) -> [u64; 3] {
+        [self.total, self.start, self.wait].map(|d| d.as_nanos() as u64)
+    }
+
+    pub fn from_nanos(nanos: &[u64]) -> Self {
+        let [total, start, wait] = [0, 1, 2].map(|i| Duration::from_nanos(nanos.get(i).copied().unwrap_or(0)));
+        Self { total, start, wait }
+    }
 }
 
 fn values(rank: usize, step: u64, property: usize, particles: u64) -> Vec<u8> {
@@ -93,6 +110,7 @@ fn values(rank: usize, step: u64, property: usize, particles: u64) -> Vec<u8> {
     (0..particles).flat_map(|i| (base + i as f32 * 1e-3).to_le_bytes()).collect()
 }
 
+/// Runs this process's ranks as threads; each gets its global rank index.
 fn run_ranks(
     params: &VpicParams,
     rank: impl Fn(usize) -> BenchResult<RankTimes> + Sync,
@@ -102,7 +120,7 @@ fn run_ranks(
             .map(|r| {
                 scope.spawn({
                     let rank = &rank;
-                    move || rank(r)
+                    move || rank(params.first_rank + r)
                 })
             })
             .collect();
@@ -110,12 +128,13 @@ fn run_ranks(
     })
 }
 
-fn summarize(workload: &str, target: &VpicTarget, params: &VpicParams, times: Vec<RankTimes>) -> VpicResult {
+/// The result of a phase from the timings of every rank of the run.
+pub fn summarize(workload: &str, target: &VpicTarget, params: &VpicParams, times: &[RankTimes]) -> VpicResult {
     let n = times.len().max(1) as f64;
     VpicResult {
         workload: workload.to_string(),
         target: target.describe(),
-        bytes: params.ranks as u64 * params.steps * params.particles * 4 * PROPERTIES.len() as u64,
+        bytes: params.total_ranks as u64 * params.steps * params.particles * 4 * PROPERTIES.len() as u64,
         total_s: times.iter().map(|t| t.total.as_secs_f64()).fold(0.0, f64::max),
         compute_s: params.compute.as_secs_f64() * params.steps as f64,
         start_s: times.iter().map(|t| t.start.as_secs_f64()).sum::<f64>() / n,
@@ -149,8 +168,11 @@ pub fn prepare(params: &VpicParams, target: &VpicTarget) -> BenchResult<()> {
         VpicTarget::Arrays { location, .. } => {
             let chunk = params.particles.max(1);
             for p in PROPERTIES {
-                let spec =
-                    ArraySpec::new(vec![params.steps, params.ranks as u64 * chunk], DataType::Float32, vec![1, chunk]);
+                let spec = ArraySpec::new(
+                    vec![params.steps, params.total_ranks as u64 * chunk],
+                    DataType::Float32,
+                    vec![1, chunk],
+                );
                 // A fresh array: the previous run's, if any, is removed first.
                 isthmus_array::remove_node(location, &format!("vpic/{p}")).map_err(array_error)?;
                 ZarrArray::create(location, &format!("vpic/{p}"), &spec)
@@ -161,8 +183,8 @@ pub fn prepare(params: &VpicParams, target: &VpicTarget) -> BenchResult<()> {
     }
 }
 
-/// `vpic-io`: every rank writes its particles' 8 properties per step.
-pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult> {
+/// `vpic-io`: every rank of this process writes its particles' 8 properties per step.
+pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTimes>> {
     let times = match target {
         VpicTarget::Posix { dir } => {
             let files: Vec<std::fs::File> = PROPERTIES
@@ -174,7 +196,7 @@ pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult
                 for step in 0..params.steps {
                     let io = Instant::now();
                     for (p, file) in files.iter().enumerate() {
-                        let offset = (step * params.ranks as u64 + rank as u64) * params.particles * 4;
+                        let offset = (step * params.total_ranks as u64 + rank as u64) * params.particles * 4;
                         file.write_all_at(&values(rank, step, p, params.particles), offset)?;
                         if params.durable {
                             file.sync_data()?;
@@ -227,11 +249,11 @@ pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult
             })?
         }
     };
-    Ok(summarize("vpic-io", target, params, times))
+    Ok(times)
 }
 
-/// `bdcats-io`: every rank reads back its particles, property by property, step by step.
-pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult> {
+/// `bdcats-io`: every rank of this process reads back its particles, property by property.
+pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTimes>> {
     let times = match target {
         VpicTarget::Posix { dir } => {
             let files: Vec<std::fs::File> =
@@ -242,7 +264,7 @@ pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult>
                 for step in 0..params.steps {
                     let io = Instant::now();
                     for (p, file) in files.iter().enumerate() {
-                        let offset = (step * params.ranks as u64 + rank as u64) * params.particles * 4;
+                        let offset = (step * params.total_ranks as u64 + rank as u64) * params.particles * 4;
                         file.read_exact_at(&mut buf, offset)?;
                         check(&buf, rank, step, p, params.particles)?;
                     }
@@ -292,7 +314,7 @@ pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult>
             })?
         }
     };
-    Ok(summarize("bdcats-io", target, params, times))
+    Ok(times)
 }
 
 fn session(params: &VpicParams, consistency: Consistency) -> BenchResult<Transfers> {

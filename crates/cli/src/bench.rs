@@ -156,7 +156,7 @@ pub struct BenchArgs {
 
 /// The environment variable through which `--ranks` hands the gateway it started to its ranks:
 /// "ENDPOINT ACCESS_KEY SECRET_KEY".
-const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
+pub(crate) const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
 
 /// Shows what is running: on a terminal a bar of the operations done (of the expected number,
 /// when the workload knows it; a count and rate otherwise) with the elapsed time, cleared when
@@ -342,14 +342,14 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         }
     };
     let data_root = args.serve.clone().unwrap_or_else(|| PathBuf::from("./data"));
-    if matches!(args.workload, BenchWorkload::VpicIo | BenchWorkload::BdcatsIo) {
-        return crate::bench_arrays::run(&args, &data_root);
-    }
     if args.ranks == 0 {
         return Err("--ranks must be at least 1".into());
     }
     if args.ranks > 1 && std::env::var_os(isthmus_bench::team::RANK_VAR).is_none() {
         return launch_ranks(&args, &data_root);
+    }
+    if matches!(args.workload, BenchWorkload::VpicIo | BenchWorkload::BdcatsIo) {
+        return crate::bench_arrays::run(&args, &data_root);
     }
     let mut team = Team::from_env(args.sync_dir.as_deref())?;
     // The IO500 workloads (mdtest, IOR, MD-Workbench) place every worker of every process as one

@@ -1,15 +1,18 @@
 //! `isthmus bench vpic-io` and `bdcats-io`: the particle workloads on the raw POSIX baseline and
 //! on Zarr arrays, in-process (`--target embedded:///path`) and through a gateway (`--serve` or
-//! `--target http://...`), each array target at strong and at session consistency.
+//! `--target http://...`), each array target at strong and at session consistency. Ranks are
+//! `--workers` threads in each of the run's processes (`--ranks`, or mpirun/srun with
+//! `--sync-dir`): rank 0 prepares, barriers start each phase together, timings are gathered.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use isthmus_array::{Consistency, Location, RemoteEndpoint};
-use isthmus_bench::vpic::{self, VpicParams, VpicResult, VpicTarget};
+use isthmus_bench::Team;
+use isthmus_bench::vpic::{self, RankTimes, VpicParams, VpicResult, VpicTarget};
 use isthmus_store::{Authorized, Durability, PosixStore, RequestContext, Store, StoreOptions};
 
-use crate::bench::{BenchArgs, BenchWorkload, spawn_gateway};
+use crate::bench::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, spawn_gateway};
 
 /// The array locations of the run, with their labels.
 fn array_locations(
@@ -64,23 +67,46 @@ fn remote(endpoint: &str, key: &str, secret: &str, args: &BenchArgs) -> Result<L
     Ok(Location::Remote { endpoint, prefix: String::new() })
 }
 
+/// Waits for every process of the run, when there are several.
+fn barrier(team: &mut Option<Team>) -> Result<(), String> {
+    team.as_mut().map_or(Ok(()), |t| t.barrier().map_err(|e| e.to_string()))
+}
+
+/// Every rank's timings of the run (this process's alone without a team).
+fn gather(team: &mut Option<Team>, mine: Vec<RankTimes>) -> Result<Vec<RankTimes>, String> {
+    let Some(team) = team else { return Ok(mine) };
+    let flat: Vec<u64> = mine.iter().flat_map(|t| t.to_nanos()).collect();
+    let all = team.all_gather(&flat).map_err(|e| e.to_string())?;
+    Ok(all.chunks(3).map(RankTimes::from_nanos).collect())
+}
+
 pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
-    if args.ranks > 1 {
-        return Err("vpic-io and bdcats-io run their ranks as threads of one process: use --workers N".into());
-    }
+    let mut team = Team::from_env(args.sync_dir.as_deref())?;
+    let (rank, size) = team.as_ref().map_or((0, 1), |t| (t.rank, t.size));
+    let threads = args.workers.first().copied().unwrap_or(1).max(1);
     let params = VpicParams {
         particles: args.particles,
         steps: args.steps,
-        ranks: args.workers.first().copied().unwrap_or(1).max(1),
+        ranks: threads,
+        first_rank: rank * threads,
+        total_ranks: size * threads,
         compute: args.compute,
         durable: args.durability == Durability::Strict,
         threads: 4,
     };
-    let gateway = match &args.serve {
-        Some(root) => Some(spawn_gateway(root, args.durability)?),
-        None => None,
+    // `--ranks` started one gateway for all processes and named it in the environment.
+    let shared = std::env::var(SHARED_GATEWAY_VAR).ok();
+    let gateway = match (&args.serve, &shared) {
+        (Some(root), None) => Some(spawn_gateway(root, args.durability)?),
+        _ => None,
     };
-    let endpoints: Vec<_> = gateway.iter().map(|(_, e, k, s)| (e.clone(), k.clone(), s.clone())).collect();
+    let mut endpoints: Vec<(String, String, String)> =
+        gateway.iter().map(|(_, e, k, s)| (e.clone(), k.clone(), s.clone())).collect();
+    if let (Some(_), Some(shared)) = (&args.serve, &shared)
+        && let [endpoint, key, secret] = shared.split(' ').collect::<Vec<_>>()[..]
+    {
+        endpoints.push((endpoint.to_string(), key.to_string(), secret.to_string()));
+    }
     let baseline = args.baseline.clone().unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
     let mut targets = vec![VpicTarget::Posix { dir: baseline }];
     for (label, location) in array_locations(args, &endpoints)? {
@@ -88,18 +114,31 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
             targets.push(VpicTarget::Arrays { location: location.clone(), label: label.clone(), consistency });
         }
     }
+    let name = workload_name(args.workload);
     let mut results: Vec<VpicResult> = Vec::new();
     for target in &targets {
-        eprintln!("{} on {}", workload_name(args.workload), target.describe());
-        vpic::prepare(&params, target).map_err(|e| format!("{}: {e}", target.describe()))?;
-        let outcome = match args.workload {
+        let context = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
+        if rank == 0 {
+            eprintln!("{name} on {}", target.describe());
+            vpic::prepare(&params, target).map_err(context)?;
+        }
+        barrier(&mut team)?;
+        if args.workload == BenchWorkload::BdcatsIo {
+            let untimed = VpicParams { compute: std::time::Duration::ZERO, ..params.clone() };
+            vpic::write(&untimed, target).map_err(context)?;
+            barrier(&mut team)?;
+        }
+        let mine = match args.workload {
             BenchWorkload::VpicIo => vpic::write(&params, target),
-            _ => {
-                let untimed = VpicParams { compute: std::time::Duration::ZERO, ..params.clone() };
-                vpic::write(&untimed, target).and_then(|_| vpic::read(&params, target))
-            }
-        };
-        results.push(outcome.map_err(|e| format!("{}: {e}", target.describe()))?);
+            _ => vpic::read(&params, target),
+        }
+        .map_err(context)?;
+        let all = gather(&mut team, mine)?;
+        results.push(vpic::summarize(name, target, &VpicParams { ranks: all.len(), ..params.clone() }, &all));
+    }
+    barrier(&mut team)?;
+    if rank != 0 {
+        return Ok(());
     }
     if let VpicTarget::Posix { dir } = &targets[0] {
         let _ = std::fs::remove_dir_all(dir);
@@ -117,7 +156,7 @@ fn workload_name(workload: BenchWorkload) -> &'static str {
 
 fn write_json(path: &PathBuf, params: &VpicParams, results: &[VpicResult]) -> Result<(), String> {
     let document = serde_json::json!({
-        "particles": params.particles, "steps": params.steps, "ranks": params.ranks,
+        "particles": params.particles, "steps": params.steps, "ranks": params.total_ranks,
         "compute_s": params.compute.as_secs_f64(), "results": results,
     });
     std::fs::write(path, serde_json::to_vec_pretty(&document).unwrap_or_default())
