@@ -278,7 +278,10 @@ impl Transfers {
             }
             let shared = self.shared.clone();
             self.shared.pool.spawn(move || {
-                let outcome = run_group(&owned);
+                // A panic in a background job would abort the process (rayon's default): it
+                // becomes the transfers' failure instead.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_group(&owned)))
+                    .unwrap_or_else(|_| Err("internal error: the transfer's I/O panicked".to_string()));
                 shared.finish(owned, outcome, bytes);
             });
         }
