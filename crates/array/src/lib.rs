@@ -11,6 +11,7 @@ mod chunks;
 mod pool;
 mod region;
 pub mod remote;
+pub mod select;
 pub mod spec;
 pub mod storage;
 pub mod transfer;
@@ -18,6 +19,7 @@ pub mod transfer;
 pub use array::{Location, ZarrArray, create_group, remove_node};
 pub use region::{Region, RegionError};
 pub use remote::{RemoteEndpoint, S3Storage};
+pub use select::{Expr, Selection, Slabs, parse_selection};
 pub use spec::{ArraySpec, Codec, DataType};
 pub use storage::EngineStorage;
 pub use transfer::{Consistency, Direction, Status, Transfer, TransferOptions, Transfers};
@@ -56,5 +58,14 @@ impl From<zarrs::storage::StorePrefixError> for ArrayError {
 impl From<zarrs::storage::StoreKeyError> for ArrayError {
     fn from(err: zarrs::storage::StoreKeyError) -> Self {
         Self::Spec(err.to_string())
+    }
+}
+
+/// A new pool thread inherits the credentials of the thread that created it, which may be
+/// switched to a request's user: it starts as the process (the gateway) instead, and each chunk
+/// call switches for its own request (`RequestContext::run_as`).
+fn reset_thread_identity() {
+    if let Err(err) = isthmus_store::identity::init_request_thread() {
+        eprintln!("isthmus-array: cannot reset a pool thread's identity: {err}");
     }
 }

@@ -22,6 +22,7 @@ pub(crate) fn io_pool() -> Arc<rayon::ThreadPool> {
             let built = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads())
                 .thread_name(|i| format!("isthmus-array-{i}"))
+                .start_handler(|_| crate::reset_thread_identity())
                 .build()
                 .map(Arc::new)
                 .unwrap_or_else(|_| panic!("cannot start the array I/O pool"));

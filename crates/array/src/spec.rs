@@ -68,6 +68,47 @@ impl DataType {
         }
     }
 
+    /// The numpy type string in little-endian order (`<f4`, `|u1`).
+    pub fn numpy(self) -> &'static str {
+        match self {
+            Self::Bool => "|b1",
+            Self::Int8 => "|i1",
+            Self::Int16 => "<i2",
+            Self::Int32 => "<i4",
+            Self::Int64 => "<i8",
+            Self::UInt8 => "|u1",
+            Self::UInt16 => "<u2",
+            Self::UInt32 => "<u4",
+            Self::UInt64 => "<u8",
+            Self::Float32 => "<f4",
+            Self::Float64 => "<f8",
+        }
+    }
+
+    /// Element `index` of little-endian `bytes`, as a number (booleans are 0 and 1; 64-bit
+    /// integers past 2^53 round).
+    pub fn value_at(self, bytes: &[u8], index: usize) -> f64 {
+        let at = &bytes[index * self.size()..(index + 1) * self.size()];
+        let array = |n| -> [u8; 8] {
+            let mut out = [0u8; 8];
+            out[..n].copy_from_slice(&at[..n]);
+            out
+        };
+        match self {
+            Self::Bool => f64::from(u8::from(at[0] != 0)),
+            Self::Int8 => f64::from(at[0] as i8),
+            Self::UInt8 => f64::from(at[0]),
+            Self::Int16 => f64::from(i16::from_le_bytes([at[0], at[1]])),
+            Self::UInt16 => f64::from(u16::from_le_bytes([at[0], at[1]])),
+            Self::Int32 => f64::from(i32::from_le_bytes([at[0], at[1], at[2], at[3]])),
+            Self::UInt32 => f64::from(u32::from_le_bytes([at[0], at[1], at[2], at[3]])),
+            Self::Float32 => f64::from(f32::from_le_bytes([at[0], at[1], at[2], at[3]])),
+            Self::Int64 => i64::from_le_bytes(array(8)) as f64,
+            Self::UInt64 => u64::from_le_bytes(array(8)) as f64,
+            Self::Float64 => f64::from_le_bytes(array(8)),
+        }
+    }
+
     fn is_float(self) -> bool {
         matches!(self, Self::Float32 | Self::Float64)
     }

@@ -165,6 +165,7 @@ impl Transfers {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads.max(1))
             .thread_name(|i| format!("isthmus-transfer-{i}"))
+            .start_handler(|_| crate::reset_thread_identity())
             .build()
             .map_err(|e| ArrayError::Transfer(format!("cannot start the transfer pool: {e}")))?;
         Ok(Self {

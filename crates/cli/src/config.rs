@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// without keys: a peer is the S3 user its uid maps to (unix_user/uid in the config)
     #[arg(long)]
     pub local_socket: Option<PathBuf>,
+    /// The largest array selection (`GET path.zarr?select=[...]`) answered at once, e.g. 1GiB;
+    /// larger ones are refused with InvalidArgument [default: 1GiB]
+    #[arg(long, value_parser = isthmus_bench::units::parse_size)]
+    pub select_max_bytes: Option<u64>,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -122,6 +126,8 @@ pub struct FileConfig {
     pub local_socket: Option<PathBuf>,
     /// Connections the local socket serves at once (each has a thread) [default: 256].
     pub local_socket_max_connections: Option<usize>,
+    /// See `ServeArgs::select_max_bytes` (bytes) [default: 1 GiB].
+    pub select_max_bytes: Option<u64>,
 }
 
 impl FileConfig {
@@ -154,6 +160,7 @@ pub struct ServeSettings {
     pub identity_refresh: std::time::Duration,
     pub local_socket: Option<PathBuf>,
     pub local_socket_max_connections: usize,
+    pub select_max_bytes: u64,
 }
 
 impl ServeSettings {
@@ -205,6 +212,10 @@ impl ServeSettings {
             identity_refresh: std::time::Duration::from_secs(file.identity_refresh_seconds.unwrap_or(300).max(1)),
             local_socket: args.local_socket.or(file.local_socket),
             local_socket_max_connections: file.local_socket_max_connections.unwrap_or(256).max(1),
+            select_max_bytes: args
+                .select_max_bytes
+                .or(file.select_max_bytes)
+                .unwrap_or(isthmus_s3::DEFAULT_SELECT_MAX_BYTES),
         })
     }
 }

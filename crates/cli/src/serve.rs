@@ -82,7 +82,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         if let Some(socket) = local_socket {
             serve_local_socket(socket, isthmus_s3::authorized(store.clone(), &users, &identities), &users, &identities, settings.local_socket_max_connections)?;
         }
-        let service = isthmus_s3::build_service(store.clone(), io, users, identities.clone(), domain)?;
+        let service =
+            isthmus_s3::build_service(store.clone(), io, users, identities.clone(), domain, settings.select_max_bytes)?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
         println!(

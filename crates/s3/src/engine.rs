@@ -42,6 +42,11 @@ impl Engine {
         Self { store, io }
     }
 
+    /// The engine itself, for doors that call it from their own threads (array selections).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
     pub fn io(&self) -> IoPolicy {
         self.io
     }

@@ -21,6 +21,7 @@ mod multipart;
 mod object;
 mod policy;
 mod post_filename;
+mod select;
 pub mod server;
 mod tagging;
 
@@ -42,11 +43,22 @@ pub struct Gateway {
     engine: Engine,
     users: Arc<UserDirectory>,
     identities: Arc<Identities>,
+    /// The largest array selection answered (`?select=`), in bytes.
+    select_max_bytes: u64,
 }
+
+/// The default of `select_max_bytes`: 1 GiB.
+pub const DEFAULT_SELECT_MAX_BYTES: u64 = 1 << 30;
 
 impl Gateway {
     pub fn new(engine: Engine, users: Arc<UserDirectory>, identities: Arc<Identities>) -> Self {
-        Self { engine, users, identities }
+        Self { engine, users, identities, select_max_bytes: DEFAULT_SELECT_MAX_BYTES }
+    }
+
+    /// Sets the largest array selection the gateway answers.
+    pub fn with_select_max_bytes(mut self, bytes: u64) -> Self {
+        self.select_max_bytes = bytes;
+        self
     }
 
     /// The context of a request's engine calls: the user its signature authenticated, the
@@ -318,11 +330,13 @@ pub fn build_service(
     users: UserDirectory,
     identities: Arc<Identities>,
     domain: Option<(&str, u16)>,
+    select_max_bytes: u64,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
     let store = authorized(store, &users, &identities);
     let engine = Engine::new(store, io);
-    let mut builder = S3ServiceBuilder::new(Gateway::new(engine, users.clone(), identities));
+    let gateway = Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes);
+    let mut builder = S3ServiceBuilder::new(gateway);
     builder.set_auth((*users).clone());
     builder.set_access(access::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees

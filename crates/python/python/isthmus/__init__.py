@@ -20,8 +20,9 @@ Errors raise `isthmus.IsthmusError` with `args == (s3_code, message)`.
 
 from ._native import IsthmusError, Store, connect
 from .array import Array, Location, Transfer, Transfers
+from .remote import Gateway
 
-__all__ = ["Array", "IsthmusError", "Location", "Store", "Transfer", "Transfers", "connect", "iter_objects"]
+__all__ = ["Array", "Gateway", "IsthmusError", "Location", "Store", "Transfer", "Transfers", "connect", "iter_objects"]
 
 
 def iter_objects(store, bucket, prefix="", delimiter=None):

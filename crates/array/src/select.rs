@@ -1,0 +1,504 @@
+//! Selections and threshold queries as the gateway serves them. A selection is written
+//! `[start:stop:step, index, ...]` (numpy's basic slicing with positive steps; negative
+//! indices count from the end; missing dimensions are whole; an index drops its dimension), a
+//! threshold query is a small expression over `value` (`abs(value) > 0.5 and value < 3`).
+//! Results stream slab by slab (`Slabs`), so memory stays bounded whatever the selection's size.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use crate::array::ZarrArray;
+use crate::spec::DataType;
+use crate::{ArrayError, Region};
+
+/// A parsed selection: the region it reads and the dimensions an index drops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub region: Region,
+    /// Dimensions selected by a single index (absent from the result's shape).
+    pub dropped: Vec<usize>,
+}
+
+impl Selection {
+    /// The result's shape (dropped dimensions removed).
+    pub fn shape(&self) -> Vec<u64> {
+        (0..self.region.count.len()).filter(|d| !self.dropped.contains(d)).map(|d| self.region.count[d]).collect()
+    }
+}
+
+fn bad(text: &str, why: impl std::fmt::Display) -> ArrayError {
+    ArrayError::Spec(format!("selection {text:?}: {why}"))
+}
+
+/// Parses `[0:4634,100:132,200:232,0]` against an array of `shape`.
+pub fn parse_selection(text: &str, shape: &[u64]) -> Result<Selection, ArrayError> {
+    let inner = text.trim();
+    let inner = inner.strip_prefix('[').and_then(|s| s.strip_suffix(']')).unwrap_or(inner).trim();
+    let items: Vec<&str> = if inner.is_empty() { Vec::new() } else { inner.split(',').map(str::trim).collect() };
+    if items.len() > shape.len() {
+        return Err(bad(text, format!("{} dimensions given, the array has {}", items.len(), shape.len())));
+    }
+    let (mut offset, mut count, mut stride, mut dropped) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (dim, &extent) in shape.iter().enumerate() {
+        let item = items.get(dim).copied().unwrap_or(":");
+        let number = |s: &str| -> Result<Option<i64>, ArrayError> {
+            let s = s.trim();
+            if s.is_empty() {
+                Ok(None)
+            } else {
+                s.parse().map(Some).map_err(|_| bad(text, format!("{s:?} is not an integer")))
+            }
+        };
+        // Negative positions count from the end; slice bounds are clamped as numpy does.
+        let resolve = |i: i64| if i < 0 { (extent as i64 + i).max(0) as u64 } else { (i as u64).min(extent) };
+        if !item.contains(':') {
+            let index = number(item)?.ok_or_else(|| bad(text, format!("dimension {dim} is empty")))?;
+            let position = if index < 0 { extent as i64 + index } else { index };
+            if position < 0 || position as u64 >= extent {
+                return Err(bad(text, format!("index {index} is outside dimension {dim} of extent {extent}")));
+            }
+            offset.push(position as u64);
+            count.push(1);
+            stride.push(1);
+            dropped.push(dim);
+            continue;
+        }
+        let parts: Vec<&str> = item.split(':').collect();
+        if parts.len() > 3 {
+            return Err(bad(text, format!("{item:?} has more than start:stop:step")));
+        }
+        let step = match parts.get(2) {
+            Some(s) => number(s)?.unwrap_or(1),
+            None => 1,
+        };
+        if step < 1 {
+            return Err(bad(text, format!("dimension {dim}: steps must be at least 1 (downsampling), not {step}")));
+        }
+        let start = number(parts[0])?.map_or(0, resolve);
+        let stop = number(parts[1])?.map_or(extent, resolve);
+        let n = if stop > start { (stop - start).div_ceil(step as u64) } else { 0 };
+        offset.push(if n == 0 { 0 } else { start });
+        count.push(n);
+        stride.push(step as u64);
+    }
+    Ok(Selection { region: Region::new(offset, count).with_stride(stride), dropped })
+}
+
+/// A selection's bytes, read slab by slab along its first dimension: at most `slab_bytes`
+/// (at least one row) are held at a time. Implements `Read`, so the gateway streams it.
+pub struct Slabs {
+    array: Arc<ZarrArray>,
+    region: Region,
+    /// The next row (along the first dimension) to read.
+    next_row: u64,
+    rows_per_slab: u64,
+    buffer: Vec<u8>,
+    position: usize,
+    remaining: u64,
+}
+
+impl Slabs {
+    pub fn new(array: Arc<ZarrArray>, region: Region, slab_bytes: u64) -> Result<Self, ArrayError> {
+        let total = array.region_bytes(&region)? as u64;
+        let rows = region.count.first().copied().unwrap_or(1).max(1);
+        let row_bytes = (total / rows).max(1);
+        let rows_per_slab = (slab_bytes / row_bytes).max(1);
+        Ok(Self { array, region, next_row: 0, rows_per_slab, buffer: Vec::new(), position: 0, remaining: total })
+    }
+
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// The next slab's region and rows, if any.
+    fn next_slab(&mut self) -> Option<Region> {
+        let rows = *self.region.count.first()?;
+        if self.next_row >= rows {
+            return None;
+        }
+        let take = self.rows_per_slab.min(rows - self.next_row);
+        let mut slab = self.region.clone();
+        let step = slab.stride.as_ref().map_or(1, |s| s[0]);
+        slab.offset[0] += self.next_row * step;
+        slab.count[0] = take;
+        self.next_row += take;
+        Some(slab)
+    }
+
+    /// Calls `f` with each slab's bytes in order.
+    pub fn for_each(mut self, mut f: impl FnMut(&Region, &[u8]) -> Result<(), ArrayError>) -> Result<(), ArrayError> {
+        while let Some(slab) = self.next_slab() {
+            let bytes = self.array.read_vec(&slab)?;
+            f(&slab, &bytes)?;
+        }
+        Ok(())
+    }
+}
+
+impl Read for Slabs {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.position == self.buffer.len() {
+            let Some(slab) = self.next_slab() else { return Ok(0) };
+            self.buffer = self.array.read_vec(&slab).map_err(std::io::Error::other)?;
+            self.position = 0;
+        }
+        let n = out.len().min(self.buffer.len() - self.position);
+        out[..n].copy_from_slice(&self.buffer[self.position..self.position + n]);
+        self.position += n;
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+/// The `.npy` header (format 1.0) of a C-ordered array of `data_type` and `shape`.
+pub fn npy_header(data_type: DataType, shape: &[u64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut dict = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", data_type.numpy());
+    // Magic (6) + version (2) + length (2) + dict + newline, padded to a multiple of 64.
+    let unpadded = 10 + dict.len() + 1;
+    dict.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    dict.push('\n');
+    let mut header = b"\x93NUMPY\x01\x00".to_vec();
+    header.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    header.extend_from_slice(dict.as_bytes());
+    header
+}
+
+/// A threshold expression over an element's `value`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Value,
+    Number(f64),
+    Abs(Box<Expr>),
+    Compare(Box<Expr>, Comparison, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    Equal,
+    NotEqual,
+}
+
+impl Expr {
+    /// Parses `abs(value) > 0.5 and (value < 3 or not value == 1)`.
+    pub fn parse(text: &str) -> Result<Expr, ArrayError> {
+        let tokens = tokenize(text)?;
+        let mut parser = Parser { tokens, position: 0, text };
+        let expr = parser.or()?;
+        if parser.position != parser.tokens.len() {
+            return Err(parser.error("unexpected text after the expression"));
+        }
+        if !expr.is_condition() {
+            return Err(parser.error("the expression must be a comparison (e.g. value > 0.5)"));
+        }
+        Ok(expr)
+    }
+
+    fn is_condition(&self) -> bool {
+        matches!(self, Expr::Compare(..) | Expr::And(..) | Expr::Or(..) | Expr::Not(..))
+    }
+
+    fn number(&self, value: f64) -> f64 {
+        match self {
+            Expr::Value => value,
+            Expr::Number(n) => *n,
+            Expr::Abs(e) => e.number(value).abs(),
+            condition => f64::from(u8::from(condition.holds(value))),
+        }
+    }
+
+    /// Whether `value` matches.
+    pub fn holds(&self, value: f64) -> bool {
+        match self {
+            Expr::Compare(a, op, b) => {
+                let (a, b) = (a.number(value), b.number(value));
+                match op {
+                    Comparison::Less => a < b,
+                    Comparison::LessEqual => a <= b,
+                    Comparison::Greater => a > b,
+                    Comparison::GreaterEqual => a >= b,
+                    Comparison::Equal => a == b,
+                    Comparison::NotEqual => a != b,
+                }
+            }
+            Expr::And(a, b) => a.holds(value) && b.holds(value),
+            Expr::Or(a, b) => a.holds(value) || b.holds(value),
+            Expr::Not(a) => !a.holds(value),
+            other => other.number(value) != 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Word(String),
+    Number(f64),
+    Op(&'static str),
+    Open,
+    Close,
+}
+
+fn tokenize(text: &str) -> Result<Vec<Token>, ArrayError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '(' || c == ')' {
+            tokens.push(if c == '(' { Token::Open } else { Token::Close });
+            i += 1;
+        } else if c.is_ascii_digit()
+            || c == '.'
+            || (c == '-' && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit() || *n == '.'))
+        {
+            let start = i;
+            i += 1;
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric()
+                    || chars[i] == '.'
+                    || ((chars[i] == '-' || chars[i] == '+') && matches!(chars[i - 1], 'e' | 'E')))
+            {
+                i += 1;
+            }
+            let literal: String = chars[start..i].iter().collect();
+            let number = literal
+                .parse()
+                .map_err(|_| ArrayError::Spec(format!("where {text:?}: {literal:?} is not a number")))?;
+            tokens.push(Token::Number(number));
+        } else if c.is_ascii_alphabetic() {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            tokens.push(Token::Word(chars[start..i].iter().collect::<String>().to_ascii_lowercase()));
+        } else {
+            let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+            let op = ["<=", ">=", "==", "!=", "&&", "||"].into_iter().find(|op| *op == two);
+            let (op, len) = match op {
+                Some(op) => (op, 2),
+                None => match c {
+                    '<' => ("<", 1),
+                    '>' => (">", 1),
+                    '=' => ("==", 1),
+                    '!' => ("!", 1),
+                    _ => return Err(ArrayError::Spec(format!("where {text:?}: unexpected {c:?}"))),
+                },
+            };
+            tokens.push(Token::Op(op));
+            i += len;
+        }
+    }
+    Ok(tokens)
+}
+
+struct Parser<'a> {
+    tokens: Vec<Token>,
+    position: usize,
+    text: &'a str,
+}
+
+impl Parser<'_> {
+    fn error(&self, why: &str) -> ArrayError {
+        ArrayError::Spec(format!(
+            "where {:?}: {why}; the language: value, numbers, abs(...), < <= > >= == !=, and, or, not, parentheses",
+            self.text
+        ))
+    }
+
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.position)
+    }
+
+    fn is_word(&self, word: &str) -> bool {
+        matches!(self.peek(), Some(Token::Word(w)) if w == word)
+    }
+
+    fn or(&mut self) -> Result<Expr, ArrayError> {
+        let mut left = self.and()?;
+        while self.is_word("or") || self.peek() == Some(&Token::Op("||")) {
+            self.position += 1;
+            left = Expr::Or(Box::new(left), Box::new(self.and()?));
+        }
+        Ok(left)
+    }
+
+    fn and(&mut self) -> Result<Expr, ArrayError> {
+        let mut left = self.not()?;
+        while self.is_word("and") || self.peek() == Some(&Token::Op("&&")) {
+            self.position += 1;
+            left = Expr::And(Box::new(left), Box::new(self.not()?));
+        }
+        Ok(left)
+    }
+
+    fn not(&mut self) -> Result<Expr, ArrayError> {
+        if self.is_word("not") || self.peek() == Some(&Token::Op("!")) {
+            self.position += 1;
+            return Ok(Expr::Not(Box::new(self.not()?)));
+        }
+        self.comparison()
+    }
+
+    fn comparison(&mut self) -> Result<Expr, ArrayError> {
+        let left = self.operand()?;
+        let op = match self.peek() {
+            Some(Token::Op("<")) => Comparison::Less,
+            Some(Token::Op("<=")) => Comparison::LessEqual,
+            Some(Token::Op(">")) => Comparison::Greater,
+            Some(Token::Op(">=")) => Comparison::GreaterEqual,
+            Some(Token::Op("==")) => Comparison::Equal,
+            Some(Token::Op("!=")) => Comparison::NotEqual,
+            _ => return Ok(left),
+        };
+        self.position += 1;
+        Ok(Expr::Compare(Box::new(left), op, Box::new(self.operand()?)))
+    }
+
+    fn operand(&mut self) -> Result<Expr, ArrayError> {
+        let token = self.peek().cloned().ok_or_else(|| self.error("the expression ends early"))?;
+        self.position += 1;
+        match token {
+            Token::Number(n) => Ok(Expr::Number(n)),
+            Token::Word(w) if w == "value" => Ok(Expr::Value),
+            Token::Word(w) if w == "abs" => {
+                if self.peek() != Some(&Token::Open) {
+                    return Err(self.error("abs needs parentheses"));
+                }
+                self.position += 1;
+                let inner = self.or()?;
+                self.close()?;
+                Ok(Expr::Abs(Box::new(inner)))
+            }
+            Token::Open => {
+                let inner = self.or()?;
+                self.close()?;
+                Ok(inner)
+            }
+            other => Err(self.error(&format!("unexpected {other:?}"))),
+        }
+    }
+
+    fn close(&mut self) -> Result<(), ArrayError> {
+        if self.peek() != Some(&Token::Close) {
+            return Err(self.error("a parenthesis is not closed"));
+        }
+        self.position += 1;
+        Ok(())
+    }
+}
+
+/// The elements of `selection` matching `expr`, in C order from element `after` (of the
+/// selection, 0 = its first), at most `limit`: their coordinates in the array, their values,
+/// and where to continue (`None` when the selection is exhausted).
+pub struct Matches {
+    pub coordinates: Vec<Vec<u64>>,
+    pub values: Vec<f64>,
+    pub next: Option<u64>,
+}
+
+/// Scans `selection` of `array` slab by slab (bounded memory) for elements matching `expr`.
+pub fn find(
+    array: &Arc<ZarrArray>,
+    selection: &Selection,
+    expr: &Expr,
+    after: u64,
+    limit: usize,
+    slab_bytes: u64,
+) -> Result<Matches, ArrayError> {
+    let data_type = array.data_type();
+    let region = &selection.region;
+    let dims = region.count.len();
+    let step: Vec<u64> = (0..dims).map(|d| region.stride.as_ref().map_or(1, |s| s[d])).collect();
+    let mut matches = Matches { coordinates: Vec::new(), values: Vec::new(), next: None };
+    let mut seen = 0u64; // elements of the selection passed so far
+    let stop = "enough matches";
+    let outcome = Slabs::new(array.clone(), region.clone(), slab_bytes)?.for_each(|slab, bytes| {
+        let elements = bytes.len() / data_type.size();
+        for i in 0..elements {
+            let index = seen + i as u64;
+            if index < after {
+                continue;
+            }
+            let value = data_type.value_at(bytes, i);
+            if !expr.holds(value) {
+                continue;
+            }
+            if matches.values.len() == limit {
+                matches.next = Some(index);
+                return Err(ArrayError::Spec(stop.into()));
+            }
+            // The element's position in the slab (C order), then in the array.
+            let mut rest = i as u64;
+            let mut coordinate = vec![0u64; dims];
+            for d in (0..dims).rev() {
+                coordinate[d] = slab.offset[d] + (rest % slab.count[d]) * step[d];
+                rest /= slab.count[d];
+            }
+            matches.coordinates.push(coordinate);
+            matches.values.push(value);
+        }
+        seen += elements as u64;
+        Ok(())
+    });
+    match outcome {
+        Err(ArrayError::Spec(why)) if why == stop => Ok(matches),
+        other => other.map(|()| matches),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selections_parse_like_numpy_basic_slicing() {
+        let s = parse_selection("[0:4634,100:132,200:232,0]", &[5000, 400, 400, 1]).unwrap();
+        assert_eq!(s.region.offset, vec![0, 100, 200, 0]);
+        assert_eq!(s.region.count, vec![4634, 32, 32, 1]);
+        assert_eq!(s.dropped, vec![3]);
+        assert_eq!(s.shape(), vec![4634, 32, 32]);
+        let s = parse_selection("[::200, -5:, 3]", &[1000, 10, 8]).unwrap();
+        assert_eq!((s.region.offset.clone(), s.region.count.clone()), (vec![0, 5, 3], vec![5, 5, 1]));
+        assert_eq!(s.region.stride, Some(vec![200, 1, 1]));
+        assert_eq!(parse_selection("[]", &[4, 4]).unwrap().region.count, vec![4, 4]);
+        assert_eq!(parse_selection("[5:2]", &[10]).unwrap().region.count, vec![0]);
+        for bad in ["[0:1:0]", "[0:1:-1]", "[10]", "[-11]", "[a]", "[1,2,3]", "[1:2:3:4]"] {
+            assert!(parse_selection(bad, &[10, 10]).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn threshold_expressions_evaluate_with_precedence() {
+        let e = Expr::parse("abs(value) > 0.5 and value < 3 or value == -10").unwrap();
+        assert!(e.holds(1.0) && e.holds(-0.7) && e.holds(-10.0));
+        assert!(!e.holds(0.2) && !e.holds(3.5));
+        let e = Expr::parse("not (value >= 1e-3) && value != -2.5E0").unwrap();
+        assert!(e.holds(0.0) && !e.holds(-2.5) && !e.holds(0.01));
+        for bad in ["value", "abs value > 1", "value > ", "(value > 1", "value > 1 1", "value ~ 1"] {
+            assert!(Expr::parse(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn npy_headers_are_aligned_and_describe_the_array() {
+        let header = npy_header(DataType::Float32, &[3, 4]);
+        assert_eq!(header.len() % 64, 0);
+        let text = String::from_utf8_lossy(&header[10..]);
+        assert!(text.contains("'descr': '<f4'") && text.contains("'shape': (3, 4)"), "{text}");
+        assert!(String::from_utf8_lossy(&npy_header(DataType::UInt8, &[7])).contains("(7,)"));
+    }
+}
