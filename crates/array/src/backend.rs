@@ -30,7 +30,18 @@ pub trait ChunkStore: ReadableWritableListableStorageTraits {
     /// Where the store is (`engine:bucket/prefix`, `s3://host/bucket/prefix`): two handles on
     /// the same array have the same description.
     fn describe(&self) -> String;
+
+    /// Writes a copied value, verified on arrival: its MD5 travels with it (`Content-MD5`, or
+    /// compared with the engine's MD5 ETag) and `source_tag`, the source's version tag, is kept
+    /// with it (`x-amz-meta-isthmus-source-etag`) so a resumed copy can skip it.
+    fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError>;
+
+    /// The source version tag `put_copy` kept with the value under `key`, if any.
+    fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError>;
 }
+
+/// The user metadata name under which a copied object keeps its source's version tag.
+pub const SOURCE_TAG: &str = "isthmus-source-etag";
 
 /// What a walk of a prefix found: objects (key relative to the store, size) and, with a
 /// delimiter, the common prefixes.
@@ -70,4 +81,13 @@ pub fn patched(current: Option<Bytes>, offset_values: OffsetBytesIterator) -> Re
         value[start..start + bytes.len()].copy_from_slice(&bytes);
     }
     Ok(Bytes::from(value))
+}
+
+pub(crate) fn md5_bytes(bytes: &[u8]) -> [u8; 16] {
+    use md5::Digest;
+    md5::Md5::digest(bytes).into()
+}
+
+pub(crate) fn md5_hex(bytes: &[u8]) -> String {
+    md5_bytes(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -10,6 +10,7 @@ pub mod backend;
 mod chunks;
 mod pool;
 mod region;
+pub mod region_copy;
 pub mod remote;
 pub mod select;
 pub mod spec;
@@ -18,6 +19,7 @@ pub mod transfer;
 
 pub use array::{Location, ZarrArray, create_group, remove_node};
 pub use region::{Region, RegionError};
+pub use region_copy::{CopyMode, CopyReport, copy_region};
 pub use remote::{RemoteEndpoint, S3Storage};
 pub use select::{Expr, Selection, Slabs, parse_selection};
 pub use spec::{ArraySpec, Codec, DataType};

@@ -266,4 +266,33 @@ impl ChunkStore for S3Storage {
     fn describe(&self) -> String {
         self.described.clone()
     }
+
+    fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
+        let url = self.bucket.put_object(Some(&self.credentials), &self.object(key.as_str())).sign(SIGN_FOR);
+        let md5 = crate::backend::md5_bytes(value);
+        let response = self
+            .agent
+            .put(url.as_str())
+            .header("Content-MD5", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5))
+            .header(format!("x-amz-meta-{}", crate::backend::SOURCE_TAG), source_tag)
+            .send(value)
+            .map_err(|e| http_error("PUT", e))?;
+        if !response.status().is_success() {
+            return Err(refused("PUT", response));
+        }
+        Ok(())
+    }
+
+    fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {
+        let url = self.bucket.head_object(Some(&self.credentials), &self.object(key.as_str())).sign(SIGN_FOR);
+        let response = self.agent.head(url.as_str()).call().map_err(|e| http_error("HEAD", e))?;
+        match response.status().as_u16() {
+            200..300 => {
+                let name = format!("x-amz-meta-{}", crate::backend::SOURCE_TAG);
+                Ok(response.headers().get(name.as_str()).and_then(|v| v.to_str().ok()).map(str::to_string))
+            }
+            404 => Ok(None),
+            _ => Err(refused("HEAD", response)),
+        }
+    }
 }

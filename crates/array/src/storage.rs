@@ -11,7 +11,7 @@ use isthmus_store::{
     ByteRange as EngineRange, ETagMatch, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError,
 };
 
-use crate::backend::{ChunkStore, Walked, WriteCondition, patched};
+use crate::backend::{ChunkStore, SOURCE_TAG, Walked, WriteCondition, patched};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
     Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
@@ -229,5 +229,29 @@ impl ChunkStore for EngineStorage {
 
     fn describe(&self) -> String {
         format!("engine:{}/{}", self.bucket, self.prefix)
+    }
+
+    fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
+        let object = self.object_key(key.as_str());
+        let mut request = PutRequest::default();
+        request.meta.user.insert(SOURCE_TAG.to_string(), source_tag.to_string());
+        let written = self
+            .cx
+            .run_as(|| self.store.put_bytes(&self.cx, &self.bucket, &object, value, request))
+            .map_err(storage_error)?;
+        let md5 = crate::backend::md5_hex(value);
+        if written.etag != md5 {
+            return Err(StorageError::Other(format!("{key}: stored with MD5 {}, sent {md5}", written.etag)));
+        }
+        Ok(())
+    }
+
+    fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {
+        let object = self.object_key(key.as_str());
+        match self.cx.run_as(|| self.store.head_object(&self.cx, &self.bucket, &object, &Default::default())) {
+            Ok(info) => Ok(info.meta.user.get(SOURCE_TAG).cloned()),
+            Err(StoreError::NoSuchKey) => Ok(None),
+            Err(err) => Err(storage_error(err)),
+        }
     }
 }

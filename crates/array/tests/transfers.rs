@@ -87,6 +87,12 @@ impl ChunkStore for Counting {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+    fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
+        self.inner.put_copy(key, value, source_tag)
+    }
+    fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {
+        self.inner.copied_from(key)
+    }
 }
 
 fn engine(dir: &std::path::Path) -> Arc<dyn Store> {

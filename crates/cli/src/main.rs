@@ -5,6 +5,7 @@ mod bench;
 mod bench_arrays;
 mod config;
 mod cost;
+mod region;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,8 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Compare the cost of cloud and on-premises storage over time
     Cost(cost::CostArgs),
+    /// Move a region of a Zarr array to or from another site's S3 endpoint
+    Region(region::RegionArgs),
 }
 
 fn init_logging(level: &str, format: config::LogFormat) {
@@ -53,6 +56,10 @@ fn main() {
             bench::run(*args)
         }
         Command::Cost(args) => cost::run(args),
+        Command::Region(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            region::run(args)
+        }
     };
     if let Err(message) = result {
         eprintln!("isthmus: error: {message}");

@@ -1,0 +1,139 @@
+//! `isthmus region push` and `pull`: a region of a Zarr array moved between this site's data
+//! root and another site's S3 endpoint (another Isthmus, MinIO, AWS), only the chunks it
+//! intersects, in parallel, verified, resumable (run the same command again), with a progress bar.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use isthmus_array::{CopyMode, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
+use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+
+#[derive(Debug, Args)]
+pub struct RegionArgs {
+    #[command(subcommand)]
+    pub command: RegionCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RegionCommand {
+    /// Send a region of a local array (BUCKET/PATH under --root) to http(s)://HOST:PORT/BUCKET/PATH
+    Push(CopyArgs),
+    /// Fetch a region of a remote array (http(s)://HOST:PORT/BUCKET/PATH) into BUCKET/PATH under --root
+    Pull(CopyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// push: the local array, BUCKET/PATH; pull: the remote one, http(s)://HOST:PORT/BUCKET/PATH
+    pub source: String,
+    /// Where it goes: push: http(s)://HOST:PORT/BUCKET/PATH; pull: BUCKET/PATH
+    #[arg(long)]
+    pub to: String,
+    /// The region, as `[start:stop:step, index, ...]` [default: the whole array]
+    #[arg(long)]
+    pub select: Option<String>,
+    /// The local data root
+    #[arg(long, default_value = "./data")]
+    pub root: PathBuf,
+    /// Write the region as a new array of its own shape (decoded and re-chunked) instead of
+    /// copying the chunks it intersects under the source's metadata
+    #[arg(long)]
+    pub as_new_array: bool,
+    /// With --as-new-array: the new array's chunk shape, comma-separated
+    #[arg(long, value_delimiter = ',')]
+    pub chunks: Option<Vec<u64>>,
+    /// Chunks moved at once
+    #[arg(long, default_value_t = 8)]
+    pub parallel: usize,
+    /// Region remote requests are signed for
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
+}
+
+/// `BUCKET/PATH` as its two parts.
+fn bucket_and_path(text: &str) -> Result<(String, String), String> {
+    match text.trim_matches('/').split_once('/') {
+        Some((bucket, path)) if !bucket.is_empty() && !path.is_empty() => Ok((bucket.to_string(), path.to_string())),
+        _ => Err(format!("{text:?}: expected BUCKET/PATH (the array's path inside a bucket)")),
+    }
+}
+
+/// `http(s)://HOST:PORT/BUCKET/PATH` as a location (keys from the environment) and a path.
+fn remote(url: &str, region: &str) -> Result<(Location, String), String> {
+    let parsed: url::Url =
+        url.parse().map_err(|e| format!("{url:?}: {e}: expected http(s)://HOST:PORT/BUCKET/PATH"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{url:?}: expected http(s)://HOST:PORT/BUCKET/PATH"));
+    }
+    let (bucket, path) = bucket_and_path(parsed.path())?;
+    let key = std::env::var("AWS_ACCESS_KEY_ID")
+        .map_err(|_| "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the remote endpoint".to_string())?;
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").map_err(|_| "set AWS_SECRET_ACCESS_KEY too".to_string())?;
+    let endpoint = RemoteEndpoint {
+        endpoint: parsed[..url::Position::BeforePath].to_string(),
+        bucket,
+        access_key: key,
+        secret_key: secret,
+        region: region.to_string(),
+    };
+    Ok((Location::Remote { endpoint, prefix: String::new() }, path))
+}
+
+/// `BUCKET/PATH` under the local root (the bucket made if needed).
+fn local(text: &str, root: &PathBuf) -> Result<(Location, String), String> {
+    let (bucket, path) = bucket_and_path(text)?;
+    let store =
+        PosixStore::open(root, StoreOptions::default()).map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+    match store.create_bucket(&RequestContext::process(), &bucket, &Default::default()) {
+        Ok(()) => {}
+        Err(e) if e.s3_code().starts_with("BucketAlready") => {}
+        Err(e) => return Err(format!("bucket {bucket}: {e}")),
+    }
+    Ok((Location::Engine { store, cx: RequestContext::process(), bucket, prefix: String::new() }, path))
+}
+
+pub fn run(args: RegionArgs) -> Result<(), String> {
+    let (push, copy) = match &args.command {
+        RegionCommand::Push(copy) => (true, copy),
+        RegionCommand::Pull(copy) => (false, copy),
+    };
+    let ((source, source_path), (target, target_path)) = if push {
+        (local(&copy.source, &copy.root)?, remote(&copy.to, &copy.region)?)
+    } else {
+        (remote(&copy.source, &copy.region)?, local(&copy.to, &copy.root)?)
+    };
+    let array = ZarrArray::open(&source, &source_path).map_err(|e| format!("{}: {e}", copy.source))?;
+    let selection =
+        parse_selection(copy.select.as_deref().unwrap_or("[]"), array.shape()).map_err(|e| e.to_string())?;
+    let mode = match copy.as_new_array {
+        true => CopyMode::AsNewArray { chunks: copy.chunks.clone() },
+        false if copy.chunks.is_some() => return Err("--chunks goes with --as-new-array".into()),
+        false => CopyMode::Chunks,
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] [{bar:40}] {pos}/{len} chunks ({per_sec})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let report =
+        copy_region(&source, &source_path, &target, &target_path, &selection.region, &mode, copy.parallel, &progress)
+            .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    println!(
+        "{} {} of {} chunks ({} already there, {} absent at the source), {:.1} MiB",
+        if push { "pushed" } else { "pulled" },
+        report.sent,
+        report.chunks,
+        report.skipped,
+        report.absent,
+        report.bytes as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
