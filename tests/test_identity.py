@@ -334,3 +334,33 @@ def test_bad_identity_configurations_refuse_to_start(unix):
     nobody = pwd.getpwnam("nobody").pw_uid
     err = start_error(admin, user=nobody)
     assert "CAP_SETUID" in err and "gateway" in err
+
+
+def test_the_array_service_reads_chunks_as_the_requesting_user(world):
+    """A selection's chunks are read on pool threads, each as the request's Unix user: a user
+    the kernel refuses a chunk file gets AccessDenied, never the data."""
+    import numpy as np
+
+    import isthmus
+
+    srv, root, unix, c = world
+    bucket = project_bucket(root, unix)
+    where = isthmus.Location.engine(isthmus.Store(str(root)), "proj")
+    a = isthmus.Array.create(where, "quake.zarr", shape=(8, 8), dtype="int32", chunks=(4, 8))
+    a[...] = np.arange(64, dtype=np.int32).reshape(8, 8)
+    for path in (bucket / "quake.zarr").rglob("*"):
+        os.chown(path, unix["alice"].pw_uid, unix["alice"].pw_gid)
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for chunk in (bucket / "quake.zarr" / "c").rglob("*"):
+        if chunk.is_file():
+            chunk.chmod(0o600)  # alice's alone; zarr.json stays readable by everyone
+    alice = isthmus.Gateway(srv.endpoint, "alice", SECRET)
+    np.testing.assert_array_equal(alice.select("proj", "quake.zarr", "[2:6, ::2]"), a[2:6, ::2])
+    bob = isthmus.Gateway(srv.endpoint, "bob", SECRET)
+    assert bob.info("proj", "quake.zarr")["shape"] == [8, 8]
+    with pytest.raises(isthmus.IsthmusError) as err:
+        bob.select("proj", "quake.zarr", "[2:6, ::2]")
+    assert err.value.args[0] == "AccessDenied", err.value.args
+    with pytest.raises(isthmus.IsthmusError) as err:
+        bob.where("proj", "quake.zarr", "value > 3")
+    assert err.value.args[0] == "AccessDenied", err.value.args

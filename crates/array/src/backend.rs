@@ -89,5 +89,5 @@ pub(crate) fn md5_bytes(bytes: &[u8]) -> [u8; 16] {
 }
 
 pub(crate) fn md5_hex(bytes: &[u8]) -> String {
-    md5_bytes(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(md5_bytes(bytes))
 }

@@ -111,6 +111,18 @@ impl Slabs {
         self.remaining
     }
 
+    /// Reads the next slab now if nothing is buffered: a server calls it before it answers, so
+    /// a refusal (a chunk the user may not read) becomes an error response, not a cut body.
+    pub fn prefetch(&mut self) -> Result<(), ArrayError> {
+        if self.position == self.buffer.len()
+            && let Some(slab) = self.next_slab()
+        {
+            self.buffer = self.array.read_vec(&slab)?;
+            self.position = 0;
+        }
+        Ok(())
+    }
+
     /// The next slab's region and rows, if any.
     fn next_slab(&mut self) -> Option<Region> {
         let rows = *self.region.count.first()?;

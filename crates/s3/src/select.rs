@@ -144,7 +144,11 @@ pub async fn serve(
                 }
                 let shape = selection.shape();
                 let header = if npy { npy_header(array.data_type(), &shape) } else { Vec::new() };
-                let slabs = Slabs::new(array.clone(), selection.region.clone(), SLAB_BYTES).map_err(array_error)?;
+                let mut slabs = Slabs::new(array.clone(), selection.region.clone(), SLAB_BYTES).map_err(array_error)?;
+                // The first slab before the answer: a selection of one slab (most) fails as an
+                // error response; a later slab that fails cuts the body short of its
+                // Content-Length, which every client reports as an error.
+                slabs.prefetch().map_err(array_error)?;
                 let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
                 let mut output = GetObjectOutput {
                     content_length: Some((header.len() as u64 + bytes) as i64),

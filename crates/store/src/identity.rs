@@ -345,7 +345,9 @@ pub struct IdentityGuard {
 
 impl Drop for IdentityGuard {
     fn drop(&mut self) {
-        SWITCHED.with(|s| s.borrow_mut().take());
+        // `try_with`: a guard resting in a thread-local is dropped while the thread exits, when
+        // `SWITCHED` may already be gone (and `with` would panic inside a destructor: abort).
+        let _ = SWITCHED.try_with(|s| s.borrow_mut().take());
         if self.previous.apply().is_err() {
             // A thread that cannot be given its identity back must not serve anyone else.
             tracing::error!("could not restore a thread's identity after a request; stopping");
