@@ -13,16 +13,17 @@ use zarrs::storage::StoreKey;
 
 use crate::array::ZarrArray;
 use crate::chunks;
-use crate::spec::ArraySpec;
+use crate::spec::{ArraySpec, Codec};
 use crate::{ArrayError, Location, Region};
 
 /// How the region lands on the other side.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CopyMode {
     /// The intersecting chunks, as they are, under the same array metadata.
     Chunks,
-    /// A new array holding only the region, chunked `chunks` (default: the source's, clipped).
-    AsNewArray { chunks: Option<Vec<u64>> },
+    /// A new array holding only the region, chunked `chunks` (default: the source's, clipped),
+    /// sharded into `inner_chunks` if given, and encoded with `codecs`.
+    AsNewArray { chunks: Option<Vec<u64>>, inner_chunks: Option<Vec<u64>>, codecs: Vec<Codec> },
 }
 
 /// What a copy did.
@@ -61,9 +62,10 @@ pub fn copy_region(
         .map_err(|e| ArrayError::Transfer(format!("cannot start the copy pool: {e}")))?;
     match mode {
         CopyMode::Chunks => pool.install(|| copy_chunks(&array, target, target_path, region, progress)),
-        CopyMode::AsNewArray { chunks } => {
-            pool.install(|| copy_as_new_array(&array, target, target_path, region, chunks.clone(), progress))
-        }
+        CopyMode::AsNewArray { chunks, inner_chunks, codecs } => pool.install(|| {
+            let layout = (chunks.clone(), inner_chunks.clone(), codecs.clone());
+            copy_as_new_array(&array, target, target_path, region, layout, progress)
+        }),
     }
 }
 
@@ -127,7 +129,7 @@ fn copy_as_new_array(
     target: &Location,
     target_path: &str,
     region: &Region,
-    chunks: Option<Vec<u64>>,
+    (chunks, inner_chunks, codecs): (Option<Vec<u64>>, Option<Vec<u64>>, Vec<Codec>),
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<CopyReport, ArrayError> {
     let shape = region.shape();
@@ -136,6 +138,8 @@ fn copy_as_new_array(
     let stored = array.metadata();
     let mut spec = ArraySpec::new(shape.clone(), array.data_type(), chunk_shape.clone());
     spec.attributes = array.attributes().clone();
+    spec.codecs = codecs;
+    spec.inner_chunks = inner_chunks;
     spec.dimension_names = stored["dimension_names"]
         .as_array()
         .map(|names| names.iter().map(|n| n.as_str().unwrap_or_default().to_string()).collect());

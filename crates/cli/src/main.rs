@@ -1,6 +1,7 @@
 //! The `isthmus` command: `serve` runs the S3 gateway over a directory, `bench` measures it
 //! against the raw file system.
 
+mod array;
 mod bench;
 mod bench_arrays;
 mod config;
@@ -28,6 +29,8 @@ enum Command {
     Cost(cost::CostArgs),
     /// Move a region of a Zarr array to or from another site's S3 endpoint
     Region(region::RegionArgs),
+    /// HDF5 files as arrays: list their datasets, convert them to Zarr v3
+    Array(array::ArrayArgs),
 }
 
 fn init_logging(level: &str, format: config::LogFormat) {
@@ -59,6 +62,10 @@ fn main() {
         Command::Region(args) => {
             init_logging("warn", config::LogFormat::Text);
             region::run(args)
+        }
+        Command::Array(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            array::run(args)
         }
     };
     if let Err(message) = result {

@@ -108,7 +108,7 @@ pub fn run(args: RegionArgs) -> Result<(), String> {
     let selection =
         parse_selection(copy.select.as_deref().unwrap_or("[]"), array.shape()).map_err(|e| e.to_string())?;
     let mode = match copy.as_new_array {
-        true => CopyMode::AsNewArray { chunks: copy.chunks.clone() },
+        true => CopyMode::AsNewArray { chunks: copy.chunks.clone(), inner_chunks: None, codecs: Vec::new() },
         false if copy.chunks.is_some() => return Err("--chunks goes with --as-new-array".into()),
         false => CopyMode::Chunks,
     };

@@ -160,8 +160,8 @@ pub(crate) fn require_current_version(
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let cx = gw.cx(&req)?;
     // A GET of a Zarr array's path with ?select=, ?where= or ?array: the array service.
-    if let Some(query) = crate::select::array_query(&req)? {
-        return crate::select::serve(gw, cx, req.input.bucket, req.input.key, query).await;
+    if let Some(request) = crate::select::array_request(&req)? {
+        return crate::select::serve(gw, cx, req.input.bucket, req.input.key, request).await;
     }
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);

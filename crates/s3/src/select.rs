@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use isthmus_array::select::{Expr, Slabs, find, npy_header, parse_selection};
 use isthmus_array::{ArrayError, Location, Region, ZarrArray};
+use isthmus_hdf5::{Hdf5Error, looks_like_hdf5};
 use isthmus_store::{ObjectRead, RequestContext};
 use s3s::dto::GetObjectOutput;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
@@ -35,10 +36,28 @@ pub enum ArrayQuery {
     Metadata,
 }
 
-/// The array query of a GET's query string and Accept header, if it is one.
-pub fn array_query<T>(req: &S3Request<T>) -> S3Result<Option<ArrayQuery>> {
+/// An array request: what it asks for, and of which HDF5 dataset when the key is an HDF5 file
+/// (`dataset=/group/name`).
+pub struct ArrayRequest {
+    pub query: ArrayQuery,
+    pub dataset: Option<String>,
+}
+
+/// The array request of a GET's query string and Accept header, if it is one.
+pub fn array_request<T>(req: &S3Request<T>) -> S3Result<Option<ArrayRequest>> {
     let Some(query) = req.uri.query() else { return Ok(None) };
     let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let dataset = params.iter().find(|(k, _)| k == "dataset").map(|(_, v)| v.clone());
+    let query = match array_query(req, &params)? {
+        Some(query) => query,
+        // `?dataset=` alone asks for that dataset's metadata.
+        None if dataset.is_some() => ArrayQuery::Metadata,
+        None => return Ok(None),
+    };
+    Ok(Some(ArrayRequest { query, dataset }))
+}
+
+fn array_query<T>(req: &S3Request<T>, params: &[(String, String)]) -> S3Result<Option<ArrayQuery>> {
     let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let accept_npy =
         req.headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("application/x-npy"));
@@ -63,6 +82,21 @@ pub fn array_query<T>(req: &S3Request<T>) -> S3Result<Option<ArrayQuery>> {
         return Ok(Some(ArrayQuery::Metadata));
     }
     Ok(None)
+}
+
+fn hdf5_error(err: Hdf5Error) -> S3Error {
+    match err {
+        Hdf5Error::Store(err) => crate::error::s3_error(err),
+        Hdf5Error::NoSuchDataset { .. } => S3Error::with_message(S3ErrorCode::NoSuchKey, err.to_string()),
+        Hdf5Error::NotServable { .. } | Hdf5Error::NoFile(_) => {
+            S3Error::with_message(S3ErrorCode::NotImplemented, err.to_string())
+        }
+        Hdf5Error::Unreadable { .. } => S3Error::with_message(S3ErrorCode::InvalidArgument, err.to_string()),
+        Hdf5Error::Decode(ref text) if text.contains("AccessDenied:") => {
+            S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")
+        }
+        Hdf5Error::Decode(_) => S3Error::with_message(S3ErrorCode::InternalError, err.to_string()),
+    }
 }
 
 fn array_error(err: ArrayError) -> S3Error {
@@ -104,20 +138,39 @@ impl ObjectRead for SelectionBody {
     }
 }
 
-/// Serves an array query on `bucket`/`key`.
+/// Serves an array request on `bucket`/`key`: a Zarr array's path, or an HDF5 file (whose
+/// datasets are served in place).
 pub async fn serve(
     gw: &Gateway,
     cx: RequestContext,
     bucket: String,
     key: String,
-    query: ArrayQuery,
+    request: ArrayRequest,
 ) -> S3Result<S3Response<GetObjectOutput>> {
-    let location =
-        Location::Engine { store: gw.engine.store(), cx: cx.with_may_block(true), bucket, prefix: String::new() };
+    let cx = cx.with_may_block(true);
+    let store = gw.engine.store();
     let limit = gw.select_max_bytes;
+    let hdf5 = request.dataset.is_some() || looks_like_hdf5(&key);
+    let ArrayRequest { query, dataset } = request;
     let path = key.trim_end_matches('/').to_string();
-    // Opening, planning and (for where and metadata) the whole answer are blocking work.
+    let location =
+        Location::Engine { store: store.clone(), cx: cx.clone(), bucket: bucket.clone(), prefix: String::new() };
+    // Opening (an HDF5 file may be indexed now), planning and (for where and metadata) the
+    // whole answer are blocking work.
     let answer = tokio::task::spawn_blocking(move || -> S3Result<(GetObjectOutput, Option<SelectionBody>)> {
+        let (location, path) = if hdf5 {
+            let file = isthmus_hdf5::open_file(store, &cx, &bucket, &key).map_err(hdf5_error)?;
+            let Some(dataset) = dataset else {
+                return match query {
+                    ArrayQuery::Metadata => Ok((json_output(&file.describe()), None)),
+                    _ => Err(s3_error!(InvalidArgument, "{key} is an HDF5 file: name the dataset with dataset=/path")),
+                };
+            };
+            let chunks = file.chunks(&dataset).map_err(hdf5_error)?;
+            (Location::Chunks(chunks), String::new())
+        } else {
+            (location, path)
+        };
         let array = Arc::new(ZarrArray::open(&location, &path).map_err(array_error)?);
         match query {
             ArrayQuery::Metadata => Ok((json_output(&metadata(&location, &path, &array)), None)),

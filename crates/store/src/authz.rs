@@ -473,6 +473,22 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.head_object(cx, bucket, key, request)
     }
 
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::path::PathBuf>> {
+        self.require_object_read(cx, bucket, key, None)?;
+        self.inner.object_file(cx, bucket, key)
+    }
+
+    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.require_object_read(cx, bucket, key, None)?;
+        self.inner.read_derived(cx, bucket, key, kind)
+    }
+
+    /// Whoever may read an object may keep what is derived from it: it is a cache of reads.
+    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
+        self.require_object_read(cx, bucket, key, None)?;
+        self.inner.write_derived(cx, bucket, key, kind, bytes)
+    }
+
     fn delete_object(
         &self,
         cx: &RequestContext,

@@ -411,6 +411,29 @@ pub trait Store: Send + Sync + 'static {
         writer.commit()
     }
 
+    /// The plain file that holds `key`'s bytes, for readers that need a file by name (libhdf5
+    /// indexing an HDF5 file in place), if `cx` may read the object and the backend keeps
+    /// objects as plain files; `None` from backends that do not.
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::path::PathBuf>> {
+        let _ = (cx, bucket, key);
+        Ok(None)
+    }
+
+    /// A record derived from `key`'s bytes (`kind` names what: an HDF5 chunk index) kept in the
+    /// bucket's hidden area, if one was written; `cx` must be allowed to read the object. The
+    /// caller checks the record still matches the object (it records the object's identity).
+    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        let _ = (cx, bucket, key, kind);
+        Ok(None)
+    }
+
+    /// Keeps a record derived from `key`'s bytes in the bucket's hidden area (replaced
+    /// atomically). A cache: backends without a hidden area keep nothing.
+    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
+        let _ = (cx, bucket, key, kind, bytes);
+        Ok(())
+    }
+
     /// Convenience: a whole object from a buffer.
     fn put_bytes(
         &self,

@@ -75,15 +75,23 @@ class Gateway:
             message = body.split("<Message>")[1].split("</Message>")[0] if "<Message>" in body else body
             raise IsthmusError(code, message) from None
 
-    def select(self, bucket, path, selection):
-        """The selection (`[start:stop:step, index, ...]`) as a numpy array, computed by the gateway."""
-        data, _ = self._get(bucket, path, {"select": selection, "format": "npy"})
+    @staticmethod
+    def _params(params, dataset):
+        """`params` with the HDF5 dataset named, when `path` is an HDF5 file."""
+        if dataset is not None:
+            params["dataset"] = dataset
+        return params
+
+    def select(self, bucket, path, selection, dataset=None):
+        """The selection (`[start:stop:step, index, ...]`) as a numpy array, computed by the
+        gateway; `dataset` names the dataset when `path` is an HDF5 file."""
+        data, _ = self._get(bucket, path, self._params({"select": selection, "format": "npy"}, dataset))
         return np.load(io.BytesIO(data), allow_pickle=False)
 
-    def where(self, bucket, path, expr, selection="", limit=None, after=None):
+    def where(self, bucket, path, expr, selection="", limit=None, after=None, dataset=None):
         """One page of the elements matching `expr`: {"coordinates", "values", "count", "next"};
         pass `after=page["next"]` for the next page."""
-        params = {"where": expr}
+        params = self._params({"where": expr}, dataset)
         if selection:
             params["select"] = selection
         if limit is not None:
@@ -93,18 +101,19 @@ class Gateway:
         data, _ = self._get(bucket, path, params)
         return json.loads(data)
 
-    def where_all(self, bucket, path, expr, selection="", limit=100_000):
+    def where_all(self, bucket, path, expr, selection="", limit=100_000, dataset=None):
         """Every match, page by page: (coordinates as an (n, ndim) array, values)."""
         coordinates, values, after = [], [], None
         while True:
-            page = self.where(bucket, path, expr, selection, limit, after)
+            page = self.where(bucket, path, expr, selection, limit, after, dataset)
             coordinates.extend(page["coordinates"])
             values.extend(page["values"])
             if page["next"] is None:
                 return np.array(coordinates, dtype=np.int64).reshape(len(values), -1), np.array(values)
             after = page["next"]
 
-    def info(self, bucket, path):
-        """Shape, data type, chunks, attributes, dimension names, coordinate variables."""
-        data, _ = self._get(bucket, path, {"array": ""})
+    def info(self, bucket, path, dataset=None):
+        """Shape, data type, chunks, attributes, dimension names, coordinate variables; of an
+        HDF5 file without `dataset`, its datasets and whether each is served in place."""
+        data, _ = self._get(bucket, path, self._params({"array": ""}, dataset))
         return json.loads(data)

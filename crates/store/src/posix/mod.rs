@@ -4,6 +4,7 @@
 
 mod buckets;
 mod completed;
+mod derived;
 pub(crate) mod list;
 pub mod multipart;
 mod options;
@@ -336,6 +337,25 @@ impl Store for PosixStore {
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
         self.describe_object(cx, bucket, key, request)
+    }
+
+    fn object_file(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
+        self.file_of(bucket, key)
+    }
+
+    fn read_derived(&self, _cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.derived_record(bucket, key, kind)
+    }
+
+    fn write_derived(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        kind: &str,
+        bytes: &[u8],
+    ) -> StoreResult<()> {
+        self.keep_derived_record(bucket, key, kind, bytes)
     }
 
     fn delete_object(

@@ -1,0 +1,75 @@
+//! Records derived from an object's bytes (an HDF5 file's chunk index), kept in the bucket's
+//! hidden area as `.isthmus/derived/<kind>-<hash of the key>`, written by the gateway's own
+//! identity and replaced atomically; and the plain file behind an object, for readers that
+//! need one by name. A record of a key since deleted stays until the bucket goes: readers
+//! compare the identity the record carries with the object's before using it.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use rustix::fs::{Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use super::PosixStore;
+use super::resolve::create_dirs_beneath;
+use super::staging::StagedFile;
+use crate::error::{StoreError, StoreResult};
+use crate::key::{INTERNAL_DIR, ObjectPath};
+
+/// The largest derived record read back (an index of millions of chunks fits).
+const MAX_RECORD: u64 = 512 << 20;
+
+fn record_dir() -> String {
+    format!("{INTERNAL_DIR}/derived")
+}
+
+fn record_name(key: &str, kind: &str) -> StoreResult<String> {
+    if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(StoreError::InvalidArgument(format!("{kind:?} is not a derived record kind")));
+    }
+    Ok(format!("{kind}-{}", crate::meta::key_hash(key)))
+}
+
+impl PosixStore {
+    pub(super) fn file_of(&self, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
+        let path = ObjectPath::parse(key)?;
+        if path.is_dir() {
+            return Ok(None);
+        }
+        self.bucket_fd(bucket)?;
+        Ok(Some(self.root().join(bucket).join(path.relative())))
+    }
+
+    pub(super) fn derived_record(&self, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        let name = format!("{}/{}", record_dir(), record_name(key, kind)?);
+        let open = self.bucket_fd(bucket)?;
+        crate::identity::as_gateway(|| {
+            let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+            let fd = match rustix::fs::openat(open.fd.as_fd(), name.as_str(), flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(err) => return Err(StoreError::io_at("open a derived record", &name, err)),
+            };
+            let mut bytes = Vec::new();
+            std::fs::File::from(fd)
+                .take(MAX_RECORD)
+                .read_to_end(&mut bytes)
+                .map_err(|e| StoreError::io("read a derived record", std::path::Path::new(&name), e))?;
+            Ok(Some(bytes))
+        })
+    }
+
+    pub(super) fn keep_derived_record(&self, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
+        let name = record_name(key, kind)?;
+        let open = self.bucket_fd(bucket)?;
+        crate::identity::as_gateway(|| {
+            let dir = create_dirs_beneath(open.fd.as_fd(), &record_dir(), false)
+                .map_err(|e| StoreError::io_at("create", &record_dir(), e))?;
+            let mut staged = StagedFile::create(dir.try_clone()?)?;
+            staged.write_all(bytes)?;
+            staged.rename_into(dir.as_fd(), &name, RenameFlags::empty())?;
+            Ok(())
+        })
+    }
+}
