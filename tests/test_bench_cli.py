@@ -138,3 +138,26 @@ def test_vpic_and_bdcats_on_files_and_arrays_with_two_processes(tmp_path):
     x = zarr.open_array(str(tmp_path / "root" / "particles" / "vpic" / "x"), mode="r")[:]
     assert x.shape == (3, 4000)
     np.testing.assert_allclose(x[2, 3000:3004], 2000 + 30 + np.arange(4) * 1e-3, rtol=1e-6)
+
+
+def test_eqsim_patterns_on_every_target_agree_with_h5py(tmp_path):
+    """A small EQSIM run: h5py writes the file, every target answers each pattern as h5py does
+    (the command fails otherwise), and the JSON holds a time per target and pattern."""
+    out = tmp_path / "eqsim.json"
+    run = subprocess.run([str(binary()), "bench", "eqsim", "--serve", str(tmp_path / "data"), "--eqsim-shape", "40,64,48",
+                          "--repeat", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    targets = json.loads(out.read_text())["targets"]
+    expected = {"h5py", "h5py, 1 GiB chunk cache", "Isthmus in-process, HDF5 in place",
+                "Isthmus in-process, Zarr same chunks", "Isthmus in-process, Zarr recommended",
+                "gateway selection, HDF5 in place", "gateway selection, Zarr recommended",
+                "zarr-python over S3 (gateway)"}
+    assert set(targets) == expected
+    for name, target in targets.items():
+        assert len(target) == 6 and all(r["seconds"] > 0 for r in target.values()), name
+    # The recommended layout is sharded: a few shard objects, not one file per inner chunk.
+    rec = tmp_path / "data" / "isthmus-bench" / "ground-rec.zarr" / "vel"
+    assert json.loads((rec / "zarr.json").read_text())["codecs"][0]["name"] == "sharding_indexed"
+    bad = subprocess.run([str(binary()), "bench", "eqsim", "--serve", str(tmp_path / "data"), "--eqsim-shape", "40,64"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "three numbers" in bad.stderr

@@ -48,6 +48,10 @@ pub enum BenchWorkload {
     VpicIo,
     /// BD-CATS-IO: VPIC-IO's particles written (untimed), then read back property by property
     BdcatsIo,
+    /// The EQSIM analysis patterns on a synthetic ground-motion dataset (--eqsim-shape) written
+    /// as HDF5 by h5py: h5py (the baseline), h5py with a large chunk cache, Isthmus in-process on
+    /// the HDF5 file in place and on Zarr copies, the gateway's selection, zarr-python over S3
+    Eqsim,
 }
 
 #[derive(Debug, Args)]
@@ -152,6 +156,12 @@ pub struct BenchArgs {
     /// the shared file system) [default with --ranks: DATA/.isthmus/bench-sync-PID]
     #[arg(long)]
     pub sync_dir: Option<PathBuf>,
+    /// eqsim: the dataset's time steps, X and Y extents (time x X x Y x 1 float32)
+    #[arg(long, default_value = "4096,256,256", value_delimiter = ',')]
+    pub eqsim_shape: Vec<u64>,
+    /// eqsim: times each pattern runs on each target (the median is reported)
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
 }
 
 /// The environment variable through which `--ranks` hands the gateway it started to its ranks:
@@ -351,6 +361,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if matches!(args.workload, BenchWorkload::VpicIo | BenchWorkload::BdcatsIo) {
         return crate::bench_arrays::run(&args, &data_root);
     }
+    if args.workload == BenchWorkload::Eqsim {
+        return crate::bench_eqsim::run(&args, &data_root);
+    }
     let mut team = Team::from_env(args.sync_dir.as_deref())?;
     // The IO500 workloads (mdtest, IOR, MD-Workbench) place every worker of every process as one
     // rank of the run, in one directory and bucket: mdtest-hard's directory and ior-hard's file
@@ -415,7 +428,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         | BenchWorkload::Cosbench
         | BenchWorkload::Compare
         | BenchWorkload::VpicIo
-        | BenchWorkload::BdcatsIo => (&[], &[]),
+        | BenchWorkload::BdcatsIo
+        | BenchWorkload::Eqsim => (&[], &[]),
     };
     let mut cosbench = Vec::new();
     if args.workload == BenchWorkload::Cosbench {

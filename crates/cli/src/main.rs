@@ -4,6 +4,7 @@
 mod array;
 mod bench;
 mod bench_arrays;
+mod bench_eqsim;
 mod config;
 mod cost;
 mod region;

@@ -1,0 +1,309 @@
+//! `isthmus bench eqsim`: the earthquake-analysis read patterns on a synthetic ground-motion
+//! dataset (time x X x Y x 1 float32, chunks of (TC, 32, 32, 1), gzip with shuffle) that h5py
+//! writes into the data root as the simulation would (`eqsim.py generate`). Isthmus converts it
+//! to two Zarr v3 copies through the HDF5-in-place reader: the same chunking (zstd), and the
+//! layout it recommends for these patterns (shards of (4 TC, 64, 64, 1) holding inner chunks of
+//! (TC, 8, 8, 1): a point's time series and a strided overview touch few small inner chunks).
+//! Each pattern then runs on h5py (the baseline), h5py with a 1 GiB chunk cache, Isthmus
+//! in-process (HDF5 in place, the two Zarr copies), the gateway's server-side selection and
+//! zarr-python over S3 through the gateway (`eqsim.py run`); every target's answer is checked
+//! against the baseline's, and times are medians of `--repeat` runs with a warm page cache.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use isthmus_array::select::{Expr, find};
+use isthmus_array::{ArraySpec, CopyMode, Location, Region, ZarrArray, copy_region, create_group, parse_selection};
+use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use serde_json::{Map, Value, json};
+
+use crate::bench::{BenchArgs, spawn_gateway};
+
+const SCRIPT: &str = include_str!("eqsim.py");
+const H5_KEY: &str = "ground.h5";
+const ZARR_KEY: &str = "ground.zarr";
+const RECOMMENDED_KEY: &str = "ground-rec.zarr";
+const SLAB_BYTES: u64 = 8 << 20;
+/// The baseline's label in the Python results.
+const BASELINE: &str = "h5py";
+
+/// One read pattern.
+struct Pattern {
+    name: &'static str,
+    /// select (sum and count of the selection), where (count and sum of |v| > threshold in the
+    /// selection), latlon (min and max of lat and lon over the selection).
+    kind: &'static str,
+    select: String,
+    threshold: f64,
+}
+
+fn patterns(t: u64, x: u64, y: u64) -> Vec<Pattern> {
+    let (px, py) = (x / 3, y / 2);
+    let (sx, sy) = (x.saturating_sub(32) / 2, y.saturating_sub(32) / 4);
+    let t0 = t / 2;
+    let pattern = |name, kind, select: String| Pattern { name, kind, select, threshold: 0.9 };
+    vec![
+        pattern("point time series", "select", format!("[:,{px},{py},0]")),
+        pattern("32x32 region, all time", "select", format!("[:,{sx}:{},{sy}:{},0]", sx + 32, sy + 32)),
+        pattern("|v| > 0.9, 64 steps", "where", format!("[{t0}:{},:,:,0]", (t0 + 64).min(t))),
+        pattern("downsampled by 200", "select", "[::200,::200,::200,0]".into()),
+        pattern("downsampled by 25", "select", "[::25,::25,::25,0]".into()),
+        pattern("lat/lon of a region", "latlon", format!("[{sx}:{},{sy}:{}]", sx + 32, sy + 32)),
+    ]
+}
+
+/// The arrays a target reads: the velocity and the coordinates.
+struct Arrays {
+    vel: Arc<ZarrArray>,
+    lat: ZarrArray,
+    lon: ZarrArray,
+}
+
+fn sum_of(array: &ZarrArray, bytes: &[u8]) -> f64 {
+    let data_type = array.data_type();
+    (0..bytes.len() / data_type.size()).map(|i| data_type.value_at(bytes, i)).sum()
+}
+
+/// Runs `pattern` and returns its check values (as `eqsim.py`'s `check` does).
+fn run_pattern(arrays: &Arrays, pattern: &Pattern) -> Result<Vec<f64>, String> {
+    let error = |e: isthmus_array::ArrayError| format!("{}: {e}", pattern.name);
+    match pattern.kind {
+        "latlon" => {
+            let mut out = Vec::new();
+            for array in [&arrays.lat, &arrays.lon] {
+                let selection = parse_selection(&pattern.select, array.shape()).map_err(error)?;
+                let bytes = array.read_vec(&selection.region).map_err(error)?;
+                let values: Vec<f64> = (0..bytes.len() / 8).map(|i| array.data_type().value_at(&bytes, i)).collect();
+                out.push(values.iter().copied().fold(f64::INFINITY, f64::min));
+                out.push(values.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            }
+            Ok(out)
+        }
+        "where" => {
+            let selection = parse_selection(&pattern.select, arrays.vel.shape()).map_err(error)?;
+            let expr = Expr::parse(&format!("abs(value)>{}", pattern.threshold)).map_err(error)?;
+            let found = find(&arrays.vel, &selection, &expr, 0, usize::MAX, SLAB_BYTES).map_err(error)?;
+            Ok(vec![found.values.len() as f64, found.values.iter().sum()])
+        }
+        _ => {
+            let selection = parse_selection(&pattern.select, arrays.vel.shape()).map_err(error)?;
+            let bytes = arrays.vel.read_vec(&selection.region).map_err(error)?;
+            Ok(vec![sum_of(&arrays.vel, &bytes), (bytes.len() / 4) as f64])
+        }
+    }
+}
+
+/// Times every pattern on one target: {pattern: {seconds, check}}.
+fn time_target(arrays: &Arrays, patterns: &[Pattern], repeat: usize) -> Result<Value, String> {
+    let mut results = Map::new();
+    for pattern in patterns {
+        let mut times = Vec::new();
+        let mut check = Vec::new();
+        for _ in 0..repeat.max(1) {
+            let start = Instant::now();
+            check = run_pattern(arrays, pattern)?;
+            times.push(start.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        results.insert(pattern.name.into(), json!({"seconds": times[times.len() / 2], "check": check}));
+    }
+    Ok(Value::Object(results))
+}
+
+fn python(args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot run python3 (the h5py baseline needs it): {e}"))?;
+    if let Some(text) = stdin {
+        child.stdin.take().expect("piped").write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    drop(child.stdin.take());
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(format!("python3 eqsim.py {} failed (is h5py installed? pip install h5py)", args[0]));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The dataset, written by h5py and converted to the two Zarr copies, unless this shape is
+/// already there from an earlier run.
+fn prepare(root: &Path, store: &Arc<dyn Store>, bucket: &str, shape: &[u64], tc: u64) -> Result<(), String> {
+    let dir = root.join(bucket);
+    let marker = dir.join("ground.shape");
+    let wanted = format!("{shape:?} {tc}");
+    if std::fs::read_to_string(&marker).is_ok_and(|s| s == wanted) {
+        return Ok(());
+    }
+    for key in [ZARR_KEY, RECOMMENDED_KEY] {
+        let _ = std::fs::remove_dir_all(dir.join(key));
+    }
+    let h5 = dir.join(H5_KEY);
+    let dims: Vec<String> = shape.iter().chain([&tc]).map(u64::to_string).collect();
+    eprintln!("writing {} with h5py ({} MiB of float32)", h5.display(), (shape.iter().product::<u64>() * 4) >> 20);
+    let h5_text = h5.display().to_string();
+    python(&["generate", &h5_text, &dims[0], &dims[1], &dims[2], &dims[3]], None)?;
+    eprintln!("converting to Zarr v3 through the HDF5-in-place reader");
+    let cx = RequestContext::process();
+    let file = isthmus_hdf5::open_file(store.clone(), &cx, bucket, H5_KEY).map_err(|e| e.to_string())?;
+    let target = Location::Engine { store: store.clone(), cx, bucket: bucket.into(), prefix: String::new() };
+    let zstd = ArraySpec::parse_codecs("zstd:1").map_err(|e| e.to_string())?;
+    create_group(&target, ZARR_KEY, Map::new()).map_err(|e| e.to_string())?;
+    let copy = |dataset: &str, path: &str, mode: CopyMode| -> Result<(), String> {
+        let source = Location::Chunks(file.chunks(dataset).map_err(|e| e.to_string())?);
+        let shape = file.index().dataset(dataset).map(|d| d.shape.clone()).unwrap_or_default();
+        copy_region(&source, "", &target, path, &Region::whole(&shape), &mode, 2, &|_, _| {})
+            .map(drop)
+            .map_err(|e| format!("{dataset} -> {path}: {e}"))
+    };
+    let same = CopyMode::AsNewArray { chunks: None, inner_chunks: None, codecs: zstd.clone() };
+    for name in ["vel", "lat", "lon"] {
+        copy(&format!("/{name}"), &format!("{ZARR_KEY}/{name}"), same.clone())?;
+    }
+    let recommended = CopyMode::AsNewArray {
+        chunks: Some(vec![4 * tc, 64, 64, 1]),
+        inner_chunks: Some(vec![tc, 8, 8, 1]),
+        codecs: zstd,
+    };
+    create_group(&target, RECOMMENDED_KEY, Map::new()).map_err(|e| e.to_string())?;
+    copy("/vel", &format!("{RECOMMENDED_KEY}/vel"), recommended)?;
+    std::fs::write(&marker, wanted).map_err(|e| e.to_string())
+}
+
+fn engine_arrays(location: &Location, vel: &str) -> Result<Arrays, String> {
+    let open = |path: &str| ZarrArray::open(location, path).map_err(|e| format!("{path}: {e}"));
+    Ok(Arrays {
+        vel: Arc::new(open(vel)?),
+        lat: open(&format!("{ZARR_KEY}/lat"))?,
+        lon: open(&format!("{ZARR_KEY}/lon"))?,
+    })
+}
+
+pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
+    let [t, x, y] = args.eqsim_shape[..] else {
+        return Err("--eqsim-shape takes three numbers: time steps, X, Y (e.g. 4096,256,256)".into());
+    };
+    if x < 32 || y < 32 || t < 8 {
+        return Err("--eqsim-shape: at least 8 time steps and 32 x 32 grid points".into());
+    }
+    let tc = t.min(256);
+    let store = PosixStore::open(data_root, StoreOptions::default())
+        .map_err(|e| format!("cannot open {}: {e}", data_root.display()))?;
+    let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+    let cx = RequestContext::process();
+    match store.create_bucket(&cx, &args.bucket, &Default::default()) {
+        Ok(()) => {}
+        Err(e) if e.s3_code().starts_with("BucketAlready") => {}
+        Err(e) => return Err(format!("bucket {}: {e}", args.bucket)),
+    }
+    prepare(data_root, &store, &args.bucket, &[t, x, y], tc)?;
+    let patterns = patterns(t, x, y);
+    let location =
+        Location::Engine { store: store.clone(), cx: cx.clone(), bucket: args.bucket.clone(), prefix: String::new() };
+    let mut results = Map::new();
+    // Isthmus in-process: the HDF5 file in place, then the two Zarr copies.
+    let file = isthmus_hdf5::open_file(store.clone(), &cx, &args.bucket, H5_KEY).map_err(|e| e.to_string())?;
+    let zarr = engine_arrays(&location, &format!("{ZARR_KEY}/vel"))?;
+    let in_place = Arrays {
+        vel: Arc::new(file.array("/vel").map_err(|e| e.to_string())?),
+        lat: file.array("/lat").map_err(|e| e.to_string())?,
+        lon: file.array("/lon").map_err(|e| e.to_string())?,
+    };
+    eprintln!("timing Isthmus in-process");
+    results.insert("Isthmus in-process, HDF5 in place".into(), time_target(&in_place, &patterns, args.repeat)?);
+    results.insert("Isthmus in-process, Zarr same chunks".into(), time_target(&zarr, &patterns, args.repeat)?);
+    let recommended = engine_arrays(&location, &format!("{RECOMMENDED_KEY}/vel"))?;
+    results.insert("Isthmus in-process, Zarr recommended".into(), time_target(&recommended, &patterns, args.repeat)?);
+    // The Python targets, through a gateway on the same root.
+    let (_gateway, endpoint, key, secret) = spawn_gateway(&data_root.to_path_buf(), args.durability)?;
+    let plan = json!({
+        "h5": data_root.join(&args.bucket).join(H5_KEY),
+        "endpoint": endpoint, "access_key": key, "secret_key": secret, "bucket": args.bucket,
+        "h5_key": H5_KEY, "zarr_key": ZARR_KEY, "zarr_recommended_key": RECOMMENDED_KEY,
+        "repeat": args.repeat,
+        "patterns": patterns.iter().map(|p| json!({"name": p.name, "kind": p.kind, "select": p.select, "threshold": p.threshold})).collect::<Vec<_>>(),
+    });
+    eprintln!("timing h5py, the gateway and zarr-python");
+    let python_results: Value = serde_json::from_str(&python(&["run"], Some(&plan.to_string()))?)
+        .map_err(|e| format!("eqsim.py printed no results: {e}"))?;
+    if let Some(error) = python_results["error"].as_str() {
+        return Err(error.to_string());
+    }
+    let mut all = python_results.as_object().cloned().unwrap_or_default();
+    all.extend(results);
+    report(&all, &patterns, args)
+}
+
+/// Whether two answers agree (sums of float32 in another order differ in the last digits).
+fn agrees(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else { return false };
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            let (a, b) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
+            (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
+        })
+}
+
+fn report(all: &Map<String, Value>, patterns: &[Pattern], args: &BenchArgs) -> Result<(), String> {
+    let baseline = all.get(BASELINE).ok_or("no h5py baseline")?;
+    let order = [
+        BASELINE,
+        "h5py, 1 GiB chunk cache",
+        "Isthmus in-process, HDF5 in place",
+        "Isthmus in-process, Zarr same chunks",
+        "Isthmus in-process, Zarr recommended",
+        "gateway selection, HDF5 in place",
+        "gateway selection, Zarr recommended",
+        "zarr-python over S3 (gateway)",
+    ];
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut header = vec!["target".to_string()];
+    header.extend(patterns.iter().map(|p| p.name.to_string()));
+    table.set_header(header);
+    let mut wrong = Vec::new();
+    for label in order.iter().copied().chain(all.keys().map(String::as_str).filter(|k| !order.contains(k))) {
+        let Some(target) = all.get(label) else { continue };
+        let mut row = vec![label.to_string()];
+        if let Some(reason) = target["skipped"].as_str() {
+            row.push(format!("skipped: {reason}"));
+            table.add_row(row);
+            continue;
+        }
+        for pattern in patterns {
+            let got = &target[pattern.name];
+            let base = &baseline[pattern.name];
+            let seconds = got["seconds"].as_f64().unwrap_or(f64::NAN);
+            let speedup = base["seconds"].as_f64().unwrap_or(f64::NAN) / seconds;
+            if !agrees(&got["check"], &base["check"]) {
+                wrong.push(format!("{label} / {}: {} (h5py {})", pattern.name, got["check"], base["check"]));
+            }
+            row.push(format!("{:.4} s ({speedup:.1}x)", seconds));
+        }
+        table.add_row(row);
+    }
+    let [t, x, y] = args.eqsim_shape[..] else { unreachable!("checked in run") };
+    println!(
+        "EQSIM patterns, {t} x {x} x {y} x 1 float32 ({} MiB), median of {}; (Nx) = speedup over h5py",
+        (t * x * y * 4) >> 20,
+        args.repeat
+    );
+    println!("{table}");
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&json!({"shape": [t, x, y, 1], "repeat": args.repeat, "targets": all}))
+            .expect("results serialise");
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if !wrong.is_empty() {
+        return Err(format!("answers differ from h5py's: {}", wrong.join("; ")));
+    }
+    Ok(())
+}
