@@ -123,3 +123,23 @@ def test_bad_arguments_are_one_line_errors(sites):
                           (["push", f"{BUCKET}/x", "--to", "ftp://host/b/p"], "expected http(s)://")]:
         r = subprocess.run([str(binary()), "region", *args, "--root", str(a_root)], capture_output=True, text=True, env=env)
         assert r.returncode == 1 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_chunk_larger_than_64_mib_goes_up_in_verified_parts(sites):
+    a_root, b = sites
+    where = isthmus.Location.engine(isthmus.Store(str(a_root)), BUCKET)
+    # Two chunks of 10 x 1 Mi float64 = 80 MiB each (uncompressed): multipart uploads.
+    a = isthmus.Array.create(where, "big.zarr", shape=(20, 1 << 20), dtype="float64", chunks=(10, 1 << 20))
+    values = np.random.default_rng(3).standard_normal((20, 1 << 20))
+    a[...] = values
+    to = f"{b.endpoint}/{BUCKET}/big.zarr"
+    out = region("push", f"{BUCKET}/big.zarr", "--select", "[12:14]", "--to", to, root=a_root)
+    assert counts(out) == (1, 1, 0), out
+    head = make_client(b.endpoint).head_object(Bucket=BUCKET, Key="big.zarr/c/1/0")
+    assert head["ETag"].strip('"').endswith("-5"), head["ETag"]  # 5 parts of at most 16 MiB
+    assert head["Metadata"]["isthmus-source-etag"]
+    on_b = zarr.open_array(str(b.root / BUCKET / "big.zarr"), mode="r")
+    np.testing.assert_array_equal(on_b[10:20], values[10:20])
+    # Run again: the multipart chunk is recognised by its source tag and skipped.
+    assert counts(region("push", f"{BUCKET}/big.zarr", "--select", "[12:14]", "--to", to, root=a_root)) == (0, 1, 1)
+    assert make_client(b.endpoint).list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []

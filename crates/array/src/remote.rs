@@ -18,6 +18,12 @@ use crate::backend::{ChunkStore, Walked, WriteCondition, patched};
 const SIGN_FOR: Duration = Duration::from_secs(900);
 /// The largest value read whole (a chunk, a shard, metadata).
 const MAX_VALUE: u64 = 4 << 30;
+/// Copied values larger than this go up as a multipart upload, in parts of `PART_SIZE`, each
+/// verified by its own MD5 (a failed part is sent again, not the whole value).
+pub const MULTIPART_THRESHOLD: usize = 64 << 20;
+const PART_SIZE: usize = 16 << 20;
+/// Attempts per part.
+const PART_ATTEMPTS: usize = 3;
 
 /// Where a remote array lives and how to sign for it.
 #[derive(Debug, Clone)]
@@ -236,6 +242,80 @@ impl ListableStorageTraits for S3Storage {
     }
 }
 
+/// A value's MD5 as the `Content-MD5` header has it.
+fn content_md5(value: &[u8]) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, crate::backend::md5_bytes(value))
+}
+
+impl S3Storage {
+    /// A large copied value as a multipart upload: the source tag set at creation, each part
+    /// sent with its MD5 (the server refuses a part that arrives otherwise) and retried, the
+    /// upload completed with the parts' ETags, or aborted if any part cannot be sent.
+    fn put_in_parts(&self, object: &str, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
+        let url = self.bucket.create_multipart_upload(Some(&self.credentials), object).sign(SIGN_FOR);
+        let mut response = self
+            .agent
+            .post(url.as_str())
+            .header(format!("x-amz-meta-{}", crate::backend::SOURCE_TAG), source_tag)
+            .send_empty()
+            .map_err(|e| http_error("CreateMultipartUpload", e))?;
+        if !response.status().is_success() {
+            return Err(refused("CreateMultipartUpload", response));
+        }
+        let text = response.body_mut().read_to_string().map_err(|e| http_error("CreateMultipartUpload", e))?;
+        let created = rusty_s3::actions::CreateMultipartUpload::parse_response(&text)
+            .map_err(|e| http_error("CreateMultipartUpload answer", e))?;
+        let upload_id = created.upload_id().to_string();
+        let sent = self.send_parts(object, &upload_id, value);
+        if sent.is_err() {
+            let url = self.bucket.abort_multipart_upload(Some(&self.credentials), object, &upload_id).sign(SIGN_FOR);
+            let _ = self.agent.delete(url.as_str()).call();
+        }
+        sent
+    }
+
+    fn send_parts(&self, object: &str, upload_id: &str, value: &[u8]) -> Result<(), StorageError> {
+        let mut etags = Vec::new();
+        for (index, part) in value.chunks(PART_SIZE).enumerate() {
+            let number = u16::try_from(index + 1).map_err(|_| http_error("UploadPart", "more than 65535 parts"))?;
+            let md5 = content_md5(part);
+            let mut last_error = None;
+            for _ in 0..PART_ATTEMPTS {
+                let url = self.bucket.upload_part(Some(&self.credentials), object, number, upload_id).sign(SIGN_FOR);
+                match self.agent.put(url.as_str()).header("Content-MD5", &md5).send(part) {
+                    Ok(response) if response.status().is_success() => {
+                        let etag = response.headers().get("etag").and_then(|v| v.to_str().ok()).unwrap_or_default();
+                        etags.push(etag.trim_matches('"').to_string());
+                        last_error = None;
+                        break;
+                    }
+                    Ok(response) => last_error = Some(refused("UploadPart", response)),
+                    Err(err) => last_error = Some(http_error("UploadPart", err)),
+                }
+            }
+            if let Some(err) = last_error {
+                return Err(err);
+            }
+        }
+        let complete = self.bucket.complete_multipart_upload(
+            Some(&self.credentials),
+            object,
+            upload_id,
+            etags.iter().map(String::as_str),
+        );
+        let url = complete.sign(SIGN_FOR);
+        let response = self
+            .agent
+            .post(url.as_str())
+            .send(complete.body())
+            .map_err(|e| http_error("CompleteMultipartUpload", e))?;
+        if !response.status().is_success() {
+            return Err(refused("CompleteMultipartUpload", response));
+        }
+        Ok(())
+    }
+}
+
 impl ChunkStore for S3Storage {
     fn get_tagged(&self, key: &StoreKey) -> Result<Option<(Bytes, String)>, StorageError> {
         let Some(response) = self.get_response(key, None)? else {
@@ -268,12 +348,15 @@ impl ChunkStore for S3Storage {
     }
 
     fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
-        let url = self.bucket.put_object(Some(&self.credentials), &self.object(key.as_str())).sign(SIGN_FOR);
-        let md5 = crate::backend::md5_bytes(value);
+        let object = self.object(key.as_str());
+        if value.len() > MULTIPART_THRESHOLD {
+            return self.put_in_parts(&object, value, source_tag);
+        }
+        let url = self.bucket.put_object(Some(&self.credentials), &object).sign(SIGN_FOR);
         let response = self
             .agent
             .put(url.as_str())
-            .header("Content-MD5", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5))
+            .header("Content-MD5", content_md5(value))
             .header(format!("x-amz-meta-{}", crate::backend::SOURCE_TAG), source_tag)
             .send(value)
             .map_err(|e| http_error("PUT", e))?;
