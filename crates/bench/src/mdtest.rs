@@ -315,7 +315,11 @@ mod tests {
     fn object_targets_make_directory_objects_and_skip_rename() {
         let dir = tempfile::tempdir().unwrap();
         let store = isthmus_store::PosixStore::open(dir.path(), isthmus_store::StoreOptions::default()).unwrap();
-        let target = crate::target::EmbeddedTarget { store: std::sync::Arc::new(store), bucket: "mdtest".into() };
+        let target = crate::target::EmbeddedTarget {
+            store: std::sync::Arc::new(store),
+            root: dir.path().into(),
+            bucket: "mdtest".into(),
+        };
         target.prepare().unwrap();
         // A directory object is a real directory in the bucket.
         let mut conn = target.connect().unwrap();

@@ -522,7 +522,9 @@ impl Target for S3Target {
 
 /// The Isthmus engine called directly, without HTTP: what the embedded door costs.
 pub struct EmbeddedTarget {
-    pub store: std::sync::Arc<isthmus_store::PosixStore>,
+    pub store: std::sync::Arc<dyn isthmus_store::Store>,
+    /// The data root (the run's bucket is made in its default pool and removed from there).
+    pub root: std::path::PathBuf,
     pub bucket: String,
 }
 
@@ -598,7 +600,7 @@ impl Target for EmbeddedTarget {
         "embedded"
     }
     fn describe(&self) -> String {
-        format!("embedded://{} bucket {}", self.store.root().display(), self.bucket)
+        format!("embedded://{} bucket {}", self.root.display(), self.bucket)
     }
     fn prepare(&self) -> BenchResult<()> {
         EngineConnection::create_bucket(&*self.store, &self.bucket)
@@ -607,7 +609,7 @@ impl Target for EmbeddedTarget {
         Ok(Box::new(EngineConnection::new(self.store.clone(), &self.bucket)))
     }
     fn cleanup(&self) -> BenchResult<()> {
-        match std::fs::remove_dir_all(self.store.root().join(&self.bucket)) {
+        match std::fs::remove_dir_all(self.root.join(&self.bucket)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }

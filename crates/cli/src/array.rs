@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use isthmus_array::{ArraySpec, CopyMode, Location, Region, copy_region, create_group};
 use isthmus_hdf5::{Hdf5File, open_local};
-use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_store::{RequestContext, Store};
 
 #[derive(Debug, Args)]
 pub struct ArrayArgs {
@@ -127,9 +127,7 @@ fn import_file(args: &ImportArgs) -> Result<(), String> {
     if sources.is_empty() {
         return Err(format!("{}: no dataset can be imported", args.file.display()));
     }
-    let store = PosixStore::open(&args.root, StoreOptions::default())
-        .map_err(|e| format!("cannot open {}: {e}", args.root.display()))?;
-    let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+    let store: Arc<dyn Store> = crate::open_engine(&args.root)?;
     let cx = RequestContext::process();
     match store.create_bucket(&cx, &bucket, &Default::default()) {
         Ok(()) => {}

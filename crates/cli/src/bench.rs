@@ -13,7 +13,7 @@ use isthmus_bench::{
     EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
     Variant, Workload,
 };
-use isthmus_store::{Durability, PosixStore, StoreOptions};
+use isthmus_store::{Durability, StoreOptions};
 
 /// What `isthmus bench` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -276,8 +276,10 @@ fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Targ
     }
     if let Some(path) = url.strip_prefix("embedded://") {
         let options = StoreOptions { durability, ..StoreOptions::default() };
-        let store = PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
-        return Ok(Box::new(EmbeddedTarget { store: Arc::new(store), bucket: bucket.to_string() }));
+        // The data root with its pools, as the gateway sees it.
+        let store =
+            isthmus_store::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
+        return Ok(Box::new(EmbeddedTarget { store, root: path.into(), bucket: bucket.to_string() }));
     }
     if let Some(path) = isthmus_local::socket_path(url) {
         let store = isthmus_local::LocalStore::connect(&path).map_err(|e| format!("cannot use {url}: {e}"))?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use isthmus_array::{Consistency, Location, RemoteEndpoint};
 use isthmus_bench::Team;
 use isthmus_bench::vpic::{self, RankTimes, VpicParams, VpicResult, VpicTarget};
-use isthmus_store::{Authorized, Durability, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_store::{Authorized, Durability, RequestContext, Store, StoreOptions};
 
 use crate::bench::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, spawn_gateway};
 
@@ -23,8 +23,9 @@ fn array_locations(
     for url in &args.targets {
         if let Some(path) = url.strip_prefix("embedded://") {
             let options = StoreOptions { durability: args.durability, ..StoreOptions::default() };
-            let store = PosixStore::open(path, options).map_err(|e| format!("cannot open {path}: {e}"))?;
-            let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+            let engine =
+                isthmus_store::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
+            let store: Arc<dyn Store> = Arc::new(Authorized::new(engine, isthmus_store::BucketGrants::default()));
             match store.create_bucket(&RequestContext::process(), &args.bucket, &Default::default()) {
                 Ok(()) => {}
                 Err(e) if e.s3_code().starts_with("BucketAlready") => {}

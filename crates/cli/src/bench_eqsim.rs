@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use isthmus_array::select::{Expr, find};
 use isthmus_array::{ArraySpec, CopyMode, Location, Region, ZarrArray, copy_region, create_group, parse_selection};
-use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_store::{RequestContext, Store};
 use serde_json::{Map, Value, json};
 
 use crate::bench::{BenchArgs, spawn_gateway};
@@ -195,9 +195,7 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         return Err("--eqsim-shape: at least 8 time steps and 32 x 32 grid points".into());
     }
     let tc = t.min(256);
-    let store = PosixStore::open(data_root, StoreOptions::default())
-        .map_err(|e| format!("cannot open {}: {e}", data_root.display()))?;
-    let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+    let store: Arc<dyn Store> = crate::open_engine(data_root)?;
     let cx = RequestContext::process();
     match store.create_bucket(&cx, &args.bucket, &Default::default()) {
         Ok(()) => {}

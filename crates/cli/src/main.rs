@@ -34,6 +34,13 @@ enum Command {
     Array(array::ArrayArgs),
 }
 
+/// The engine over a data root (with its pools), as every in-process command uses it.
+pub(crate) fn open_engine(root: &std::path::Path) -> Result<std::sync::Arc<dyn isthmus_store::Store>, String> {
+    let engine = isthmus_store::open_root(root, isthmus_store::StoreOptions::default())
+        .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    Ok(std::sync::Arc::new(isthmus_store::Authorized::new(engine, isthmus_store::BucketGrants::default())))
+}
+
 fn init_logging(level: &str, format: config::LogFormat) {
     // ISTHMUS_LOG (a tracing filter) wins; otherwise our crates log at `level`, libraries at warn.
     let filter = std::env::var("ISTHMUS_LOG")

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use isthmus_array::{CopyMode, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
-use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_store::{RequestContext, Store};
 
 #[derive(Debug, Args)]
 pub struct RegionArgs {
@@ -81,11 +81,9 @@ fn remote(url: &str, region: &str) -> Result<(Location, String), String> {
 }
 
 /// `BUCKET/PATH` under the local root (the bucket made if needed).
-fn local(text: &str, root: &PathBuf) -> Result<(Location, String), String> {
+fn local(text: &str, root: &std::path::Path) -> Result<(Location, String), String> {
     let (bucket, path) = bucket_and_path(text)?;
-    let store =
-        PosixStore::open(root, StoreOptions::default()).map_err(|e| format!("cannot open {}: {e}", root.display()))?;
-    let store: Arc<dyn Store> = Arc::new(Authorized::without_grants(store));
+    let store: Arc<dyn Store> = crate::open_engine(root)?;
     match store.create_bucket(&RequestContext::process(), &bucket, &Default::default()) {
         Ok(()) => {}
         Err(e) if e.s3_code().starts_with("BucketAlready") => {}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use isthmus_s3::auth::{credentials_path, load_or_create_root};
 use isthmus_s3::{GatewayConfig, Identities, IoPolicy, User, UserDirectory};
-use isthmus_store::{Durability, PosixStore, StoreOptions};
+use isthmus_store::{Durability, StoreOptions};
 
 use crate::config::{IdentityMode, ServeSettings};
 
@@ -36,8 +36,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         etag_md5_limit: settings.etag_md5_limit,
         ..StoreOptions::default()
     };
-    let store = PosixStore::open(&settings.root, options)
+    let (engine, posix_pools) = isthmus_store::open_root_with_pools(&settings.root, options)
         .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
+    let store = posix_pools[0].1.clone();
     let (root_user, announce) = match settings.root_user.clone() {
         Some(user) => (user, None),
         None => {
@@ -71,7 +72,6 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {}: {e} (choose another with --address)", settings.address))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
-        let store = Arc::new(store);
         let filesystem = store.filesystem();
         let io = IoPolicy {
             inline_reads: filesystem.is_local(),
@@ -80,10 +80,10 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let domain = settings.domain.as_deref().map(|d| (d, local.port()));
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         if let Some(socket) = local_socket {
-            serve_local_socket(socket, isthmus_s3::authorized(store.clone(), &users, &identities), &users, &identities, settings.local_socket_max_connections)?;
+            serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, &identities), &users, &identities, settings.local_socket_max_connections)?;
         }
         let service =
-            isthmus_s3::build_service(store.clone(), io, users, identities.clone(), domain, settings.select_max_bytes)?;
+            isthmus_s3::build_service(engine.clone(), io, users, identities.clone(), domain, settings.select_max_bytes)?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
         println!(
@@ -97,6 +97,11 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             settings.durability,
             store.metadata_mode()
         );
+        if posix_pools.len() > 1 {
+            for (name, pool) in &posix_pools {
+                println!("  pool {name}: posix, {}", pool.root().display());
+            }
+        }
         match announce {
             Some((path, true)) => {
                 println!(
@@ -125,11 +130,13 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         }
         // At start and then every hour, on the blocking pool: what dead writers left, expired
         // records of completed uploads, the trash of interrupted DeleteBuckets.
-        let cleaner = store.clone();
+        let cleaners: Vec<_> = posix_pools.iter().map(|(_, pool)| pool.clone()).collect();
         tokio::spawn(async move {
             loop {
-                let store = cleaner.clone();
-                let cleaned = tokio::task::spawn_blocking(move || store.clean_stale_temporaries(STALE_TEMPORARY_AGE));
+                let pools = cleaners.clone();
+                let cleaned = tokio::task::spawn_blocking(move || {
+                    pools.iter().map(|pool| pool.clean_stale_temporaries(STALE_TEMPORARY_AGE)).sum::<Result<usize, _>>()
+                });
                 match cleaned.await {
                     Ok(Ok(0)) => {}
                     Ok(Ok(n)) => tracing::info!(removed = n, "removed stale temporary files"),

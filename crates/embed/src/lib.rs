@@ -13,7 +13,7 @@ use std::io::Read;
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
     Authorized, CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta,
-    PartRequest, PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    PartRequest, PutRequest, RequestContext, Store, StoreError, StoreOptions,
 };
 
 /// The context of this library's calls: the host process acting for itself.
@@ -283,10 +283,13 @@ pub unsafe extern "C" fn isthmus_open(root: *const c_char, strict: i32, out: *mu
         let durability = if strict != 0 { Durability::Strict } else { Durability::Relaxed };
         let store: std::sync::Arc<dyn Store> = match isthmus_local::socket_path(root) {
             Some(path) => std::sync::Arc::new(isthmus_local::LocalStore::connect(path)?),
-            None => std::sync::Arc::new(Authorized::without_grants(PosixStore::open(
-                root,
-                StoreOptions { durability, ..StoreOptions::default() },
-            )?)),
+            None => std::sync::Arc::new(Authorized::new(
+                isthmus_store::open_root(
+                    std::path::Path::new(root),
+                    StoreOptions { durability, ..StoreOptions::default() },
+                )?,
+                isthmus_store::BucketGrants::default(),
+            )),
         };
         // SAFETY: checked for NULL above.
         unsafe { *out = Box::into_raw(Box::new(IsthmusStore { store })) };

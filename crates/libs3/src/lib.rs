@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    Authorized, Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PosixStore,
-    PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    Authorized, Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PutRequest,
+    RequestContext, Store, StoreError, StoreOptions,
 };
 
 /// The context of this library's calls: the host process acting for itself.
@@ -148,14 +148,14 @@ pub struct S3ListServiceHandler {
 const ENGINE_HOST: &str = "isthmus";
 
 static DEFAULT_HOST: OnceLock<String> = OnceLock::new();
-static STORE: OnceLock<Result<Authorized<PosixStore>, String>> = OnceLock::new();
+static STORE: OnceLock<Result<Authorized<dyn Store>, String>> = OnceLock::new();
 
-fn store() -> Result<&'static Authorized<PosixStore>, String> {
+fn store() -> Result<&'static Authorized<dyn Store>, String> {
     STORE
         .get_or_init(|| {
             let root = std::env::var("ISTHMUS_ROOT").map_err(|_| "set ISTHMUS_ROOT to the data root".to_string())?;
-            PosixStore::open(&root, StoreOptions::default())
-                .map(Authorized::without_grants)
+            isthmus_store::open_root(std::path::Path::new(&root), StoreOptions::default())
+                .map(|engine| Authorized::new(engine, isthmus_store::BucketGrants::default()))
                 .map_err(|e| format!("cannot open {root}: {e}"))
         })
         .as_ref()

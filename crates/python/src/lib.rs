@@ -13,7 +13,7 @@ use std::num::NonZeroU64;
 use isthmus_store::door::{http_range, range_of};
 use isthmus_store::{
     Authorized, BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest,
-    ObjectInfo, ObjectMeta, PartRequest, PosixStore, PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    ObjectInfo, ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError, StoreOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -215,9 +215,13 @@ impl PyStore {
     #[pyo3(signature = (root, durability = "strict"))]
     fn new(root: &str, durability: &str) -> PyResult<Self> {
         let durability: Durability = durability.parse().map_err(PyValueError::new_err)?;
-        let inner = Authorized::without_grants(
-            PosixStore::open(root, StoreOptions { durability, ..StoreOptions::default() }).map_err(to_py)?,
-        );
+        // The data root with its pools (ROOT/.isthmus/pools.toml), as the gateway sees it.
+        let engine = isthmus_store::open_root(
+            std::path::Path::new(root),
+            StoreOptions { durability, ..StoreOptions::default() },
+        )
+        .map_err(to_py)?;
+        let inner = Authorized::new(engine, isthmus_store::BucketGrants::default());
         Ok(Self { inner: std::sync::Arc::new(inner), cx: RequestContext::process() })
     }
 

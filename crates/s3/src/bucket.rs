@@ -103,9 +103,11 @@ pub async fn get_bucket_location(
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
     let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
-    gw.read(&cx, move |store, cx| store.head_bucket(cx, &bucket)).await?;
-    // us-east-1 is reported as an empty constraint, which every client accepts.
-    Ok(S3Response::new(GetBucketLocationOutput { location_constraint: None }))
+    let pool = gw.read(&cx, move |store, cx| store.bucket_location(cx, &bucket)).await?;
+    // The pool holding the bucket; without pools, us-east-1, reported as an empty constraint,
+    // which every client accepts.
+    let location_constraint = pool.map(BucketLocationConstraint::from);
+    Ok(S3Response::new(GetBucketLocationOutput { location_constraint }))
 }
 
 pub async fn get_bucket_versioning(

@@ -473,6 +473,11 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.head_object(cx, bucket, key, request)
     }
 
+    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        self.head_bucket(cx, bucket)?;
+        self.inner.bucket_location(cx, bucket)
+    }
+
     fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::path::PathBuf>> {
         self.require_object_read(cx, bucket, key, None)?;
         self.inner.object_file(cx, bucket, key)

@@ -68,6 +68,9 @@ pub enum StoreError {
     BadDigest(String),
     #[error("{0}")]
     InvalidTag(String),
+    /// CreateBucket named a pool that is not configured.
+    #[error("{0}")]
+    InvalidLocationConstraint(String),
     #[error("Policies must be valid JSON and use only supported elements: {0}")]
     MalformedPolicy(String),
     #[error("The requested partnumber is not satisfiable")]
@@ -117,6 +120,7 @@ const S3_CODES: &[&str] = &[
     "MalformedXML",
     "BadDigest",
     "InvalidTag",
+    "InvalidLocationConstraint",
     "MalformedPolicy",
     "InvalidPartNumber",
     "MetadataTooLarge",
@@ -156,6 +160,7 @@ impl StoreError {
             Self::MalformedXml(_) => "MalformedXML",
             Self::BadDigest(_) => "BadDigest",
             Self::InvalidTag(_) => "InvalidTag",
+            Self::InvalidLocationConstraint(_) => "InvalidLocationConstraint",
             Self::MalformedPolicy(_) => "MalformedPolicy",
             Self::InvalidPartNumber => "InvalidPartNumber",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
@@ -209,6 +214,7 @@ impl StoreError {
             | Self::MalformedXml(_)
             | Self::BadDigest(_)
             | Self::InvalidTag(_)
+            | Self::InvalidLocationConstraint(_)
             | Self::MalformedPolicy(_)
             | Self::MetadataTooLarge(_) => 400,
             Self::BucketAlreadyOwnedByYou

@@ -18,6 +18,7 @@ pub mod identity;
 pub mod key;
 pub mod meta;
 pub mod policy;
+pub mod pools;
 pub mod posix;
 pub mod versioning;
 pub use posix::multipart;
@@ -33,6 +34,7 @@ pub use context::{Principal, RequestContext};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
+pub use pools::{Pools, open_root, open_root_with_pools};
 pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
 pub use versioning::{
     DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
@@ -409,6 +411,12 @@ pub trait Store: Send + Sync + 'static {
         };
         copy_stream(&mut body, &mut *writer)?;
         writer.commit()
+    }
+
+    /// The pool holding the bucket (GetBucketLocation's LocationConstraint); `None` where the
+    /// backend has no pools.
+    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        self.head_bucket(cx, bucket).map(|()| None)
     }
 
     /// The plain file that holds `key`'s bytes, for readers that need a file by name (libhdf5

@@ -1,0 +1,490 @@
+//! Pools: several backends behind one namespace. The data root is always the pool named
+//! `default`; more are declared in `ROOT/.isthmus/pools.toml`, so every door that opens the
+//! root (the gateway, the C library, the Python package, the CLI and benchmarks) sees the same
+//! namespace with no setting of its own, and gateways sharing a root agree by construction.
+//!
+//! ```toml
+//! default = "default"        # where a bucket goes without a LocationConstraint
+//! [[pool]]
+//! name = "archive"
+//! kind = "posix"             # one directory on any file system, file/object duality as today
+//! path = "/mnt/hdd/isthmus"
+//! ```
+//!
+//! `Pools` routes each bucket to the pool that holds it (found by asking each pool, then
+//! remembered); CreateBucket places a bucket by its LocationConstraint (a pool name); a bucket
+//! name is unique across pools; ListBuckets spans them all; a copy between pools streams.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::error::{StoreError, StoreResult};
+use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
+use crate::{
+    Acl, BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
+    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, ObjectInfo,
+    PartRequest, PosixStore, PublicAccessBlock, PutRequest, RequestContext, Store, StoreOptions, Versioning,
+    VersionsPage, copy_stream,
+};
+
+/// The pool the data root itself is.
+pub const DEFAULT_POOL: &str = "default";
+/// Where the pool table lives, relative to the data root.
+pub const POOLS_FILE: &str = ".isthmus/pools.toml";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolsFile {
+    default: Option<String>,
+    #[serde(default)]
+    pool: Vec<PoolEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolEntry {
+    name: String,
+    kind: String,
+    path: PathBuf,
+}
+
+/// One declared pool: its name, where it is, and its store.
+pub struct Pool {
+    pub name: String,
+    pub kind: String,
+    pub path: PathBuf,
+    pub store: Arc<dyn Store>,
+}
+
+/// The engine over a data root: the root's `PosixStore` alone when no pools are declared,
+/// otherwise `Pools` over the root and every declared pool.
+pub fn open_root(root: &Path, options: StoreOptions) -> StoreResult<Arc<dyn Store>> {
+    Ok(open_root_with_pools(root, options)?.0)
+}
+
+/// Every posix pool's store by name, the data root's first.
+pub type PosixPools = Vec<(String, Arc<PosixStore>)>;
+
+/// `open_root`, and every posix pool's store, for what a gateway does to each directly
+/// (cleaning what crashed writers left, reporting).
+pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(Arc<dyn Store>, PosixPools)> {
+    let store = Arc::new(PosixStore::open(root, options)?);
+    let file = root.join(POOLS_FILE);
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((store.clone(), vec![(DEFAULT_POOL.to_string(), store)]));
+        }
+        Err(err) => return Err(StoreError::io("read the pool table", &file, err)),
+    };
+    let table: PoolsFile = toml::from_str(&text)
+        .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))?;
+    let mut posix = vec![(DEFAULT_POOL.to_string(), store.clone())];
+    let mut pools =
+        vec![Pool { name: DEFAULT_POOL.to_string(), kind: "posix".into(), path: root.to_path_buf(), store }];
+    for entry in table.pool {
+        let bad =
+            |why: String| StoreError::InvalidArgument(format!("{}: pool {:?}: {why}", file.display(), entry.name));
+        if entry.name.is_empty() || !entry.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(bad("a pool name is letters, digits, '-' and '_'".into()));
+        }
+        if pools.iter().any(|p| p.name == entry.name) {
+            return Err(bad("declared twice (or named like the data root's pool, default)".into()));
+        }
+        let store: Arc<dyn Store> = match entry.kind.as_str() {
+            "posix" => {
+                let store = Arc::new(PosixStore::open(&entry.path, options)?);
+                posix.push((entry.name.clone(), store.clone()));
+                store
+            }
+            other => return Err(bad(format!("unknown kind {other:?}: posix"))),
+        };
+        pools.push(Pool { name: entry.name, kind: entry.kind, path: entry.path, store });
+    }
+    let default = table.default.unwrap_or_else(|| DEFAULT_POOL.to_string());
+    Ok((Arc::new(Pools::new(pools, &default)?), posix))
+}
+
+/// Several pools as one `Store`.
+pub struct Pools {
+    pools: Vec<Pool>,
+    default: usize,
+    /// Which pool holds a bucket, as last found.
+    placed: quick_cache::sync::Cache<String, usize>,
+}
+
+impl Pools {
+    pub fn new(pools: Vec<Pool>, default: &str) -> StoreResult<Self> {
+        let Some(default) = pools.iter().position(|p| p.name == default) else {
+            let names: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
+            return Err(StoreError::InvalidArgument(format!(
+                "the default pool {default:?} is not declared (pools: {})",
+                names.join(", ")
+            )));
+        };
+        Ok(Self { pools, default, placed: quick_cache::sync::Cache::new(4096) })
+    }
+
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
+    }
+
+    /// The index of the pool holding `bucket`: the remembered one if it still has it, else the
+    /// first that has it (the default pool first).
+    fn find(&self, cx: &RequestContext, bucket: &str) -> StoreResult<usize> {
+        let holds = |index: usize| match self.pools[index].store.head_bucket(cx, bucket) {
+            Ok(()) | Err(StoreError::AccessDenied) => Ok(true),
+            Err(StoreError::NoSuchBucket | StoreError::InvalidBucketName(_)) => Ok(false),
+            Err(err) => Err(err),
+        };
+        if let Some(index) = self.placed.get(bucket)
+            && holds(index)?
+        {
+            return Ok(index);
+        }
+        let order = std::iter::once(self.default).chain((0..self.pools.len()).filter(|&i| i != self.default));
+        for index in order {
+            if holds(index)? {
+                self.placed.insert(bucket.to_string(), index);
+                return Ok(index);
+            }
+        }
+        Err(StoreError::NoSuchBucket)
+    }
+
+    fn pool(&self, cx: &RequestContext, bucket: &str) -> StoreResult<&Arc<dyn Store>> {
+        Ok(&self.pools[self.find(cx, bucket)?].store)
+    }
+
+    /// The pool a CreateBucket's LocationConstraint names: none (or an AWS region, which
+    /// SDKs send by default) is the default pool.
+    fn placement(&self, location: Option<&str>) -> StoreResult<usize> {
+        let Some(name) = location.filter(|l| !l.is_empty()) else { return Ok(self.default) };
+        if let Some(index) = self.pools.iter().position(|p| p.name == name) {
+            return Ok(index);
+        }
+        if looks_like_region(name) {
+            return Ok(self.default);
+        }
+        let names: Vec<&str> = self.pools.iter().map(|p| p.name.as_str()).collect();
+        Err(StoreError::InvalidLocationConstraint(format!(
+            "{name:?} is not a pool of this gateway (pools: {})",
+            names.join(", ")
+        )))
+    }
+}
+
+/// `us-east-1`, `eu-west-3`: what SDKs send as LocationConstraint from their region setting.
+fn looks_like_region(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('-').collect();
+    parts.len() >= 3
+        && parts[..parts.len() - 1].iter().all(|p| p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+}
+
+impl Store for Pools {
+    fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
+        let mut all: Vec<BucketInfo> = Vec::new();
+        for pool in &self.pools {
+            for bucket in pool.store.list_buckets(cx)? {
+                if !all.iter().any(|b| b.name == bucket.name) {
+                    all.push(bucket);
+                }
+            }
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+
+    fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
+        let target = self.placement(request.location.as_deref())?;
+        // A name is unique across pools: one that exists anywhere answers as the backend would.
+        if let Ok(index) = self.find(cx, bucket) {
+            return self.pools[index].store.create_bucket(cx, bucket, request);
+        }
+        self.pools[target].store.create_bucket(cx, bucket, request)?;
+        self.placed.insert(bucket.to_string(), target);
+        Ok(())
+    }
+
+    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        Ok(Some(self.pools[self.find(cx, bucket)?].name.clone()))
+    }
+
+    fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        self.pool(cx, bucket)?.head_bucket(cx, bucket)
+    }
+
+    fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
+        self.pool(cx, bucket)?.bucket_facts(cx, bucket)
+    }
+
+    fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        let deleted = self.pool(cx, bucket)?.delete_bucket(cx, bucket);
+        if deleted.is_ok() {
+            self.placed.remove(bucket);
+        }
+        deleted
+    }
+
+    fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        self.pool(cx, bucket)?.bucket_owner(cx, bucket)
+    }
+
+    fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_bucket_owner(cx, bucket, owner)
+    }
+
+    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Acl> {
+        self.pool(cx, bucket)?.bucket_acl(cx, bucket)
+    }
+
+    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: Acl) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_bucket_acl(cx, bucket, acl)
+    }
+
+    fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        self.pool(cx, bucket)?.bucket_policy(cx, bucket)
+    }
+
+    fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_bucket_policy(cx, bucket, policy)
+    }
+
+    fn public_access_block(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<PublicAccessBlock>> {
+        self.pool(cx, bucket)?.public_access_block(cx, bucket)
+    }
+
+    fn set_public_access_block(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        block: Option<PublicAccessBlock>,
+    ) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_public_access_block(cx, bucket, block)
+    }
+
+    fn bucket_tags(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+    ) -> StoreResult<std::collections::BTreeMap<String, String>> {
+        self.pool(cx, bucket)?.bucket_tags(cx, bucket)
+    }
+
+    fn set_bucket_tags(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_bucket_tags(cx, bucket, tags)
+    }
+
+    fn put_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<BoxedWriter> {
+        self.pool(cx, bucket)?.put_object(cx, bucket, key, request)
+    }
+
+    fn get_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &GetRequest,
+    ) -> StoreResult<GetResponse> {
+        self.pool(cx, bucket)?.get_object(cx, bucket, key, request)
+    }
+
+    fn head_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &HeadRequest,
+    ) -> StoreResult<ObjectInfo> {
+        self.pool(cx, bucket)?.head_object(cx, bucket, key, request)
+    }
+
+    fn delete_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &DeleteRequest,
+    ) -> StoreResult<DeleteOutcome> {
+        self.pool(cx, bucket)?.delete_object(cx, bucket, key, request)
+    }
+
+    /// Within a pool, the pool copies (a reflink where it can); between pools the bytes
+    /// stream from one to the other, the source's metadata and tags kept unless replaced.
+    fn copy_object(
+        &self,
+        cx: &RequestContext,
+        source: (&str, &str),
+        destination: (&str, &str),
+        request: &CopyRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let from = self.find(cx, source.0)?;
+        let to = self.find(cx, destination.0)?;
+        if from == to {
+            return self.pools[from].store.copy_object(cx, source, destination, request);
+        }
+        let get = GetRequest {
+            version_id: request.source_version_id.clone(),
+            conditions: request.source_conditions.clone(),
+            ..GetRequest::default()
+        };
+        let mut response = match self.pools[from].store.get_object(cx, source.0, source.1, &get) {
+            Ok(response) => response,
+            Err(StoreError::NotModified) => return Err(StoreError::PreconditionFailed),
+            Err(err) => return Err(err),
+        };
+        // As a copy within a pool: metadata and tags kept unless replaced, the ACL never copied.
+        let mut meta = request.replace_meta.clone().unwrap_or_else(|| response.info.meta.clone());
+        meta.tags = request.replace_tags.clone().unwrap_or_else(|| response.info.meta.tags.clone());
+        meta.acl = request.acl.filter(|a| *a != crate::CannedAcl::Private);
+        meta.grants = Vec::new();
+        let put = PutRequest { meta, ..PutRequest::default() };
+        let mut writer = self.pools[to].store.put_object(cx, destination.0, destination.1, put)?;
+        copy_stream(&mut response.body, &mut *writer)?;
+        writer.commit()
+    }
+
+    fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
+        self.pool(cx, bucket)?.list_objects(cx, bucket, request)
+    }
+
+    fn bucket_versioning(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<Versioning>> {
+        self.pool(cx, bucket)?.bucket_versioning(cx, bucket)
+    }
+
+    fn set_bucket_versioning(&self, cx: &RequestContext, bucket: &str, state: Versioning) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_bucket_versioning(cx, bucket, state)
+    }
+
+    fn list_object_versions(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListVersionsRequest,
+    ) -> StoreResult<VersionsPage> {
+        self.pool(cx, bucket)?.list_object_versions(cx, bucket, request)
+    }
+
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_object_acl(cx, bucket, key, acl)
+    }
+
+    fn set_object_tags(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> StoreResult<()> {
+        self.pool(cx, bucket)?.set_object_tags(cx, bucket, key, tags)
+    }
+
+    fn create_multipart_upload(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String> {
+        self.pool(cx, bucket)?.create_multipart_upload(cx, bucket, key, request)
+    }
+
+    fn upload_part(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &PartRequest,
+    ) -> StoreResult<BoxedWriter> {
+        self.pool(cx, bucket)?.upload_part(cx, bucket, key, upload_id, request)
+    }
+
+    fn complete_multipart_upload(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        self.pool(cx, bucket)?.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)
+    }
+
+    fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
+        self.pool(cx, bucket)?.abort_multipart_upload(cx, bucket, key, upload_id)
+    }
+
+    fn list_parts(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &ListPartsRequest,
+    ) -> StoreResult<PartsPage> {
+        self.pool(cx, bucket)?.list_parts(cx, bucket, key, upload_id, request)
+    }
+
+    fn list_multipart_uploads(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListUploadsRequest,
+    ) -> StoreResult<UploadsPage> {
+        self.pool(cx, bucket)?.list_multipart_uploads(cx, bucket, request)
+    }
+
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
+        self.pool(cx, bucket)?.object_file(cx, bucket, key)
+    }
+
+    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.pool(cx, bucket)?.read_derived(cx, bucket, key, kind)
+    }
+
+    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
+        self.pool(cx, bucket)?.write_derived(cx, bucket, key, kind, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_are_the_default_pool_and_unknown_names_are_refused() {
+        assert!(looks_like_region("us-east-1") && looks_like_region("eu-central-2"));
+        assert!(!looks_like_region("archive") && !looks_like_region("fast-ssd"));
+        let dir = tempfile::tempdir().unwrap();
+        let pool = |name: &str| Pool {
+            name: name.into(),
+            kind: "posix".into(),
+            path: dir.path().join(name),
+            store: Arc::new(PosixStore::open(dir.path().join(name), StoreOptions::default()).unwrap()),
+        };
+        let pools = Pools::new(vec![pool("default"), pool("archive")], "default").unwrap();
+        assert_eq!(pools.placement(None).unwrap(), 0);
+        assert_eq!(pools.placement(Some("us-west-2")).unwrap(), 0);
+        assert_eq!(pools.placement(Some("archive")).unwrap(), 1);
+        let err = pools.placement(Some("tape")).unwrap_err();
+        assert_eq!(err.s3_code(), "InvalidLocationConstraint");
+        assert!(err.to_string().contains("archive"));
+        assert!(Pools::new(vec![pool("default")], "nvme").is_err());
+    }
+}
