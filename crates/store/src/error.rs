@@ -68,6 +68,9 @@ pub enum StoreError {
     BadDigest(String),
     #[error("{0}")]
     InvalidTag(String),
+    /// Too few shards of an erasure-coded block could be read to rebuild it.
+    #[error("The object cannot be read now: {0}")]
+    InsufficientShards(String),
     /// CreateBucket named a pool that is not configured.
     #[error("{0}")]
     InvalidLocationConstraint(String),
@@ -121,6 +124,7 @@ const S3_CODES: &[&str] = &[
     "BadDigest",
     "InvalidTag",
     "InvalidLocationConstraint",
+    "ServiceUnavailable",
     "MalformedPolicy",
     "InvalidPartNumber",
     "MetadataTooLarge",
@@ -161,6 +165,7 @@ impl StoreError {
             Self::BadDigest(_) => "BadDigest",
             Self::InvalidTag(_) => "InvalidTag",
             Self::InvalidLocationConstraint(_) => "InvalidLocationConstraint",
+            Self::InsufficientShards(_) => "ServiceUnavailable",
             Self::MalformedPolicy(_) => "MalformedPolicy",
             Self::InvalidPartNumber => "InvalidPartNumber",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
@@ -226,6 +231,7 @@ impl StoreError {
             Self::NotModified => 304,
             Self::InvalidRange { .. } | Self::InvalidPartNumber => 416,
             Self::InsufficientStorage => 507,
+            Self::InsufficientShards(_) => 503,
             Self::AccessDenied => 403,
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,
             Self::Remote { status, .. } => *status,

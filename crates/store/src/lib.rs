@@ -13,6 +13,7 @@ pub mod conditions;
 pub mod conformance;
 pub mod context;
 pub mod door;
+pub mod erasure;
 pub mod error;
 pub mod identity;
 pub mod key;
