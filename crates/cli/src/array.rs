@@ -5,12 +5,11 @@
 //! reader the gateway serves it with.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use isthmus_array::{ArraySpec, CopyMode, Location, Region, copy_region, create_group};
 use isthmus_hdf5::{Hdf5File, open_local};
-use isthmus_store::{RequestContext, Store};
+use isthmus_store::RequestContext;
 
 #[derive(Debug, Args)]
 pub struct ArrayArgs {
@@ -127,13 +126,8 @@ fn import_file(args: &ImportArgs) -> Result<(), String> {
     if sources.is_empty() {
         return Err(format!("{}: no dataset can be imported", args.file.display()));
     }
-    let store: Arc<dyn Store> = crate::open_engine(&args.root)?;
+    let store = crate::open_engine(&args.root, &bucket)?;
     let cx = RequestContext::process();
-    match store.create_bucket(&cx, &bucket, &Default::default()) {
-        Ok(()) => {}
-        Err(e) if e.s3_code().starts_with("BucketAlready") => {}
-        Err(e) => return Err(format!("bucket {bucket}: {e}")),
-    }
     let target = Location::Engine { store, cx, bucket: bucket.clone(), prefix: String::new() };
     let single = args.dataset.len() == 1;
     if !single {

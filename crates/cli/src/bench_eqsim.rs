@@ -195,13 +195,8 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         return Err("--eqsim-shape: at least 8 time steps and 32 x 32 grid points".into());
     }
     let tc = t.min(256);
-    let store: Arc<dyn Store> = crate::open_engine(data_root)?;
+    let store = crate::open_engine(data_root, &args.bucket)?;
     let cx = RequestContext::process();
-    match store.create_bucket(&cx, &args.bucket, &Default::default()) {
-        Ok(()) => {}
-        Err(e) if e.s3_code().starts_with("BucketAlready") => {}
-        Err(e) => return Err(format!("bucket {}: {e}", args.bucket)),
-    }
     prepare(data_root, &store, &args.bucket, &[t, x, y], tc)?;
     let patterns = patterns(t, x, y);
     let location =

@@ -34,11 +34,21 @@ enum Command {
     Array(array::ArrayArgs),
 }
 
-/// The engine over a data root (with its pools), as every in-process command uses it.
-pub(crate) fn open_engine(root: &std::path::Path) -> Result<std::sync::Arc<dyn isthmus_store::Store>, String> {
+/// The engine over a data root (with its pools), as every in-process command uses it, with
+/// `bucket` made if it is not there yet.
+pub(crate) fn open_engine(
+    root: &std::path::Path,
+    bucket: &str,
+) -> Result<std::sync::Arc<dyn isthmus_store::Store>, String> {
     let engine = isthmus_store::open_root(root, isthmus_store::StoreOptions::default())
         .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
-    Ok(std::sync::Arc::new(isthmus_store::Authorized::new(engine, isthmus_store::BucketGrants::default())))
+    let store: std::sync::Arc<dyn isthmus_store::Store> =
+        std::sync::Arc::new(isthmus_store::Authorized::new(engine, isthmus_store::BucketGrants::default()));
+    match store.create_bucket(&isthmus_store::RequestContext::process(), bucket, &Default::default()) {
+        Ok(()) => Ok(store),
+        Err(e) if e.s3_code().starts_with("BucketAlready") => Ok(store),
+        Err(e) => Err(format!("bucket {bucket}: {e}")),
+    }
 }
 
 fn init_logging(level: &str, format: config::LogFormat) {

@@ -3,11 +3,10 @@
 //! intersects, in parallel, verified, resumable (run the same command again), with a progress bar.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use isthmus_array::{CopyMode, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
-use isthmus_store::{RequestContext, Store};
+use isthmus_store::RequestContext;
 
 #[derive(Debug, Args)]
 pub struct RegionArgs {
@@ -83,12 +82,7 @@ fn remote(url: &str, region: &str) -> Result<(Location, String), String> {
 /// `BUCKET/PATH` under the local root (the bucket made if needed).
 fn local(text: &str, root: &std::path::Path) -> Result<(Location, String), String> {
     let (bucket, path) = bucket_and_path(text)?;
-    let store: Arc<dyn Store> = crate::open_engine(root)?;
-    match store.create_bucket(&RequestContext::process(), &bucket, &Default::default()) {
-        Ok(()) => {}
-        Err(e) if e.s3_code().starts_with("BucketAlready") => {}
-        Err(e) => return Err(format!("bucket {bucket}: {e}")),
-    }
+    let store = crate::open_engine(root, &bucket)?;
     Ok((Location::Engine { store, cx: RequestContext::process(), bucket, prefix: String::new() }, path))
 }
 

@@ -69,7 +69,8 @@ pub struct DatasetIndex {
     pub fill_value: f64,
     /// Why the dataset cannot be served in place, naming the filter or type; `None` if it can.
     pub not_servable: Option<String>,
-    /// Allocated chunks (chunked), or the one run of bytes (contiguous; grid empty).
+    /// Allocated chunks in grid order (chunked), or the one run of bytes (contiguous; grid
+    /// empty).
     pub chunks: Vec<ChunkEntry>,
 }
 
@@ -83,8 +84,13 @@ pub struct FileIndex {
 impl FileIndex {
     /// The dataset at `path` (with or without the leading `/`).
     pub fn dataset(&self, path: &str) -> Option<&DatasetIndex> {
+        self.position(path).map(|i| &self.datasets[i])
+    }
+
+    /// Where the dataset at `path` is in `datasets`.
+    pub fn position(&self, path: &str) -> Option<usize> {
         let wanted = format!("/{}", path.trim_start_matches('/'));
-        self.datasets.iter().find(|d| d.path == wanted)
+        self.datasets.iter().position(|d| d.path == wanted)
     }
 }
 

@@ -6,11 +6,10 @@
 //! A contiguous dataset is cut into virtual chunks of whole rows of at most 4 MiB, each one run
 //! of bytes. Unfiltered chunks are read only in the byte ranges a selection needs.
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::sync::{Arc, LazyLock};
 
-use isthmus_array::backend::{ChunkStore, WriteCondition};
+use isthmus_array::backend::{ChunkStore, Walked, WriteCondition};
 use isthmus_array::{ArraySpec, DataType, Location, ZarrArray};
 use isthmus_store::{ByteRange as EngineRange, Conditions, ETagMatch, GetRequest, RequestContext, Store, StoreError};
 use serde_json::json;
@@ -29,9 +28,23 @@ const INDEX_KIND: &str = "hdf5_index";
 /// The largest virtual chunk of a contiguous dataset.
 const VIRTUAL_CHUNK_BYTES: u64 = 4 << 20;
 
-/// Indexes recently used, by bucket and key (each checked against the file's identity).
-static RECENT: LazyLock<quick_cache::sync::Cache<(String, String), Arc<FileIndex>>> =
-    LazyLock::new(|| quick_cache::sync::Cache::new(64));
+/// Chunk entries kept in memory across all recently used indexes (about 64 MiB).
+const RECENT_CHUNK_ENTRIES: u64 = 1 << 20;
+
+/// Weighs an index by its chunk entries, so memory stays bounded however large files are.
+#[derive(Clone)]
+struct ChunkEntries;
+
+impl quick_cache::Weighter<(String, String), Arc<FileIndex>> for ChunkEntries {
+    fn weight(&self, _key: &(String, String), index: &Arc<FileIndex>) -> u64 {
+        1 + index.datasets.iter().map(|d| d.chunks.len() as u64).sum::<u64>()
+    }
+}
+
+/// Indexes recently used, by bucket and key (each checked against the file's identity); an
+/// index too large for the budget is read from the hidden area each time instead.
+static RECENT: LazyLock<quick_cache::sync::Cache<(String, String), Arc<FileIndex>, ChunkEntries>> =
+    LazyLock::new(|| quick_cache::sync::Cache::with_weighter(64, RECENT_CHUNK_ENTRIES, ChunkEntries));
 
 /// Where an indexed file's bytes are read from.
 #[derive(Clone)]
@@ -147,9 +160,7 @@ impl Hdf5File {
 
     /// The dataset at `path` as a read-only Zarr store.
     pub fn chunks(&self, path: &str) -> Result<Arc<Hdf5Chunks>, Hdf5Error> {
-        let Some(position) =
-            self.index.dataset(path).and_then(|d| self.index.datasets.iter().position(|e| e.path == d.path))
-        else {
+        let Some(position) = self.index.position(path) else {
             let known: Vec<&str> = self.index.datasets.iter().map(|d| d.path.as_str()).collect();
             return Err(NoSuchDataset { file: self.name.clone(), dataset: path.to_string(), known: known.join(", ") });
         };
@@ -208,7 +219,6 @@ pub struct Hdf5Chunks {
     /// The (possibly virtual) chunk shape.
     chunk_shape: Vec<u64>,
     chunk_bytes: u64,
-    by_grid: HashMap<Vec<u64>, usize>,
     metadata: Bytes,
 }
 
@@ -227,7 +237,6 @@ impl Hdf5Chunks {
             _ => virtual_chunk_shape(&dataset.shape, element_size as u64),
         };
         let chunk_bytes = chunk_shape.iter().product::<u64>() * element_size as u64;
-        let by_grid = dataset.chunks.iter().enumerate().map(|(i, c)| (c.grid.clone(), i)).collect();
         let mut spec = ArraySpec::new(dataset.shape.clone(), data_type, chunk_shape.clone());
         spec.fill_value = Some(dataset.fill_value);
         spec.attributes.insert(
@@ -250,7 +259,6 @@ impl Hdf5Chunks {
             element_size,
             chunk_shape,
             chunk_bytes,
-            by_grid,
             metadata: Bytes::from(serde_json::to_vec(&metadata).expect("metadata serialises")),
         })
     }
@@ -272,7 +280,9 @@ impl Hdf5Chunks {
         let dataset = self.dataset();
         match dataset.layout {
             Layout::Chunked => {
-                let entry = &dataset.chunks[*self.by_grid.get(grid)?];
+                // The index is in grid order: found without building a map per request.
+                let found = dataset.chunks.binary_search_by(|c| c.grid.as_slice().cmp(grid)).ok()?;
+                let entry = &dataset.chunks[found];
                 Some(Stored { addr: entry.addr, size: entry.size, mask: entry.mask })
             }
             _ => {
@@ -467,21 +477,16 @@ impl ListableStorageTraits for Hdf5Chunks {
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        let mut keys = Vec::new();
-        let mut prefixes = Vec::new();
+        let mut walked = Walked::default();
+        let mut dirs = std::collections::BTreeSet::new();
         for key in self.keys().into_iter().filter(|k| k.starts_with(prefix.as_str())) {
             match key[prefix.as_str().len()..].split_once('/') {
-                Some((dir, _)) => {
-                    let dir = format!("{}{dir}/", prefix.as_str());
-                    if !prefixes.contains(&dir) {
-                        prefixes.push(dir);
-                    }
-                }
-                None => keys.push(StoreKey::new(key)?),
+                Some((dir, _)) => drop(dirs.insert(format!("{}{dir}/", prefix.as_str()))),
+                None => walked.objects.push((key, 0)),
             }
         }
-        let prefixes = prefixes.into_iter().map(StorePrefix::new).collect::<Result<Vec<_>, _>>()?;
-        Ok(StoreKeysPrefixes::new(keys, prefixes))
+        walked.prefixes = dirs.into_iter().collect();
+        walked.directory()
     }
 
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {

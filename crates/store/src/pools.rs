@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -31,6 +32,11 @@ use crate::{
 
 /// The pool the data root itself is.
 pub const DEFAULT_POOL: &str = "default";
+/// How long a bucket's pool, once found, is used without asking the pool again (a lookup per
+/// call cost a fifth of a small GET). A bucket that POSIX tools or another gateway move to
+/// another pool is found there after this; one deleted meanwhile answers NoSuchBucket from
+/// its old pool, as it should.
+const PLACEMENT_TTL: Duration = Duration::from_secs(2);
 /// Where the pool table lives, relative to the data root.
 pub const POOLS_FILE: &str = ".isthmus/pools.toml";
 
@@ -111,8 +117,8 @@ pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(
 pub struct Pools {
     pools: Vec<Pool>,
     default: usize,
-    /// Which pool holds a bucket, as last found.
-    placed: quick_cache::sync::Cache<String, usize>,
+    /// Which pool holds a bucket, as last found, and when.
+    placed: quick_cache::sync::Cache<String, (usize, Instant)>,
 }
 
 impl Pools {
@@ -131,23 +137,27 @@ impl Pools {
         &self.pools
     }
 
-    /// The index of the pool holding `bucket`: the remembered one if it still has it, else the
-    /// first that has it (the default pool first).
+    /// The index of the pool holding `bucket`: the remembered one (taken as it is for
+    /// `PLACEMENT_TTL`, then asked again), else the first that has it (the default pool first).
     fn find(&self, cx: &RequestContext, bucket: &str) -> StoreResult<usize> {
         let holds = |index: usize| match self.pools[index].store.head_bucket(cx, bucket) {
             Ok(()) | Err(StoreError::AccessDenied) => Ok(true),
             Err(StoreError::NoSuchBucket | StoreError::InvalidBucketName(_)) => Ok(false),
             Err(err) => Err(err),
         };
-        if let Some(index) = self.placed.get(bucket)
-            && holds(index)?
-        {
-            return Ok(index);
+        if let Some((index, found)) = self.placed.get(bucket) {
+            if found.elapsed() < PLACEMENT_TTL {
+                return Ok(index);
+            }
+            if holds(index)? {
+                self.placed.insert(bucket.to_string(), (index, Instant::now()));
+                return Ok(index);
+            }
         }
         let order = std::iter::once(self.default).chain((0..self.pools.len()).filter(|&i| i != self.default));
         for index in order {
             if holds(index)? {
-                self.placed.insert(bucket.to_string(), index);
+                self.placed.insert(bucket.to_string(), (index, Instant::now()));
                 return Ok(index);
             }
         }
@@ -205,7 +215,7 @@ impl Store for Pools {
             return self.pools[index].store.create_bucket(cx, bucket, request);
         }
         self.pools[target].store.create_bucket(cx, bucket, request)?;
-        self.placed.insert(bucket.to_string(), target);
+        self.placed.insert(bucket.to_string(), (target, Instant::now()));
         Ok(())
     }
 
