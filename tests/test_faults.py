@@ -134,3 +134,35 @@ def test_kill_during_copy(tmp_path, delay):
         assert s3.head_object(Bucket="copy-bucket", Key="src")["ContentLength"] == len(source)
     finally:
         srv.stop()
+
+
+def test_complete_retried_after_a_crash_while_its_upload_was_being_removed(tmp_path):
+    """The state a kill leaves when it lands after the object was installed and recorded as
+    completed, while the upload's parts were being removed: the upload is back under its id
+    with some parts gone. A retried Complete must answer the completed object (as S3 does),
+    not InvalidPart. Found by test_kill_during_multipart_complete in CI."""
+    import shutil
+
+    root = tmp_path / "data"
+    srv = Server(root)
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="mpu-bucket")
+        parts = [os.urandom(5 * MiB) for _ in range(3)]
+        uid = s3.create_multipart_upload(Bucket="mpu-bucket", Key="big")["UploadId"]
+        listed = [{"PartNumber": n, "ETag": s3.upload_part(Bucket="mpu-bucket", Key="big", UploadId=uid, PartNumber=n, Body=p)["ETag"]}
+                  for n, p in enumerate(parts, 1)]
+        uploads = root / "mpu-bucket" / ".isthmus" / "uploads"
+        shutil.copytree(uploads / uid, tmp_path / "saved-upload")
+        done = s3.complete_multipart_upload(Bucket="mpu-bucket", Key="big", UploadId=uid, MultipartUpload={"Parts": listed})
+        # The upload comes back (as crash recovery gives it back) with part 2 already removed.
+        shutil.copytree(tmp_path / "saved-upload", uploads / uid)
+        for part in (uploads / uid).glob("00002.*"):
+            part.unlink()
+        again = s3.complete_multipart_upload(Bucket="mpu-bucket", Key="big", UploadId=uid, MultipartUpload={"Parts": listed})
+        assert again["ETag"] == done["ETag"]
+        got = s3.get_object(Bucket="mpu-bucket", Key="big")["Body"].read()
+        assert got == b"".join(parts)
+        assert not (uploads / uid).exists(), "the completed upload's leftovers are removed"
+    finally:
+        srv.stop()

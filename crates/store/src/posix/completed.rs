@@ -58,6 +58,11 @@ pub(super) fn recall(uploads: BorrowedFd<'_>, upload_id: &str, key: &str) -> Opt
     (record.key == key).then_some(record.etag)
 }
 
+/// Whether `upload_id` has a completion record (of any age).
+pub(super) fn was_completed(uploads: BorrowedFd<'_>, upload_id: &str) -> bool {
+    rustix::fs::statat(uploads, format!("{PREFIX}{upload_id}").as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok()
+}
+
 /// Removes the records of uploads completed more than a day ago; returns how many.
 pub(super) fn forget_expired(uploads: BorrowedFd<'_>) -> usize {
     let Ok(entries) = rustix::fs::Dir::read_from(uploads.as_fd()) else { return 0 };

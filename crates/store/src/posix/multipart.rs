@@ -394,7 +394,14 @@ impl PosixStore {
             Err(Errno::NOENT) => return self.completed_before(bucket, bucket_fd.as_fd(), key, upload_id),
             Err(err) => return Err(err.into()),
         }
-        let result = self.assemble(bucket, key, uploads.as_fd(), &claimed, parts, request);
+        let result = match self.assemble(bucket, key, uploads.as_fd(), &claimed, parts, request) {
+            // Parts gone from an upload already completed (a crash while its parts were being
+            // removed, the upload given back by recovery): the completed object is the answer.
+            Err(StoreError::InvalidPart(n)) => {
+                self.completed_before(bucket, bucket_fd.as_fd(), key, upload_id).map_err(|_| StoreError::InvalidPart(n))
+            }
+            other => other,
+        };
         crate::identity::as_gateway(|| match &result {
             Ok(info) => {
                 completed::remember(uploads.as_fd(), upload_id, key, &info.etag);

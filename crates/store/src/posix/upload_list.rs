@@ -128,10 +128,12 @@ impl PosixStore {
             if !old && !left_by_dead_writer(&name) {
                 continue;
             }
+            // An upload recorded as completed is not given back: its object was installed and
+            // its parts may be half removed (a retried Complete finds the record).
             let restored = name
                 .strip_prefix("claimed.")
                 .and_then(|rest| rest.split('.').next())
-                .filter(|id| valid_upload_id(id))
+                .filter(|id| valid_upload_id(id) && !completed::was_completed(uploads.as_fd(), id))
                 .is_some_and(|id| {
                     rustix::fs::renameat_with(&uploads, name.as_str(), &uploads, id, RenameFlags::NOREPLACE).is_ok()
                 });
