@@ -74,6 +74,9 @@ pub enum StoreError {
     /// CreateBucket named a pool that is not configured.
     #[error("{0}")]
     InvalidLocationConstraint(String),
+    /// What a backend does not do (versioning on an erasure-coded pool).
+    #[error("{0}")]
+    NotImplemented(String),
     #[error("Policies must be valid JSON and use only supported elements: {0}")]
     MalformedPolicy(String),
     #[error("The requested partnumber is not satisfiable")]
@@ -126,6 +129,7 @@ const S3_CODES: &[&str] = &[
     "InvalidLocationConstraint",
     "ServiceUnavailable",
     "MalformedPolicy",
+    "NotImplemented",
     "InvalidPartNumber",
     "MetadataTooLarge",
     "InternalError",
@@ -167,6 +171,7 @@ impl StoreError {
             Self::InvalidLocationConstraint(_) => "InvalidLocationConstraint",
             Self::InsufficientShards(_) => "ServiceUnavailable",
             Self::MalformedPolicy(_) => "MalformedPolicy",
+            Self::NotImplemented(_) => "NotImplemented",
             Self::InvalidPartNumber => "InvalidPartNumber",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => "InternalError",
@@ -232,6 +237,7 @@ impl StoreError {
             Self::InvalidRange { .. } | Self::InvalidPartNumber => 416,
             Self::InsufficientStorage => 507,
             Self::InsufficientShards(_) => 503,
+            Self::NotImplemented(_) => 501,
             Self::AccessDenied => 403,
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,
             Self::Remote { status, .. } => *status,

@@ -32,10 +32,11 @@ pub use authz::{Authorized, BucketGrants};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use context::{Principal, RequestContext};
+pub use erasure::{ErasureConfig, ErasureStore};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
-pub use pools::{Pools, open_root, open_root_with_pools};
+pub use pools::{Pools, open_erasure_pool, open_root, open_root_with_pools};
 pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
 pub use versioning::{
     DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
@@ -131,6 +132,23 @@ pub struct GetRequest {
     /// `partNumber`: read one part of a multipart object (exclusive with `range`).
     pub part_number: Option<u32>,
     pub conditions: Conditions,
+}
+
+impl GetRequest {
+    /// The inclusive byte range of `info`'s object this GET serves (`None`: all of it), from
+    /// its Range or partNumber.
+    pub fn served_range(&self, info: &ObjectInfo) -> StoreResult<Option<(u64, u64)>> {
+        match (self.part_number, self.range) {
+            (Some(_), Some(_)) => Err(StoreError::InvalidArgument(
+                "Cannot specify both Range header and partNumber query parameter".into(),
+            )),
+            // Part 1 of an object written in one piece is the whole object.
+            (Some(1), None) if info.parts.is_empty() => Ok(None),
+            (Some(n), None) => Ok(Some(info.part_range(n).ok_or(StoreError::InvalidPartNumber)?)),
+            (None, Some(r)) => Ok(Some(r.resolve(info.size)?)),
+            (None, None) => Ok(None),
+        }
+    }
 }
 
 /// A server-side copy.
@@ -456,6 +474,38 @@ pub trait Store: Send + Sync + 'static {
         writer.write_all(bytes)?;
         writer.commit()
     }
+}
+
+/// A copy from one store to another (two pools, or a backend without a copy of its own): the
+/// bytes stream through, the source's metadata and tags are kept unless replaced, and the ACL
+/// is never copied, as in a copy within one store.
+pub fn copy_between(
+    from: &dyn Store,
+    to: &dyn Store,
+    cx: &RequestContext,
+    source: (&str, &str),
+    destination: (&str, &str),
+    request: &CopyRequest,
+) -> StoreResult<ObjectInfo> {
+    let get = GetRequest {
+        version_id: request.source_version_id.clone(),
+        conditions: request.source_conditions.clone(),
+        ..GetRequest::default()
+    };
+    let mut response = match from.get_object(cx, source.0, source.1, &get) {
+        Ok(response) => response,
+        Err(StoreError::NotModified) => return Err(StoreError::PreconditionFailed),
+        Err(err) => return Err(err),
+    };
+    // As a copy within a pool: metadata and tags kept unless replaced, the ACL never copied.
+    let mut meta = request.replace_meta.clone().unwrap_or_else(|| response.info.meta.clone());
+    meta.tags = request.replace_tags.clone().unwrap_or_else(|| response.info.meta.tags.clone());
+    meta.acl = request.acl.filter(|a| *a != crate::CannedAcl::Private);
+    meta.grants = Vec::new();
+    let put = PutRequest { meta, ..PutRequest::default() };
+    let mut writer = to.put_object(cx, destination.0, destination.1, put)?;
+    copy_stream(&mut response.body, &mut *writer)?;
+    writer.commit()
 }
 
 /// Copies everything a reader yields into a writer, 1 MiB at a time.

@@ -27,7 +27,7 @@ use crate::{
     Acl, BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
     GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, ObjectInfo,
     PartRequest, PosixStore, PublicAccessBlock, PutRequest, RequestContext, Store, StoreOptions, Versioning,
-    VersionsPage, copy_stream,
+    VersionsPage,
 };
 
 /// The pool the data root itself is.
@@ -53,7 +53,74 @@ struct PoolsFile {
 struct PoolEntry {
     name: String,
     kind: String,
-    path: PathBuf,
+    /// A posix pool's directory.
+    path: Option<PathBuf>,
+    /// An erasure pool's drive directories, and its layout.
+    drives: Option<Vec<PathBuf>>,
+    data: Option<usize>,
+    parity: Option<usize>,
+    block_size: Option<ByteSize>,
+    inline_limit: Option<ByteSize>,
+    hedged_reads: Option<bool>,
+}
+
+/// A size in the pool table: bytes, or a string such as "4MiB", "64 KiB", "1GiB".
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ByteSize {
+    Bytes(u64),
+    Text(String),
+}
+
+impl ByteSize {
+    fn bytes(&self) -> Result<u64, String> {
+        let text = match self {
+            Self::Bytes(n) => return Ok(*n),
+            Self::Text(t) => t.trim(),
+        };
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kib" | "kb" => 1 << 10,
+            "m" | "mib" | "mb" => 1 << 20,
+            "g" | "gib" | "gb" => 1 << 30,
+            _ => return Err(format!("{text:?} is not a size: write bytes or a number with KiB, MiB or GiB")),
+        };
+        number.parse::<u64>().map(|n| n * scale).map_err(|_| format!("{text:?} is not a size"))
+    }
+}
+
+impl PoolEntry {
+    /// The erasure layout this entry declares.
+    fn erasure_config(&self) -> Result<crate::erasure::ErasureConfig, String> {
+        let drives = self.drives.clone().ok_or("an erasure pool lists its drives: drives = [\"/mnt/d0\", ...]")?;
+        let (Some(data), Some(parity)) = (self.data, self.parity) else {
+            return Err("an erasure pool names its layout: data = 4, parity = 2".into());
+        };
+        if self.path.is_some() {
+            return Err("an erasure pool has drives, not a path".into());
+        }
+        let mut config = crate::erasure::ErasureConfig::new(drives, data, parity);
+        if let Some(size) = &self.block_size {
+            config.block_size = size.bytes()?;
+        }
+        if let Some(size) = &self.inline_limit {
+            config.inline_limit = size.bytes()?;
+        }
+        if let Some(hedged) = self.hedged_reads {
+            config.hedged_reads = hedged;
+        }
+        Ok(config)
+    }
+
+    /// The directory of a posix pool.
+    fn posix_path(&self) -> Result<PathBuf, String> {
+        if self.drives.is_some() || self.data.is_some() || self.parity.is_some() || self.block_size.is_some() {
+            return Err("drives, data, parity and block_size belong to erasure pools".into());
+        }
+        self.path.clone().ok_or_else(|| "a posix pool has a path".into())
+    }
 }
 
 /// One declared pool: its name, where it is, and its store.
@@ -88,6 +155,7 @@ pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(
     let table: PoolsFile = toml::from_str(&text)
         .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))?;
     let mut posix = vec![(DEFAULT_POOL.to_string(), store.clone())];
+    let mut erasure: Vec<(String, Arc<crate::erasure::ErasureStore>)> = Vec::new();
     let mut pools =
         vec![Pool { name: DEFAULT_POOL.to_string(), kind: "posix".into(), path: root.to_path_buf(), store }];
     for entry in table.pool {
@@ -99,18 +167,46 @@ pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(
         if pools.iter().any(|p| p.name == entry.name) {
             return Err(bad("declared twice (or named like the data root's pool, default)".into()));
         }
-        let store: Arc<dyn Store> = match entry.kind.as_str() {
+        let (store, path): (Arc<dyn Store>, PathBuf) = match entry.kind.as_str() {
             "posix" => {
-                let store = Arc::new(PosixStore::open(&entry.path, options)?);
+                let path = entry.posix_path().map_err(bad)?;
+                let store = Arc::new(PosixStore::open(&path, options)?);
                 posix.push((entry.name.clone(), store.clone()));
-                store
+                (store, path)
             }
-            other => return Err(bad(format!("unknown kind {other:?}: posix"))),
+            "erasure" => {
+                let config = entry.erasure_config().map_err(bad)?;
+                let first = config.drives.first().cloned().unwrap_or_default();
+                let store =
+                    crate::erasure::ErasureStore::open(&entry.name, config, options).map_err(|e| bad(e.to_string()))?;
+                erasure.push((entry.name.clone(), Arc::new(store)));
+                (erasure.last().expect("just pushed").1.clone(), first)
+            }
+            other => return Err(bad(format!("unknown kind {other:?}: posix or erasure"))),
         };
-        pools.push(Pool { name: entry.name, kind: entry.kind, path: entry.path, store });
+        pools.push(Pool { name: entry.name, kind: entry.kind, path, store });
     }
     let default = table.default.unwrap_or_else(|| DEFAULT_POOL.to_string());
     Ok((Arc::new(Pools::new(pools, &default)?), posix))
+}
+
+/// The erasure-coded pool `name` declared in the root's pool table, opened on its own (for the
+/// admin commands: heal, status).
+pub fn open_erasure_pool(root: &Path, name: &str, options: StoreOptions) -> StoreResult<crate::erasure::ErasureStore> {
+    let file = root.join(POOLS_FILE);
+    let text = std::fs::read_to_string(&file).map_err(|e| StoreError::io("read the pool table", &file, e))?;
+    let table: PoolsFile = toml::from_str(&text)
+        .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))?;
+    let names: Vec<String> = table.pool.iter().filter(|p| p.kind == "erasure").map(|p| p.name.clone()).collect();
+    let entry = table.pool.into_iter().find(|p| p.name == name && p.kind == "erasure").ok_or_else(|| {
+        StoreError::InvalidArgument(format!(
+            "{name:?} is not an erasure pool of {} (erasure pools: {})",
+            file.display(),
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ))
+    })?;
+    let config = entry.erasure_config().map_err(|why| StoreError::InvalidArgument(format!("pool {name:?}: {why}")))?;
+    crate::erasure::ErasureStore::open(name, config, options)
 }
 
 /// Several pools as one `Store`.
@@ -347,25 +443,7 @@ impl Store for Pools {
         if from == to {
             return self.pools[from].store.copy_object(cx, source, destination, request);
         }
-        let get = GetRequest {
-            version_id: request.source_version_id.clone(),
-            conditions: request.source_conditions.clone(),
-            ..GetRequest::default()
-        };
-        let mut response = match self.pools[from].store.get_object(cx, source.0, source.1, &get) {
-            Ok(response) => response,
-            Err(StoreError::NotModified) => return Err(StoreError::PreconditionFailed),
-            Err(err) => return Err(err),
-        };
-        // As a copy within a pool: metadata and tags kept unless replaced, the ACL never copied.
-        let mut meta = request.replace_meta.clone().unwrap_or_else(|| response.info.meta.clone());
-        meta.tags = request.replace_tags.clone().unwrap_or_else(|| response.info.meta.tags.clone());
-        meta.acl = request.acl.filter(|a| *a != crate::CannedAcl::Private);
-        meta.grants = Vec::new();
-        let put = PutRequest { meta, ..PutRequest::default() };
-        let mut writer = self.pools[to].store.put_object(cx, destination.0, destination.1, put)?;
-        copy_stream(&mut response.body, &mut *writer)?;
-        writer.commit()
+        crate::copy_between(&*self.pools[from].store, &*self.pools[to].store, cx, source, destination, request)
     }
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {

@@ -1,10 +1,12 @@
 //! Every backend runs the generic Store conformance checks (`isthmus_store::conformance`):
-//! the posix store in both metadata modes, and behind the authorization layer as the doors use it.
+//! the posix store in both metadata modes, behind the authorization layer as the doors use it,
+//! and erasure-coded pools (4+2 over six drives, and 2+1 over five with a tiny block size so
+//! small test objects span many blocks and segments), which refuse versioning.
 
 use std::sync::Arc;
 
 use isthmus_store::conformance::Fixture;
-use isthmus_store::{Authorized, BucketGrants, MetadataMode, PosixStore, StoreOptions};
+use isthmus_store::{Authorized, BucketGrants, ErasureConfig, ErasureStore, MetadataMode, PosixStore, StoreOptions};
 
 fn posix(metadata: MetadataMode) -> (tempfile::TempDir, PosixStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -34,4 +36,22 @@ mod authorized_posix {
         let (dir, store) = posix(MetadataMode::Auto);
         Fixture::new(Arc::new(Authorized::new(Arc::new(store), BucketGrants::default())), dir)
     });
+}
+
+fn erasure(drives: usize, data: usize, parity: usize, block_size: u64, inline_limit: u64) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = (0..drives).map(|i| dir.path().join(format!("d{i}"))).collect();
+    let config = ErasureConfig { block_size, inline_limit, ..ErasureConfig::new(paths, data, parity) };
+    let store = ErasureStore::open("ec", config, StoreOptions::default()).unwrap();
+    Fixture::new(Arc::new(store), dir)
+}
+
+mod erasure_4_2 {
+    use super::*;
+    isthmus_store::store_conformance_tests!(unversioned: || erasure(6, 4, 2, 1 << 20, 16 << 10));
+}
+
+mod erasure_2_1_small_blocks {
+    use super::*;
+    isthmus_store::store_conformance_tests!(unversioned: || erasure(5, 2, 1, 4096, 0));
 }

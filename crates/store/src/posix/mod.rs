@@ -12,7 +12,7 @@ pub(crate) mod read;
 pub(crate) mod recovery;
 pub(crate) mod resolve;
 pub(crate) mod staging;
-mod upload_list;
+pub(crate) mod upload_list;
 mod version_list;
 mod versions;
 mod write;

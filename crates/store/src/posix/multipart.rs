@@ -113,11 +113,11 @@ pub(super) struct UploadRecord {
     pub(super) checksum_type: ChecksumType,
 }
 
-pub(super) fn valid_upload_id(id: &str) -> bool {
+pub(crate) fn valid_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
-fn new_upload_id() -> String {
+pub(crate) fn new_upload_id() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random source works");
     hex::encode(bytes)
@@ -127,7 +127,7 @@ fn part_prefix(part_number: u32) -> String {
     format!("{part_number:05}.")
 }
 
-fn check_part_number(part_number: u32) -> StoreResult<()> {
+pub(crate) fn check_part_number(part_number: u32) -> StoreResult<()> {
     if (1..=MAX_PART_NUMBER).contains(&part_number) {
         Ok(())
     } else {
@@ -356,16 +356,7 @@ impl PosixStore {
         check_part_number(request.part_number)?;
         let open = self.bucket_fd(bucket)?;
         let (upload_dir, record) = self.open_upload(open.fd.as_fd(), key, upload_id)?;
-        let algorithm = match (record.checksum_algorithm, request.checksum_algorithm) {
-            (Some(upload), Some(part)) if upload != part => {
-                return Err(StoreError::InvalidRequest(format!(
-                    "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
-                    upload.name().to_ascii_lowercase(),
-                    part.name().to_ascii_lowercase()
-                )));
-            }
-            (upload, part) => upload.or(part),
-        };
+        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request.checksum_algorithm)?;
         let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(algorithm);
         Ok(PosixPartWriter { upload_dir, staged, part_number: request.part_number, strict: self.strict() })
     }
@@ -445,54 +436,16 @@ impl PosixStore {
     ) -> StoreResult<ObjectInfo> {
         let dir = open_dir_beneath(uploads, claimed)?;
         let record = load_record(dir.as_fd())?;
-        if parts.is_empty() {
-            return Err(StoreError::MalformedXml("You must specify at least one part".into()));
-        }
-        for (i, part) in parts.iter().enumerate() {
-            check_part_number(part.part_number)?;
-            if i > 0 && part.part_number <= parts[i - 1].part_number {
-                return Err(StoreError::InvalidPartOrder);
-            }
-        }
         let stored = read_parts(dir.as_fd(), record.checksum_algorithm)?;
-        let mut chosen = Vec::with_capacity(parts.len());
-        for (i, part) in parts.iter().enumerate() {
-            let etag = part.etag.trim_matches('"').to_ascii_lowercase();
-            let checksum_matches = |info: &PartInfo| match (&part.checksum, &info.checksum) {
-                (Some(claimed), Some(stored)) => *claimed == stored.value,
-                (Some(_), None) => false,
-                (None, _) => true,
-            };
-            let Some((info, name)) =
-                stored.get(&part.part_number).filter(|(info, _)| info.etag == etag && checksum_matches(info))
-            else {
-                return Err(StoreError::InvalidPart(part.part_number));
-            };
-            if i + 1 < parts.len() && info.size < MIN_PART_SIZE {
-                return Err(StoreError::EntityTooSmall);
-            }
-            chosen.push((info.clone(), name.clone()));
-        }
-        let mut etag_hasher = Md5::new();
-        for (info, _) in &chosen {
-            etag_hasher.update(hex::decode(&info.etag).expect("part names hold hex MD5s"));
-        }
-        let etag = format!("{}-{}", hex::encode(etag_hasher.finalize()), chosen.len());
-        let checksum = match record.checksum_algorithm {
-            Some(algorithm) => {
-                let mut raws = Vec::with_capacity(chosen.len());
-                for (info, _) in &chosen {
-                    let raw = info
-                        .checksum
-                        .as_ref()
-                        .and_then(Checksum::raw)
-                        .ok_or(StoreError::InvalidPart(info.part_number))?;
-                    raws.push((raw, info.size));
-                }
-                Some(multipart_checksum(algorithm, record.checksum_type, &raws))
-            }
-            None => None,
-        };
+        let choice = choose_parts(
+            parts,
+            |n| stored.get(&n).map(|(info, _)| info),
+            record.checksum_algorithm,
+            record.checksum_type,
+        )?;
+        let chosen: Vec<(PartInfo, String)> =
+            choice.parts.iter().map(|info| stored[&info.part_number].clone()).collect();
+        let (etag, checksum) = (choice.etag, choice.checksum);
         request.meta = record.meta;
         request.checksum_algorithm = None;
         let mut writer = self.new_writer(bucket, key, request)?;
@@ -561,8 +514,86 @@ pub(super) fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> StoreResult<()>
     Ok(())
 }
 
+/// The parts a CompleteMultipartUpload names, checked against the stored ones, with the
+/// object's "-N" ETag and checksum.
+pub(crate) struct PartChoice {
+    pub(crate) parts: Vec<PartInfo>,
+    pub(crate) etag: String,
+    pub(crate) checksum: Option<Checksum>,
+}
+
+/// Checks the listed parts as S3 does (at least one, ascending numbers, each stored with the
+/// listed ETag and checksum, all but the last at least 5 MiB) and derives the object's ETag
+/// (MD5 of the parts' MD5s, "-N") and checksum from them. Shared by every backend.
+pub(crate) fn choose_parts<'a>(
+    parts: &[CompletedPart],
+    stored: impl Fn(u32) -> Option<&'a PartInfo>,
+    algorithm: Option<ChecksumAlgorithm>,
+    checksum_type: ChecksumType,
+) -> StoreResult<PartChoice> {
+    if parts.is_empty() {
+        return Err(StoreError::MalformedXml("You must specify at least one part".into()));
+    }
+    for (i, part) in parts.iter().enumerate() {
+        check_part_number(part.part_number)?;
+        if i > 0 && part.part_number <= parts[i - 1].part_number {
+            return Err(StoreError::InvalidPartOrder);
+        }
+    }
+    let mut chosen = Vec::with_capacity(parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        let etag = part.etag.trim_matches('"').to_ascii_lowercase();
+        let checksum_matches = |info: &PartInfo| match (&part.checksum, &info.checksum) {
+            (Some(claimed), Some(stored)) => *claimed == stored.value,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let Some(info) = stored(part.part_number).filter(|info| info.etag == etag && checksum_matches(info)) else {
+            return Err(StoreError::InvalidPart(part.part_number));
+        };
+        if i + 1 < parts.len() && info.size < MIN_PART_SIZE {
+            return Err(StoreError::EntityTooSmall);
+        }
+        chosen.push(info.clone());
+    }
+    let mut etag_hasher = Md5::new();
+    for info in &chosen {
+        etag_hasher.update(hex::decode(&info.etag).map_err(|_| StoreError::InvalidPart(info.part_number))?);
+    }
+    let etag = format!("{}-{}", hex::encode(etag_hasher.finalize()), chosen.len());
+    let checksum = match algorithm {
+        Some(algorithm) => {
+            let mut raws = Vec::with_capacity(chosen.len());
+            for info in &chosen {
+                let raw =
+                    info.checksum.as_ref().and_then(Checksum::raw).ok_or(StoreError::InvalidPart(info.part_number))?;
+                raws.push((raw, info.size));
+            }
+            Some(multipart_checksum(algorithm, checksum_type, &raws))
+        }
+        None => None,
+    };
+    Ok(PartChoice { parts: chosen, etag, checksum })
+}
+
+/// The checksum algorithm a part is hashed with: the upload's, or the part's own when the
+/// upload has none; a part declaring another algorithm than the upload's is refused.
+pub(crate) fn part_checksum_algorithm(
+    upload: Option<ChecksumAlgorithm>,
+    part: Option<ChecksumAlgorithm>,
+) -> StoreResult<Option<ChecksumAlgorithm>> {
+    match (upload, part) {
+        (Some(upload), Some(part)) if upload != part => Err(StoreError::InvalidRequest(format!(
+            "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
+            upload.name().to_ascii_lowercase(),
+            part.name().to_ascii_lowercase()
+        ))),
+        (upload, part) => Ok(upload.or(part)),
+    }
+}
+
 /// Part sizes as (size, count) runs: uploads of equal parts with a shorter last one take two.
-fn run_lengths(sizes: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
+pub(crate) fn run_lengths(sizes: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
     let mut runs: Vec<(u64, u32)> = Vec::new();
     for size in sizes {
         match runs.last_mut() {

@@ -145,18 +145,7 @@ impl PosixStore {
         let meta = self.meta_store(&open, cx);
         let (fd, info) = head_version(&meta, open.versioning, &path, request.version_id.as_deref())?;
         request.conditions.check(&info.etag, info.last_modified)?;
-        let range = match (request.part_number, request.range) {
-            (Some(_), Some(_)) => {
-                return Err(StoreError::InvalidArgument(
-                    "Cannot specify both Range header and partNumber query parameter".into(),
-                ));
-            }
-            // Part 1 of an object written in one piece is the whole object.
-            (Some(1), None) if info.parts.is_empty() => None,
-            (Some(n), None) => Some(info.part_range(n).ok_or(StoreError::InvalidPartNumber)?),
-            (None, Some(r)) => Some(r.resolve(info.size)?),
-            (None, None) => None,
-        };
+        let range = request.served_range(&info)?;
         let (offset, remaining) = match range {
             None => (0, info.size),
             Some((first, last)) => (first, last - first + 1),

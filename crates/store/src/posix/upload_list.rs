@@ -28,21 +28,8 @@ impl PosixStore {
     ) -> StoreResult<PartsPage> {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
         let (dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
-        let mut parts: Vec<PartInfo> = read_parts(dir.as_fd(), record.checksum_algorithm)?
-            .into_values()
-            .map(|(info, _)| info)
-            .filter(|p| p.part_number > after_part)
-            .collect();
-        let is_truncated = parts.len() > max_parts;
-        parts.truncate(max_parts);
-        let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
-        Ok(PartsPage {
-            parts,
-            is_truncated,
-            next_part_number_marker,
-            checksum_algorithm: record.checksum_algorithm,
-            checksum_type: record.checksum_type,
-        })
+        let parts = read_parts(dir.as_fd(), record.checksum_algorithm)?.into_values().map(|(info, _)| info);
+        Ok(page_parts(parts, after_part, max_parts, record.checksum_algorithm, record.checksum_type))
     }
 
     pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
@@ -79,28 +66,7 @@ impl PosixStore {
                 checksum_type: record.checksum_type,
             });
         }
-        uploads.sort_by(|a, b| {
-            (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(b.key.as_bytes(), b.initiated, &b.upload_id))
-        });
-        if let Some(marker) = &request.key_marker {
-            // After the key marker; with an upload-id marker, after that upload of the key.
-            let after_upload = request
-                .upload_id_marker
-                .as_deref()
-                .and_then(|id| uploads.iter().position(|u| u.key == *marker && u.upload_id == id));
-            let start = match after_upload {
-                Some(i) => i + 1,
-                None => uploads.partition_point(|u| u.key.as_bytes() <= marker.as_bytes()),
-            };
-            uploads.drain(..start);
-        }
-        let is_truncated = uploads.len() > request.max_uploads;
-        uploads.truncate(request.max_uploads);
-        let (next_key_marker, next_upload_id_marker) = match (is_truncated, uploads.last()) {
-            (true, Some(last)) => (Some(last.key.clone()), Some(last.upload_id.clone())),
-            _ => (None, None),
-        };
-        Ok(UploadsPage { uploads, is_truncated, next_key_marker, next_upload_id_marker })
+        Ok(page_uploads(uploads, request))
     }
 
     /// Repairs what a crash during Create, Complete or Abort left: a half-made upload (`new.`)
@@ -143,4 +109,46 @@ impl PosixStore {
         }
         repaired + forgotten
     }
+}
+
+/// One ListMultipartUploads page of `uploads` (in any order): sorted by key, then initiation
+/// time, after the request's markers. Shared by every backend.
+pub(crate) fn page_uploads(mut uploads: Vec<UploadInfo>, request: &ListUploadsRequest) -> UploadsPage {
+    uploads.sort_by(|a, b| {
+        (a.key.as_bytes(), a.initiated, &a.upload_id).cmp(&(b.key.as_bytes(), b.initiated, &b.upload_id))
+    });
+    if let Some(marker) = &request.key_marker {
+        // After the key marker; with an upload-id marker, after that upload of the key.
+        let after_upload = request
+            .upload_id_marker
+            .as_deref()
+            .and_then(|id| uploads.iter().position(|u| u.key == *marker && u.upload_id == id));
+        let start = match after_upload {
+            Some(i) => i + 1,
+            None => uploads.partition_point(|u| u.key.as_bytes() <= marker.as_bytes()),
+        };
+        uploads.drain(..start);
+    }
+    let is_truncated = uploads.len() > request.max_uploads;
+    uploads.truncate(request.max_uploads);
+    let (next_key_marker, next_upload_id_marker) = match (is_truncated, uploads.last()) {
+        (true, Some(last)) => (Some(last.key.clone()), Some(last.upload_id.clone())),
+        _ => (None, None),
+    };
+    UploadsPage { uploads, is_truncated, next_key_marker, next_upload_id_marker }
+}
+
+/// One ListParts page of `parts` (in part-number order) after `after_part`.
+pub(crate) fn page_parts(
+    parts: impl Iterator<Item = PartInfo>,
+    after_part: u32,
+    max_parts: usize,
+    checksum_algorithm: Option<crate::ChecksumAlgorithm>,
+    checksum_type: crate::ChecksumType,
+) -> PartsPage {
+    let mut parts: Vec<PartInfo> = parts.filter(|p| p.part_number > after_part).collect();
+    let is_truncated = parts.len() > max_parts;
+    parts.truncate(max_parts);
+    let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
+    PartsPage { parts, is_truncated, next_part_number_marker, checksum_algorithm, checksum_type }
 }
