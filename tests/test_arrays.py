@@ -74,6 +74,7 @@ def test_numpy_regions_strides_and_attributes(gateway):
     "codecs,inner",
     [("", None), ("zstd:3", None), ("gzip:5", None), ("blosc:lz4:5:shuffle", None), ("crc32c", None), ("zstd:1", (4, 5))],
 )
+@pytest.mark.posix_only
 def test_isthmus_arrays_are_read_by_zarr_python_from_the_path_and_over_s3(gateway, codecs, inner):
     chunks = (8, 10) if inner else (6, 7)
     a = isthmus.Array.create(engine(gateway), "shared/a.zarr", shape=(17, 23), dtype="int32", chunks=chunks,
@@ -117,6 +118,7 @@ def test_zarr_python_arrays_written_over_s3_are_read_by_isthmus_and_xarray(gatew
     assert int(ds["time"][-1]) == 11 * 3600
 
 
+@pytest.mark.posix_only
 def test_xarray_opens_a_group_isthmus_wrote(gateway):
     where = engine(gateway)
     where.create_group("grid.zarr", json.dumps({"title": "isthmus"}))
@@ -132,6 +134,7 @@ def test_xarray_opens_a_group_isthmus_wrote(gateway):
     np.testing.assert_array_equal(ds["v"].sel(t=20).values, np.arange(8, 12, dtype=np.float32))
 
 
+@pytest.mark.posix_only
 def test_the_remote_location_writes_plain_files_through_the_gateway(gateway, s3):
     far = remote(gateway, "site-b")
     a = isthmus.Array.create(far, "r.zarr", shape=(10, 10), dtype="uint8", chunks=(4, 4), codecs="gzip:1")
@@ -208,6 +211,7 @@ def session_writer(root):
         r += 1
 
 
+@pytest.mark.posix_only
 def test_a_writer_killed_during_a_session_leaves_every_chunk_old_or_new(gateway, s3):
     isthmus.Array.create(engine(gateway), "k.zarr", shape=(144, 64), dtype="int64", chunks=(16, 64), codecs="zstd:1,crc32c")
     for delay in (0.3, 0.7, 1.1):

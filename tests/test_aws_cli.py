@@ -1,8 +1,10 @@
+import pytest
 """The aws CLI with its default settings (CRC32 checksum trailers included)."""
 
 import hashlib
 
 
+@pytest.mark.posix_only
 def test_mb_cp_ls_rm(aws, server, tmp_path):
     aws("s3", "mb", "s3://cli-bucket")
     src = tmp_path / "hello.txt"
@@ -20,6 +22,7 @@ def test_mb_cp_ls_rm(aws, server, tmp_path):
     assert not (server.root / "cli-bucket").exists()
 
 
+@pytest.mark.posix_only
 def test_cp_under_multipart_threshold_and_s3api(aws, server, tmp_path):
     aws("s3", "mb", "s3://cli2")
     data = bytes(range(256)) * 4096 * 7  # 7 MiB: one PUT with a streamed CRC32 trailer

@@ -8,6 +8,7 @@ def error_code(excinfo):
     return excinfo.value.response["Error"]["Code"]
 
 
+@pytest.mark.posix_only
 def test_bucket_lifecycle(s3, server):
     s3.create_bucket(Bucket="alpha")
     s3.create_bucket(Bucket="beta.2")

@@ -51,6 +51,7 @@ def assert_same_tree(a, b):
         stack.extend(c.subdirs.values())
 
 
+@pytest.mark.posix_only
 def test_s3cmd_sync_round_trip_with_default_region(server, tmp_path):
     exe = shutil.which("s3cmd")
     if exe is None:
@@ -75,6 +76,7 @@ def test_s3cmd_sync_round_trip_with_default_region(server, tmp_path):
     assert "tree/sub/notes.txt" in run("ls", "-r", "s3://s3cmd-bucket")
 
 
+@pytest.mark.posix_only
 def test_rclone_sync_round_trip(server, tmp_path):
     exe = shutil.which("rclone")
     if exe is None:
@@ -106,6 +108,7 @@ def test_rclone_sync_round_trip(server, tmp_path):
     assert_same_tree(src, tmp_path / "back")
 
 
+@pytest.mark.posix_only
 def test_virtual_hosted_style_with_a_domain(tmp_path):
     import hashlib
 

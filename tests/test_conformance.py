@@ -23,6 +23,7 @@ def test_a_folder_object_is_listed_under_its_own_prefix(s3, aws):
     aws("s3", "rb", "s3://folders")
 
 
+@pytest.mark.posix_only
 def test_sync_of_a_tree_with_empty_files_does_not_stall(aws, server, tmp_path):
     """botocore before 1.43.77 sends `Expect: 100-continue` on empty PUTs and, answered at once
     without an interim 100, used to wait for the server's header timeout (30 s) per file."""
@@ -212,6 +213,7 @@ def test_get_object_attributes(s3):
     assert not rest["ObjectParts"]["IsTruncated"]
 
 
+@pytest.mark.posix_only
 def test_aws_chunked_is_not_stored_as_content_encoding_and_rfc2047_metadata_round_trips(s3, server):
     import base64
     import struct
@@ -276,6 +278,7 @@ def test_multipart_responses_name_the_checksum_algorithm_and_type(s3):
     assert "ChecksumAlgorithm" not in plain
 
 
+@pytest.mark.posix_only
 def test_bucket_tagging_is_kept_beside_the_data(s3, server, tmp_path):
     from botocore.exceptions import ClientError
 
@@ -353,6 +356,7 @@ def test_expected_bucket_owner(s3):
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="owned")["Contents"]] == ["k"]
 
 
+@pytest.mark.posix_only
 def test_canned_acls_and_anonymous_access(s3, server, aws):
     import urllib.error
     import urllib.request
@@ -556,6 +560,7 @@ def test_public_access_block_overrides_acls_and_policies(s3, server):
     assert anonymous_status("/blocked/k") == 200
 
 
+@pytest.mark.posix_only
 def test_browser_post_uploads(server):
     import requests
 

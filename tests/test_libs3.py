@@ -35,6 +35,7 @@ def test_c_program_against_libs3(server, libs3_program):
     assert not (server.root / "c-bucket").exists()
 
 
+@pytest.mark.posix_only
 def test_debian_s3_tool(server, s3, tmp_path):
     exe = shutil.which("s3")
     if exe is None:

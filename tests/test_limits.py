@@ -76,6 +76,7 @@ def test_encoded_traversal_is_refused(server, bucket, raw_key):
     assert not (server.root / bucket / "escape").exists()
 
 
+@pytest.mark.posix_only
 def test_planted_hard_links_are_replaced_not_written_through(s3, bucket, server, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"outside the bucket")

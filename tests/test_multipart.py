@@ -19,6 +19,7 @@ def multipart_etag(parts):
     return '"%s-%d"' % (hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest(), len(parts))
 
 
+@pytest.mark.posix_only
 def test_low_level_multipart(s3, bucket, server):
     up = s3.create_multipart_upload(Bucket=bucket, Key="mp/obj.bin", ContentType="application/x-test", Metadata={"run": "7"})
     uid = up["UploadId"]
@@ -106,6 +107,7 @@ def test_boto3_upload_and_download_file(s3, bucket, tmp_path):
     assert dst.read_bytes() == src.read_bytes()
 
 
+@pytest.mark.posix_only
 def test_aws_cli_cp_over_multipart_threshold(aws, server, tmp_path):
     aws("s3", "mb", "s3://cli-mp")
     src = tmp_path / "twenty.bin"

@@ -18,6 +18,7 @@ def status(excinfo):
     return excinfo.value.response["ResponseMetadata"]["HTTPStatusCode"]
 
 
+@pytest.mark.posix_only
 def test_put_get_round_trip_with_headers_and_metadata(s3, bucket, server):
     body = b"temperature,pressure\n1.0,2.0\n"
     expires = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
@@ -169,6 +170,7 @@ def test_large_object_streams_with_bounded_memory(s3, bucket, server, tmp_path):
     assert server.rss_peak_kib() < 120 * 1024, f"peak RSS {server.rss_peak_kib()} KiB"
 
 
+@pytest.mark.posix_only
 def test_concurrent_writers_leave_one_whole_version(s3, bucket, server):
     payloads = [bytes([65 + i]) * (3 * 1024 * 1024 + i) for i in range(4)]
     errors = []

@@ -49,6 +49,7 @@ def chunk_keys(server, prefix):
     return sorted(k for k in keys if "/c/" in k)
 
 
+@pytest.mark.posix_only
 def test_push_moves_only_intersecting_chunks_and_resumes(sites):
     a_root, b = sites
     where = isthmus.Location.engine(isthmus.Store(str(a_root)), BUCKET)
@@ -80,6 +81,7 @@ def test_push_moves_only_intersecting_chunks_and_resumes(sites):
     np.testing.assert_array_equal(back[0:10, 0:10], expected)
 
 
+@pytest.mark.posix_only
 def test_an_interrupted_push_resumes_without_resending(sites):
     a_root, b = sites
     where = isthmus.Location.engine(isthmus.Store(str(a_root)), BUCKET)
@@ -101,6 +103,7 @@ def test_an_interrupted_push_resumes_without_resending(sites):
     np.testing.assert_array_equal(zarr.open_array(str(b.root / BUCKET / "big.zarr"), mode="r")[:], a[...])
 
 
+@pytest.mark.posix_only
 def test_a_region_lands_as_a_new_array(sites):
     a_root, b = sites
     where = isthmus.Location.engine(isthmus.Store(str(a_root)), BUCKET)
@@ -125,6 +128,7 @@ def test_bad_arguments_are_one_line_errors(sites):
         assert r.returncode == 1 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
+@pytest.mark.posix_only
 def test_a_chunk_larger_than_64_mib_goes_up_in_verified_parts(sites):
     a_root, b = sites
     where = isthmus.Location.engine(isthmus.Store(str(a_root)), BUCKET)

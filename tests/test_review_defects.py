@@ -54,6 +54,7 @@ def test_part_checksums_are_verified_without_an_upload_algorithm(s3, bucket):
     assert good["ChecksumCRC32"] == "NhCmhg=="
 
 
+@pytest.mark.posix_only
 def test_large_foreign_files_are_listed_without_hashing(s3, bucket, server):
     """20 sparse 2 GiB files took 124 s to list when the gateway hashed them."""
     for i in range(20):
@@ -75,6 +76,7 @@ def test_large_foreign_files_are_listed_without_hashing(s3, bucket, server):
     assert s3.head_object(Bucket=bucket, Key="out-00.h5")["ETag"] != etags["out-00.h5"]
 
 
+@pytest.mark.posix_only
 def test_a_bucket_on_a_file_system_without_xattrs_keeps_metadata(tmp_path):
     """The metadata mode is probed per bucket: a bucket that is a symlink to a file system
     without user xattrs (ramfs here) keeps metadata in sidecars instead of failing every PUT."""

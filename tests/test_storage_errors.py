@@ -23,6 +23,7 @@ def small_fs(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.posix_only
 def test_disk_full_is_insufficient_storage_and_leaves_nothing(small_fs):
     srv = Server(small_fs / "data")
     try:
@@ -49,6 +50,7 @@ def test_disk_full_is_insufficient_storage_and_leaves_nothing(small_fs):
         srv.stop()
 
 
+@pytest.mark.posix_only
 def test_unwritable_directory_is_access_denied(server, s3, bucket):
     if shutil.which("chattr") is None:
         pytest.fail("chattr (e2fsprogs) is needed to make a directory immutable")

@@ -38,6 +38,7 @@ def names(client):
     return [b["Name"] for b in client.list_buckets()["Buckets"]]
 
 
+@pytest.mark.posix_only
 def test_buckets_are_private_unless_granted(multi):
     srv, root, alice, bob = multi
     root.create_bucket(Bucket="shared-data")
@@ -71,6 +72,7 @@ def test_buckets_are_private_unless_granted(multi):
     assert [o["Key"] for o in alice.list_objects_v2(Bucket="alice-bucket")["Contents"]] == ["a", "copy"]
 
 
+@pytest.mark.posix_only
 def test_acl_grants_to_users_by_canonical_id(multi, tmp_path):
     """Grants name users of the configuration by canonical id (their access key), in grant
     headers or an AccessControlPolicy body; what cannot be enforced is refused whole."""

@@ -7,6 +7,7 @@ mod bench_arrays;
 mod bench_eqsim;
 mod config;
 mod cost;
+mod pool;
 mod region;
 mod serve;
 
@@ -32,6 +33,11 @@ enum Command {
     Region(region::RegionArgs),
     /// HDF5 files as arrays: list their datasets, convert them to Zarr v3
     Array(array::ArrayArgs),
+    /// Scan an erasure-coded pool and repair every missing or rotten shard (rebuilds a
+    /// replaced drive)
+    Heal(pool::HealArgs),
+    /// Pool administration: status of an erasure-coded pool's drives
+    Pool(pool::PoolArgs),
 }
 
 /// The engine over a data root (with its pools), as every in-process command uses it, with
@@ -84,6 +90,14 @@ fn main() {
         Command::Array(args) => {
             init_logging("warn", config::LogFormat::Text);
             array::run(args)
+        }
+        Command::Heal(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            pool::heal(args)
+        }
+        Command::Pool(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            pool::run(args)
         }
     };
     if let Err(message) = result {

@@ -70,6 +70,14 @@ impl ObjectMeta {
     }
 }
 
+impl ObjectMeta {
+    /// Checks what a write stores against S3's limits (tags, user metadata size).
+    pub fn validate(&self) -> crate::StoreResult<()> {
+        validate_tags(&self.tags)?;
+        validate_user_metadata(&self.user)
+    }
+}
+
 /// S3's limit on user metadata: the `x-amz-meta-*` names and values, in bytes.
 pub const MAX_USER_METADATA: usize = 2048;
 

@@ -314,13 +314,18 @@ impl Drive {
         }
     }
 
-    /// Takes the lock of `bucket/key` (a stripe of `LOCK_STRIPES` files on this drive): every
-    /// gateway serving the pool serializes a key's commits on it.
-    pub(crate) fn lock_key(&self, bucket: &str, key: &str) -> StoreResult<KeyLock> {
+    /// Takes the lock of `bucket/name` of `kind` (a stripe of `LOCK_STRIPES` files per kind on
+    /// this drive): every gateway serving the pool serializes on it. Kinds keep locks taken
+    /// one inside the other (an upload's, then its key's) on different files.
+    pub(crate) fn lock(&self, kind: LockKind, bucket: &str, name: &str) -> StoreResult<KeyLock> {
         let stripe =
-            crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, format!("{bucket}/{key}").as_bytes()) % LOCK_STRIPES;
+            crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, format!("{bucket}/{name}").as_bytes()) % LOCK_STRIPES;
         let dir = self.path.join(LOCKS_DIR);
-        let path = dir.join(format!("{stripe:04}"));
+        let prefix = match kind {
+            LockKind::Key => "k",
+            LockKind::Upload => "u",
+        };
+        let path = dir.join(format!("{prefix}{stripe:04}"));
         let open = || std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
         let file = match open() {
             Err(err) if err.kind() == ErrorKind::NotFound => {
@@ -336,7 +341,16 @@ impl Drive {
     }
 }
 
-/// A held key lock (released when dropped: the file is closed).
+/// What a lock serializes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockKind {
+    /// Commits of an object.
+    Key,
+    /// Parts, completion and abort of a multipart upload.
+    Upload,
+}
+
+/// A held lock (released when dropped: the file is closed).
 pub(crate) struct KeyLock {
     _file: File,
 }

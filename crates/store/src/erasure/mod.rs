@@ -278,8 +278,12 @@ impl Inner {
 
     /// Takes `bucket/key`'s commit lock (on the first drive that takes writes).
     fn lock_key(&self, bucket: &str, key: &str) -> StoreResult<drives::KeyLock> {
+        self.lock(drives::LockKind::Key, bucket, key)
+    }
+
+    fn lock(&self, kind: drives::LockKind, bucket: &str, name: &str) -> StoreResult<drives::KeyLock> {
         let drive = self.drives.iter().find(|d| d.writable().is_some()).ok_or_else(|| self.too_few("none"))?;
-        drive.lock_key(bucket, key)
+        drive.lock(kind, bucket, name)
     }
 
     /// Writes `stored` as `bucket/key`'s manifest on every drive that takes writes, in

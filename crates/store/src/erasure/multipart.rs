@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::drives::UPLOADS_DIR;
+use super::drives::{LockKind, UPLOADS_DIR};
 use super::manifest::{Manifest, Segment, Stored, now_ns, random_id};
 use super::write::{SegmentWriter, StreamHashes};
 use super::{Drive, Inner};
@@ -144,7 +144,7 @@ impl Inner {
 
     pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         ObjectPath::parse(key)?;
-        crate::meta::validate_user_metadata(&request.meta.user)?;
+        request.meta.validate()?;
         self.namespace_drive()?.head_bucket(&RequestContext::process(), bucket)?;
         let upload_id = new_upload_id();
         let record = UploadRecord {
@@ -193,6 +193,8 @@ impl Inner {
         parts: &[CompletedPart],
         request: PutRequest,
     ) -> StoreResult<ObjectInfo> {
+        // Of a Complete and an Abort (or two Completes) racing, one finds the upload gone.
+        let _lock = self.lock(LockKind::Upload, bucket, upload_id)?;
         let (record, stored_parts) = match self.load_upload(bucket, key, upload_id) {
             Err(StoreError::NoSuchUpload) => return self.completed_before(bucket, key, upload_id),
             other => other?,
@@ -256,6 +258,7 @@ impl Inner {
     }
 
     pub(crate) fn abort_upload(&self, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
+        let _lock = self.lock(LockKind::Upload, bucket, upload_id)?;
         let (_, parts) = self.load_upload(bucket, key, upload_id)?;
         self.remove_upload(bucket, upload_id);
         let segments: Vec<Segment> = parts.into_values().map(|p| p.segment).collect();
@@ -346,9 +349,8 @@ impl ObjectWrite for PartWriter {
         let bytes = serde_json::to_vec(&record).expect("a part record serializes");
         // Installing a part and retiring the earlier upload of its number is one step under
         // the part's lock, so of two racing uploads of a number the later is the part, whole.
-        let lock_name = format!("{}\u{0}part{}", self.upload_id, self.part_number);
         let result = (|| {
-            let _lock = self.inner.lock_key(&self.bucket, &lock_name)?;
+            let _lock = self.inner.lock(LockKind::Upload, &self.bucket, &self.upload_id)?;
             let (_, parts) = self.inner.load_upload(&self.bucket, &self.key, &self.upload_id)?;
             self.inner.record_in_upload(&self.bucket, &self.upload_id, &part_file(self.part_number), &bytes, false)?;
             if let Some(earlier) = parts.get(&self.part_number) {

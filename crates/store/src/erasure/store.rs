@@ -134,7 +134,8 @@ impl Store for ErasureStore {
     fn create_bucket(&self, _cx: &RequestContext, bucket: &str, _request: &CreateBucketRequest) -> StoreResult<()> {
         crate::key::validate_bucket_name(bucket)?;
         if self.inner.namespace_drive()?.head_bucket(&gateway(), bucket).is_ok() {
-            return Err(StoreError::BucketAlreadyOwnedByYou);
+            // Whether the requester owns it is for the authorization layer to say.
+            return Err(StoreError::BucketAlreadyExists);
         }
         self.inner.on_every_drive(
             "create a bucket",
@@ -233,7 +234,7 @@ impl Store for ErasureStore {
         request: PutRequest,
     ) -> StoreResult<BoxedWriter> {
         ObjectPath::parse(key)?;
-        crate::meta::validate_user_metadata(&request.meta.user)?;
+        request.meta.validate()?;
         self.inner.namespace_drive()?.head_bucket(&gateway(), bucket)?;
         if is_folder(key) {
             let (bucket, key) = (bucket.to_string(), key.to_string());
@@ -402,6 +403,7 @@ impl Store for ErasureStore {
         key: &str,
         tags: BTreeMap<String, String>,
     ) -> StoreResult<()> {
+        crate::meta::validate_tags(&tags)?;
         if is_folder(key) {
             return self.inner.on_every_drive(
                 "record object tags",

@@ -294,8 +294,7 @@ impl PosixStore {
     pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
         let path = ObjectPath::parse(key)?;
-        crate::meta::validate_tags(&request.meta.tags)?;
-        crate::meta::validate_user_metadata(&request.meta.user)?;
+        request.meta.validate()?;
         // Refused at once, not at completion, where the user may not create the object.
         super::write::check_may_change_entries(bucket_fd.as_fd(), &path)?;
         let owner = crate::identity::switched_owner();

@@ -251,8 +251,7 @@ impl PosixStore {
     pub(crate) fn new_writer(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<PosixWriter> {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key)?;
-        crate::meta::validate_tags(&request.meta.tags)?;
-        crate::meta::validate_user_metadata(&request.meta.user)?;
+        request.meta.validate()?;
         let staged = if crate::identity::is_switched() {
             // A user's write: staged where the kernel checks that user's right to create it.
             let dir = nearest_existing_dir(open.fd.as_fd(), &path)?;
