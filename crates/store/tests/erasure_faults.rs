@@ -28,7 +28,7 @@ fn open(paths: &[PathBuf], data: usize, parity: usize) -> ErasureStore {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[(i % 4)] ^ seed).collect()
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect()
 }
 
 fn read(store: &ErasureStore, key: &str) -> Result<Vec<u8>, StoreError> {
