@@ -217,3 +217,22 @@ fn replaced_objects_leave_nothing_behind_and_deletes_remove_every_copy() {
         assert!(shard_files(path).is_empty(), "a failed write left shards on {}", path.display());
     }
 }
+
+#[test]
+fn a_read_under_way_finishes_with_the_old_bytes_when_the_object_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = drives(dir.path(), 6);
+    let store = open(&paths, 4, 2);
+    store.create_bucket(&cx(), BUCKET, &Default::default()).unwrap();
+    let old = pattern(1 << 20, 1);
+    store.put_bytes(&cx(), BUCKET, "k", &old, PutRequest::default()).unwrap();
+    let mut response = store.get_object(&cx(), BUCKET, "k", &GetRequest::default()).unwrap();
+    let mut first = vec![0u8; 1000];
+    response.body.read_exact(&mut first).unwrap();
+    store.put_bytes(&cx(), BUCKET, "k", &pattern(1 << 20, 2), PutRequest::default()).unwrap();
+    store.delete_object(&cx(), BUCKET, "k", &DeleteRequest::default()).unwrap();
+    let mut rest = Vec::new();
+    response.body.read_to_end(&mut rest).unwrap();
+    assert!([first, rest].concat() == old, "the read in flight saw the replacement");
+    assert!(paths.iter().all(|p| shard_files(p).is_empty()), "the deleted object's shards are gone");
+}

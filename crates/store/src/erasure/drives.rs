@@ -18,9 +18,6 @@ use crate::{PosixStore, StoreOptions};
 const FORMAT_FILE: &str = ".isthmus/ec/drive.json";
 /// Shard files: `data/<bucket>/<data id>`.
 pub(crate) const DATA_DIR: &str = ".isthmus/ec/data";
-/// Shard files of replaced objects, kept a while for reads that started before the
-/// replacement: `garbage/<bucket>/<data id>`.
-pub(crate) const GARBAGE_DIR: &str = ".isthmus/ec/garbage";
 /// Multipart uploads: `uploads/<bucket>/<upload id>/{upload.json, part.NNNNN.json}`.
 pub(crate) const UPLOADS_DIR: &str = ".isthmus/ec/uploads";
 const LOCKS_DIR: &str = ".isthmus/ec/locks";
@@ -267,16 +264,9 @@ impl Drive {
         self.path.join(DATA_DIR).join(bucket).join(data_id)
     }
 
-    pub(crate) fn garbage_file(&self, bucket: &str, data_id: &str) -> PathBuf {
-        self.path.join(GARBAGE_DIR).join(bucket).join(data_id)
-    }
-
-    /// Opens a shard file for reading: where it lives, or where a replacement moved it.
+    /// Opens a shard file for reading.
     pub(crate) fn open_shard(&self, bucket: &str, data_id: &str) -> std::io::Result<File> {
-        match File::open(self.data_file(bucket, data_id)) {
-            Err(err) if err.kind() == ErrorKind::NotFound => File::open(self.garbage_file(bucket, data_id)),
-            other => other,
-        }
+        File::open(self.data_file(bucket, data_id))
     }
 
     /// Creates a shard file for writing (its bucket's directory as needed).
@@ -295,22 +285,13 @@ impl Drive {
         }
     }
 
-    /// Moves a replaced object's shard file aside (reads already under way still find it).
+    /// Removes a replaced or deleted object's shard file. Reads under way hold their shard
+    /// files open and finish with the old bytes (see `read::EcReader`).
     pub(crate) fn discard_shard(&self, bucket: &str, data_id: &str) {
-        let to = self.garbage_file(bucket, data_id);
-        let moved = std::fs::rename(self.data_file(bucket, data_id), &to).or_else(|err| {
-            if err.kind() != ErrorKind::NotFound {
-                return Err(err);
-            }
-            match to.parent().map(std::fs::create_dir_all) {
-                Some(Ok(())) => std::fs::rename(self.data_file(bucket, data_id), &to),
-                _ => Err(err),
-            }
-        });
-        if let Err(err) = moved
+        if let Err(err) = std::fs::remove_file(self.data_file(bucket, data_id))
             && err.kind() != ErrorKind::NotFound
         {
-            tracing::debug!(drive = %self.path.display(), data_id, error = %err, "shard not moved aside");
+            tracing::debug!(drive = %self.path.display(), data_id, error = %err, "shard not removed");
         }
     }
 

@@ -11,21 +11,19 @@ use std::sync::{Arc, Mutex, Weak, mpsc};
 use std::time::{Duration, SystemTime};
 
 use super::codec;
-use super::drives::{DATA_DIR, DriveState, GARBAGE_DIR, UPLOADS_DIR};
+use super::drives::{DATA_DIR, DriveState, UPLOADS_DIR};
 use super::manifest::{Segment, Stored, random_id};
 use super::{ErasureStore, Inner};
 use crate::error::{StoreError, StoreResult};
 use crate::{ListRequest, RequestContext, Store};
 
-/// How long shards of a replaced object stay readable for reads that started before.
-const GARBAGE_GRACE: Duration = Duration::from_secs(600);
 /// Shard files no manifest or upload names are removed by heal once this old (a write in
 /// progress has not committed its manifest yet).
 const ORPHAN_AGE: Duration = Duration::from_secs(3600);
 /// Objects queued for the background healer beyond this are dropped (heal finds them).
 const QUEUE: usize = 1024;
 
-/// The background healer: heals objects reads found damaged, and empties old garbage.
+/// The background healer: heals objects reads found damaged.
 pub(crate) struct Healer {
     queue: Mutex<Option<mpsc::SyncSender<(String, String)>>>,
 }
@@ -47,8 +45,9 @@ impl Healer {
                         }
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        let Some(inner) = inner.upgrade() else { return };
-                        inner.purge_garbage();
+                        if inner.strong_count() == 0 {
+                            return;
+                        }
                     }
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
@@ -124,8 +123,9 @@ impl Inner {
         }
         let result = (|| -> StoreResult<()> {
             let file = std::fs::File::create(&staged).map_err(|e| StoreError::io("create a shard", &staged, e))?;
+            let files = self.open_segment(bucket, segment);
             for b in 0..segment.blocks() {
-                let block = self.read_block(bucket, segment, b, Some(i))?.block;
+                let block = self.read_block(segment, &files, b, Some(i))?.block;
                 let shard = codec::encode(segment.layout(), &block)?.swap_remove(i);
                 file.write_all_at(&shard, segment.shard_offset(b))
                     .map_err(|e| StoreError::io("write a shard", &staged, e))?;
@@ -195,15 +195,6 @@ impl Inner {
         }
         self.discard_segments(bucket, &stale_segments);
         Ok(healed)
-    }
-
-    /// Removes garbage shards older than `GARBAGE_GRACE` on every drive.
-    pub(crate) fn purge_garbage(&self) -> u64 {
-        let mut removed = 0;
-        for drive in self.drives.iter().filter(|d| d.writable().is_some()) {
-            removed += remove_old_files(&drive.path.join(GARBAGE_DIR), GARBAGE_GRACE, |_| true);
-        }
-        removed
     }
 
     /// Every key of `bucket` that any drive holds.
@@ -381,7 +372,6 @@ impl ErasureStore {
                 !referenced.contains(data_id)
             });
         }
-        report.leftovers_removed += inner.purge_garbage();
         if report.unreadable.is_empty() {
             for drive in inner.drives.iter().filter(|d| d.state() == DriveState::Rebuilding) {
                 drive.write_format(false)?;

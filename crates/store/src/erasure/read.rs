@@ -27,7 +27,28 @@ pub(crate) struct BlockRead {
     pub(crate) bad: Vec<usize>,
 }
 
+/// A segment's shard files, opened (`None`: its drive is offline or the file is missing).
+pub(crate) type ShardFiles = Vec<Option<Arc<std::fs::File>>>;
+
+/// A reader opens at most this many shard files up front (all of an object's segments); an
+/// object with more segments (a multipart upload of many parts) has each segment's opened when
+/// the read reaches it.
+const OPEN_UP_FRONT: usize = 512;
+
 impl Inner {
+    /// Opens the shard files of `segment` on the drives that serve reads.
+    pub(crate) fn open_segment(&self, bucket: &str, segment: &Segment) -> ShardFiles {
+        segment
+            .drives
+            .iter()
+            .map(|&d| {
+                let drive = &self.drives[d];
+                drive.readable()?;
+                drive.open_shard(bucket, &segment.data_id).ok().map(Arc::new)
+            })
+            .collect()
+    }
+
     /// How long a shard read may take before one more shard is asked for: three times the
     /// pool's typical latency, at least `MIN_HEDGE_WAIT`.
     fn hedge_wait(&self) -> Duration {
@@ -35,12 +56,12 @@ impl Inner {
         Duration::from_micros(typical.saturating_mul(3)).max(MIN_HEDGE_WAIT)
     }
 
-    /// Block `b` of `segment`: k good shards, asked in the best order, hedged; `skip` names
-    /// shards not to ask for (being rebuilt).
+    /// Block `b` of `segment` from its open shard `files`: k good shards, asked in the best
+    /// order, hedged; `skip` names a shard not to ask for (being rebuilt).
     pub(crate) fn read_block(
         self: &Arc<Self>,
-        bucket: &str,
         segment: &Segment,
+        files: &ShardFiles,
         b: u64,
         skip: Option<usize>,
     ) -> StoreResult<BlockRead> {
@@ -50,8 +71,10 @@ impl Inner {
         let offset = segment.shard_offset(b);
         // Data shards first (no decoding), then parity; drives offline are not asked; slow
         // drives go last, except for an occasional probe.
-        let mut order: Vec<usize> = (0..layout.shards())
-            .filter(|&i| Some(i) != skip && self.drives[segment.drives[i]].readable().is_some())
+        let mut order: Vec<usize> = (0..layout.shards()).filter(|&i| Some(i) != skip && files[i].is_some()).collect();
+        // A shard file missing on a drive that serves reads is a shard to heal.
+        let mut bad: Vec<usize> = (0..layout.shards())
+            .filter(|&i| Some(i) != skip && files[i].is_none() && self.drives[segment.drives[i]].readable().is_some())
             .collect();
         let mut probe = None;
         order.sort_by_key(|&i| {
@@ -65,14 +88,13 @@ impl Inner {
         let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
         let ask = |i: usize| {
             let drive_index = segment.drives[i];
-            let (tx, bucket, data_id) = (tx.clone(), bucket.to_string(), segment.data_id.clone());
+            let (tx, file) = (tx.clone(), files[i].clone().expect("only open shards are asked"));
             let pool = self.clone();
             self.io.spawn(move || {
                 let drive = &pool.drives[drive_index];
                 let read = drive.timed(|| -> std::io::Result<Vec<u8>> {
-                    let file = drive.open_shard(&bucket, &data_id)?;
                     let mut shard = vec![0u8; framed_len];
-                    std::os::unix::fs::FileExt::read_exact_at(&file, &mut shard, offset)?;
+                    std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
                     Ok(shard)
                 });
                 let good = match read {
@@ -102,7 +124,6 @@ impl Inner {
         }
         let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards()];
         let mut good = 0;
-        let mut bad = Vec::new();
         let hedge = self.config.hedged_reads;
         let wait = self.hedge_wait();
         let mut deadline = Instant::now() + wait;
@@ -154,7 +175,7 @@ impl Inner {
         // Shards never asked for count as missing for the decoder, not as bad.
         let decoded = codec::decode(layout, &shards, block_len);
         if !bad.is_empty() {
-            tracing::debug!(pool = %self.name, bucket, data_id = %segment.data_id, block = b, ?bad, "bad shards found on read");
+            tracing::debug!(pool = %self.name, data_id = %segment.data_id, block = b, ?bad, "bad shards found on read");
         }
         match decoded {
             Ok(d) => Ok(BlockRead { block: d.block, bad }),
@@ -178,6 +199,9 @@ pub(crate) struct EcReader {
     end: u64,
     /// The block read last: its first byte's offset in the object and its bytes.
     block: Option<(u64, Vec<u8>)>,
+    /// Each segment's shard files, once opened: open files keep a replaced object's bytes
+    /// readable to the end of this read.
+    files: Vec<Option<ShardFiles>>,
     reported: bool,
 }
 
@@ -195,6 +219,9 @@ impl EcReader {
             Some((first, last)) => (first, last + 1),
             None => (0, stored.manifest.size),
         };
+        let segments = &stored.manifest.segments;
+        let up_front = segments.iter().map(|s| s.drives.len()).sum::<usize>() <= OPEN_UP_FRONT;
+        let files = segments.iter().map(|s| up_front.then(|| inner.open_segment(bucket, s))).collect();
         let mut reader = Self {
             inner,
             bucket: bucket.to_string(),
@@ -203,6 +230,7 @@ impl EcReader {
             position,
             end,
             block: None,
+            files,
             reported: false,
         };
         if position < end && !reader.stored.manifest.inline {
@@ -214,10 +242,11 @@ impl EcReader {
     /// Reads the block holding `self.position`.
     fn load(&mut self) -> StoreResult<()> {
         let mut start = 0u64;
-        for segment in &self.stored.manifest.segments {
+        for (index, segment) in self.stored.manifest.segments.iter().enumerate() {
             if self.position < start + segment.size {
                 let b = (self.position - start) / segment.block_size;
-                let read = self.inner.read_block(&self.bucket, segment, b, None)?;
+                let files = self.files[index].get_or_insert_with(|| self.inner.open_segment(&self.bucket, segment));
+                let read = self.inner.read_block(segment, files, b, None)?;
                 if !read.bad.is_empty() && !self.reported {
                     self.reported = true;
                     self.inner.healer.request(&self.bucket, &self.key);

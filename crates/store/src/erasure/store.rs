@@ -166,7 +166,7 @@ impl Store for ErasureStore {
             |e| matches!(e, StoreError::NoSuchBucket),
         )?;
         for drive in &self.inner.drives {
-            for area in [super::drives::DATA_DIR, super::drives::GARBAGE_DIR, super::drives::UPLOADS_DIR] {
+            for area in [super::drives::DATA_DIR, super::drives::UPLOADS_DIR] {
                 let _ = std::fs::remove_dir_all(drive.path.join(area).join(bucket));
             }
         }
