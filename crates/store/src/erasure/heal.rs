@@ -267,6 +267,7 @@ impl Inner {
     }
 
     pub(crate) fn drive_reports(&self) -> Vec<DriveReport> {
+        let median = self.median_latency_us();
         self.drives
             .iter()
             .map(|d| DriveReport {
@@ -275,7 +276,7 @@ impl Inner {
                 mean_latency_ms: d.latency.mean_us().map(|us| us as f64 / 1000.0),
                 reads: d.latency.samples(),
                 errors: d.errors.load(Ordering::Relaxed),
-                slow: self.is_slow(d),
+                slow: self.is_slow(d, median),
             })
             .collect()
     }

@@ -195,10 +195,10 @@ impl Inner {
         Some(means[means.len() / 2])
     }
 
-    /// Whether `drive` is much slower than its peers (4x their median and over 2 ms): reads go
-    /// around it while another drive can serve.
-    fn is_slow(&self, drive: &Drive) -> bool {
-        let (Some(mean), Some(median)) = (drive.latency.mean_us(), self.median_latency_us()) else {
+    /// Whether `drive` is much slower than its peers (4x their median `median_us` and over
+    /// 2 ms): reads go around it while another drive can serve.
+    fn is_slow(&self, drive: &Drive, median_us: Option<u64>) -> bool {
+        let (Some(mean), Some(median)) = (drive.latency.mean_us(), median_us) else {
             return false;
         };
         let slow = mean > 2_000 && mean > 4 * median.max(1);
@@ -213,7 +213,8 @@ impl Inner {
     fn read_order(&self, bucket: &str, key: &str) -> Vec<usize> {
         let start = (Self::placement_hash(bucket, key) % self.n() as u64) as usize;
         let mut order: Vec<usize> = (0..self.n()).map(|i| (start + i) % self.n()).collect();
-        order.sort_by_key(|&d| self.is_slow(&self.drives[d]));
+        let median = self.median_latency_us();
+        order.sort_by_key(|&d| self.is_slow(&self.drives[d], median));
         order
     }
 

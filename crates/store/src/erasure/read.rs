@@ -51,8 +51,8 @@ impl Inner {
 
     /// How long a shard read may take before one more shard is asked for: three times the
     /// pool's typical latency, at least `MIN_HEDGE_WAIT`.
-    fn hedge_wait(&self) -> Duration {
-        let typical = self.median_latency_us().unwrap_or(0);
+    fn hedge_wait(&self, median_us: Option<u64>) -> Duration {
+        let typical = median_us.unwrap_or(0);
         Duration::from_micros(typical.saturating_mul(3)).max(MIN_HEDGE_WAIT)
     }
 
@@ -77,9 +77,10 @@ impl Inner {
             .filter(|&i| Some(i) != skip && files[i].is_none() && self.drives[segment.drives[i]].readable().is_some())
             .collect();
         let mut probe = None;
+        let median = self.median_latency_us();
         order.sort_by_key(|&i| {
             let drive = &self.drives[segment.drives[i]];
-            let slow = self.is_slow(drive);
+            let slow = self.is_slow(drive, median);
             if slow && drive.skipped.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1 {
                 probe = Some(i);
             }
@@ -125,7 +126,7 @@ impl Inner {
         let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards()];
         let mut good = 0;
         let hedge = self.config.hedged_reads;
-        let wait = self.hedge_wait();
+        let wait = self.hedge_wait(median);
         let mut deadline = Instant::now() + wait;
         while good < layout.data {
             if in_flight == 0 && next >= order.len() && probe.is_none() {
