@@ -1,5 +1,6 @@
 //! The pool admin commands: `isthmus heal POOL` (scan and repair an erasure-coded pool, with a
-//! progress bar) and `isthmus pool status POOL` (its drives: state, latency, errors, slow ones).
+//! progress bar), `isthmus pool status POOL` (its drives: state, latency, errors, slow ones) and
+//! `isthmus pool migrate BUCKET --to POOL` (move a bucket between pools while it is served).
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,21 @@ pub enum PoolCommand {
     /// Show an erasure-coded pool's drives: state, read latency, errors, slow drives
     Status {
         pool: String,
+        #[arg(long, default_value = "./data")]
+        root: PathBuf,
+    },
+    /// Move a bucket to another pool while it stays readable and writable; run it again to
+    /// resume one that was interrupted
+    Migrate {
+        /// The bucket to move
+        bucket: String,
+        /// The pool to move it to (a name from ROOT/.isthmus/pools.toml, or "default")
+        #[arg(long)]
+        to: String,
+        /// Abort multipart uploads begun in the old pool before the migration, instead of
+        /// waiting for their clients to complete them
+        #[arg(long)]
+        abort_uploads: bool,
         #[arg(long, default_value = "./data")]
         root: PathBuf,
     },
@@ -95,8 +111,43 @@ pub fn heal(args: HealArgs) -> Result<(), String> {
     ))
 }
 
+fn migrate(root: &Path, bucket: &str, to: &str, abort_uploads: bool) -> Result<(), String> {
+    let pools = isthmus_store::open_pools(root, StoreOptions::default()).map_err(|e| e.to_string())?;
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "moving {pos}/{len} objects [{bar:40}] {msg} {elapsed_precise} eta {eta}",
+        )
+        .map_err(|e| e.to_string())?,
+    );
+    let report = pools
+        .migrate(bucket, to, abort_uploads, |state| {
+            bar.set_length(state.total);
+            bar.set_position(state.done);
+            bar.set_message(indicatif::HumanBytes(state.bytes).to_string());
+        })
+        .map_err(|e| {
+            format!("migration of {bucket:?} to pool {to:?} stopped (run the command again to resume): {e}")
+        })?;
+    bar.finish();
+    println!(
+        "bucket {} moved from pool {} to pool {}{}: {} objects ({}) copied and verified, {} already in the target, {} \
+         uploads aborted",
+        report.bucket,
+        report.from,
+        report.to,
+        if report.resumed { " (resumed)" } else { "" },
+        report.moved,
+        indicatif::HumanBytes(report.bytes),
+        report.superseded,
+        report.uploads_aborted
+    );
+    Ok(())
+}
+
 pub fn run(args: PoolArgs) -> Result<(), String> {
     match args.command {
+        PoolCommand::Migrate { bucket, to, abort_uploads, root } => migrate(&root, &bucket, &to, abort_uploads),
         PoolCommand::Status { pool, root } => {
             let store = open(&root, &pool)?;
             // Measure: one small read per drive, so the latency column means something.

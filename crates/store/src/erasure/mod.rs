@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use drives::DriveState;
+pub(crate) use drives::write_atomically;
 pub use heal::{DriveReport, HealReport};
 
 use crate::error::{StoreError, StoreResult};

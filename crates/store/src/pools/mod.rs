@@ -14,6 +14,12 @@
 //! `Pools` routes each bucket to the pool that holds it (found by asking each pool, then
 //! remembered); CreateBucket places a bucket by its LocationConstraint (a pool name); a bucket
 //! name is unique across pools; ListBuckets spans them all; a copy between pools streams.
+//! `routing` has the `Store` implementation; `migration` moves a bucket between pools online.
+
+mod migration;
+mod routing;
+
+pub use migration::{MIGRATIONS_DIR, MigrationProgress, MigrationRecord, MigrationReport, Phase};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,13 +28,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::error::{StoreError, StoreResult};
-use crate::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
-use crate::{
-    Acl, BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
-    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, ObjectInfo,
-    PartRequest, PosixStore, PublicAccessBlock, PutRequest, RequestContext, Store, StoreOptions, Versioning,
-    VersionsPage,
-};
+use crate::{PosixStore, RequestContext, Store, StoreOptions};
+use migration::{Migrations, Phase as MigrationPhase};
 
 /// The pool the data root itself is.
 pub const DEFAULT_POOL: &str = "default";
@@ -143,17 +144,42 @@ pub type PosixPools = Vec<(String, Arc<PosixStore>)>;
 /// `open_root`, and every posix pool's store, for what a gateway does to each directly
 /// (cleaning what crashed writers left, reporting).
 pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(Arc<dyn Store>, PosixPools)> {
-    let store = Arc::new(PosixStore::open(root, options)?);
+    let Some(table) = read_table(root)? else {
+        let store = Arc::new(PosixStore::open(root, options)?);
+        return Ok((store.clone(), vec![(DEFAULT_POOL.to_string(), store)]));
+    };
+    let (pools, posix) = build_pools(root, table, options)?;
+    Ok((Arc::new(pools), posix))
+}
+
+/// The pools of a data root that declares some (for the admin commands: migrate).
+pub fn open_pools(root: &Path, options: StoreOptions) -> StoreResult<Pools> {
+    let table = read_table(root)?.ok_or_else(|| {
+        StoreError::InvalidArgument(format!(
+            "{} declares no pools: add [[pool]] entries to {}",
+            root.display(),
+            root.join(POOLS_FILE).display()
+        ))
+    })?;
+    Ok(build_pools(root, table, options)?.0)
+}
+
+/// The root's pool table, if it has one.
+fn read_table(root: &Path) -> StoreResult<Option<PoolsFile>> {
     let file = root.join(POOLS_FILE);
     let text = match std::fs::read_to_string(&file) {
         Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Ok((store.clone(), vec![(DEFAULT_POOL.to_string(), store)]));
-        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(StoreError::io("read the pool table", &file, err)),
     };
-    let table: PoolsFile = toml::from_str(&text)
-        .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))?;
+    toml::from_str(&text)
+        .map(Some)
+        .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))
+}
+
+fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreResult<(Pools, PosixPools)> {
+    let file = root.join(POOLS_FILE);
+    let store = Arc::new(PosixStore::open(root, options)?);
     let mut posix = vec![(DEFAULT_POOL.to_string(), store.clone())];
     let mut erasure: Vec<(String, Arc<crate::erasure::ErasureStore>)> = Vec::new();
     let mut pools =
@@ -187,16 +213,15 @@ pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(
         pools.push(Pool { name: entry.name, kind: entry.kind, path, store });
     }
     let default = table.default.unwrap_or_else(|| DEFAULT_POOL.to_string());
-    Ok((Arc::new(Pools::new(pools, &default)?), posix))
+    Ok((Pools::new(pools, &default)?, posix))
 }
 
 /// The erasure-coded pool `name` declared in the root's pool table, opened on its own (for the
 /// admin commands: heal, status).
 pub fn open_erasure_pool(root: &Path, name: &str, options: StoreOptions) -> StoreResult<crate::erasure::ErasureStore> {
     let file = root.join(POOLS_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| StoreError::io("read the pool table", &file, e))?;
-    let table: PoolsFile = toml::from_str(&text)
-        .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))?;
+    let table =
+        read_table(root)?.ok_or_else(|| StoreError::InvalidArgument(format!("{} does not exist", file.display())))?;
     let names: Vec<String> = table.pool.iter().filter(|p| p.kind == "erasure").map(|p| p.name.clone()).collect();
     let entry = table.pool.into_iter().find(|p| p.name == name && p.kind == "erasure").ok_or_else(|| {
         StoreError::InvalidArgument(format!(
@@ -215,6 +240,19 @@ pub struct Pools {
     default: usize,
     /// Which pool holds a bucket, as last found, and when.
     placed: quick_cache::sync::Cache<String, (usize, Instant)>,
+    /// Buckets being moved between pools.
+    migrations: Migrations,
+}
+
+/// Where a bucket's requests go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    One(usize),
+    /// Being migrated: writes to `to`; reads in `to`, then in `from`.
+    Moving {
+        from: usize,
+        to: usize,
+    },
 }
 
 impl Pools {
@@ -226,16 +264,44 @@ impl Pools {
                 names.join(", ")
             )));
         };
-        Ok(Self { pools, default, placed: quick_cache::sync::Cache::new(4096) })
+        // Migration records live in the data root's internal area (the posix pool `default`).
+        let root = pools.iter().find(|p| p.name == DEFAULT_POOL && p.kind == "posix").map(|p| p.path.clone());
+        let migrations = Migrations::new(root.as_deref());
+        Ok(Self { pools, default, placed: quick_cache::sync::Cache::new(4096), migrations })
     }
 
     pub fn pools(&self) -> &[Pool] {
         &self.pools
     }
 
+    /// Where `bucket`'s requests go: as its migration record says while it is moved, else to
+    /// the pool holding it.
+    fn route(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Route> {
+        if let Some(record) = self.migrations.get(bucket) {
+            let index = |name: &str| self.pools.iter().position(|p| p.name == name);
+            match (record.phase, index(&record.from), index(&record.to)) {
+                (MigrationPhase::Copying, Some(from), Some(to)) => {
+                    // Remembered, so the bucket is found in the target as soon as the move ends.
+                    self.placed.insert(bucket.to_string(), (to, Instant::now()));
+                    return Ok(Route::Moving { from, to });
+                }
+                (MigrationPhase::Preparing, Some(from), _) => return Ok(Route::One(from)),
+                _ => tracing::warn!(bucket, "migration record names an undeclared pool: ignored"),
+            }
+        }
+        Ok(Route::One(self.find_holder(cx, bucket)?))
+    }
+
+    /// The pool a bucket-wide request goes to (the target of a migration).
+    fn find(&self, cx: &RequestContext, bucket: &str) -> StoreResult<usize> {
+        Ok(match self.route(cx, bucket)? {
+            Route::One(index) | Route::Moving { to: index, .. } => index,
+        })
+    }
+
     /// The index of the pool holding `bucket`: the remembered one (taken as it is for
     /// `PLACEMENT_TTL`, then asked again), else the first that has it (the default pool first).
-    fn find(&self, cx: &RequestContext, bucket: &str) -> StoreResult<usize> {
+    fn find_holder(&self, cx: &RequestContext, bucket: &str) -> StoreResult<usize> {
         let holds = |index: usize| match self.pools[index].store.head_bucket(cx, bucket) {
             Ok(()) | Err(StoreError::AccessDenied) => Ok(true),
             Err(StoreError::NoSuchBucket | StoreError::InvalidBucketName(_)) => Ok(false),
@@ -288,267 +354,6 @@ fn looks_like_region(name: &str) -> bool {
     parts.len() >= 3
         && parts[..parts.len() - 1].iter().all(|p| p.bytes().all(|b| b.is_ascii_lowercase()))
         && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
-}
-
-impl Store for Pools {
-    fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
-        let mut all: Vec<BucketInfo> = Vec::new();
-        for pool in &self.pools {
-            for bucket in pool.store.list_buckets(cx)? {
-                if !all.iter().any(|b| b.name == bucket.name) {
-                    all.push(bucket);
-                }
-            }
-        }
-        all.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(all)
-    }
-
-    fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
-        let target = self.placement(request.location.as_deref())?;
-        // A name is unique across pools: one that exists anywhere answers as the backend would.
-        if let Ok(index) = self.find(cx, bucket) {
-            return self.pools[index].store.create_bucket(cx, bucket, request);
-        }
-        self.pools[target].store.create_bucket(cx, bucket, request)?;
-        self.placed.insert(bucket.to_string(), (target, Instant::now()));
-        Ok(())
-    }
-
-    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        Ok(Some(self.pools[self.find(cx, bucket)?].name.clone()))
-    }
-
-    fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.pool(cx, bucket)?.head_bucket(cx, bucket)
-    }
-
-    fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
-        self.pool(cx, bucket)?.bucket_facts(cx, bucket)
-    }
-
-    fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        let deleted = self.pool(cx, bucket)?.delete_bucket(cx, bucket);
-        if deleted.is_ok() {
-            self.placed.remove(bucket);
-        }
-        deleted
-    }
-
-    fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        self.pool(cx, bucket)?.bucket_owner(cx, bucket)
-    }
-
-    fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_bucket_owner(cx, bucket, owner)
-    }
-
-    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Acl> {
-        self.pool(cx, bucket)?.bucket_acl(cx, bucket)
-    }
-
-    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: Acl) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_bucket_acl(cx, bucket, acl)
-    }
-
-    fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        self.pool(cx, bucket)?.bucket_policy(cx, bucket)
-    }
-
-    fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_bucket_policy(cx, bucket, policy)
-    }
-
-    fn public_access_block(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<PublicAccessBlock>> {
-        self.pool(cx, bucket)?.public_access_block(cx, bucket)
-    }
-
-    fn set_public_access_block(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        block: Option<PublicAccessBlock>,
-    ) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_public_access_block(cx, bucket, block)
-    }
-
-    fn bucket_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-    ) -> StoreResult<std::collections::BTreeMap<String, String>> {
-        self.pool(cx, bucket)?.bucket_tags(cx, bucket)
-    }
-
-    fn set_bucket_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        tags: std::collections::BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_bucket_tags(cx, bucket, tags)
-    }
-
-    fn put_object(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        request: PutRequest,
-    ) -> StoreResult<BoxedWriter> {
-        self.pool(cx, bucket)?.put_object(cx, bucket, key, request)
-    }
-
-    fn get_object(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        request: &GetRequest,
-    ) -> StoreResult<GetResponse> {
-        self.pool(cx, bucket)?.get_object(cx, bucket, key, request)
-    }
-
-    fn head_object(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        request: &HeadRequest,
-    ) -> StoreResult<ObjectInfo> {
-        self.pool(cx, bucket)?.head_object(cx, bucket, key, request)
-    }
-
-    fn delete_object(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        request: &DeleteRequest,
-    ) -> StoreResult<DeleteOutcome> {
-        self.pool(cx, bucket)?.delete_object(cx, bucket, key, request)
-    }
-
-    /// Within a pool, the pool copies (a reflink where it can); between pools the bytes
-    /// stream from one to the other, the source's metadata and tags kept unless replaced.
-    fn copy_object(
-        &self,
-        cx: &RequestContext,
-        source: (&str, &str),
-        destination: (&str, &str),
-        request: &CopyRequest,
-    ) -> StoreResult<ObjectInfo> {
-        let from = self.find(cx, source.0)?;
-        let to = self.find(cx, destination.0)?;
-        if from == to {
-            return self.pools[from].store.copy_object(cx, source, destination, request);
-        }
-        crate::copy_between(&*self.pools[from].store, &*self.pools[to].store, cx, source, destination, request)
-    }
-
-    fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
-        self.pool(cx, bucket)?.list_objects(cx, bucket, request)
-    }
-
-    fn bucket_versioning(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<Versioning>> {
-        self.pool(cx, bucket)?.bucket_versioning(cx, bucket)
-    }
-
-    fn set_bucket_versioning(&self, cx: &RequestContext, bucket: &str, state: Versioning) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_bucket_versioning(cx, bucket, state)
-    }
-
-    fn list_object_versions(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        request: &ListVersionsRequest,
-    ) -> StoreResult<VersionsPage> {
-        self.pool(cx, bucket)?.list_object_versions(cx, bucket, request)
-    }
-
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_object_acl(cx, bucket, key, acl)
-    }
-
-    fn set_object_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        tags: std::collections::BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        self.pool(cx, bucket)?.set_object_tags(cx, bucket, key, tags)
-    }
-
-    fn create_multipart_upload(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        request: PutRequest,
-    ) -> StoreResult<String> {
-        self.pool(cx, bucket)?.create_multipart_upload(cx, bucket, key, request)
-    }
-
-    fn upload_part(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        request: &PartRequest,
-    ) -> StoreResult<BoxedWriter> {
-        self.pool(cx, bucket)?.upload_part(cx, bucket, key, upload_id, request)
-    }
-
-    fn complete_multipart_upload(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        parts: &[CompletedPart],
-        request: PutRequest,
-    ) -> StoreResult<ObjectInfo> {
-        self.pool(cx, bucket)?.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)
-    }
-
-    fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
-        self.pool(cx, bucket)?.abort_multipart_upload(cx, bucket, key, upload_id)
-    }
-
-    fn list_parts(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        request: &ListPartsRequest,
-    ) -> StoreResult<PartsPage> {
-        self.pool(cx, bucket)?.list_parts(cx, bucket, key, upload_id, request)
-    }
-
-    fn list_multipart_uploads(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        request: &ListUploadsRequest,
-    ) -> StoreResult<UploadsPage> {
-        self.pool(cx, bucket)?.list_multipart_uploads(cx, bucket, request)
-    }
-
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
-        self.pool(cx, bucket)?.object_file(cx, bucket, key)
-    }
-
-    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.pool(cx, bucket)?.read_derived(cx, bucket, key, kind)
-    }
-
-    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
-        self.pool(cx, bucket)?.write_derived(cx, bucket, key, kind, bytes)
-    }
 }
 
 #[cfg(test)]
