@@ -11,6 +11,10 @@
 //! path = "/mnt/hdd/isthmus"
 //! ```
 //!
+//! A relative path (a posix pool's `path`, an erasure pool's `drives`) is relative to the data
+//! root, so gateways that mount one shared file system at different places (two CephFS clients)
+//! find the same directories through their own mount.
+//!
 //! `Pools` routes each bucket to the pool that holds it (found by asking each pool, then
 //! remembered); CreateBucket places a bucket by its LocationConstraint (a pool name); a bucket
 //! name is unique across pools; ListBuckets spans them all; a copy between pools streams.
@@ -93,9 +97,10 @@ impl ByteSize {
 }
 
 impl PoolEntry {
-    /// The erasure layout this entry declares.
-    fn erasure_config(&self) -> Result<crate::erasure::ErasureConfig, String> {
-        let drives = self.drives.clone().ok_or("an erasure pool lists its drives: drives = [\"/mnt/d0\", ...]")?;
+    /// The erasure layout this entry declares (relative drive paths are relative to `root`).
+    fn erasure_config(&self, root: &Path) -> Result<crate::erasure::ErasureConfig, String> {
+        let drives = self.drives.as_ref().ok_or("an erasure pool lists its drives: drives = [\"/mnt/d0\", ...]")?;
+        let drives = drives.iter().map(|d| root.join(d)).collect();
         let (Some(data), Some(parity)) = (self.data, self.parity) else {
             return Err("an erasure pool names its layout: data = 4, parity = 2".into());
         };
@@ -115,12 +120,12 @@ impl PoolEntry {
         Ok(config)
     }
 
-    /// The directory of a posix pool.
-    fn posix_path(&self) -> Result<PathBuf, String> {
+    /// The directory of a posix pool (a relative path is relative to `root`).
+    fn posix_path(&self, root: &Path) -> Result<PathBuf, String> {
         if self.drives.is_some() || self.data.is_some() || self.parity.is_some() || self.block_size.is_some() {
             return Err("drives, data, parity and block_size belong to erasure pools".into());
         }
-        self.path.clone().ok_or_else(|| "a posix pool has a path".into())
+        self.path.as_ref().map(|p| root.join(p)).ok_or_else(|| "a posix pool has a path".into())
     }
 }
 
@@ -195,13 +200,13 @@ fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreRes
         }
         let (store, path): (Arc<dyn Store>, PathBuf) = match entry.kind.as_str() {
             "posix" => {
-                let path = entry.posix_path().map_err(bad)?;
+                let path = entry.posix_path(root).map_err(bad)?;
                 let store = Arc::new(PosixStore::open(&path, options)?);
                 posix.push((entry.name.clone(), store.clone()));
                 (store, path)
             }
             "erasure" => {
-                let config = entry.erasure_config().map_err(bad)?;
+                let config = entry.erasure_config(root).map_err(bad)?;
                 let first = config.drives.first().cloned().unwrap_or_default();
                 let store =
                     crate::erasure::ErasureStore::open(&entry.name, config, options).map_err(|e| bad(e.to_string()))?;
@@ -230,7 +235,8 @@ pub fn open_erasure_pool(root: &Path, name: &str, options: StoreOptions) -> Stor
             if names.is_empty() { "none".to_string() } else { names.join(", ") }
         ))
     })?;
-    let config = entry.erasure_config().map_err(|why| StoreError::InvalidArgument(format!("pool {name:?}: {why}")))?;
+    let config =
+        entry.erasure_config(root).map_err(|why| StoreError::InvalidArgument(format!("pool {name:?}: {why}")))?;
     crate::erasure::ErasureStore::open(name, config, options)
 }
 

@@ -211,10 +211,41 @@ impl StagedFile {
             return renamed;
         }
         let name = self.name.as_deref().expect("renamed only once");
-        rustix::fs::renameat_with(&self.dir, name, parent, leaf, flags)?;
+        if flags.contains(RenameFlags::NOREPLACE) {
+            rename_noreplace(self.dir.as_fd(), name, parent, leaf)?;
+        } else {
+            rustix::fs::renameat_with(&self.dir, name, parent, leaf, flags)?;
+        }
         self.name = None;
         Ok(())
     }
+}
+
+/// Renames `from` to `to` unless `to` exists (EEXIST then). renameat2's RENAME_NOREPLACE where
+/// the file system has it; where it answers EINVAL (ceph-fuse, some FUSE and NFS clients) a file
+/// is hard-linked to `to` (link never replaces: the create-if-absent every POSIX file system
+/// makes atomic, CephFS across its clients too), then its old name removed; a directory is
+/// renamed after a check that `to` is absent (not atomic: only recovery renames directories).
+pub(crate) fn rename_noreplace(
+    from_dir: BorrowedFd<'_>,
+    from: &str,
+    to_dir: BorrowedFd<'_>,
+    to: &str,
+) -> Result<(), Errno> {
+    match rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL) => {}
+        done => return done,
+    }
+    let stat = rustix::fs::statat(from_dir, from, AtFlags::SYMLINK_NOFOLLOW)?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory {
+        if rustix::fs::statat(to_dir, to, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+            return Err(Errno::EXIST);
+        }
+        return rustix::fs::renameat(from_dir, from, to_dir, to);
+    }
+    rustix::fs::linkat(from_dir, from, to_dir, to, AtFlags::empty())?;
+    let _ = rustix::fs::unlinkat(from_dir, from, AtFlags::empty());
+    Ok(())
 }
 
 /// Where a process's open descriptors can be linked from.

@@ -4,7 +4,7 @@
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rustix::fs::{AtFlags, RenameFlags};
+use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
 use super::completed;
@@ -101,7 +101,7 @@ impl PosixStore {
                 .and_then(|rest| rest.split('.').next())
                 .filter(|id| valid_upload_id(id) && !completed::was_completed(uploads.as_fd(), id))
                 .is_some_and(|id| {
-                    rustix::fs::renameat_with(&uploads, name.as_str(), &uploads, id, RenameFlags::NOREPLACE).is_ok()
+                    super::staging::rename_noreplace(uploads.as_fd(), name.as_str(), uploads.as_fd(), id).is_ok()
                 });
             if restored || remove_tree(uploads.as_fd(), &name).is_ok() {
                 repaired += 1;

@@ -10,7 +10,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
@@ -324,7 +324,7 @@ fn restore_latest_now(meta: &MetaStore<'_>, path: &ObjectPath<'_>, sync: bool) -
         Some(parent) => create_dirs_beneath(meta.bucket, &parent, sync),
     }
     .map_err(|e| StoreError::io_at("create the object's directories", path.key(), e))?;
-    match rustix::fs::renameat_with(&dir, newest.version_id.as_str(), &parent, path.leaf(), RenameFlags::NOREPLACE) {
+    match super::staging::rename_noreplace(dir.as_fd(), newest.version_id.as_str(), parent.as_fd(), path.leaf()) {
         Ok(()) => {}
         // A POSIX program made a new current file meanwhile: it is the latest.
         Err(Errno::EXIST) => return Ok(()),
