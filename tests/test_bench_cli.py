@@ -161,3 +161,25 @@ def test_eqsim_patterns_on_every_target_agree_with_h5py(tmp_path):
     bad = subprocess.run([str(binary()), "bench", "eqsim", "--serve", str(tmp_path / "data"), "--eqsim-shape", "40,64"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "three numbers" in bad.stderr
+
+
+def test_pools_table_on_erasure_layouts_beside_raw_files(tmp_path):
+    out = tmp_path / "pools.json"
+    r = subprocess.run(
+        [str(binary()), "bench", "pools", "--pool-dir", str(tmp_path / "a"), "--pool-dir", str(tmp_path / "a"),
+         "--layouts", "4+2,2+1", "--block-sizes", "64KiB,1MiB", "--read-sizes", "100KiB,1MiB", "--size", "3MiB",
+         "--workers", "3", "--slow-drive-ms", "1", "--durability", "relaxed", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    pools = ["raw", "ec4p2-64k", "ec4p2-1024k", "ec2p1-64k", "ec2p1-1024k", "ec4p2-64k-slow-hedged", "ec4p2-64k-slow-unhedged"]
+    # Per pool: a write, then a read per read size; 3 streams through 2 engines, none failed.
+    assert [(row["pool"], row["op"], row["read_size"]) for row in rows] == [
+        (pool, op, size) for pool in pools for op, size in [("write", None), ("read", 100 << 10), ("read", 1 << 20)]
+    ]
+    assert all(row["streams"] == 3 and row["errors"] == 0 and row["engines"] == 2 for row in rows)
+    assert all(row["p99_seconds"] <= row["max_seconds"] and row["aggregate_mib_s"] > 0 for row in rows)
+    writes = [row for row in rows if row["op"] == "write" and row["pool"] != "raw"]
+    assert all(row["ratio_of_ideal"] > 0 for row in writes)
+    assert "MiB/s per stream" in r.stdout and "of ideal" in r.stdout

@@ -52,6 +52,10 @@ pub enum BenchWorkload {
     /// as HDF5 by h5py: h5py (the baseline), h5py with a large chunk cache, Isthmus in-process on
     /// the HDF5 file in place and on Zarr copies, the gateway's selection, zarr-python over S3
     Eqsim,
+    /// Parallel streams writing and reading large objects on erasure-coded pools of each
+    /// --layouts and --block-sizes, read back with ranged reads of each --read-sizes, beside
+    /// raw files in the same run (--size default 128 MiB, --workers streams); in --pool-dir
+    Pools,
 }
 
 #[derive(Debug, Args)]
@@ -162,6 +166,23 @@ pub struct BenchArgs {
     /// eqsim: times each pattern runs on each target (the median is reported)
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// pools: where the pools' drives and the raw baseline go (repeat it for several mounts of
+    /// one shared file system: an engine each, streams alternate) [default: ./bench-pools]
+    #[arg(long)]
+    pub pool_dir: Vec<PathBuf>,
+    /// pools: erasure layouts, k+m
+    #[arg(long, default_value = "4+2,8+2,16+2", value_delimiter = ',')]
+    pub layouts: Vec<String>,
+    /// pools: erasure block sizes
+    #[arg(long, default_value = "1MiB,4MiB,16MiB,64MiB", value_delimiter = ',', value_parser = parse_size)]
+    pub block_sizes: Vec<u64>,
+    /// pools: sizes of the ranged reads that read each object back
+    #[arg(long, default_value = "1MiB,128MiB", value_delimiter = ',', value_parser = parse_size)]
+    pub read_sizes: Vec<u64>,
+    /// pools: also time reads on the first layout with one drive this many ms slow, with and
+    /// without hedged reads
+    #[arg(long)]
+    pub slow_drive_ms: Option<u64>,
 }
 
 /// The environment variable through which `--ranks` hands the gateway it started to its ranks:
@@ -366,6 +387,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if args.workload == BenchWorkload::Eqsim {
         return crate::bench_eqsim::run(&args, &data_root);
     }
+    if args.workload == BenchWorkload::Pools {
+        return crate::bench_pools::run(&args);
+    }
     let mut team = Team::from_env(args.sync_dir.as_deref())?;
     // The IO500 workloads (mdtest, IOR, MD-Workbench) place every worker of every process as one
     // rank of the run, in one directory and bucket: mdtest-hard's directory and ior-hard's file
@@ -431,7 +455,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         | BenchWorkload::Compare
         | BenchWorkload::VpicIo
         | BenchWorkload::BdcatsIo
-        | BenchWorkload::Eqsim => (&[], &[]),
+        | BenchWorkload::Eqsim
+        | BenchWorkload::Pools => (&[], &[]),
     };
     let mut cosbench = Vec::new();
     if args.workload == BenchWorkload::Cosbench {

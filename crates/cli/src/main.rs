@@ -5,6 +5,7 @@ mod array;
 mod bench;
 mod bench_arrays;
 mod bench_eqsim;
+mod bench_pools;
 mod config;
 mod cost;
 mod pool;
