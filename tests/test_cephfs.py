@@ -43,9 +43,9 @@ def mounts(tmp_path_factory):
     if shutil.which("ceph-mon") is None or shutil.which("ceph-fuse") is None:
         pytest.skip("ceph is not installed: scripts/cephfs install (scripts/test does)")
     cluster = tmp_path_factory.mktemp("cephfs")
-    started = subprocess.run([str(SCRIPT), "start", str(cluster)], capture_output=True, text=True, timeout=300)
-    assert started.returncode == 0, started.stderr + started.stdout
     try:
+        started = subprocess.run([str(SCRIPT), "start", str(cluster)], capture_output=True, text=True, timeout=300)
+        assert started.returncode == 0, started.stderr + started.stdout
         yield [cluster / "mnt1", cluster / "mnt2"]
     finally:
         subprocess.run([str(SCRIPT), "stop", str(cluster)], capture_output=True, timeout=120)
