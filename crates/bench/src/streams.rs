@@ -89,7 +89,7 @@ fn summarise(
     let sigma = (rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
     let stream_seconds = times.clone();
     times.sort_by(f64::total_cmp);
-    let p99 = times.get(((times.len() as f64 * 0.99).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0);
+    let p99 = p99(&times);
     StreamsResult {
         kind: kind.to_string(),
         op,
@@ -104,6 +104,11 @@ fn summarise(
         stream_seconds,
         wall_seconds: wall,
     }
+}
+
+/// The 99th percentile of `sorted` times (nearest rank; 0 when there are none).
+pub fn p99(sorted: &[f64]) -> f64 {
+    sorted.get(((sorted.len() as f64 * 0.99).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0)
 }
 
 /// Writes then reads `streams` objects of `size` bytes in parallel.

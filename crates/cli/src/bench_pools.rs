@@ -113,7 +113,7 @@ fn row(
     let sigma = (times.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n).sqrt();
     let rate = times.iter().map(|t| mib(size) / t.max(1e-9)).sum::<f64>() / n;
     times.sort_by(f64::total_cmp);
-    let p99 = times.get(((times.len() as f64 * 0.99).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0);
+    let p99 = isthmus_bench::streams::p99(&times);
     PoolRow {
         pool: pool.name.clone(),
         layout: if pool.layout.data == 0 {

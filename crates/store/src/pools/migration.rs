@@ -523,19 +523,9 @@ pub(super) fn copy_across(
         ..PutRequest::default()
     };
     let mut writer = target.put_object(cx, bucket, key, put)?;
-    let mut hasher = Md5::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let n = match response.body.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(StoreError::Io(e)),
-        };
-        hasher.update(&buffer[..n]);
-        writer.write_all(&buffer[..n])?;
-    }
-    let md5: [u8; 16] = hasher.finalize().into();
+    let mut reader = Md5Reader::new(&mut response.body);
+    crate::copy_stream(&mut reader, &mut *writer)?;
+    let md5 = reader.finish();
     let digests = writer.digests();
     if digests.md5.is_some_and(|received| received != md5) {
         return Err(StoreError::BadDigest(format!(
@@ -563,10 +553,9 @@ fn verify(cx: &RequestContext, target: &dyn Store, bucket: &str, key: &str, copi
         Err(StoreError::PreconditionFailed | StoreError::NoSuchKey) => return Ok(()),
         Err(err) => return Err(err),
     };
-    let mut hasher = Md5::new();
-    std::io::copy(&mut response.body, &mut HashWriter(&mut hasher)).map_err(StoreError::Io)?;
-    let read_back: [u8; 16] = hasher.finalize().into();
-    if read_back != copied.md5 {
+    let mut reader = Md5Reader::new(&mut response.body);
+    std::io::copy(&mut reader, &mut std::io::sink()).map_err(StoreError::Io)?;
+    if reader.finish() != copied.md5 {
         return Err(StoreError::BadDigest(format!(
             "{bucket}/{key}: the copy in the target pool reads back different bytes: not moved"
         )));
@@ -574,14 +563,26 @@ fn verify(cx: &RequestContext, target: &dyn Store, bucket: &str, key: &str, copi
     Ok(())
 }
 
-struct HashWriter<'a>(&'a mut Md5);
+/// A reader that hashes what passes through it.
+struct Md5Reader<'a> {
+    inner: &'a mut dyn Read,
+    hasher: Md5,
+}
 
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
+impl<'a> Md5Reader<'a> {
+    fn new(inner: &'a mut dyn Read) -> Self {
+        Self { inner, hasher: Md5::new() }
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+
+    fn finish(self) -> [u8; 16] {
+        self.hasher.finalize().into()
+    }
+}
+
+impl Read for Md5Reader<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buffer)?;
+        self.hasher.update(&buffer[..n]);
+        Ok(n)
     }
 }

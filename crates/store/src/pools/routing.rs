@@ -92,6 +92,10 @@ impl Pools {
             Route::Moving { from, to } => {
                 let (source, target) = (&*self.pools[from].store, &*self.pools[to].store);
                 if self.holder_of_key(cx, bucket, key)? == from {
+                    // Copying a whole object is long work: never on an async worker.
+                    if !cx.may_block {
+                        return Err(StoreError::WouldBlock);
+                    }
                     match copy_across(cx, source, target, bucket, key, None) {
                         // Moved by the migrator or written by a client meanwhile.
                         Ok(_) | Err(StoreError::PreconditionFailed) => {}
