@@ -128,6 +128,9 @@ pub struct FileConfig {
     pub local_socket_max_connections: Option<usize>,
     /// See `ServeArgs::select_max_bytes` (bytes) [default: 1 GiB].
     pub select_max_bytes: Option<u64>,
+    /// Issuers whose bearer tokens (JWT) the gateway trusts (`[[token_issuers]]`).
+    #[serde(default)]
+    pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
 }
 
 impl FileConfig {
@@ -161,6 +164,7 @@ pub struct ServeSettings {
     pub local_socket: Option<PathBuf>,
     pub local_socket_max_connections: usize,
     pub select_max_bytes: u64,
+    pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
 }
 
 impl ServeSettings {
@@ -216,6 +220,7 @@ impl ServeSettings {
                 .select_max_bytes
                 .or(file.select_max_bytes)
                 .unwrap_or(isthmus_s3::DEFAULT_SELECT_MAX_BYTES),
+            token_issuers: file.token_issuers,
         })
     }
 }

@@ -50,6 +50,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     let mut users = vec![root_user.clone()];
     users.extend(settings.users.iter().cloned());
     let identities = Arc::new(identities_of(&settings, &root_user, &users)?);
+    let grid = grid_auth(&settings, &users, &store.internal_dir())?;
     let users = UserDirectory::new(&root_user.access_key, users);
     let local_socket = match &settings.local_socket {
         Some(path) => Some(isthmus_local::LocalSocket::bind(path)?),
@@ -83,7 +84,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, &identities), &users, &identities, settings.local_socket_max_connections)?;
         }
         let service =
-            isthmus_s3::build_service(engine.clone(), io, users, identities.clone(), domain, settings.select_max_bytes)?;
+            isthmus_s3::build_service(engine.clone(), io, users, identities.clone(), domain, settings.select_max_bytes, grid.clone())?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
         println!(
@@ -150,6 +151,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             accept_sigv2: settings.sigv2,
             header_timeout: settings.header_timeout,
             idle_timeout: settings.idle_timeout,
+            grid,
             ..GatewayConfig::default()
         };
         if let Some(path) = &socket_path {
@@ -161,6 +163,35 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// Bearer tokens and temporary credentials: with `[[token_issuers]]` configured, their keys
+/// are loaded now (a JWKS URL fetched; refreshed on a thread of its own) and the session key
+/// that signs temporary credentials is loaded from (or created in) the data root, so every
+/// gateway on that root accepts the same temporary credentials.
+fn grid_auth(
+    settings: &ServeSettings,
+    users: &[User],
+    internal_dir: &std::path::Path,
+) -> Result<isthmus_s3::bearer::GridAuth, String> {
+    if settings.token_issuers.is_empty() {
+        return Ok(isthmus_s3::bearer::GridAuth::default());
+    }
+    let user_of = |name: &str| {
+        users
+            .iter()
+            .find(|u| u.access_key == name)
+            .or_else(|| users.iter().find(|u| u.display_name == name))
+            .map(|u| u.access_key.clone())
+    };
+    let tokens = Arc::new(isthmus_grid::TokenVerifier::new(&settings.token_issuers, user_of)?);
+    let refresher = tokens.clone();
+    std::thread::Builder::new()
+        .name("jwks-refresh".into())
+        .spawn(move || refresher.refresh_forever())
+        .map_err(|e| format!("cannot start the token key refresher: {e}"))?;
+    let sessions = isthmus_grid::SessionKeys::load_or_create(&internal_dir.join("sts.key"))?;
+    Ok(isthmus_s3::bearer::GridAuth { tokens: Some(tokens), sessions: Some(sessions) })
 }
 
 /// The Unix identities of the users (`identity = "posix"`): every user, root included, must map

@@ -1,4 +1,5 @@
-//! The gateway's access hook. Signed requests pass (s3s has verified the signature); unsigned
+//! The gateway's access hook. Signed requests pass (s3s has verified the signature), and so do
+//! requests with a verified bearer token; unsigned
 //! ones pass too, as the anonymous principal, for the operations a bucket's canned ACL can share
 //! (reading and writing objects, listing); every other operation needs a signature. Which
 //! principal may do what in which bucket is decided by the engine's authorization layer
@@ -26,7 +27,9 @@ const ANONYMOUS_OPERATIONS: &[&str] = &[
 #[async_trait::async_trait]
 impl s3s::access::S3Access for SignedRequestsOnly {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        if cx.credentials().is_some() || ANONYMOUS_OPERATIONS.contains(&cx.s3_op().name()) {
+        // A bearer token was verified before the protocol layer (`bearer::admit`).
+        let has_token = cx.extensions_mut().get::<crate::bearer::BearerGrant>().is_some();
+        if cx.credentials().is_some() || has_token || ANONYMOUS_OPERATIONS.contains(&cx.s3_op().name()) {
             return Ok(());
         }
         Err(s3_error!(AccessDenied, "Anonymous requests are not allowed for this operation"))

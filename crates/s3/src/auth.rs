@@ -165,6 +165,27 @@ impl S3Auth for UserDirectory {
     }
 }
 
+/// The secrets s3s checks signatures with: the users' keys, and the keys of temporary
+/// credentials (derived from the session key; their session token is checked afterwards, in
+/// `bearer::token_principal`).
+#[derive(Debug, Clone)]
+pub struct GatewayKeys {
+    pub users: UserDirectory,
+    pub sessions: Option<isthmus_grid::SessionKeys>,
+}
+
+#[async_trait::async_trait]
+impl S3Auth for GatewayKeys {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        if self.users.get(access_key).is_none()
+            && let Some(secret) = self.sessions.as_ref().and_then(|s| s.secret_for(access_key))
+        {
+            return Ok(SecretKey::from(secret));
+        }
+        self.users.get_secret_key(access_key).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,9 @@ use s3s::{S3Error, S3ErrorCode};
 /// Turns an engine error into the S3 error the client sees. Internal I/O details are logged,
 /// not sent.
 pub fn s3_error(err: StoreError) -> S3Error {
-    let code = S3ErrorCode::from_bytes(err.s3_code().as_bytes()).unwrap_or(S3ErrorCode::InternalError);
+    // Codes S3 itself lacks (QuotaExceeded, as Ceph RGW answers) go out as they are.
+    let code = S3ErrorCode::from_bytes(err.s3_code().as_bytes())
+        .unwrap_or_else(|| S3ErrorCode::Custom(bytestring::ByteString::from_static(err.s3_code())));
     let message = match &err {
         StoreError::Io(_) | StoreError::IoAt { .. } | StoreError::WouldBlock => {
             tracing::error!(error = %err, "internal error");

@@ -6,6 +6,7 @@ pub mod access;
 mod acl;
 mod attributes;
 pub mod auth;
+pub mod bearer;
 mod body;
 mod bucket;
 pub mod convert;
@@ -21,8 +22,10 @@ mod multipart;
 mod object;
 mod policy;
 mod post_filename;
+mod routes;
 mod select;
 pub mod server;
+mod sts;
 mod tagging;
 
 use std::sync::Arc;
@@ -43,6 +46,8 @@ pub struct Gateway {
     engine: Engine,
     users: Arc<UserDirectory>,
     identities: Arc<Identities>,
+    /// Bearer tokens and temporary credentials accepted besides the users' keys.
+    grid: bearer::GridAuth,
     /// The largest array selection answered (`?select=`), in bytes.
     select_max_bytes: u64,
 }
@@ -52,7 +57,19 @@ pub const DEFAULT_SELECT_MAX_BYTES: u64 = 1 << 30;
 
 impl Gateway {
     pub fn new(engine: Engine, users: Arc<UserDirectory>, identities: Arc<Identities>) -> Self {
-        Self { engine, users, identities, select_max_bytes: DEFAULT_SELECT_MAX_BYTES }
+        Self {
+            engine,
+            users,
+            identities,
+            grid: bearer::GridAuth::default(),
+            select_max_bytes: DEFAULT_SELECT_MAX_BYTES,
+        }
+    }
+
+    /// Accepts bearer tokens and temporary credentials as `grid` says.
+    pub fn with_grid(mut self, grid: bearer::GridAuth) -> Self {
+        self.grid = grid;
+        self
     }
 
     /// Sets the largest array selection the gateway answers.
@@ -61,15 +78,21 @@ impl Gateway {
         self
     }
 
-    /// The context of a request's engine calls: the user its signature authenticated, the
+    /// The context of a request's engine calls: the user its signature (or bearer token, or
+    /// temporary credentials, then limited to the token's scopes) authenticated, the
     /// Unix identity its file-system calls run as (`identity = "posix"`; a user without one is
     /// refused here), and the bucket owner it expects (`x-amz-expected-bucket-owner`, checked
     /// by the authorization layer).
     fn cx<T>(&self, req: &S3Request<T>) -> S3Result<RequestContext> {
-        let cx = match &req.credentials {
-            Some(c) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
+        let token = bearer::token_principal(req, &self.grid)?;
+        let cx = match (&req.credentials, token) {
+            (_, Some((user, scopes))) => {
+                let is_root = self.users.is_root(&user);
+                bearer::token_context(user, scopes, is_root)
+            }
+            (Some(c), None) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
             // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
-            None => RequestContext::anonymous(),
+            (None, None) => RequestContext::anonymous(),
         };
         let identity = self.identities.of(&cx)?;
         let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -331,13 +354,16 @@ pub fn build_service(
     identities: Arc<Identities>,
     domain: Option<(&str, u16)>,
     select_max_bytes: u64,
+    grid: bearer::GridAuth,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
     let store = authorized(store, &users, &identities);
     let engine = Engine::new(store, io);
-    let gateway = Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes);
+    let gateway =
+        Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes).with_grid(grid.clone());
     let mut builder = S3ServiceBuilder::new(gateway);
-    builder.set_auth((*users).clone());
+    builder.set_auth(auth::GatewayKeys { users: (*users).clone(), sessions: grid.sessions.clone() });
+    builder.set_route(routes::GridRoutes { grid });
     builder.set_access(access::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees
     // it: bounded here, so memory stays bounded (larger files go by PUT or multipart).

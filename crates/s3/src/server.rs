@@ -26,6 +26,8 @@ pub struct GatewayConfig {
     /// Accept AWS Signature Version 2 (header and query), which old HPC clients such as libs3
     /// 2.0 use.
     pub accept_sigv2: bool,
+    /// Bearer tokens accepted (verified here, before the protocol layer).
+    pub grid: crate::bearer::GridAuth,
 }
 
 impl Default for GatewayConfig {
@@ -35,6 +37,7 @@ impl Default for GatewayConfig {
             shutdown_grace: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             accept_sigv2: true,
+            grid: crate::bearer::GridAuth::default(),
         }
     }
 }
@@ -62,6 +65,7 @@ struct LoggedService {
     ids: Arc<RequestIds>,
     peer: SocketAddr,
     accept_sigv2: bool,
+    grid: crate::bearer::GridAuth,
 }
 
 impl Service<hyper::Request<Incoming>> for LoggedService {
@@ -69,8 +73,17 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
     type Error = s3s::HttpError;
     type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
-    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
         let id = self.ids.next();
+        if let Err(refusal) = crate::bearer::admit(&mut req, &self.grid) {
+            let mut resp = error_response(refusal.code, &xml_escape(&refusal.message), "", &id);
+            *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+            let challenge = format!("Bearer error=\"invalid_token\", error_description=\"{}\"", refusal.code);
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&challenge) {
+                resp.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, value);
+            }
+            return Box::pin(futures::future::ready(Ok(resp)));
+        }
         if let Some(region) = unusable_signing_region(&req) {
             let message = format!(
                 "The authorization header is malformed; the region '{}' is wrong; expecting '{DEFAULT_REGION}'",
@@ -274,7 +287,13 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = socket.set_nodelay(true);
-        let svc = LoggedService { inner: service.clone(), ids: ids.clone(), peer, accept_sigv2: config.accept_sigv2 };
+        let svc = LoggedService {
+            inner: service.clone(),
+            ids: ids.clone(),
+            peer,
+            accept_sigv2: config.accept_sigv2,
+            grid: config.grid.clone(),
+        };
         let socket = crate::idle::IdleTimeout::new(socket, config.idle_timeout);
         let conn = builder.serve_connection(TokioIo::new(socket), svc).into_owned();
         let conn = graceful.watch(conn);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{StoreError, StoreResult};
 use crate::identity::UnixIdentity;
+use crate::scopes::{ScopeAccess, Scopes};
 
 /// Who a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,9 @@ pub struct RequestContext {
     /// The Unix identity the call's file-system work runs as (`run_as`); `None`: the
     /// process's own.
     pub identity: Option<Arc<UnixIdentity>>,
+    /// The capability scopes of the bearer token (or temporary credentials) the request came
+    /// with: the authorization layer limits it to them. `None`: not limited by a token.
+    pub scopes: Option<Arc<Scopes>>,
 }
 
 impl RequestContext {
@@ -48,6 +52,7 @@ impl RequestContext {
             expected_bucket_owner: None,
             expected_source_owner: None,
             identity: None,
+            scopes: None,
         }
     }
 
@@ -59,6 +64,7 @@ impl RequestContext {
             expected_bucket_owner: None,
             expected_source_owner: None,
             identity: None,
+            scopes: None,
         }
     }
 
@@ -70,6 +76,7 @@ impl RequestContext {
             expected_bucket_owner: None,
             expected_source_owner: None,
             identity: None,
+            scopes: None,
         }
     }
 
@@ -86,6 +93,20 @@ impl RequestContext {
     /// The same request, its file-system work run as `identity`.
     pub fn with_identity(self, identity: Option<Arc<UnixIdentity>>) -> Self {
         Self { identity, ..self }
+    }
+
+    /// The same request, limited to a token's `scopes`.
+    pub fn with_scopes(self, scopes: Option<Arc<Scopes>>) -> Self {
+        Self { scopes, ..self }
+    }
+
+    /// AccessDenied (naming the scope needed) unless the request's token, if it has one,
+    /// grants `access` on `key` of `bucket` ("" for the bucket itself).
+    pub fn require_scope(&self, access: ScopeAccess, bucket: &str, key: &str) -> StoreResult<()> {
+        match &self.scopes {
+            Some(scopes) => scopes.require(access, bucket, key),
+            None => Ok(()),
+        }
     }
 
     /// Runs `f` on this thread with the request's Unix identity, if it has one. A switch that

@@ -48,6 +48,13 @@ pub enum StoreError {
     InsufficientStorage,
     #[error("The gateway is not permitted to access this path on the file system")]
     AccessDenied,
+    /// A bearer token (or the temporary credentials made from one) does not grant this request:
+    /// an AccessDenied that says which scope it needed.
+    #[error("Access denied: the token's scopes do not grant {0}")]
+    OutOfScope(String),
+    /// A bucket or user quota (or the file system's own quota) would be exceeded.
+    #[error("{0}")]
+    QuotaExceeded(String),
     #[error(
         "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."
     )]
@@ -118,6 +125,7 @@ const S3_CODES: &[&str] = &[
     "InvalidRange",
     "InsufficientStorage",
     "AccessDenied",
+    "QuotaExceeded",
     "NoSuchUpload",
     "InvalidPart",
     "InvalidPartOrder",
@@ -158,7 +166,9 @@ impl StoreError {
             Self::InvalidRange { .. } => "InvalidRange",
             Self::SourceChanged => "PreconditionFailed",
             Self::InsufficientStorage => "InsufficientStorage",
-            Self::AccessDenied => "AccessDenied",
+            Self::AccessDenied | Self::OutOfScope(_) => "AccessDenied",
+            // The code Ceph RGW answers for a quota, which S3 itself does not have.
+            Self::QuotaExceeded(_) => "QuotaExceeded",
             Self::NoSuchUpload => "NoSuchUpload",
             Self::InvalidPart(_) => "InvalidPart",
             Self::InvalidPartOrder => "InvalidPartOrder",
@@ -238,7 +248,7 @@ impl StoreError {
             Self::InsufficientStorage => 507,
             Self::InsufficientShards(_) => 503,
             Self::NotImplemented(_) => 501,
-            Self::AccessDenied => 403,
+            Self::AccessDenied | Self::OutOfScope(_) | Self::QuotaExceeded(_) => 403,
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,
             Self::Remote { status, .. } => *status,
         }
@@ -279,7 +289,9 @@ impl From<io::Error> for StoreError {
     fn from(err: io::Error) -> Self {
         match err.raw_os_error() {
             Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Self::InsufficientStorage,
-            Some(code) if code == rustix::io::Errno::DQUOT.raw_os_error() => Self::InsufficientStorage,
+            Some(code) if code == rustix::io::Errno::DQUOT.raw_os_error() => {
+                Self::QuotaExceeded("The file system's quota for this directory or user is exhausted".into())
+            }
             Some(code) if code == rustix::io::Errno::ACCESS.raw_os_error() => Self::AccessDenied,
             Some(code) if code == rustix::io::Errno::PERM.raw_os_error() => Self::AccessDenied,
             _ => Self::Io(err),

@@ -21,6 +21,7 @@ pub mod meta;
 pub mod policy;
 pub mod pools;
 pub mod posix;
+pub mod scopes;
 pub mod versioning;
 pub use posix::multipart;
 
@@ -38,6 +39,7 @@ pub use meta::{MetadataMode, ObjectMeta};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 pub use pools::{Pools, open_erasure_pool, open_pools, open_root, open_root_with_pools};
 pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
+pub use scopes::{Scope, ScopeAccess, ScopeError, Scopes};
 pub use versioning::{
     DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
 };

@@ -1,0 +1,9 @@
+//! Grid storage features of Isthmus: bearer tokens (JWT, WLCG / SciTokens scopes) and the
+//! temporary S3 credentials STS makes from them, and HTTP third-party copy (pull and push,
+//! with performance markers, resumable and checksum-verified).
+
+pub mod sessions;
+pub mod tokens;
+
+pub use sessions::{SessionCredentials, SessionError, SessionKeys};
+pub use tokens::{IssuerConfig, TokenError, TokenGrant, TokenVerifier};

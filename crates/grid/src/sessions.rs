@@ -1,0 +1,238 @@
+//! Temporary S3 credentials made from a bearer token (STS `AssumeRoleWithWebIdentity`), for
+//! SDKs that sign with SigV4 and cannot send a token. They carry everything in themselves: the
+//! secret is derived from the access key and the session token is a signed record of the user,
+//! the scopes and the expiry, both under one key kept (mode 0600) in the data root's internal
+//! directory. So every gateway serving that root accepts them and none keeps a session table.
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use hmac::{KeyInit, Mac};
+use isthmus_store::{Scope, ScopeAccess, Scopes};
+use serde::{Deserialize, Serialize};
+
+use crate::tokens::TokenGrant;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// Access keys of temporary credentials start with this (as AWS's start with `ASIA`).
+pub const SESSION_KEY_PREFIX: &str = "ISTS";
+/// The shortest and longest session STS grants (as AWS: 15 minutes to 12 hours), and the
+/// default (one hour).
+pub const MIN_DURATION_SECONDS: u64 = 900;
+pub const MAX_DURATION_SECONDS: u64 = 43_200;
+pub const DEFAULT_DURATION_SECONDS: u64 = 3_600;
+
+/// Why temporary credentials are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("temporary credentials need their session token (x-amz-security-token)")]
+    MissingToken,
+    #[error("the session token is invalid or does not belong to this access key")]
+    Invalid,
+    #[error("the temporary credentials have expired")]
+    Expired,
+}
+
+/// Temporary credentials as STS returns them.
+#[derive(Debug, Clone)]
+pub struct SessionCredentials {
+    pub access_key: String,
+    pub secret_key: String,
+    pub session_token: String,
+    /// Unix seconds.
+    pub expires_at: u64,
+}
+
+/// What a session token records.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Session {
+    /// The access key these credentials belong to.
+    #[serde(rename = "k")]
+    pub access_key: String,
+    /// The user they act as.
+    #[serde(rename = "u")]
+    pub user: String,
+    /// The scopes, as a claim relative to "/".
+    #[serde(rename = "s")]
+    pub scopes: String,
+    #[serde(rename = "e")]
+    pub expires_at: u64,
+    #[serde(rename = "sub")]
+    pub subject: String,
+}
+
+impl Session {
+    pub fn scopes(&self) -> Arc<Scopes> {
+        let granted = self
+            .scopes
+            .split_whitespace()
+            .filter_map(|item| {
+                let (name, path) = item.split_once(':')?;
+                let access = match name {
+                    "storage.read" => ScopeAccess::Read,
+                    "storage.create" => ScopeAccess::Create,
+                    "storage.modify" => ScopeAccess::Modify,
+                    _ => return None,
+                };
+                Some(Scope { access, path: path.trim_end_matches('/').to_string() })
+            })
+            .collect();
+        Arc::new(Scopes::from_granted(granted))
+    }
+}
+
+/// The key temporary credentials are made and checked with.
+#[derive(Clone)]
+pub struct SessionKeys {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for SessionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKeys(..)")
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl SessionKeys {
+    /// Loads the key at `path`, creating it (mode 0600) on first use; refuses a key file
+    /// other users can read.
+    pub fn load_or_create(path: &Path) -> Result<Self, String> {
+        let err = |e: io::Error| format!("{}: {e}", path.display());
+        let mut key = [0u8; 32];
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+            Ok(mut file) => {
+                getrandom::fill(&mut key).map_err(|e| format!("no random source: {e}"))?;
+                file.write_all(hex::encode(key).as_bytes()).and_then(|()| file.sync_all()).map_err(err)?;
+                return Ok(Self { key });
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(err(e)),
+        }
+        let mut file = std::fs::File::open(path).map_err(err)?;
+        let mode = file.metadata().map_err(err)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "{} is readable by other users (mode {mode:o}); fix it with: chmod 600 {0}",
+                path.display()
+            ));
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(err)?;
+        let bytes = hex::decode(text.trim()).map_err(|_| format!("{}: not a session key", path.display()))?;
+        key = bytes.try_into().map_err(|_| format!("{}: not a session key", path.display()))?;
+        Ok(Self { key })
+    }
+
+    fn mac(&self, purpose: &[u8], data: &[u8]) -> Vec<u8> {
+        let mut mac = HmacSha256::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(purpose);
+        mac.update(data);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// The secret of the temporary access key `access_key`, if it is one.
+    pub fn secret_for(&self, access_key: &str) -> Option<String> {
+        if !access_key.starts_with(SESSION_KEY_PREFIX) {
+            return None;
+        }
+        let mut secret = STANDARD.encode(self.mac(b"secret\0", access_key.as_bytes()));
+        secret.truncate(40);
+        Some(secret)
+    }
+
+    /// Temporary credentials for what `grant` allows, valid `seconds` (never past the
+    /// token's own expiry).
+    pub fn issue(&self, grant: &TokenGrant, seconds: u64) -> SessionCredentials {
+        const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).expect("the OS random source works");
+        let suffix: String = bytes.iter().map(|b| ALPHABET[usize::from(b & 31)] as char).collect();
+        let access_key = format!("{SESSION_KEY_PREFIX}{suffix}");
+        let expires_at = (now() + seconds).min(grant.expires_at);
+        let session = Session {
+            access_key: access_key.clone(),
+            user: grant.user.clone(),
+            scopes: grant.scopes.to_claim(),
+            expires_at,
+            subject: grant.subject.clone(),
+        };
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&session).expect("a session serializes"));
+        let signature = URL_SAFE_NO_PAD.encode(self.mac(b"session\0", payload.as_bytes()));
+        let secret_key = self.secret_for(&access_key).expect("the key has the session prefix");
+        SessionCredentials { access_key, secret_key, session_token: format!("{payload}.{signature}"), expires_at }
+    }
+
+    /// The session `token` records, if it is genuine, belongs to `access_key` and has not
+    /// expired.
+    pub fn verify(&self, access_key: &str, token: Option<&str>) -> Result<Session, SessionError> {
+        let token = token.ok_or(SessionError::MissingToken)?;
+        let (payload, signature) = token.split_once('.').ok_or(SessionError::Invalid)?;
+        let expected = self.mac(b"session\0", payload.as_bytes());
+        let given = URL_SAFE_NO_PAD.decode(signature).map_err(|_| SessionError::Invalid)?;
+        if !constant_time_eq(&expected, &given) {
+            return Err(SessionError::Invalid);
+        }
+        let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| SessionError::Invalid)?;
+        let session: Session = serde_json::from_slice(&bytes).map_err(|_| SessionError::Invalid)?;
+        if session.access_key != access_key {
+            return Err(SessionError::Invalid);
+        }
+        if session.expires_at <= now() {
+            return Err(SessionError::Expired);
+        }
+        Ok(session)
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(expires_in: u64) -> TokenGrant {
+        TokenGrant {
+            issuer: "https://issuer".into(),
+            subject: "alice-sub".into(),
+            user: "alice".into(),
+            scopes: Arc::new(Scopes::parse("storage.read:/data storage.create:/data/in", "/").unwrap()),
+            expires_at: now() + expires_in,
+            audience: "isthmus".into(),
+        }
+    }
+
+    #[test]
+    fn credentials_verify_only_with_their_own_token_until_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = SessionKeys::load_or_create(&dir.path().join("sts.key")).unwrap();
+        let again = SessionKeys::load_or_create(&dir.path().join("sts.key")).unwrap();
+        let creds = keys.issue(&grant(7200), 3600);
+        assert!(creds.access_key.starts_with(SESSION_KEY_PREFIX));
+        assert_eq!(again.secret_for(&creds.access_key).unwrap(), creds.secret_key, "another gateway derives it");
+        let session = again.verify(&creds.access_key, Some(&creds.session_token)).unwrap();
+        assert_eq!(session.user, "alice");
+        assert!(session.scopes().allows(ScopeAccess::Create, "data", "in/x"));
+        assert!(!session.scopes().allows(ScopeAccess::Create, "data", "x"));
+        let other = keys.issue(&grant(7200), 3600);
+        assert_eq!(keys.verify(&creds.access_key, Some(&other.session_token)), Err(SessionError::Invalid));
+        assert_eq!(keys.verify(&creds.access_key, None), Err(SessionError::MissingToken));
+        let mut forged = creds.session_token.clone();
+        forged.replace_range(0..1, if forged.starts_with('e') { "f" } else { "e" });
+        assert_eq!(keys.verify(&creds.access_key, Some(&forged)), Err(SessionError::Invalid));
+        assert!(keys.issue(&grant(100), 3600).expires_at <= now() + 100, "never past the token");
+        let expired = keys.issue(&grant(0), 3600);
+        assert_eq!(keys.verify(&expired.access_key, Some(&expired.session_token)), Err(SessionError::Expired));
+        assert_eq!(keys.secret_for("AKIAUSER"), None);
+    }
+}

@@ -1,0 +1,43 @@
+//! Requests that are not S3 operations, routed before the protocol layer's S3 dispatch (after
+//! it has checked any signature): STS `AssumeRoleWithWebIdentity` (unsigned: the token in the
+//! form is the credential) and HTTP third-party copy (`COPY`, WebDAV style; it needs a bearer
+//! token or a signature).
+
+use s3s::route::S3Route;
+use s3s::{Body, S3Request, S3Response, S3Result};
+
+use crate::bearer::{BearerGrant, GridAuth};
+
+pub struct GridRoutes {
+    pub grid: GridAuth,
+}
+
+#[async_trait::async_trait]
+impl S3Route for GridRoutes {
+    fn is_match(
+        &self,
+        method: &hyper::Method,
+        uri: &hyper::Uri,
+        headers: &hyper::HeaderMap,
+        _extensions: &mut hyper::http::Extensions,
+    ) -> bool {
+        crate::sts::is_sts(method, uri, headers) || method.as_str() == "COPY"
+    }
+
+    async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
+        if req.method.as_str() != "COPY" {
+            return Ok(());
+        }
+        if req.credentials.is_some() || req.extensions.get::<BearerGrant>().is_some() {
+            return Ok(());
+        }
+        Err(s3s::s3_error!(AccessDenied, "Third-party copy needs a bearer token or a signed request"))
+    }
+
+    async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
+        if req.method.as_str() == "COPY" {
+            return Err(s3s::s3_error!(NotImplemented, "Third-party copy is not enabled on this gateway"));
+        }
+        crate::sts::answer(req, self.grid.tokens.as_deref(), self.grid.sessions.as_ref()).await
+    }
+}
