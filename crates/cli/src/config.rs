@@ -131,6 +131,12 @@ pub struct FileConfig {
     /// Issuers whose bearer tokens (JWT) the gateway trusts (`[[token_issuers]]`).
     #[serde(default)]
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
+    /// Hard quotas per bucket or user (`[[quotas]]`).
+    #[serde(default)]
+    pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
+    /// Seconds between recounts of the usage quotas check (POSIX-side changes are seen then)
+    /// [default: 300].
+    pub quota_rescan_seconds: Option<u64>,
 }
 
 impl FileConfig {
@@ -165,6 +171,8 @@ pub struct ServeSettings {
     pub local_socket_max_connections: usize,
     pub select_max_bytes: u64,
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
+    pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
+    pub quota_rescan: std::time::Duration,
 }
 
 impl ServeSettings {
@@ -221,6 +229,8 @@ impl ServeSettings {
                 .or(file.select_max_bytes)
                 .unwrap_or(isthmus_s3::DEFAULT_SELECT_MAX_BYTES),
             token_issuers: file.token_issuers,
+            quotas: file.quotas,
+            quota_rescan: std::time::Duration::from_secs(file.quota_rescan_seconds.unwrap_or(300).max(1)),
         })
     }
 }

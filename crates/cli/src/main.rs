@@ -1,6 +1,7 @@
 //! The `isthmus` command: `serve` runs the S3 gateway over a directory, `bench` measures it
 //! against the raw file system.
 
+mod admin;
 mod array;
 mod bench;
 mod bench_arrays;
@@ -39,6 +40,8 @@ enum Command {
     Heal(pool::HealArgs),
     /// Pool administration: status of an erasure-coded pool's drives
     Pool(pool::PoolArgs),
+    /// Site administration: usage against quotas
+    Admin(admin::AdminArgs),
 }
 
 /// The engine over a data root (with its pools), as every in-process command uses it, with
@@ -99,6 +102,10 @@ fn main() {
         Command::Pool(args) => {
             init_logging("warn", config::LogFormat::Text);
             pool::run(args)
+        }
+        Command::Admin(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            admin::run(args)
         }
     };
     if let Err(message) = result {

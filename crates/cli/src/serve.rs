@@ -51,6 +51,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     users.extend(settings.users.iter().cloned());
     let identities = Arc::new(identities_of(&settings, &root_user, &users)?);
     let grid = grid_auth(&settings, &users, &store.internal_dir())?;
+    let quotas = quotas_of(&settings, &root_user.access_key, &engine)?;
     let users = UserDirectory::new(&root_user.access_key, users);
     let local_socket = match &settings.local_socket {
         Some(path) => Some(isthmus_local::LocalSocket::bind(path)?),
@@ -81,10 +82,21 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let domain = settings.domain.as_deref().map(|d| (d, local.port()));
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         if let Some(socket) = local_socket {
-            serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, &identities), &users, &identities, settings.local_socket_max_connections)?;
+            serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, &identities, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
         }
         let service =
-            isthmus_s3::build_service(engine.clone(), io, users, identities.clone(), domain, settings.select_max_bytes, grid.clone())?;
+            isthmus_s3::build_service(
+            engine.clone(),
+            io,
+            users,
+            identities.clone(),
+            isthmus_s3::ServiceOptions {
+                domain,
+                select_max_bytes: settings.select_max_bytes,
+                grid: grid.clone(),
+                quotas: quotas.clone(),
+            },
+        )?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
         println!("Isthmus serves {} on http://{local}", root.display());
         println!(
@@ -163,6 +175,32 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// The quotas of the configuration, recounted every `quota_rescan_seconds` on a thread of
+/// their own (as the gateway), so what POSIX tools changed is counted within that time.
+fn quotas_of(
+    settings: &ServeSettings,
+    root: &str,
+    engine: &Arc<dyn isthmus_store::Store>,
+) -> Result<Option<Arc<isthmus_store::quota::Quotas>>, String> {
+    if settings.quotas.is_empty() {
+        return Ok(None);
+    }
+    let quotas = Arc::new(isthmus_store::quota::Quotas::new(&settings.quotas, root)?);
+    let (counter, store, period) = (quotas.clone(), engine.clone(), settings.quota_rescan);
+    std::thread::Builder::new()
+        .name("quota-rescan".into())
+        .spawn(move || {
+            loop {
+                if let Err(err) = counter.rescan(&*store) {
+                    tracing::warn!(error = %err, "cannot recount quota usage");
+                }
+                std::thread::sleep(period);
+            }
+        })
+        .map_err(|e| format!("cannot start the quota recount: {e}"))?;
+    Ok(Some(quotas))
 }
 
 /// Bearer tokens and temporary credentials: with `[[token_issuers]]` configured, their keys

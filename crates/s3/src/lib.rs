@@ -339,12 +339,28 @@ pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
 /// The engine as every door of the gateway calls it: which user may use which bucket is the
 /// authorization layer's decision, on every call; with Unix identities, object access is the
 /// kernel's.
-pub fn authorized(store: Arc<dyn Store>, users: &UserDirectory, identities: &Identities) -> Arc<dyn Store> {
-    let mut authorized = Authorized::new(store, users.grants()).with_root_owner(users.root());
+pub fn authorized(
+    store: Arc<dyn Store>,
+    users: &UserDirectory,
+    identities: &Identities,
+    quotas: Option<Arc<isthmus_store::quota::Quotas>>,
+) -> Arc<dyn Store> {
+    let mut authorized = Authorized::new(store, users.grants()).with_root_owner(users.root()).with_quotas(quotas);
     if identities.is_posix() {
         authorized = authorized.judged_by_kernel();
     }
     Arc::new(authorized)
+}
+
+/// What the service offers besides S3 on the engine: virtual-hosted names, array selections,
+/// grid credentials, quotas.
+#[derive(Default)]
+pub struct ServiceOptions<'a> {
+    /// Virtual-hosted-style addressing under this domain (with the port served on).
+    pub domain: Option<(&'a str, u16)>,
+    pub select_max_bytes: u64,
+    pub grid: bearer::GridAuth,
+    pub quotas: Option<Arc<isthmus_store::quota::Quotas>>,
 }
 
 pub fn build_service(
@@ -352,12 +368,11 @@ pub fn build_service(
     io: IoPolicy,
     users: UserDirectory,
     identities: Arc<Identities>,
-    domain: Option<(&str, u16)>,
-    select_max_bytes: u64,
-    grid: bearer::GridAuth,
+    options: ServiceOptions<'_>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    let store = authorized(store, &users, &identities);
+    let ServiceOptions { domain, select_max_bytes, grid, quotas } = options;
+    let store = authorized(store, &users, &identities, quotas);
     let engine = Engine::new(store, io);
     let gateway =
         Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes).with_grid(grid.clone());

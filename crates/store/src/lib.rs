@@ -21,7 +21,9 @@ pub mod meta;
 pub mod policy;
 pub mod pools;
 pub mod posix;
+pub mod quota;
 pub mod scopes;
+pub mod size;
 pub mod versioning;
 pub use posix::multipart;
 
@@ -123,6 +125,9 @@ pub struct PutRequest {
     /// write, suffixed "-1" like a multipart ETag so clients do not take it for an MD5.
     #[serde(default)]
     pub etag_without_md5: bool,
+    /// The object's size when the door knows it before the data (Content-Length): quotas
+    /// refuse a write that cannot fit before any byte is written.
+    pub size_hint: Option<u64>,
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.
@@ -250,6 +255,8 @@ pub struct PartRequest {
     /// verify it, whether or not the upload was created with a checksum algorithm. It must be
     /// the upload's algorithm when the upload has one.
     pub checksum_algorithm: Option<ChecksumAlgorithm>,
+    /// The part's size when the door knows it before the data (see `PutRequest::size_hint`).
+    pub size_hint: Option<u64>,
 }
 
 /// A ListParts page request.

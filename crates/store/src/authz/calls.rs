@@ -84,10 +84,15 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
             return Err(StoreError::AccessDenied);
         }
         match self.inner.create_bucket(cx, bucket, request) {
-            Ok(()) => match cx.user_name() {
-                Some(user) => self.inner.set_bucket_owner(cx, bucket, user),
-                None => Ok(()),
-            },
+            Ok(()) => {
+                if let Some(quotas) = &self.quotas {
+                    quotas.bucket_created(bucket, cx.user_name());
+                }
+                match cx.user_name() {
+                    Some(user) => self.inner.set_bucket_owner(cx, bucket, user),
+                    None => Ok(()),
+                }
+            }
             Err(StoreError::BucketAlreadyExists) if self.owns(cx, bucket) => Err(StoreError::BucketAlreadyOwnedByYou),
             Err(err) => Err(err),
         }
@@ -108,7 +113,11 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         cx.require_scope(ScopeAccess::Modify, bucket, "")?;
         self.require(cx, bucket, Access::Owner)?;
-        self.inner.delete_bucket(cx, bucket)
+        self.inner.delete_bucket(cx, bucket)?;
+        if let Some(quotas) = &self.quotas {
+            quotas.bucket_deleted(bucket);
+        }
+        Ok(())
     }
 
     fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
@@ -199,7 +208,15 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
             request.if_none_match = Some(ETagMatch::Any);
         }
         self.require_write(cx, bucket, request.meta.acl)?;
-        self.inner.put_object(cx, bucket, key, request)
+        let admitted = match &self.quotas {
+            Some(quotas) => quotas.admit_write(&*self.inner, cx, bucket, key, request.size_hint)?,
+            None => None,
+        };
+        let writer = self.inner.put_object(cx, bucket, key, request)?;
+        Ok(match admitted {
+            Some(admitted) => admitted.writer(writer, true),
+            None => writer,
+        })
     }
 
     fn get_object(
@@ -260,7 +277,17 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     ) -> StoreResult<DeleteOutcome> {
         cx.require_scope(ScopeAccess::Modify, bucket, key)?;
         self.require(cx, bucket, Access::Write)?;
-        self.inner.delete_object(cx, bucket, key, request)
+        let size = match &self.quotas {
+            Some(quotas) if request.version_id.is_none() && quotas.may_apply(&*self.inner, bucket)? => {
+                crate::quota::current_size(&*self.inner, cx, bucket, key)?
+            }
+            _ => None,
+        };
+        let outcome = self.inner.delete_object(cx, bucket, key, request)?;
+        if let (Some(quotas), Some(size)) = (&self.quotas, size) {
+            quotas.deleted(bucket, size);
+        }
+        Ok(outcome)
     }
 
     /// The source must be usable too.
@@ -275,7 +302,19 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.creating_only(cx, destination.0, destination.1)?;
         self.require_source(cx, source.0)?;
         self.require_write(cx, destination.0, request.acl)?;
-        self.inner.copy_object(cx, source, destination, request)
+        let admitted = match &self.quotas {
+            Some(quotas) => {
+                let head = HeadRequest { version_id: request.source_version_id.clone(), ..HeadRequest::default() };
+                let size = self.inner.head_object(cx, source.0, source.1, &head)?.size;
+                quotas.admit_write(&*self.inner, cx, destination.0, destination.1, Some(size))?
+            }
+            None => None,
+        };
+        let info = self.inner.copy_object(cx, source, destination, request)?;
+        if let Some(admitted) = admitted {
+            admitted.settle(&info);
+        }
+        Ok(info)
     }
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
@@ -350,7 +389,15 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     ) -> StoreResult<BoxedWriter> {
         cx.require_scope(ScopeAccess::Create, bucket, key)?;
         self.require(cx, bucket, Access::Write)?;
-        self.inner.upload_part(cx, bucket, key, upload_id, request)
+        let admitted = match &self.quotas {
+            Some(quotas) => quotas.admit_part(&*self.inner, cx, bucket, request.size_hint)?,
+            None => None,
+        };
+        let writer = self.inner.upload_part(cx, bucket, key, upload_id, request)?;
+        Ok(match admitted {
+            Some(admitted) => admitted.writer(writer, false),
+            None => writer,
+        })
     }
 
     fn complete_multipart_upload(
@@ -367,7 +414,18 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
             request.if_none_match = Some(ETagMatch::Any);
         }
         self.require(cx, bucket, Access::Write)?;
-        self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)
+        let admitted = match &self.quotas {
+            Some(quotas) => {
+                let size = crate::quota::Quotas::completed_size(&*self.inner, cx, bucket, key, upload_id, parts)?;
+                quotas.admit_write(&*self.inner, cx, bucket, key, Some(size))?
+            }
+            None => None,
+        };
+        let info = self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)?;
+        if let Some(admitted) = admitted {
+            admitted.settle(&info);
+        }
+        Ok(info)
     }
 
     fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
@@ -416,6 +474,16 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         cx.require_scope(ScopeAccess::Create, bucket, key)?;
         self.require_source(cx, source.0)?;
         self.require(cx, bucket, Access::Write)?;
+        // Held while the part is written: a part is not usage, but it may not be written past
+        // a quota the whole object could never fit in.
+        let _admitted = match &self.quotas {
+            Some(quotas) => {
+                let head = HeadRequest { version_id: source_request.version_id.clone(), ..HeadRequest::default() };
+                let size = self.inner.head_object(cx, source.0, source.1, &head)?.size;
+                quotas.admit_part(&*self.inner, cx, bucket, Some(size))?
+            }
+            None => None,
+        };
         self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
     }
 }

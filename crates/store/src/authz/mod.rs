@@ -89,6 +89,8 @@ pub struct Authorized<S: ?Sized> {
     root_owner: Option<String>,
     /// Object access of signed users is the kernel's to judge (`identity = "posix"`).
     kernel_judges: bool,
+    /// Hard quotas checked before writes (admission control, like the rights checked here).
+    quotas: Option<Arc<crate::quota::Quotas>>,
 }
 
 impl<S: Store> Authorized<S> {
@@ -101,7 +103,7 @@ impl<S: Store> Authorized<S> {
 
 impl<S: Store + ?Sized> Authorized<S> {
     pub fn new(inner: Arc<S>, grants: BucketGrants) -> Self {
-        Self { inner, grants, root_owner: None, kernel_judges: false }
+        Self { inner, grants, root_owner: None, kernel_judges: false, quotas: None }
     }
 
     /// Leaves object access of signed users to the kernel, for requests that run with their
@@ -113,6 +115,11 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Whether the kernel, not this layer, decides the object access of `cx`.
     fn kernel_decides(&self, cx: &RequestContext) -> bool {
         self.kernel_judges && matches!(cx.principal, Principal::User { .. })
+    }
+
+    /// Refuses writes past `quotas` (none configured: no checks).
+    pub fn with_quotas(self, quotas: Option<Arc<crate::quota::Quotas>>) -> Self {
+        Self { quotas: quotas.filter(|q| !q.is_empty()), ..self }
     }
 
     /// Names the owner of buckets without a recorded one, for `expected_bucket_owner` checks.

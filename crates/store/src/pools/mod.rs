@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::size::ByteSize;
+
 use crate::error::{StoreError, StoreResult};
 use crate::{PosixStore, RequestContext, Store, StoreOptions};
 use migration::{Migrations, Phase as MigrationPhase};
@@ -67,33 +69,6 @@ struct PoolEntry {
     block_size: Option<ByteSize>,
     inline_limit: Option<ByteSize>,
     hedged_reads: Option<bool>,
-}
-
-/// A size in the pool table: bytes, or a string such as "4MiB", "64 KiB", "1GiB".
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum ByteSize {
-    Bytes(u64),
-    Text(String),
-}
-
-impl ByteSize {
-    fn bytes(&self) -> Result<u64, String> {
-        let text = match self {
-            Self::Bytes(n) => return Ok(*n),
-            Self::Text(t) => t.trim(),
-        };
-        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
-        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "k" | "kib" | "kb" => 1 << 10,
-            "m" | "mib" | "mb" => 1 << 20,
-            "g" | "gib" | "gb" => 1 << 30,
-            _ => return Err(format!("{text:?} is not a size: write bytes or a number with KiB, MiB or GiB")),
-        };
-        number.parse::<u64>().map(|n| n * scale).map_err(|_| format!("{text:?} is not a size"))
-    }
 }
 
 impl PoolEntry {
