@@ -95,6 +95,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 select_max_bytes: settings.select_max_bytes,
                 grid: grid.clone(),
                 quotas: quotas.clone(),
+                tpc_staging: Some(store.internal_dir().join("tpc")),
             },
         )?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());

@@ -4,6 +4,7 @@
 
 pub mod sessions;
 pub mod tokens;
+pub mod tpc;
 
 pub use sessions::{SessionCredentials, SessionError, SessionKeys};
 pub use tokens::{IssuerConfig, TokenError, TokenGrant, TokenVerifier};

@@ -27,6 +27,7 @@ mod select;
 pub mod server;
 mod sts;
 mod tagging;
+pub mod tpc;
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ pub use identities::{Identities, IdentitySpec};
 pub use server::{GatewayConfig, serve};
 
 /// The S3 front of an engine (any `Store`, behind `dyn`).
+#[derive(Clone)]
 pub struct Gateway {
     engine: Engine,
     users: Arc<UserDirectory>,
@@ -361,6 +363,8 @@ pub struct ServiceOptions<'a> {
     pub select_max_bytes: u64,
     pub grid: bearer::GridAuth,
     pub quotas: Option<Arc<isthmus_store::quota::Quotas>>,
+    /// Where third-party copies stage pulls (none: COPY is refused).
+    pub tpc_staging: Option<std::path::PathBuf>,
 }
 
 pub fn build_service(
@@ -371,14 +375,19 @@ pub fn build_service(
     options: ServiceOptions<'_>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    let ServiceOptions { domain, select_max_bytes, grid, quotas } = options;
+    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging } = options;
     let store = authorized(store, &users, &identities, quotas);
     let engine = Engine::new(store, io);
     let gateway =
         Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes).with_grid(grid.clone());
-    let mut builder = S3ServiceBuilder::new(gateway);
+    let mut builder = S3ServiceBuilder::new(gateway.clone());
     builder.set_auth(auth::GatewayKeys { users: (*users).clone(), sessions: grid.sessions.clone() });
-    builder.set_route(routes::GridRoutes { grid });
+    let tpc = tpc_staging.map(|staging| tpc::ThirdPartyCopy {
+        gateway: gateway.clone(),
+        staging,
+        marker_interval: tpc::MARKER_INTERVAL,
+    });
+    builder.set_route(routes::GridRoutes { grid, tpc });
     builder.set_access(access::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees
     // it: bounded here, so memory stays bounded (larger files go by PUT or multipart).

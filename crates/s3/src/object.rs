@@ -164,6 +164,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     if let Some(request) = crate::select::array_request(&req)? {
         return crate::select::serve(gw, cx, req.input.bucket, req.input.key, request).await;
     }
+    let wants_md5 = crate::tpc::wants_md5_digest(&req.headers);
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let part_number = requested_part(input.part_number)?;
@@ -182,6 +183,9 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         })
         .await?;
     let (info, range) = response;
+    // RFC 3230 instance digest, for third-party copy between storage systems: the MD5 of the
+    // whole object when its ETag is one.
+    let digest = wants_md5.then(|| crate::tpc::md5_digest_header(&info.etag)).flatten();
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let checksum = info.checksum.clone();
     let version_id = info.version_id.clone();
@@ -195,7 +199,11 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         output.checksum_type = checksum.as_ref().map(checksum_type);
         set_checksum!(output, &checksum);
     }
-    Ok(S3Response::new(output))
+    let mut resp = S3Response::new(output);
+    if let Some(digest) = digest {
+        resp.headers.insert("digest", digest);
+    }
+    Ok(resp)
 }
 
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {

@@ -10,6 +10,7 @@ use crate::bearer::{BearerGrant, GridAuth};
 
 pub struct GridRoutes {
     pub grid: GridAuth,
+    pub tpc: Option<crate::tpc::ThirdPartyCopy>,
 }
 
 #[async_trait::async_trait]
@@ -36,7 +37,10 @@ impl S3Route for GridRoutes {
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         if req.method.as_str() == "COPY" {
-            return Err(s3s::s3_error!(NotImplemented, "Third-party copy is not enabled on this gateway"));
+            return match &self.tpc {
+                Some(tpc) => tpc.handle(req).await,
+                None => Err(s3s::s3_error!(NotImplemented, "Third-party copy is not enabled on this gateway")),
+            };
         }
         crate::sts::answer(req, self.grid.tokens.as_deref(), self.grid.sessions.as_ref()).await
     }

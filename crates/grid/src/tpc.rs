@@ -1,0 +1,394 @@
+//! The remote half of HTTP third-party copy (blocking; run on threads that may block). A pull
+//! downloads the source into a staging file kept under the gateway's internal directory, in
+//! chunks over parallel streams (ranged GETs), records each finished chunk so an interrupted
+//! pull resumes where it stopped (if the source is unchanged: same ETag or Last-Modified), and
+//! verifies the whole file against the digests the source sent (`Digest: adler32=..., md5=...`,
+//! RFC 3230) before anything is stored. A push streams an object to the destination with a
+//! PUT, its MD5 sent as `Content-MD5` when known so the destination refuses a corrupted body.
+//! Progress is counted in an atomic that the caller turns into performance markers.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use md5::Digest as _;
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// The size of the chunks a pull fetches and records (each a ranged GET).
+pub const CHUNK_SIZE: u64 = 8 << 20;
+/// The most parallel streams a client may ask for.
+pub const MAX_STREAMS: usize = 16;
+
+/// Why a transfer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error("the remote side answered {status}: {message}")]
+    Remote { status: u16, message: String },
+    #[error("cannot reach the remote side: {0}")]
+    Unreachable(String),
+    #[error("checksum mismatch: the source says {algorithm} {expected}, the bytes received give {actual}")]
+    ChecksumMismatch { algorithm: &'static str, expected: String, actual: String },
+    #[error("the source sends no checksum (adler32 or md5) and RequireChecksumVerification is set")]
+    NoChecksum,
+    #[error("the source sent {got} bytes where {expected} were expected")]
+    ShortRead { got: u64, expected: u64 },
+    #[error("staging I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the caller asks of a transfer.
+#[derive(Debug, Clone)]
+pub struct TransferOptions {
+    /// Headers for the remote side (from the `TransferHeader*` headers).
+    pub headers: Vec<(String, String)>,
+    pub streams: usize,
+    /// Refuse a source that sends no digest.
+    pub require_checksum: bool,
+}
+
+/// Adler-32 (the checksum WLCG storage uses for transfers).
+#[derive(Clone, Copy)]
+pub struct Adler32 {
+    a: u32,
+    b: u32,
+}
+
+impl Default for Adler32 {
+    fn default() -> Self {
+        Self { a: 1, b: 0 }
+    }
+}
+
+impl Adler32 {
+    const MOD: u32 = 65_521;
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        // 5552 bytes is the most that can be summed before the sums overflow 32 bits.
+        for block in bytes.chunks(5552) {
+            for &byte in block {
+                self.a += u32::from(byte);
+                self.b += self.a;
+            }
+            self.a %= Self::MOD;
+            self.b %= Self::MOD;
+        }
+    }
+
+    pub fn hex(&self) -> String {
+        format!("{:08x}", (self.b << 16) | self.a)
+    }
+}
+
+/// The digests a source announced (`Digest` header), lowercase algorithm names.
+fn announced_digests(response: &ureq::http::Response<ureq::Body>) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for name in ["digest", "repr-digest"] {
+        for value in response.headers().get_all(name) {
+            let Ok(text) = value.to_str() else { continue };
+            for item in text.split(',') {
+                if let Some((algorithm, digest)) = item.trim().split_once('=') {
+                    found.push((algorithm.trim().to_ascii_lowercase(), digest.trim().trim_matches(':').to_string()));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(30)))
+        .timeout_recv_body(Some(Duration::from_secs(120)))
+        .build()
+        .into()
+}
+
+fn unreachable(err: ureq::Error) -> TransferError {
+    TransferError::Unreachable(err.to_string())
+}
+
+fn refused(mut response: ureq::http::Response<ureq::Body>) -> TransferError {
+    let status = response.status().as_u16();
+    let message = response.body_mut().with_config().limit(4096).read_to_string().unwrap_or_default();
+    TransferError::Remote { status, message: message.chars().take(500).collect() }
+}
+
+/// What a pull records next to its staging file, to resume.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct PullState {
+    source: String,
+    /// The source's ETag or Last-Modified when the pull began.
+    validator: String,
+    size: u64,
+    /// Finished chunks (indexes of CHUNK_SIZE pieces).
+    done: Vec<u64>,
+    digests: Vec<(String, String)>,
+}
+
+/// A finished pull: a verified staging file, ready to be stored.
+#[derive(Debug)]
+pub struct Pulled {
+    pub path: PathBuf,
+    pub size: u64,
+    /// The MD5 of the staged bytes (the stored object's must match).
+    pub md5: [u8; 16],
+    /// Whether a source digest was checked.
+    pub verified: bool,
+    /// Bytes that came from an earlier, interrupted attempt.
+    pub resumed_bytes: u64,
+}
+
+/// A pull's staging area: the file and its state, named after the destination and source.
+pub struct Staging {
+    data: PathBuf,
+    state: PathBuf,
+}
+
+impl Staging {
+    pub fn new(dir: &Path, destination: &str, source: &str) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        // The query of a presigned source changes on every retry: it is not part of the name.
+        let stable_source = source.split('?').next().unwrap_or(source);
+        let name = hex::encode(Sha256::digest(format!("{destination}\n{stable_source}").as_bytes()));
+        Ok(Self { data: dir.join(format!("{name}.part")), state: dir.join(format!("{name}.json")) })
+    }
+
+    fn load(&self) -> Option<PullState> {
+        serde_json::from_slice(&std::fs::read(&self.state).ok()?).ok()
+    }
+
+    fn save(&self, state: &PullState) -> std::io::Result<()> {
+        let tmp = self.state.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(state).map_err(std::io::Error::other)?)?;
+        std::fs::rename(tmp, &self.state)
+    }
+
+    /// Removes the staging file and its state (after the object is stored, or to restart).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.data);
+        let _ = std::fs::remove_file(&self.state);
+    }
+}
+
+/// Pulls `source` into `staging`, counting received bytes in `progress`.
+pub fn pull(
+    source: &str,
+    staging: &Staging,
+    options: &TransferOptions,
+    progress: &AtomicU64,
+) -> Result<Pulled, TransferError> {
+    let agent = agent();
+    // The first request says what the source is (size, validator, digests).
+    let mut request = agent.get(source).header("Want-Digest", "adler32, md5").header("Range", "bytes=0-0");
+    for (name, value) in &options.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let response = request.call().map_err(unreachable)?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) && status != 416 {
+        return Err(refused(response));
+    }
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let size = match (status, header("content-range")) {
+        (206, Some(range)) => range.rsplit('/').next().and_then(|s| s.parse().ok()).unwrap_or(0),
+        (416, Some(range)) => range.rsplit('/').next().and_then(|s| s.parse().ok()).unwrap_or(0),
+        _ => header("content-length").and_then(|s| s.parse().ok()).unwrap_or(0),
+    };
+    let validator = header("etag").or_else(|| header("last-modified")).unwrap_or_default();
+    let digests = announced_digests(&response);
+    drop(response);
+
+    let stable_source = source.split('?').next().unwrap_or(source).to_string();
+    let mut state = match staging.load() {
+        Some(old) if old.source == stable_source && old.validator == validator && old.size == size => old,
+        _ => {
+            staging.remove();
+            PullState { source: stable_source, validator, size, done: Vec::new(), digests: digests.clone() }
+        }
+    };
+    if !digests.is_empty() {
+        state.digests = digests;
+    }
+    let file =
+        OpenOptions::new().read(true).write(true).create(true).mode(0o600).truncate(false).open(&staging.data)?;
+    file.set_len(size)?;
+    let chunks = size.div_ceil(CHUNK_SIZE);
+    let resumed_bytes: u64 = state.done.iter().map(|&c| chunk_len(c, size)).sum();
+    progress.store(resumed_bytes, Ordering::Relaxed);
+    staging.save(&state)?;
+    let todo: Vec<u64> = (0..chunks).filter(|c| !state.done.contains(c)).collect();
+    let queue = Arc::new(Mutex::new(todo.into_iter()));
+    let state = Arc::new(Mutex::new(state));
+    let streams = options.streams.clamp(1, MAX_STREAMS);
+    let results: Vec<Result<(), TransferError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..streams)
+            .map(|_| {
+                let (queue, state, file, agent) = (queue.clone(), state.clone(), &file, &agent);
+                scope.spawn(move || -> Result<(), TransferError> {
+                    loop {
+                        let Some(chunk) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { return Ok(()) };
+                        fetch_chunk(agent, source, options, file, chunk, size, progress)?;
+                        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                        state.done.push(chunk);
+                        staging.save(&state)?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err(TransferError::Unreachable("a stream panicked".into()))))
+            .collect()
+    });
+    for result in results {
+        result?;
+    }
+    file.sync_all()?;
+    let state = state.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let (md5, verified) = verify(&staging.data, &state.digests, options.require_checksum)?;
+    Ok(Pulled { path: staging.data.clone(), size, md5, verified, resumed_bytes })
+}
+
+fn chunk_len(chunk: u64, size: u64) -> u64 {
+    (size - chunk * CHUNK_SIZE).min(CHUNK_SIZE)
+}
+
+/// Fetches one chunk with a ranged GET and writes it at its offset.
+fn fetch_chunk(
+    agent: &ureq::Agent,
+    source: &str,
+    options: &TransferOptions,
+    file: &File,
+    chunk: u64,
+    size: u64,
+    progress: &AtomicU64,
+) -> Result<(), TransferError> {
+    let start = chunk * CHUNK_SIZE;
+    let len = chunk_len(chunk, size);
+    let mut request = agent.get(source).header("Range", format!("bytes={start}-{}", start + len - 1));
+    for (name, value) in &options.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let response = request.call().map_err(unreachable)?;
+    let status = response.status().as_u16();
+    if status != 206 && !(status == 200 && start == 0 && len == size) {
+        return Err(refused(response));
+    }
+    let mut reader = response.into_body().into_reader();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut offset = start;
+    while offset < start + len {
+        let n = reader.read(&mut buf).map_err(|e| TransferError::Unreachable(e.to_string()))?;
+        if n == 0 {
+            return Err(TransferError::ShortRead { got: offset - start, expected: len });
+        }
+        let n = n.min((start + len - offset) as usize);
+        file.write_all_at(&buf[..n], offset)?;
+        offset += n as u64;
+        progress.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Reads the staged file once: its MD5 (returned) and the digests the source announced,
+/// compared.
+fn verify(path: &Path, digests: &[(String, String)], required: bool) -> Result<([u8; 16], bool), TransferError> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(0))?;
+    let mut md5 = md5::Md5::new();
+    let mut adler = Adler32::default();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        md5.update(&buf[..n]);
+        adler.update(&buf[..n]);
+    }
+    let md5: [u8; 16] = md5.finalize().into();
+    let mut verified = false;
+    for (algorithm, expected) in digests {
+        let (name, actual, matches) = match algorithm.as_str() {
+            "adler32" => ("adler32", adler.hex(), expected.eq_ignore_ascii_case(&adler.hex())),
+            "md5" => {
+                let actual = STANDARD.encode(md5);
+                let matches = expected == &actual || expected.eq_ignore_ascii_case(&hex::encode(md5));
+                ("md5", actual, matches)
+            }
+            _ => continue,
+        };
+        if !matches {
+            return Err(TransferError::ChecksumMismatch { algorithm: name, expected: expected.clone(), actual });
+        }
+        verified = true;
+    }
+    if required && !verified {
+        return Err(TransferError::NoChecksum);
+    }
+    Ok((md5, verified))
+}
+
+/// Pushes `size` bytes from `body` to `destination` with a PUT; `md5` (if the object's MD5 is
+/// known) goes as Content-MD5 so the destination checks what it received.
+pub fn push(
+    destination: &str,
+    body: &mut dyn Read,
+    size: u64,
+    md5: Option<[u8; 16]>,
+    options: &TransferOptions,
+    progress: &AtomicU64,
+) -> Result<(), TransferError> {
+    let mut request = agent().put(destination).header("Content-Length", size.to_string());
+    if let Some(md5) = md5 {
+        request = request.header("Content-MD5", STANDARD.encode(md5));
+    }
+    for (name, value) in &options.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let mut counted = Counted { inner: body, progress };
+    let response = request.send(ureq::SendBody::from_reader(&mut counted)).map_err(unreachable)?;
+    if !response.status().is_success() {
+        return Err(refused(response));
+    }
+    Ok(())
+}
+
+struct Counted<'a> {
+    inner: &'a mut dyn Read,
+    progress: &'a AtomicU64,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adler32_matches_the_reference_values() {
+        let mut a = Adler32::default();
+        a.update(b"Wikipedia");
+        assert_eq!(a.hex(), "11e60398");
+        let mut big = Adler32::default();
+        let data = vec![0xffu8; 100_000];
+        data.chunks(777).for_each(|c| big.update(c));
+        let mut once = Adler32::default();
+        once.update(&data);
+        assert_eq!(big.hex(), once.hex());
+    }
+}
