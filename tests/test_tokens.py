@@ -289,3 +289,34 @@ def test_a_token_acts_as_its_users_unix_identity(tmp_path, issuer):
     finally:
         shutil.rmtree(base, ignore_errors=True)
         subprocess.run(["userdel", name], capture_output=True)
+
+
+def test_keys_from_a_jwks_url_are_fetched_and_a_rotated_key_is_picked_up(tmp_path, issuer):
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "jwks.json").write_text(json.dumps(issuer.jwks()))
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(web))
+    handler.log_message = lambda *a: None
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/jwks.json"
+    config = tmp_path / "isthmus.toml"
+    config.write_text(config_text("unused").replace('jwks_file = "unused"', f'jwks_url = "{url}"\njwks_refresh_seconds = 1'))
+    srv = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    try:
+        make_client(srv.endpoint).create_bucket(Bucket="data")
+        assert call(srv, "GET", "/data?list-type=2", issuer.token("storage.read:/data")).status_code == 200
+        rotated = Issuer()
+        (web / "jwks.json").write_text(json.dumps(rotated.jwks()))
+        deadline = time.time() + 15
+        while call(srv, "GET", "/data?list-type=2", rotated.token("storage.read:/data")).status_code != 200:
+            assert time.time() < deadline, "the rotated key was never fetched"
+            time.sleep(0.5)
+        assert call(srv, "GET", "/data?list-type=2", issuer.token("storage.read:/data")).status_code == 401
+    finally:
+        srv.stop()
+        httpd.shutdown()

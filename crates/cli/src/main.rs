@@ -8,6 +8,7 @@ mod bench_arrays;
 mod bench_eqsim;
 mod bench_pools;
 mod config;
+mod copy;
 mod cost;
 mod pool;
 mod region;
@@ -42,6 +43,8 @@ enum Command {
     Pool(pool::PoolArgs),
     /// Site administration: usage against quotas
     Admin(admin::AdminArgs),
+    /// Copy an object between two S3 endpoints, server-side (an Isthmus gateway moves the bytes)
+    Copy(copy::CopyArgs),
 }
 
 /// The engine over a data root (with its pools), as every in-process command uses it, with
@@ -102,6 +105,10 @@ fn main() {
         Command::Pool(args) => {
             init_logging("warn", config::LogFormat::Text);
             pool::run(args)
+        }
+        Command::Copy(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            copy::run(args)
         }
         Command::Admin(args) => {
             init_logging("warn", config::LogFormat::Text);

@@ -3,6 +3,7 @@
 //! with performance markers, resumable and checksum-verified).
 
 pub mod sessions;
+pub mod sigv4;
 pub mod tokens;
 pub mod tpc;
 
