@@ -206,14 +206,7 @@ impl Quotas {
         let all: Vec<String> = scopes.iter().flat_map(|(_, _, buckets)| buckets.iter().cloned()).collect();
         self.ensure_scanned(store, cx, &all)?;
         let mut book = self.book();
-        for (name, limits, buckets) in &scopes {
-            let mut total = Usage::default();
-            for b in buckets {
-                total.add(book.used.get(b).copied().unwrap_or_default());
-                total.add(book.reserved.get(b).copied().unwrap_or_default());
-            }
-            check(name, limits, total, growth.usage)?;
-        }
+        check_room(&book, &scopes, growth.usage)?;
         book.reserved.entry(bucket.to_string()).or_default().add(growth.usage);
         Ok(Some(Reservation { quotas: self.clone(), bucket: bucket.to_string(), held: growth.usage, scopes }))
     }
@@ -377,6 +370,20 @@ pub fn current_size<S: Store + ?Sized>(
     }
 }
 
+/// QuotaExceeded unless every quota of `scopes` has room for `more` besides what its buckets
+/// use and have reserved.
+fn check_room(book: &Book, scopes: &[(String, Limits, Vec<String>)], more: Usage) -> StoreResult<()> {
+    for (name, limits, buckets) in scopes {
+        let mut total = Usage::default();
+        for bucket in buckets {
+            total.add(book.used.get(bucket).copied().unwrap_or_default());
+            total.add(book.reserved.get(bucket).copied().unwrap_or_default());
+        }
+        check(name, limits, total, more)?;
+    }
+    Ok(())
+}
+
 /// QuotaExceeded unless `used` plus `more` stays within `limits`.
 fn check(name: &str, limits: &Limits, used: Usage, more: Usage) -> StoreResult<()> {
     if let Some(max) = limits.bytes
@@ -428,14 +435,7 @@ impl Reservation {
     /// Holds `more` besides, if the quotas have room for it.
     fn extend(&mut self, more: Usage) -> StoreResult<()> {
         let mut book = self.quotas.book();
-        for (name, limits, buckets) in &self.scopes {
-            let mut total = Usage::default();
-            for b in buckets {
-                total.add(book.used.get(b).copied().unwrap_or_default());
-                total.add(book.reserved.get(b).copied().unwrap_or_default());
-            }
-            check(name, limits, total, more)?;
-        }
+        check_room(&book, &self.scopes, more)?;
         book.reserved.entry(self.bucket.clone()).or_default().add(more);
         self.held.add(more);
         Ok(())
