@@ -8,7 +8,7 @@
 //! Progress is counted in an atomic that the caller turns into performance markers.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use md5::Digest as _;
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
+use sha2::{Digest as _, Sha256};
 
 /// The size of the chunks a pull fetches and records (each a ranged GET).
 pub const CHUNK_SIZE: u64 = 8 << 20;
@@ -54,35 +53,16 @@ pub struct TransferOptions {
 }
 
 /// Adler-32 (the checksum WLCG storage uses for transfers).
-#[derive(Clone, Copy)]
-pub struct Adler32 {
-    a: u32,
-    b: u32,
-}
-
-impl Default for Adler32 {
-    fn default() -> Self {
-        Self { a: 1, b: 0 }
-    }
-}
+#[derive(Default)]
+pub struct Adler32(adler2::Adler32);
 
 impl Adler32 {
-    const MOD: u32 = 65_521;
-
     pub fn update(&mut self, bytes: &[u8]) {
-        // 5552 bytes is the most that can be summed before the sums overflow 32 bits.
-        for block in bytes.chunks(5552) {
-            for &byte in block {
-                self.a += u32::from(byte);
-                self.b += self.a;
-            }
-            self.a %= Self::MOD;
-            self.b %= Self::MOD;
-        }
+        self.0.write_slice(bytes);
     }
 
     pub fn hex(&self) -> String {
-        format!("{:08x}", (self.b << 16) | self.a)
+        format!("{:08x}", self.0.checksum())
     }
 }
 
@@ -133,15 +113,13 @@ struct PullState {
     digests: Vec<(String, String)>,
 }
 
-/// A finished pull: a verified staging file, ready to be stored.
+/// A finished download: a staging file, to be verified while it is stored (`Verifier`).
 #[derive(Debug)]
 pub struct Pulled {
     pub path: PathBuf,
     pub size: u64,
-    /// The MD5 of the staged bytes (the stored object's must match).
-    pub md5: [u8; 16],
-    /// Whether a source digest was checked.
-    pub verified: bool,
+    /// The digests the source announced.
+    pub digests: Vec<(String, String)>,
     /// Bytes that came from an earlier, interrupted attempt.
     pub resumed_bytes: u64,
 }
@@ -251,10 +229,16 @@ pub fn pull(
     for result in results {
         result?;
     }
-    file.sync_all()?;
     let state = state.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let (md5, verified) = verify(&staging.data, &state.digests, options.require_checksum)?;
-    Ok(Pulled { path: staging.data.clone(), size, md5, verified, resumed_bytes })
+    if state.digests.is_empty() {
+        if options.require_checksum {
+            return Err(TransferError::NoChecksum);
+        }
+        // Nothing will check these bytes: what was recorded as fetched must be on disk before
+        // the object is made of it (a resume after a crash trusts the record).
+        file.sync_all()?;
+    }
+    Ok(Pulled { path: staging.data.clone(), size, digests: state.digests, resumed_bytes })
 }
 
 fn chunk_len(chunk: u64, size: u64) -> u64 {
@@ -298,43 +282,46 @@ fn fetch_chunk(
     Ok(())
 }
 
-/// Reads the staged file once: its MD5 (returned) and the digests the source announced,
-/// compared.
-fn verify(path: &Path, digests: &[(String, String)], required: bool) -> Result<([u8; 16], bool), TransferError> {
-    let mut file = File::open(path)?;
-    file.seek(SeekFrom::Start(0))?;
-    let mut md5 = md5::Md5::new();
-    let mut adler = Adler32::default();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        md5.update(&buf[..n]);
-        adler.update(&buf[..n]);
+/// Checks bytes against the digests a source announced, as they pass (once, while they are
+/// stored): Adler-32 here, MD5 from the store's writer, which computes it anyway.
+pub struct Verifier {
+    adler: Option<Adler32>,
+    digests: Vec<(String, String)>,
+}
+
+impl Verifier {
+    pub fn new(digests: &[(String, String)]) -> Self {
+        let adler = digests.iter().any(|(a, _)| a == "adler32").then(Adler32::default);
+        Self { adler, digests: digests.to_vec() }
     }
-    let md5: [u8; 16] = md5.finalize().into();
-    let mut verified = false;
-    for (algorithm, expected) in digests {
-        let (name, actual, matches) = match algorithm.as_str() {
-            "adler32" => ("adler32", adler.hex(), expected.eq_ignore_ascii_case(&adler.hex())),
-            "md5" => {
-                let actual = STANDARD.encode(md5);
-                let matches = expected == &actual || expected.eq_ignore_ascii_case(&hex::encode(md5));
-                ("md5", actual, matches)
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        if let Some(adler) = &mut self.adler {
+            adler.update(bytes);
+        }
+    }
+
+    /// Whether every announced digest this gateway knows matches; `md5` is the MD5 of all the
+    /// bytes. Ok(false): nothing could be checked.
+    pub fn finish(self, md5: Option<[u8; 16]>) -> Result<bool, TransferError> {
+        let mut verified = false;
+        for (algorithm, expected) in &self.digests {
+            let (name, actual, matches) = match (algorithm.as_str(), &self.adler, md5) {
+                ("adler32", Some(adler), _) => ("adler32", adler.hex(), expected.eq_ignore_ascii_case(&adler.hex())),
+                ("md5", _, Some(md5)) => {
+                    let actual = STANDARD.encode(md5);
+                    let matches = expected == &actual || expected.eq_ignore_ascii_case(&hex::encode(md5));
+                    ("md5", actual, matches)
+                }
+                _ => continue,
+            };
+            if !matches {
+                return Err(TransferError::ChecksumMismatch { algorithm: name, expected: expected.clone(), actual });
             }
-            _ => continue,
-        };
-        if !matches {
-            return Err(TransferError::ChecksumMismatch { algorithm: name, expected: expected.clone(), actual });
+            verified = true;
         }
-        verified = true;
+        Ok(verified)
     }
-    if required && !verified {
-        return Err(TransferError::NoChecksum);
-    }
-    Ok((md5, verified))
 }
 
 /// Pushes `size` bytes from `body` to `destination` with a PUT; `md5` (if the object's MD5 is

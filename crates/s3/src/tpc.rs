@@ -181,29 +181,33 @@ impl ThirdPartyCopy {
                 // object is stored as the request's user.
                 tokio::task::spawn_blocking(move || {
                     let staging = Staging::new(&staging_dir, &destination, &source).map_err(|e| e.to_string())?;
+                    let started = std::time::Instant::now();
                     let pulled = match tpc::pull(&source, &staging, &options, &progress) {
                         Ok(pulled) => pulled,
                         Err(err) => {
-                            // Bytes that fail their checksum are not worth resuming from.
-                            if matches!(
-                                err,
-                                tpc::TransferError::ChecksumMismatch { .. } | tpc::TransferError::NoChecksum
-                            ) {
+                            if matches!(err, tpc::TransferError::NoChecksum) {
                                 staging.remove();
                             }
                             return Err(err.to_string());
                         }
                     };
+                    let fetched = started.elapsed();
                     let stored = store_pulled(&engine.store(), &cx, &bucket, &key, &pulled);
-                    // A checksum failure or a refused store removes the staged data; only an
-                    // interrupted download keeps it, to resume.
+                    let store_ms = (started.elapsed() - fetched).as_millis() as u64;
+                    tracing::info!(
+                        fetch_ms = fetched.as_millis() as u64,
+                        store_ms,
+                        "pull fetched, verified and stored"
+                    );
+                    // Stored, or refused (a checksum mismatch, the store's own refusal): the
+                    // staged data goes; only an interrupted download keeps it, to resume.
                     staging.remove();
-                    stored?;
+                    let verified = stored?;
                     Ok(format!(
                         "pulled {} bytes ({} resumed), {}",
                         pulled.size,
                         pulled.resumed_bytes,
-                        if pulled.verified { "checksum verified" } else { "source sent no checksum" }
+                        if verified { "checksum verified" } else { "source sent no checksum" }
                     ))
                 })
             }
@@ -245,32 +249,37 @@ fn md5_of_etag(etag: &str) -> Option<[u8; 16]> {
     bytes.try_into().ok()
 }
 
-/// Stores a verified pull as `bucket/key`, as the request's user, atomically; the stored
-/// bytes' MD5 must be the staged file's.
+/// Stores a pull as `bucket/key`, as the request's user, atomically, checking the bytes
+/// against the source's digests on the way (one pass: the store's writer computes the MD5):
+/// a mismatch drops the write before it is visible. Says whether a digest was checked.
 fn store_pulled(
     store: &Arc<dyn Store>,
     cx: &RequestContext,
     bucket: &str,
     key: &str,
     pulled: &tpc::Pulled,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let mut file = std::fs::File::open(&pulled.path).map_err(|e| e.to_string())?;
     cx.run_as(|| {
         let request = PutRequest { size_hint: Some(pulled.size), ..PutRequest::default() };
         let mut writer = store.put_object(cx, bucket, key, request)?;
+        let mut verifier = tpc::Verifier::new(&pulled.digests);
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = std::io::Read::read(&mut file, &mut buf).map_err(StoreError::Io)?;
             if n == 0 {
                 break;
             }
+            verifier.update(&buf[..n]);
             writer.write_all(&buf[..n])?;
         }
-        if writer.digests().md5.is_some_and(|md5| md5 != pulled.md5) {
-            return Err(StoreError::BadDigest("the staged data changed before it was stored".into()));
-        }
-        writer.commit()
+        let verified = verifier.finish(writer.digests().md5).map_err(|e| StoreError::BadDigest(e.to_string()))?;
+        writer.commit()?;
+        Ok(verified)
     })
-    .map(|_| ())
-    .map_err(|e| e.to_string())
+    .map_err(|e| match e {
+        // The transfer's own words ("checksum mismatch: ..."), not the S3 error's.
+        StoreError::BadDigest(message) => message,
+        other => other.to_string(),
+    })
 }
