@@ -11,6 +11,8 @@ use crate::config::{IdentityMode, ServeSettings};
 
 /// Temporary files older than this are left over from crashed writers.
 const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
+/// Staged third-party pulls untouched this long were abandoned (a retry resumes them before).
+const STALE_PULL_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// Raises the open-file limit to its hard maximum: every connection and open object is a file
 /// descriptor, and the usual soft limit of 1024 is reached by a modest flood of clients.
@@ -145,10 +147,18 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         // At start and then every hour, on the blocking pool: what dead writers left, expired
         // records of completed uploads, the trash of interrupted DeleteBuckets.
         let cleaners: Vec<_> = posix_pools.iter().map(|(_, pool)| pool.clone()).collect();
+        let tpc_staging = store.internal_dir().join("tpc");
         tokio::spawn(async move {
             loop {
                 let pools = cleaners.clone();
+                let staging = tpc_staging.clone();
                 let cleaned = tokio::task::spawn_blocking(move || {
+                    // Staged third-party pulls nobody resumed for a day.
+                    match isthmus_grid::tpc::clean_stale(&staging, STALE_PULL_AGE) {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(removed = n, "removed abandoned third-party copy staging"),
+                        Err(err) => tracing::warn!(error = %err, "could not clean third-party copy staging"),
+                    }
                     pools.iter().map(|pool| pool.clean_stale_temporaries(STALE_TEMPORARY_AGE)).sum::<Result<usize, _>>()
                 });
                 match cleaned.await {

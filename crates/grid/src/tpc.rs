@@ -156,6 +156,25 @@ impl Staging {
     }
 }
 
+/// Removes staged pulls in `dir` untouched for `age` (pulls nobody retried), returning how
+/// many files went.
+pub fn clean_stale(dir: &Path, age: Duration) -> std::io::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(err),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry?;
+        let stale = entry.metadata()?.modified()?.elapsed().is_ok_and(|elapsed| elapsed > age);
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Pulls `source` into `staging`, counting received bytes in `progress`.
 pub fn pull(
     source: &str,
@@ -365,6 +384,20 @@ impl Read for Counted<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_staging_untouched_for_the_age_is_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.part");
+        let fresh = dir.path().join("fresh.part");
+        std::fs::write(&old, b"x").unwrap();
+        std::fs::write(&fresh, b"y").unwrap();
+        let day_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+        File::options().write(true).open(&old).unwrap().set_modified(day_ago).unwrap();
+        assert_eq!(clean_stale(dir.path(), Duration::from_secs(24 * 3600)).unwrap(), 1);
+        assert!(!old.exists() && fresh.exists());
+        assert_eq!(clean_stale(&dir.path().join("missing"), Duration::ZERO).unwrap(), 0);
+    }
 
     #[test]
     fn adler32_matches_the_reference_values() {
