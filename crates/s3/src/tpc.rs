@@ -126,12 +126,14 @@ impl ThirdPartyCopy {
         tokio::spawn(async move {
             let _ = lines.send(marker(0)).await;
             let mut task = task;
+            let mut client_here = true;
             let outcome = loop {
                 tokio::select! {
                     result = &mut task => break result,
                     () = tokio::time::sleep(interval) => {
-                        if lines.send(marker(progress.load(Ordering::Relaxed))).await.is_err() {
-                            tracing::info!("the client left during a third-party copy; it goes on");
+                        if client_here && lines.send(marker(progress.load(Ordering::Relaxed))).await.is_err() {
+                            tracing::info!("the client left during a third-party copy; the copy goes on");
+                            client_here = false;
                         }
                     }
                 }
