@@ -7,12 +7,13 @@
 //! PUT, its MD5 sent as `Content-MD5` when known so the destination refuses a corrupted body.
 //! Progress is counted in an atomic that the caller turns into performance markers.
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -40,6 +41,9 @@ pub enum TransferError {
     ShortRead { got: u64, expected: u64 },
     #[error("staging I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// The bytes arrived, and storing them was refused (a checksum mismatch, a quota, ...).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What the caller asks of a transfer.
@@ -113,17 +117,6 @@ struct PullState {
     digests: Vec<(String, String)>,
 }
 
-/// A finished download: a staging file, to be verified while it is stored (`Verifier`).
-#[derive(Debug)]
-pub struct Pulled {
-    pub path: PathBuf,
-    pub size: u64,
-    /// The digests the source announced.
-    pub digests: Vec<(String, String)>,
-    /// Bytes that came from an earlier, interrupted attempt.
-    pub resumed_bytes: u64,
-}
-
 /// A pull's staging area: the file and its state, named after the destination and source.
 pub struct Staging {
     data: PathBuf,
@@ -175,13 +168,67 @@ pub fn clean_stale(dir: &Path, age: Duration) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// Pulls `source` into `staging`, counting received bytes in `progress`.
-pub fn pull(
+/// What a pull's consumer learns before the bytes: their size and the source's digests.
+#[derive(Debug, Clone)]
+pub struct PullInfo {
+    pub size: u64,
+    pub digests: Vec<(String, String)>,
+    /// Bytes that came from an earlier, interrupted attempt.
+    pub resumed_bytes: u64,
+}
+
+/// Which chunks are on disk, shared by the streams and the reader that follows them.
+#[derive(Default)]
+struct Arrivals {
+    done: HashSet<u64>,
+    failed: Option<String>,
+    /// The consumer gave up: the streams stop after their current chunk.
+    abort: bool,
+}
+
+/// The pulled bytes in order, as the streams land them in the staging file: a read waits for
+/// its chunk (a failed stream fails it).
+struct InOrder<'a> {
+    file: &'a File,
+    size: u64,
+    offset: u64,
+    arrivals: &'a (Mutex<Arrivals>, Condvar),
+}
+
+impl Read for InOrder<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.offset >= self.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let chunk = self.offset / CHUNK_SIZE;
+        let (lock, arrived) = self.arrivals;
+        let mut arrivals = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !arrivals.done.contains(&chunk) {
+            if let Some(failed) = &arrivals.failed {
+                return Err(std::io::Error::other(failed.clone()));
+            }
+            arrivals = arrived.wait(arrivals).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(arrivals);
+        let end = ((chunk + 1) * CHUNK_SIZE).min(self.size);
+        let want = buf.len().min((end - self.offset) as usize);
+        let n = self.file.read_at(&mut buf[..want], self.offset)?;
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+/// Pulls `source` through `staging` (where finished chunks are recorded, for a resume) and
+/// hands the bytes in order to `consume` as they arrive, so storing and verifying them runs
+/// alongside the download. `consume` runs on the calling thread (with whatever identity that
+/// thread takes); the streams run on threads of their own, started before it.
+pub fn pull_into<T>(
     source: &str,
     staging: &Staging,
     options: &TransferOptions,
     progress: &AtomicU64,
-) -> Result<Pulled, TransferError> {
+    consume: impl FnOnce(&PullInfo, &mut dyn Read) -> Result<T, String>,
+) -> Result<T, TransferError> {
     let agent = agent();
     // The first request says what the source is (size, validator, digests).
     let mut request = agent.get(source).header("Want-Digest", "adler32, md5").header("Range", "bytes=0-0");
@@ -195,25 +242,27 @@ pub fn pull(
     }
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     let size = match (status, header("content-range")) {
-        (206, Some(range)) => range.rsplit('/').next().and_then(|s| s.parse().ok()).unwrap_or(0),
-        (416, Some(range)) => range.rsplit('/').next().and_then(|s| s.parse().ok()).unwrap_or(0),
+        (206 | 416, Some(range)) => range.rsplit('/').next().and_then(|s| s.parse().ok()).unwrap_or(0),
         _ => header("content-length").and_then(|s| s.parse().ok()).unwrap_or(0),
     };
     let validator = header("etag").or_else(|| header("last-modified")).unwrap_or_default();
     let digests = announced_digests(&response);
     drop(response);
+    if digests.is_empty() && options.require_checksum {
+        return Err(TransferError::NoChecksum);
+    }
 
     let stable_source = source.split('?').next().unwrap_or(source).to_string();
-    let mut state = match staging.load() {
+    let state = match staging.load() {
         Some(old) if old.source == stable_source && old.validator == validator && old.size == size => old,
         _ => {
             staging.remove();
-            PullState { source: stable_source, validator, size, done: Vec::new(), digests: digests.clone() }
+            PullState { source: stable_source, validator, size, done: Vec::new(), digests: Vec::new() }
         }
     };
-    if !digests.is_empty() {
-        state.digests = digests;
-    }
+    // Nothing will check bytes without a digest: what is recorded as fetched must then be on
+    // disk before it is recorded (a resume after a crash trusts the record).
+    let sync_chunks = digests.is_empty();
     let file =
         OpenOptions::new().read(true).write(true).create(true).mode(0o600).truncate(false).open(&staging.data)?;
     file.set_len(size)?;
@@ -221,43 +270,53 @@ pub fn pull(
     let resumed_bytes: u64 = state.done.iter().map(|&c| chunk_len(c, size)).sum();
     progress.store(resumed_bytes, Ordering::Relaxed);
     staging.save(&state)?;
+    let info = PullInfo { size, digests, resumed_bytes };
     let todo: Vec<u64> = (0..chunks).filter(|c| !state.done.contains(c)).collect();
-    let queue = Arc::new(Mutex::new(todo.into_iter()));
-    let state = Arc::new(Mutex::new(state));
+    let arrivals =
+        (Mutex::new(Arrivals { done: state.done.iter().copied().collect(), ..Arrivals::default() }), Condvar::new());
+    let queue = Mutex::new(todo.into_iter());
+    let state = Mutex::new(state);
     let streams = options.streams.clamp(1, MAX_STREAMS);
-    let results: Vec<Result<(), TransferError>> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..streams)
             .map(|_| {
-                let (queue, state, file, agent) = (queue.clone(), state.clone(), &file, &agent);
+                let (queue, state, file, agent, arrivals) = (&queue, &state, &file, &agent, &arrivals);
                 scope.spawn(move || -> Result<(), TransferError> {
-                    loop {
+                    let result: Result<(), TransferError> = (|| loop {
+                        if arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).abort {
+                            return Ok(());
+                        }
                         let Some(chunk) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { return Ok(()) };
                         fetch_chunk(agent, source, options, file, chunk, size, progress)?;
+                        if sync_chunks {
+                            file.sync_data()?;
+                        }
                         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
                         state.done.push(chunk);
                         staging.save(&state)?;
+                        drop(state);
+                        arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).done.insert(chunk);
+                        arrivals.1.notify_all();
+                    })();
+                    if let Err(err) = &result {
+                        arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).failed = Some(err.to_string());
+                        arrivals.1.notify_all();
                     }
+                    result
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|_| Err(TransferError::Unreachable("a stream panicked".into()))))
-            .collect()
-    });
-    for result in results {
-        result?;
-    }
-    let state = state.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if state.digests.is_empty() {
-        if options.require_checksum {
-            return Err(TransferError::NoChecksum);
+        let mut reader = InOrder { file: &file, size, offset: 0, arrivals: &arrivals };
+        let consumed = consume(&info, &mut reader);
+        if consumed.is_err() {
+            arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).abort = true;
         }
-        // Nothing will check these bytes: what was recorded as fetched must be on disk before
-        // the object is made of it (a resume after a crash trusts the record).
-        file.sync_all()?;
-    }
-    Ok(Pulled { path: staging.data.clone(), size, digests: state.digests, resumed_bytes })
+        for worker in workers {
+            // A failed stream (an interrupted download) is what the caller must hear of first.
+            worker.join().unwrap_or_else(|_| Err(TransferError::Unreachable("a stream panicked".into())))?;
+        }
+        consumed.map_err(TransferError::Refused)
+    })
 }
 
 fn chunk_len(chunk: u64, size: u64) -> u64 {

@@ -179,38 +179,31 @@ impl ThirdPartyCopy {
         match direction {
             Direction::Pull(source) => {
                 let destination = format!("{bucket}/{key}");
-                // The download runs as the gateway (its staging area is the gateway's); the
-                // object is stored as the request's user.
+                // The download streams run as the gateway (the staging area is the gateway's);
+                // the object is stored, as the bytes arrive, as the request's user.
                 tokio::task::spawn_blocking(move || {
                     let staging = Staging::new(&staging_dir, &destination, &source).map_err(|e| e.to_string())?;
                     let started = std::time::Instant::now();
-                    let pulled = match tpc::pull(&source, &staging, &options, &progress) {
-                        Ok(pulled) => pulled,
-                        Err(err) => {
-                            if matches!(err, tpc::TransferError::NoChecksum) {
-                                staging.remove();
-                            }
-                            return Err(err.to_string());
+                    let store = engine.store();
+                    let pulled = tpc::pull_into(&source, &staging, &options, &progress, |info, bytes| {
+                        store_pulled(&store, &cx, &bucket, &key, info, bytes)
+                    });
+                    tracing::info!(ms = started.elapsed().as_millis() as u64, ok = pulled.is_ok(), "pull ended");
+                    match pulled {
+                        Ok(verified) => {
+                            staging.remove();
+                            let size = progress.load(Ordering::Relaxed);
+                            let verified = if verified { "checksum verified" } else { "source sent no checksum" };
+                            Ok(format!("pulled {size} bytes, {verified}"))
                         }
-                    };
-                    let fetched = started.elapsed();
-                    let stored = store_pulled(&engine.store(), &cx, &bucket, &key, &pulled);
-                    let store_ms = (started.elapsed() - fetched).as_millis() as u64;
-                    tracing::info!(
-                        fetch_ms = fetched.as_millis() as u64,
-                        store_ms,
-                        "pull fetched, verified and stored"
-                    );
-                    // Stored, or refused (a checksum mismatch, the store's own refusal): the
-                    // staged data goes; only an interrupted download keeps it, to resume.
-                    staging.remove();
-                    let verified = stored?;
-                    Ok(format!(
-                        "pulled {} bytes ({} resumed), {}",
-                        pulled.size,
-                        pulled.resumed_bytes,
-                        if verified { "checksum verified" } else { "source sent no checksum" }
-                    ))
+                        // An interrupted download keeps what it fetched, to resume; bytes that
+                        // were refused (a checksum mismatch, a quota) are not worth keeping.
+                        Err(err @ (tpc::TransferError::Refused(_) | tpc::TransferError::NoChecksum)) => {
+                            staging.remove();
+                            Err(err.to_string())
+                        }
+                        Err(err) => Err(err.to_string()),
+                    }
                 })
             }
             Direction::Push(destination) => {
@@ -259,16 +252,16 @@ fn store_pulled(
     cx: &RequestContext,
     bucket: &str,
     key: &str,
-    pulled: &tpc::Pulled,
+    info: &tpc::PullInfo,
+    bytes: &mut dyn std::io::Read,
 ) -> Result<bool, String> {
-    let mut file = std::fs::File::open(&pulled.path).map_err(|e| e.to_string())?;
     cx.run_as(|| {
-        let request = PutRequest { size_hint: Some(pulled.size), ..PutRequest::default() };
+        let request = PutRequest { size_hint: Some(info.size), ..PutRequest::default() };
         let mut writer = store.put_object(cx, bucket, key, request)?;
-        let mut verifier = tpc::Verifier::new(&pulled.digests);
+        let mut verifier = tpc::Verifier::new(&info.digests);
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = std::io::Read::read(&mut file, &mut buf).map_err(StoreError::Io)?;
+            let n = bytes.read(&mut buf).map_err(StoreError::Io)?;
             if n == 0 {
                 break;
             }
