@@ -65,9 +65,37 @@ pub struct ServeArgs {
     /// larger ones are refused with InvalidArgument [default: 1GiB]
     #[arg(long, value_parser = isthmus_bench::units::parse_size)]
     pub select_max_bytes: Option<u64>,
+    /// PEM certificate chain: `address` serves HTTPS (TLS 1.2 and 1.3); reloaded when the
+    /// file changes or on SIGHUP
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of the certificate
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A plain-HTTP listener beside the HTTPS one (e.g. 127.0.0.1:9080 for local clients)
+    #[arg(long)]
+    pub http_address: Option<SocketAddr>,
+    /// Admin listener: Prometheus /metrics, /health/live, /health/ready (keep it private)
+    #[arg(long)]
+    pub admin_address: Option<SocketAddr>,
+    /// Access log, one line per request: stdout or a file path
+    #[arg(long)]
+    pub access_log: Option<String>,
+    /// Access log format: text or json [default: text]
+    #[arg(long, value_enum)]
+    pub access_log_format: Option<AccessFormat>,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
+}
+
+/// How access log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// Whose permissions file-system calls run with (`identity` in the configuration).
@@ -131,6 +159,12 @@ pub struct FileConfig {
     /// Issuers whose bearer tokens (JWT) the gateway trusts (`[[token_issuers]]`).
     #[serde(default)]
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub http_address: Option<SocketAddr>,
+    pub admin_address: Option<SocketAddr>,
+    pub access_log: Option<String>,
+    pub access_log_format: Option<AccessFormat>,
     /// Hard quotas per bucket or user (`[[quotas]]`).
     #[serde(default)]
     pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
@@ -173,6 +207,12 @@ pub struct ServeSettings {
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
     pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
     pub quota_rescan: std::time::Duration,
+    /// Certificate chain and key: the main listener serves HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub http_address: Option<SocketAddr>,
+    pub admin_address: Option<SocketAddr>,
+    pub access_log: Option<String>,
+    pub access_log_format: AccessFormat,
 }
 
 impl ServeSettings {
@@ -231,6 +271,15 @@ impl ServeSettings {
             token_issuers: file.token_issuers,
             quotas: file.quotas,
             quota_rescan: std::time::Duration::from_secs(file.quota_rescan_seconds.unwrap_or(300).max(1)),
+            tls: match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {
+                (Some(cert), Some(key)) => Some((cert, key)),
+                (None, None) => None,
+                _ => return Err("TLS needs both tls_cert and tls_key (PEM files)".into()),
+            },
+            http_address: args.http_address.or(file.http_address),
+            admin_address: args.admin_address.or(file.admin_address),
+            access_log: args.access_log.or(file.access_log),
+            access_log_format: args.access_log_format.or(file.access_log_format).unwrap_or_default(),
         })
     }
 }

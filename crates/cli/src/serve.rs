@@ -76,6 +76,45 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {}: {e} (choose another with --address)", settings.address))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let tls = match &settings.tls {
+            Some((cert, key)) => {
+                let files = isthmus_s3::tls::TlsFiles::open(cert, key)?;
+                tokio::spawn(files.clone().watch());
+                Some(files)
+            }
+            None => None,
+        };
+        let http_listener = match settings.http_address {
+            Some(address) => Some(
+                tokio::net::TcpListener::bind(address)
+                    .await
+                    .map_err(|e| format!("cannot listen on {address}: {e} (choose another http_address)"))?,
+            ),
+            None => None,
+        };
+        let admin_listener = match settings.admin_address {
+            Some(address) => Some(
+                tokio::net::TcpListener::bind(address)
+                    .await
+                    .map_err(|e| format!("cannot listen on {address}: {e} (choose another admin_address)"))?,
+            ),
+            None => None,
+        };
+        let access_log = match &settings.access_log {
+            Some(target) => {
+                let format = match settings.access_log_format {
+                    crate::config::AccessFormat::Text => isthmus_s3::access_log::AccessLogFormat::Text,
+                    crate::config::AccessFormat::Json => isthmus_s3::access_log::AccessLogFormat::Json,
+                };
+                let log = Arc::new(isthmus_s3::access_log::AccessLog::open(
+                    isthmus_s3::access_log::AccessLogTarget::parse(target),
+                    format,
+                )?);
+                tokio::spawn(reopen_on_hangup(log.clone()));
+                Some(log)
+            }
+            None => None,
+        };
         let filesystem = store.filesystem();
         let io = IoPolicy {
             inline_reads: filesystem.is_local(),
@@ -101,7 +140,15 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             },
         )?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
-        println!("Isthmus serves {} on http://{local}", root.display());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        println!("Isthmus serves {} on {scheme}://{local}", root.display());
+        if let Some(listener) = &http_listener {
+            println!("  also plain HTTP on http://{}", listener.local_addr().map_err(|e| e.to_string())?);
+        }
+        if let Some(listener) = &admin_listener {
+            let address = listener.local_addr().map_err(|e| e.to_string())?;
+            println!("  admin: http://{address}/metrics, /health/live, /health/ready");
+        }
         println!(
             "  file system: {} ({}), durability: {:?}, metadata: {:?}",
             filesystem.name(),
@@ -175,12 +222,47 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             header_timeout: settings.header_timeout,
             idle_timeout: settings.idle_timeout,
             grid,
+            access_log,
             ..GatewayConfig::default()
         };
         if let Some(path) = &socket_path {
             println!("  local socket: {} (peers are the S3 users their uid maps to)", path.display());
         }
-        isthmus_s3::serve(listener, service, config, shutdown_signal()).await;
+        // One shutdown signal, every listener told.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop.send(true);
+        });
+        let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        if let Some(listener) = admin_listener {
+            let pools: Vec<(String, std::path::PathBuf)> =
+                posix_pools.iter().map(|(name, pool)| (name.clone(), pool.root().to_path_buf())).collect();
+            let served: Vec<(std::path::PathBuf, Option<(u64, u64)>)> =
+                pools.iter().map(|(_, path)| (path.clone(), identity_of(path))).collect();
+            let extra: isthmus_s3::admin_http::ExtraMetrics = Arc::new(move || pool_metrics(&pools));
+            let check: isthmus_s3::admin_http::ReadyCheck = Arc::new(move || {
+                for (path, identity) in &served {
+                    if identity_of(path) != *identity {
+                        return Err(format!("{} is no longer the directory served (unmounted or moved?)", path.display()));
+                    }
+                }
+                Ok(())
+            });
+            tokio::spawn(isthmus_s3::admin_http::serve_admin(listener, engine.clone(), extra, check, until_stopped(stopped.clone())));
+        }
+        let plain = http_listener.map(|listener| {
+            isthmus_s3::serve(listener, service.clone(), config.clone(), None, until_stopped(stopped.clone()))
+        });
+        let main = isthmus_s3::serve(listener, service, config, tls, until_stopped(stopped.clone()));
+        match plain {
+            Some(plain) => {
+                tokio::join!(main, plain);
+            }
+            None => main.await,
+        }
         if let Some(path) = socket_path {
             let _ = std::fs::remove_file(path);
         }
@@ -341,6 +423,40 @@ async fn refresh_identities(identities: Arc<Identities>, period: Duration) {
             Err(err) => tracing::warn!(error = %err, "resolving identities failed"),
         }
     }
+}
+
+/// Opens the access log file again on SIGHUP (after logrotate moved it).
+async fn reopen_on_hangup(log: Arc<isthmus_s3::access_log::AccessLog>) {
+    let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+    while hangup.recv().await.is_some() {
+        if let Err(err) = log.reopen() {
+            tracing::warn!(error = %err, "cannot reopen the access log");
+        }
+    }
+}
+
+/// The device and inode of a directory: which directory a path names now.
+fn identity_of(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Per-pool figures for `/metrics`: each posix pool's file-system size and free space.
+fn pool_metrics(pools: &[(String, std::path::PathBuf)]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# HELP isthmus_pool_size_bytes Size of the file system a pool is on.\n# TYPE isthmus_pool_size_bytes gauge\n",
+    );
+    let mut free = String::from(
+        "# HELP isthmus_pool_free_bytes Bytes available to the gateway on a pool's file system.\n# TYPE isthmus_pool_free_bytes gauge\n",
+    );
+    for (name, path) in pools {
+        if let Ok(stat) = rustix::fs::statvfs(path) {
+            let _ = writeln!(out, "isthmus_pool_size_bytes{{pool=\"{name}\"}} {}", stat.f_blocks * stat.f_frsize);
+            let _ = writeln!(free, "isthmus_pool_free_bytes{{pool=\"{name}\"}} {}", stat.f_bavail * stat.f_frsize);
+        }
+    }
+    out + &free
 }
 
 async fn shutdown_signal() {

@@ -27,6 +27,10 @@ const ANONYMOUS_OPERATIONS: &[&str] = &[
 #[async_trait::async_trait]
 impl s3s::access::S3Access for SignedRequestsOnly {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let operation = cx.s3_op().name().to_string();
+        if let Some(slot) = cx.extensions_mut().get::<crate::metrics::OperationSlot>() {
+            slot.set(&operation);
+        }
         // A bearer token was verified before the protocol layer (`bearer::admit`).
         let has_token = cx.extensions_mut().get::<crate::bearer::BearerGrant>().is_some();
         if cx.credentials().is_some() || has_token || ANONYMOUS_OPERATIONS.contains(&cx.s3_op().name()) {

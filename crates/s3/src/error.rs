@@ -6,6 +6,7 @@ use s3s::{S3Error, S3ErrorCode};
 /// Turns an engine error into the S3 error the client sees. Internal I/O details are logged,
 /// not sent.
 pub fn s3_error(err: StoreError) -> S3Error {
+    crate::metrics::METRICS.engine_error(err.s3_code());
     // Codes S3 itself lacks (QuotaExceeded, as Ceph RGW answers) go out as they are.
     let code = S3ErrorCode::from_bytes(err.s3_code().as_bytes())
         .unwrap_or_else(|| S3ErrorCode::Custom(bytestring::ByteString::from_static(err.s3_code())));

@@ -3,7 +3,9 @@
 //! this file wires them into the `S3` trait and builds the service.
 
 pub mod access;
+pub mod access_log;
 mod acl;
+pub mod admin_http;
 mod attributes;
 pub mod auth;
 pub mod bearer;
@@ -18,6 +20,7 @@ pub mod identities;
 mod idle;
 pub mod integrity;
 mod list;
+pub mod metrics;
 mod multipart;
 mod object;
 mod policy;
@@ -27,6 +30,7 @@ mod select;
 pub mod server;
 mod sts;
 mod tagging;
+pub mod tls;
 pub mod tpc;
 
 use std::sync::Arc;

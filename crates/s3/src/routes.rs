@@ -20,9 +20,19 @@ impl S3Route for GridRoutes {
         method: &hyper::Method,
         uri: &hyper::Uri,
         headers: &hyper::HeaderMap,
-        _extensions: &mut hyper::http::Extensions,
+        extensions: &mut hyper::http::Extensions,
     ) -> bool {
-        crate::sts::is_sts(method, uri, headers) || method.as_str() == "COPY"
+        let name = if crate::sts::is_sts(method, uri, headers) {
+            "AssumeRoleWithWebIdentity"
+        } else if method.as_str() == "COPY" {
+            "ThirdPartyCopy"
+        } else {
+            return false;
+        };
+        if let Some(slot) = extensions.get::<crate::metrics::OperationSlot>() {
+            slot.set(name);
+        }
+        true
     }
 
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {

@@ -28,6 +28,8 @@ pub struct GatewayConfig {
     pub accept_sigv2: bool,
     /// Bearer tokens accepted (verified here, before the protocol layer).
     pub grid: crate::bearer::GridAuth,
+    /// One line per request, if set.
+    pub access_log: Option<Arc<crate::access_log::AccessLog>>,
 }
 
 impl Default for GatewayConfig {
@@ -38,6 +40,7 @@ impl Default for GatewayConfig {
             idle_timeout: Duration::from_secs(120),
             accept_sigv2: true,
             grid: crate::bearer::GridAuth::default(),
+            access_log: None,
         }
     }
 }
@@ -66,6 +69,71 @@ struct LoggedService {
     peer: SocketAddr,
     accept_sigv2: bool,
     grid: crate::bearer::GridAuth,
+    access_log: Option<Arc<crate::access_log::AccessLog>>,
+}
+
+/// What the metrics and the access log record of a request, gathered before it runs.
+struct RequestFacts {
+    user: String,
+    method: String,
+    path: String,
+    bytes_in: u64,
+    id: String,
+    peer: SocketAddr,
+    start: Instant,
+    operation: crate::metrics::OperationSlot,
+    access_log: Option<Arc<crate::access_log::AccessLog>>,
+}
+
+impl RequestFacts {
+    fn of<B>(
+        req: &hyper::Request<B>,
+        id: String,
+        peer: SocketAddr,
+        start: Instant,
+        access_log: Option<Arc<crate::access_log::AccessLog>>,
+    ) -> Self {
+        let length = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        Self {
+            user: if access_log.is_some() { crate::access_log::user_of(req) } else { String::new() },
+            method: req.method().to_string(),
+            path: req.uri().path().to_string(),
+            bytes_in: length("x-amz-decoded-content-length").or_else(|| length("content-length")).unwrap_or(0),
+            id,
+            peer,
+            start,
+            operation: crate::metrics::OperationSlot::default(),
+            access_log,
+        }
+    }
+
+    /// Counts the answer (its headers are out; the body's length is its Content-Length).
+    fn finish(&self, resp: &s3s::HttpResponse) {
+        let elapsed = self.start.elapsed();
+        let status = resp.status().as_u16();
+        let bytes_out = resp
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let operation = self.operation.name();
+        crate::metrics::METRICS.request(operation, status, elapsed, self.bytes_in, bytes_out);
+        if let Some(log) = &self.access_log {
+            log.write(&crate::access_log::AccessRecord {
+                user: &self.user,
+                operation,
+                method: &self.method,
+                path: &self.path,
+                status,
+                bytes_in: self.bytes_in,
+                bytes_out,
+                elapsed,
+                request_id: &self.id,
+                peer: self.peer,
+            });
+        }
+    }
 }
 
 impl Service<hyper::Request<Incoming>> for LoggedService {
@@ -75,39 +143,72 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
 
     fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
         let id = self.ids.next();
-        if let Err(refusal) = crate::bearer::admit(&mut req, &self.grid) {
-            let mut resp = error_response(refusal.code, &xml_escape(&refusal.message), "", &id);
+        let start = Instant::now();
+        let early = self.early_answer(&mut req, &id);
+        let facts = RequestFacts::of(&req, id.clone(), self.peer, start, self.access_log.clone());
+        if let Some(resp) = early {
+            facts.finish(&resp);
+            return Box::pin(futures::future::ready(Ok(resp)));
+        }
+        req.extensions_mut().insert(facts.operation.clone());
+        let answered = self.answer(req, id);
+        Box::pin(async move {
+            let result = answered.await;
+            if let Ok(resp) = &result {
+                facts.finish(resp);
+            }
+            result
+        })
+    }
+}
+
+impl LoggedService {
+    /// The answer to a request refused before the protocol layer, if it is one (a bad bearer
+    /// token, a malformed signing region, an oversized XML body, ...); a good bearer token is
+    /// admitted on the way (`bearer::admit`).
+    fn early_answer(&self, req: &mut hyper::Request<Incoming>, id: &str) -> Option<s3s::HttpResponse> {
+        if let Err(refusal) = crate::bearer::admit(req, &self.grid) {
+            let mut resp = error_response(refusal.code, &xml_escape(&refusal.message), "", id);
             *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
             let challenge = format!("Bearer error=\"invalid_token\", error_description=\"{}\"", refusal.code);
             if let Ok(value) = hyper::header::HeaderValue::from_str(&challenge) {
                 resp.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, value);
             }
-            return Box::pin(futures::future::ready(Ok(resp)));
+            return Some(resp);
         }
-        if let Some(region) = unusable_signing_region(&req) {
+        if let Some(region) = unusable_signing_region(req) {
             let message = format!(
                 "The authorization header is malformed; the region '{}' is wrong; expecting '{DEFAULT_REGION}'",
                 xml_escape(&region)
             );
             let extra = format!("<Region>{DEFAULT_REGION}</Region>");
-            let resp = error_response("AuthorizationHeaderMalformed", &message, &extra, &id);
-            return Box::pin(futures::future::ready(Ok(resp)));
+            let resp = error_response("AuthorizationHeaderMalformed", &message, &extra, id);
+            return Some(resp);
         }
-        if oversized_xml_body(&req) {
-            let resp = error_response("MaxMessageLengthExceeded", "Your request was too big.", "", &id);
-            return Box::pin(futures::future::ready(Ok(resp)));
+        if oversized_xml_body(req) {
+            let resp = error_response("MaxMessageLengthExceeded", "Your request was too big.", "", id);
+            return Some(resp);
         }
-        if let Some(message) = presigned_expiry_out_of_bounds(&req) {
-            let mut resp = error_response("AuthorizationQueryParametersError", message, "", &id);
+        if let Some(message) = presigned_expiry_out_of_bounds(req) {
+            let mut resp = error_response("AuthorizationQueryParametersError", message, "", id);
             *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
-            return Box::pin(futures::future::ready(Ok(resp)));
+            return Some(resp);
         }
-        if !self.accept_sigv2 && is_sigv2(&req) {
+        if !self.accept_sigv2 && is_sigv2(req) {
             let message =
                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
-            let resp = error_response("InvalidRequest", message, "", &id);
-            return Box::pin(futures::future::ready(Ok(resp)));
+            let resp = error_response("InvalidRequest", message, "", id);
+            return Some(resp);
         }
+        None
+    }
+
+    /// Hands an admitted request to the protocol layer and finishes its answer.
+    fn answer(
+        &self,
+        req: hyper::Request<Incoming>,
+        id: String,
+    ) -> futures::future::BoxFuture<'static, Result<s3s::HttpResponse, s3s::HttpError>> {
         let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path(), peer = %self.peer);
         let inner = self.inner.clone();
         Box::pin(
@@ -260,12 +361,13 @@ fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s
 /// The region this gateway reports and expects signatures for when a client names an invalid one.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// Serves `service` on `listener` until `shutdown` resolves, then lets in-flight requests
-/// finish for the configured grace period.
+/// Serves `service` on `listener` (over TLS with `tls`) until `shutdown` resolves, then lets
+/// in-flight requests finish for the configured grace period.
 pub async fn serve(
     listener: TcpListener,
     service: S3Service,
     config: GatewayConfig,
+    tls: Option<Arc<crate::tls::TlsFiles>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let mut builder = ConnBuilder::new(TokioExecutor::new());
@@ -293,12 +395,31 @@ pub async fn serve(
             peer,
             accept_sigv2: config.accept_sigv2,
             grid: config.grid.clone(),
+            access_log: config.access_log.clone(),
         };
         let socket = crate::idle::IdleTimeout::new(socket, config.idle_timeout);
-        let conn = builder.serve_connection(TokioIo::new(socket), svc).into_owned();
-        let conn = graceful.watch(conn);
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let tls = tls.as_ref().map(|files| tokio_rustls::TlsAcceptor::from(files.current()));
+        let handshake_timeout = config.header_timeout;
         tokio::spawn(async move {
-            if let Err(err) = conn.await {
+            let _open = crate::metrics::ConnectionGuard::open();
+            let result = match tls {
+                None => watcher.watch(builder.serve_connection(TokioIo::new(socket), svc).into_owned()).await,
+                Some(acceptor) => match tokio::time::timeout(handshake_timeout, acceptor.accept(socket)).await {
+                    Ok(Ok(stream)) => {
+                        watcher.watch(builder.serve_connection(TokioIo::new(stream), svc).into_owned()).await
+                    }
+                    Ok(Err(err)) => {
+                        tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                },
+            };
+            if let Err(err) = result {
                 tracing::debug!(error = %err, "connection ended with an error");
             }
         });
