@@ -47,12 +47,21 @@ def mounts(tmp_path_factory):
         pytest.skip("/dev/fuse is missing: ceph-fuse cannot mount here")
     if shutil.which("ceph-mon") is None or shutil.which("ceph-fuse") is None:
         pytest.skip("ceph is not installed: scripts/cephfs install (scripts/test does)")
-    cluster = tmp_path_factory.mktemp("cephfs")
-    try:
+    # One more try in a fresh directory: a single-node cluster now and then fails to start
+    # (an OSD refused by the monitor with "wrong fsid" was seen once in CI); the script says why.
+    failures = []
+    for attempt in range(2):
+        cluster = tmp_path_factory.mktemp("cephfs")
         started = subprocess.run([str(SCRIPT), "start", str(cluster)], capture_output=True, text=True, timeout=300)
         if started.returncode == NO_ROOM_FOR_CLUSTER:
             pytest.skip(started.stderr.strip())
-        assert started.returncode == 0, started.stderr + started.stdout
+        if started.returncode == 0:
+            break
+        failures.append(f"exit {started.returncode}: {started.stderr.strip()} {started.stdout.strip()}")
+        subprocess.run([str(SCRIPT), "stop", str(cluster)], capture_output=True, timeout=120)
+    else:
+        pytest.fail("the CephFS cluster did not start: " + " | ".join(failures))
+    try:
         yield [cluster / "mnt1", cluster / "mnt2"]
     finally:
         subprocess.run([str(SCRIPT), "stop", str(cluster)], capture_output=True, timeout=120)
