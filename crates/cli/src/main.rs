@@ -8,6 +8,7 @@ mod bench_arrays;
 mod bench_eqsim;
 mod bench_pools;
 mod config;
+mod config_check;
 mod copy;
 mod cost;
 mod pool;
@@ -45,6 +46,13 @@ enum Command {
     Admin(admin::AdminArgs),
     /// Copy an object between two S3 endpoints, server-side (an Isthmus gateway moves the bytes)
     Copy(copy::CopyArgs),
+    /// Configuration files: check one
+    Config(config_check::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// The engine over a data root (with its pools), as every in-process command uses it, with
@@ -105,6 +113,19 @@ fn main() {
         Command::Pool(args) => {
             init_logging("warn", config::LogFormat::Text);
             pool::run(args)
+        }
+        Command::Config(args) => {
+            init_logging("warn", config::LogFormat::Text);
+            config_check::run(args)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "isthmus",
+                &mut std::io::stdout(),
+            );
+            Ok(())
         }
         Command::Copy(args) => {
             init_logging("warn", config::LogFormat::Text);
