@@ -205,3 +205,27 @@ def test_tls_misconfiguration_is_a_clear_error(tmp_path):
     out = subprocess.run([str(binary()), "serve", "--root", str(tmp_path / "d"), "--tls-cert", str(cert), "--tls-key", str(cert)],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0 and "TLS" in out.stderr and str(cert) in out.stderr
+
+
+def test_metrics_show_each_drive_of_an_erasure_coded_pool(tmp_path):
+    admin_port = free_port()
+    root = tmp_path / "data"
+    (root / ".isthmus").mkdir(parents=True)
+    drives = ", ".join(f'"{tmp_path}/drives/d{i}"' for i in range(6))
+    (root / ".isthmus" / "pools.toml").write_text(
+        f'[[pool]]\nname = "ec"\nkind = "erasure"\ndrives = [{drives}]\ndata = 4\nparity = 2\nblock_size = "64KiB"\n')
+    srv = Server(root, extra_args=["--admin-address", f"127.0.0.1:{admin_port}"])
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="coded", CreateBucketConfiguration={"LocationConstraint": "ec"})
+        s3.put_object(Bucket="coded", Key="big", Body=b"z" * (1 << 20))
+        assert s3.get_object(Bucket="coded", Key="big")["Body"].read() == b"z" * (1 << 20)
+        text = requests.get(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).text
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        up = families["isthmus_pool_drive_up"].samples
+        assert len(up) == 6 and all(s.value == 1 and s.labels["pool"] == "ec" for s in up)
+        reads = families["isthmus_pool_drive_reads"].samples
+        assert sum(s.value for s in reads) >= 4, "the GET read shards"
+        assert families["isthmus_pool_drive_errors"].type == "counter"
+    finally:
+        srv.stop()

@@ -38,8 +38,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         etag_md5_limit: settings.etag_md5_limit,
         ..StoreOptions::default()
     };
-    let (engine, posix_pools) = isthmus_store::open_root_with_pools(&settings.root, options)
-        .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
+    let isthmus_store::RootStores { engine, posix: posix_pools, erasure: erasure_pools } =
+        isthmus_store::open_root_with_pools(&settings.root, options)
+            .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
     let store = posix_pools[0].1.clone();
     let (root_user, announce) = match settings.root_user.clone() {
         Some(user) => (user, None),
@@ -242,7 +243,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 posix_pools.iter().map(|(name, pool)| (name.clone(), pool.root().to_path_buf())).collect();
             let served: Vec<(std::path::PathBuf, Option<(u64, u64)>)> =
                 pools.iter().map(|(_, path)| (path.clone(), identity_of(path))).collect();
-            let extra: isthmus_s3::admin_http::ExtraMetrics = Arc::new(move || pool_metrics(&pools));
+            let coded = erasure_pools.clone();
+            let extra: isthmus_s3::admin_http::ExtraMetrics =
+                Arc::new(move || pool_metrics(&pools) + &drive_metrics(&coded));
             let check: isthmus_s3::admin_http::ReadyCheck = Arc::new(move || {
                 for (path, identity) in &served {
                     if identity_of(path) != *identity {
@@ -433,6 +436,46 @@ async fn reopen_on_hangup(log: Arc<isthmus_s3::access_log::AccessLog>) {
             tracing::warn!(error = %err, "cannot reopen the access log");
         }
     }
+}
+
+/// Per-drive figures of the erasure-coded pools for `/metrics`: state, reads, errors, mean
+/// read latency, and whether reads go around a drive for being slow.
+fn drive_metrics(pools: &[(String, Arc<isthmus_store::ErasureStore>)]) -> String {
+    use std::fmt::Write as _;
+    if pools.is_empty() {
+        return String::new();
+    }
+    let families = [
+        ("isthmus_pool_drive_up", "gauge", "1 when a drive of an erasure-coded pool serves reads and writes."),
+        ("isthmus_pool_drive_reads_total", "counter", "Shard reads from a drive."),
+        ("isthmus_pool_drive_errors_total", "counter", "Failed shard reads and writes on a drive."),
+        (
+            "isthmus_pool_drive_read_latency_seconds",
+            "gauge",
+            "Mean shard read latency of a drive (weighted to recent reads).",
+        ),
+        ("isthmus_pool_drive_slow", "gauge", "1 when reads go around a drive much slower than its peers."),
+    ];
+    let mut out = String::new();
+    for (index, (name, kind, help)) in families.iter().enumerate() {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+        for (pool, store) in pools {
+            for drive in store.drive_reports() {
+                let value = match index {
+                    0 => f64::from(u8::from(drive.state == isthmus_store::erasure::DriveState::Online)),
+                    1 => drive.reads as f64,
+                    2 => drive.errors as f64,
+                    3 => match drive.mean_latency_ms {
+                        Some(ms) => ms / 1000.0,
+                        None => continue,
+                    },
+                    _ => f64::from(u8::from(drive.slow)),
+                };
+                let _ = writeln!(out, "{name}{{pool=\"{pool}\",drive=\"{}\"}} {value}", drive.path.display());
+            }
+        }
+    }
+    out
 }
 
 /// The device and inode of a directory: which directory a path names now.

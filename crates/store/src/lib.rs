@@ -39,7 +39,7 @@ pub use erasure::{ErasureConfig, ErasureStore};
 pub use error::{StoreError, StoreResult};
 pub use meta::{MetadataMode, ObjectMeta};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
-pub use pools::{Pools, open_erasure_pool, open_pools, open_root, open_root_with_pools};
+pub use pools::{Pools, RootStores, open_erasure_pool, open_pools, open_root, open_root_with_pools};
 pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
 pub use scopes::{Scope, ScopeAccess, ScopeError, Scopes};
 pub use versioning::{

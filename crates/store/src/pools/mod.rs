@@ -115,21 +115,32 @@ pub struct Pool {
 /// The engine over a data root: the root's `PosixStore` alone when no pools are declared,
 /// otherwise `Pools` over the root and every declared pool.
 pub fn open_root(root: &Path, options: StoreOptions) -> StoreResult<Arc<dyn Store>> {
-    Ok(open_root_with_pools(root, options)?.0)
+    Ok(open_root_with_pools(root, options)?.engine)
 }
 
 /// Every posix pool's store by name, the data root's first.
 pub type PosixPools = Vec<(String, Arc<PosixStore>)>;
 
-/// `open_root`, and every posix pool's store, for what a gateway does to each directly
-/// (cleaning what crashed writers left, reporting).
-pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<(Arc<dyn Store>, PosixPools)> {
+/// Every erasure-coded pool's store by name.
+pub type ErasurePools = Vec<(String, Arc<crate::erasure::ErasureStore>)>;
+
+/// A data root opened for serving: the engine, and each pool's own store for what a gateway
+/// does to pools directly (cleaning what crashed writers left, reporting drives).
+pub struct RootStores {
+    pub engine: Arc<dyn Store>,
+    pub posix: PosixPools,
+    pub erasure: ErasurePools,
+}
+
+/// `open_root`, with every pool's store.
+pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<RootStores> {
     let Some(table) = read_table(root)? else {
         let store = Arc::new(PosixStore::open(root, options)?);
-        return Ok((store.clone(), vec![(DEFAULT_POOL.to_string(), store)]));
+        let posix = vec![(DEFAULT_POOL.to_string(), store.clone())];
+        return Ok(RootStores { engine: store, posix, erasure: Vec::new() });
     };
-    let (pools, posix) = build_pools(root, table, options)?;
-    Ok((Arc::new(pools), posix))
+    let (pools, posix, erasure) = build_pools(root, table, options)?;
+    Ok(RootStores { engine: Arc::new(pools), posix, erasure })
 }
 
 /// The pools of a data root that declares some (for the admin commands: migrate).
@@ -157,11 +168,11 @@ fn read_table(root: &Path) -> StoreResult<Option<PoolsFile>> {
         .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))
 }
 
-fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreResult<(Pools, PosixPools)> {
+fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreResult<(Pools, PosixPools, ErasurePools)> {
     let file = root.join(POOLS_FILE);
     let store = Arc::new(PosixStore::open(root, options)?);
     let mut posix = vec![(DEFAULT_POOL.to_string(), store.clone())];
-    let mut erasure: Vec<(String, Arc<crate::erasure::ErasureStore>)> = Vec::new();
+    let mut erasure: ErasurePools = Vec::new();
     let mut pools =
         vec![Pool { name: DEFAULT_POOL.to_string(), kind: "posix".into(), path: root.to_path_buf(), store }];
     for entry in table.pool {
@@ -193,7 +204,7 @@ fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreRes
         pools.push(Pool { name: entry.name, kind: entry.kind, path, store });
     }
     let default = table.default.unwrap_or_else(|| DEFAULT_POOL.to_string());
-    Ok((Pools::new(pools, &default)?, posix))
+    Ok((Pools::new(pools, &default)?, posix, erasure))
 }
 
 /// The erasure-coded pool `name` declared in the root's pool table, opened on its own (for the
