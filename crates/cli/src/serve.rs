@@ -85,22 +85,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             }
             None => None,
         };
-        let http_listener = match settings.http_address {
-            Some(address) => Some(
-                tokio::net::TcpListener::bind(address)
-                    .await
-                    .map_err(|e| format!("cannot listen on {address}: {e} (choose another http_address)"))?,
-            ),
-            None => None,
-        };
-        let admin_listener = match settings.admin_address {
-            Some(address) => Some(
-                tokio::net::TcpListener::bind(address)
-                    .await
-                    .map_err(|e| format!("cannot listen on {address}: {e} (choose another admin_address)"))?,
-            ),
-            None => None,
-        };
+        let http_listener = bind_optional(settings.http_address, "http_address").await?;
+        let admin_listener = bind_optional(settings.admin_address, "admin_address").await?;
         let access_log = match &settings.access_log {
             Some(target) => {
                 let format = match settings.access_log_format {
@@ -426,6 +412,18 @@ async fn refresh_identities(identities: Arc<Identities>, period: Duration) {
             Err(err) => tracing::warn!(error = %err, "resolving identities failed"),
         }
     }
+}
+
+/// A listener on `address` if one is configured; the error names the setting to change.
+async fn bind_optional(
+    address: Option<std::net::SocketAddr>,
+    setting: &str,
+) -> Result<Option<tokio::net::TcpListener>, String> {
+    let Some(address) = address else { return Ok(None) };
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map(Some)
+        .map_err(|e| format!("cannot listen on {address}: {e} (choose another {setting})"))
 }
 
 /// Opens the access log file again on SIGHUP (after logrotate moved it).

@@ -49,14 +49,7 @@ pub struct Metrics {
 }
 
 /// The process's metrics.
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
-    operations: Mutex::default(),
-    engine_errors: Mutex::default(),
-    bytes_in: AtomicU64::new(0),
-    bytes_out: AtomicU64::new(0),
-    open_connections: AtomicI64::new(0),
-    started: SystemTime::now(),
-});
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
 /// Where the access hook writes the S3 operation a request turned out to be, for the metrics
 /// and the access log (the protocol layer knows it; the server around it does not).
@@ -91,6 +84,18 @@ impl Drop for ConnectionGuard {
 }
 
 impl Metrics {
+    /// Nothing counted yet.
+    fn new() -> Self {
+        Self {
+            operations: Mutex::default(),
+            engine_errors: Mutex::default(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            open_connections: AtomicI64::new(0),
+            started: SystemTime::now(),
+        }
+    }
+
     /// One finished request.
     pub fn request(&self, operation: &str, status: u16, elapsed: Duration, bytes_in: u64, bytes_out: u64) {
         let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
@@ -224,14 +229,7 @@ mod tests {
 
     #[test]
     fn histograms_are_cumulative_and_families_are_typed() {
-        let metrics = Metrics {
-            operations: Mutex::default(),
-            engine_errors: Mutex::default(),
-            bytes_in: AtomicU64::new(0),
-            bytes_out: AtomicU64::new(0),
-            open_connections: AtomicI64::new(0),
-            started: SystemTime::now(),
-        };
+        let metrics = Metrics::new();
         metrics.request("GetObject", 200, Duration::from_millis(3), 0, 100);
         metrics.request("GetObject", 404, Duration::from_millis(30), 0, 10);
         metrics.engine_error("NoSuchKey");
