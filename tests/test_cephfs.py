@@ -47,8 +47,9 @@ def mounts(tmp_path_factory):
         pytest.skip("/dev/fuse is missing: ceph-fuse cannot mount here")
     if shutil.which("ceph-mon") is None or shutil.which("ceph-fuse") is None:
         pytest.skip("ceph is not installed: scripts/cephfs install (scripts/test does)")
-    # One more try in a fresh directory: a single-node cluster now and then fails to start
-    # (an OSD refused by the monitor with "wrong fsid" was seen once in CI); the script says why.
+    # One more try in a fresh directory if a cluster fails to start (the script says why): a
+    # start-up race of Ceph 16 under load ("wrong fsid") failed CI twice before scripts/cephfs
+    # placed the OSDs in the CRUSH map itself.
     failures = []
     for attempt in range(2):
         cluster = tmp_path_factory.mktemp("cephfs")
