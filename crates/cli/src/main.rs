@@ -2,6 +2,7 @@
 //! against the raw file system.
 
 mod admin;
+mod admin_client;
 mod array;
 mod bench;
 mod bench_arrays;
@@ -42,7 +43,7 @@ enum Command {
     Heal(pool::HealArgs),
     /// Pool administration: status of an erasure-coded pool's drives
     Pool(pool::PoolArgs),
-    /// Site administration: usage against quotas
+    /// Site administration of a running gateway (users, buckets, status) and quota usage
     Admin(admin::AdminArgs),
     /// Copy an object between two S3 endpoints, server-side (an Isthmus gateway moves the bytes)
     Copy(copy::CopyArgs),

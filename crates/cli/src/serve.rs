@@ -56,6 +56,15 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     let grid = grid_auth(&settings, &users, &store.internal_dir())?;
     let quotas = quotas_of(&settings, &root_user.access_key, &engine)?;
     let users = UserDirectory::new(&root_user.access_key, users);
+    let extras = status_extras(&settings, &posix_pools, &erasure_pools);
+    let admin = isthmus_s3::admin::Administration::open(
+        users.clone(),
+        identities.clone(),
+        isthmus_s3::admin::users_file::users_file_path(&store.internal_dir()),
+        engine.clone(),
+        extras,
+    )?;
+    watch_users_file(admin.clone())?;
     let local_socket = match &settings.local_socket {
         Some(path) => Some(isthmus_local::LocalSocket::bind(path)?),
         None => None,
@@ -124,6 +133,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 grid: grid.clone(),
                 quotas: quotas.clone(),
                 tpc_staging: Some(store.internal_dir().join("tpc")),
+                admin: Some(admin),
             },
         )?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
@@ -385,6 +395,9 @@ struct SocketPeers {
 impl isthmus_local::Peers for SocketPeers {
     fn resolve(&self, uid: u32) -> Option<isthmus_store::RequestContext> {
         let (access_key, identity) = self.identities.by_uid(uid)?;
+        if self.users.is_disabled(&access_key) {
+            return None;
+        }
         let is_root = self.users.is_root(&access_key);
         Some(isthmus_store::RequestContext::user(access_key, is_root).with_identity(identity))
     }
@@ -392,6 +405,76 @@ impl isthmus_local::Peers for SocketPeers {
     fn generation(&self) -> u64 {
         self.identities.generation()
     }
+}
+
+/// How often a gateway looks whether the users file changed (another gateway's change).
+const USERS_FILE_CHECK: Duration = Duration::from_secs(2);
+
+/// Applies the users file again whenever it changes (a stat every `USERS_FILE_CHECK`, on a
+/// thread of its own).
+fn watch_users_file(admin: Arc<isthmus_s3::admin::Administration>) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("users-file".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(USERS_FILE_CHECK);
+                match admin.reload_if_changed() {
+                    Ok(true) => tracing::info!("users file changed: users applied again"),
+                    Ok(false) => {}
+                    Err(err) => tracing::warn!(error = %err, "cannot read the users file; users stay as they were"),
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| format!("cannot start the users file watcher: {e}"))
+}
+
+/// What the status page adds about this process: the root served, listeners, pools with their
+/// space and drives.
+fn status_extras(
+    settings: &ServeSettings,
+    posix: &[(String, Arc<isthmus_store::PosixStore>)],
+    erasure: &[(String, Arc<isthmus_store::ErasureStore>)],
+) -> isthmus_s3::admin::StatusExtras {
+    let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
+    let listeners = serde_json::json!({
+        "s3": settings.address.to_string(),
+        "tls": settings.tls.is_some(),
+        "http": settings.http_address.map(|a| a.to_string()),
+        "admin": settings.admin_address.map(|a| a.to_string()),
+        "local_socket": settings.local_socket.as_ref().map(|p| p.display().to_string()),
+    });
+    let posix: Vec<(String, std::path::PathBuf)> =
+        posix.iter().map(|(name, pool)| (name.clone(), pool.root().to_path_buf())).collect();
+    let erasure = erasure.to_vec();
+    let durability = format!("{:?}", settings.durability).to_lowercase();
+    Arc::new(move || {
+        let mut pools: Vec<serde_json::Value> = posix
+            .iter()
+            .map(|(name, path)| {
+                let space = rustix::fs::statvfs(path).ok();
+                serde_json::json!({
+                    "name": name, "kind": "posix", "path": path.display().to_string(),
+                    "size_bytes": space.as_ref().map(|s| s.f_blocks * s.f_frsize),
+                    "free_bytes": space.as_ref().map(|s| s.f_bavail * s.f_frsize),
+                })
+            })
+            .collect();
+        for (name, store) in &erasure {
+            let drives = store.drive_reports();
+            let online = drives.iter().filter(|d| d.state == isthmus_store::erasure::DriveState::Online).count();
+            pools.push(serde_json::json!({
+                "name": name, "kind": "erasure", "drives": drives.len(), "drives_online": online,
+                "drives_slow": drives.iter().filter(|d| d.slow).count(),
+            }));
+        }
+        serde_json::json!({
+            "root": root.display().to_string(),
+            "durability": durability,
+            "listeners": listeners,
+            "pools": pools,
+        })
+    })
 }
 
 /// Re-resolves the users' Unix identities every `period` and on SIGHUP, off the async workers.

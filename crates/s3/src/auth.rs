@@ -6,6 +6,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::{S3Result, s3_error};
@@ -99,6 +100,12 @@ pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(io_err(err)),
     }
+    load_root(path).map(|user| (user, false))
+}
+
+/// Loads the root credentials from `path` (kept private: a file others may read is refused).
+pub fn load_root(path: &Path) -> Result<User, CredentialsError> {
+    let io_err = |source| CredentialsError::Io { path: path.to_path_buf(), source };
     let mut file = std::fs::File::open(path).map_err(io_err)?;
     let mode = file.metadata().map_err(io_err)?.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -108,22 +115,55 @@ pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError
     file.read_to_string(&mut text).map_err(io_err)?;
     let user: User = toml::from_str(&text)
         .map_err(|e| CredentialsError::Parse { path: path.to_path_buf(), message: e.message().to_string() })?;
-    Ok((user, false))
+    Ok(user)
+}
+
+/// Where a user comes from, which decides what administration may change about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserSource {
+    /// The root user (credentials file or configuration).
+    Root,
+    /// A `[[users]]` entry of the configuration file: changed by editing that file.
+    Config,
+    /// Added with `isthmus admin users add`, kept in the data root (`.isthmus/users.toml`).
+    Managed,
+}
+
+/// One user as the directory holds it.
+#[derive(Debug, Clone)]
+pub struct DirectoryEntry {
+    pub user: User,
+    pub source: UserSource,
+    /// Disabled users are refused whatever credential they present.
+    pub disabled: bool,
 }
 
 /// The users the gateway accepts, looked up by access key, and who may use which bucket:
 /// the root user everything; any other user the buckets it created and those its `buckets`
 /// patterns grant (checked by the engine's authorization layer, `isthmus_store::authz`).
+/// Clones share one directory: administration changes it while the gateway serves.
 #[derive(Debug, Default, Clone)]
 pub struct UserDirectory {
-    users: HashMap<String, User>,
-    root: String,
+    entries: Arc<RwLock<HashMap<String, DirectoryEntry>>>,
+    root: Arc<str>,
+    grants: isthmus_store::BucketGrants,
 }
 
 impl UserDirectory {
-    /// `root` is the root user's access key; it must be among `users`.
+    /// `root` is the root user's access key; it must be among `users` (the others are the
+    /// configuration file's).
     pub fn new(root: &str, users: impl IntoIterator<Item = User>) -> Self {
-        Self { users: users.into_iter().map(|u| (u.access_key.clone(), u)).collect(), root: root.to_string() }
+        let entries = users
+            .into_iter()
+            .map(|user| {
+                let source = if user.access_key == root { UserSource::Root } else { UserSource::Config };
+                (user.access_key.clone(), DirectoryEntry { user, source, disabled: false })
+            })
+            .collect();
+        let directory = Self { entries: Arc::new(RwLock::new(entries)), root: root.into(), ..Self::default() };
+        directory.refresh_grants();
+        directory
     }
 
     /// The root user's access key (its canonical id in owner fields).
@@ -132,32 +172,95 @@ impl UserDirectory {
     }
 
     pub fn is_root(&self, access_key: &str) -> bool {
-        access_key == self.root
+        access_key == &*self.root
     }
 
-    /// What the users' `buckets` patterns grant, for the engine's authorization layer.
+    /// What the users' `buckets` patterns grant, for the engine's authorization layer: the
+    /// directory's own table, kept up to date as users change.
     pub fn grants(&self) -> isthmus_store::BucketGrants {
-        isthmus_store::BucketGrants::new(self.users.values().map(|u| (u.access_key.clone(), u.buckets.clone())))
+        self.grants.clone()
     }
 
-    pub fn get(&self, access_key: &str) -> Option<&User> {
-        self.users.get(access_key)
+    fn refresh_grants(&self) {
+        let table = self.read().values().map(|e| (e.user.access_key.clone(), e.user.buckets.clone())).collect();
+        self.grants.replace(table);
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, DirectoryEntry>> {
+        self.entries.read().expect("not poisoned")
+    }
+
+    pub fn get(&self, access_key: &str) -> Option<User> {
+        self.read().get(access_key).map(|e| e.user.clone())
+    }
+
+    /// Whether `access_key` is a user that administration disabled.
+    pub fn is_disabled(&self, access_key: &str) -> bool {
+        self.read().get(access_key).is_some_and(|e| e.disabled)
+    }
+
+    /// Every user, by access key.
+    pub fn entries(&self) -> Vec<DirectoryEntry> {
+        let mut entries: Vec<DirectoryEntry> = self.read().values().cloned().collect();
+        entries.sort_by(|a, b| a.user.access_key.cmp(&b.user.access_key));
+        entries
+    }
+
+    /// The access key of the user `name` names: an access key, else a unique display name.
+    pub fn find(&self, name: &str) -> Option<String> {
+        let entries = self.read();
+        if entries.contains_key(name) {
+            return Some(name.to_string());
+        }
+        let mut named = entries.values().filter(|e| e.user.display_name == name);
+        match (named.next(), named.next()) {
+            (Some(entry), None) => Some(entry.user.access_key.clone()),
+            _ => None,
+        }
+    }
+
+    /// Makes `managed` the administration's users and `disabled` the disabled ones, replacing
+    /// what administration set before; the root and configuration users stay (a managed user
+    /// with one of their access keys is skipped and named in the result).
+    pub fn apply_managed(&self, managed: &[User], disabled: &[String]) -> Vec<String> {
+        let mut skipped = Vec::new();
+        {
+            let mut entries = self.entries.write().expect("not poisoned");
+            entries.retain(|_, e| e.source != UserSource::Managed);
+            for user in managed {
+                if entries.contains_key(&user.access_key) {
+                    skipped.push(user.access_key.clone());
+                    continue;
+                }
+                let entry = DirectoryEntry { user: user.clone(), source: UserSource::Managed, disabled: false };
+                entries.insert(user.access_key.clone(), entry);
+            }
+            for (key, entry) in entries.iter_mut() {
+                entry.disabled = key.as_str() != &*self.root && disabled.contains(key);
+            }
+        }
+        self.refresh_grants();
+        skipped
     }
 
     pub fn len(&self) -> usize {
-        self.users.len()
+        self.read().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.users.is_empty()
+        self.read().is_empty()
     }
 }
 
 #[async_trait::async_trait]
 impl S3Auth for UserDirectory {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        match self.users.get(access_key) {
-            Some(user) => Ok(SecretKey::from(user.secret_key.clone())),
+        match self.read().get(access_key) {
+            Some(entry) if entry.disabled => Err(s3_error!(
+                InvalidAccessKeyId,
+                "The access key ID you provided is disabled on this gateway; ask its administrator."
+            )),
+            Some(entry) => Ok(SecretKey::from(entry.user.secret_key.clone())),
             None => {
                 Err(s3_error!(InvalidAccessKeyId, "The AWS access key ID you provided does not exist in our records."))
             }

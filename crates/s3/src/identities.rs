@@ -81,8 +81,8 @@ pub struct Identities {
     /// False: `identity = "gateway"`, every request runs as the gateway.
     posix: bool,
     allow_root: bool,
-    /// By access key, in configuration order.
-    mappings: Vec<(String, Mapping)>,
+    /// By access key, in configuration order (users added by administration after them).
+    mappings: RwLock<Vec<(String, Mapping)>>,
     /// By access key: the identities as last resolved. A user whose identity no longer
     /// resolves (gone from NSS, or now uid 0 without `allow_root`) is missing: refused.
     resolved: RwLock<HashMap<String, Arc<UnixIdentity>>>,
@@ -103,7 +103,7 @@ impl Identities {
         Self {
             posix: false,
             allow_root: false,
-            mappings: Vec::new(),
+            mappings: RwLock::new(Vec::new()),
             resolved: RwLock::new(HashMap::new()),
             by_uid: RwLock::new(HashMap::new()),
             generation: std::sync::atomic::AtomicU64::new(0),
@@ -117,17 +117,19 @@ impl Identities {
     /// run with them (the process must be able to switch: checked here); without, they only
     /// tell who a local socket's peer is.
     pub fn new(posix: bool, users: Vec<(String, String, IdentitySpec)>, allow_root: bool) -> Result<Self, String> {
-        let mappings = users.into_iter().map(|(key, label, spec)| (key, Mapping { label, spec })).collect();
-        let identities = Self { mappings, posix, allow_root, ..Self::gateway() };
+        let mappings: Vec<(String, Mapping)> =
+            users.into_iter().map(|(key, label, spec)| (key, Mapping { label, spec })).collect();
+        let identities = Self { posix, allow_root, ..Self::gateway() };
         let mut resolved = HashMap::new();
-        for (key, mapping) in &identities.mappings {
+        for (key, mapping) in &mappings {
             let identity = identities.resolve_one(mapping).map_err(|e| format!("user {:?}: {e}", mapping.label))?;
             resolved.insert(key.clone(), Arc::new(identity));
         }
         if posix && let Some(any) = resolved.values().next() {
             check_switching(any)?;
         }
-        identities.install(resolved);
+        identities.install(&mappings, resolved);
+        *identities.mappings.write().expect("not poisoned") = mappings;
         if posix {
             *identities.anonymous.write().expect("not poisoned") = resolve_anonymous();
         }
@@ -142,10 +144,39 @@ impl Identities {
         Some((key, self.posix.then_some(identity)))
     }
 
+    /// Adds, changes or (with `None`) removes one user's mapping, in effect at once; a spec
+    /// that does not resolve (or names uid 0 without `allow_root`) changes nothing and is the
+    /// error.
+    pub fn set_mapping(&self, key: &str, label: &str, spec: Option<IdentitySpec>) -> Result<(), String> {
+        let mut mappings = self.mappings.write().expect("not poisoned");
+        let mut resolved = self.resolved.read().expect("not poisoned").clone();
+        mappings.retain(|(k, _)| k != key);
+        resolved.remove(key);
+        if let Some(spec) = spec {
+            let mapping = Mapping { label: label.to_string(), spec };
+            let identity = self.resolve_one(&mapping).map_err(|e| format!("user {label:?}: {e}"))?;
+            resolved.insert(key.to_string(), Arc::new(identity));
+            mappings.push((key.to_string(), mapping));
+        }
+        self.install(&mappings, resolved);
+        Ok(())
+    }
+
+    /// Whether `spec` resolves now to an identity this gateway accepts (the error names `label`).
+    pub fn check_spec(&self, label: &str, spec: &IdentitySpec) -> Result<(), String> {
+        let mapping = Mapping { label: label.to_string(), spec: spec.clone() };
+        self.resolve_one(&mapping).map(drop).map_err(|e| format!("user {label:?}: {e}"))
+    }
+
+    /// Whether `key` has a mapping now.
+    pub fn is_mapped(&self, key: &str) -> bool {
+        self.resolved.read().expect("not poisoned").contains_key(key)
+    }
+
     /// Makes `resolved` the identities in effect, with its uid index.
-    fn install(&self, resolved: HashMap<String, Arc<UnixIdentity>>) {
+    fn install(&self, mappings: &[(String, Mapping)], resolved: HashMap<String, Arc<UnixIdentity>>) {
         let mut by_uid = HashMap::new();
-        for (key, _) in &self.mappings {
+        for (key, _) in mappings {
             if let Some(identity) = resolved.get(key) {
                 by_uid.entry(identity.uid).or_insert_with(|| key.clone());
             }
@@ -178,12 +209,13 @@ impl Identities {
     /// NSS changes apply from now on. A user that no longer resolves is refused until it does
     /// again. Returns how many users changed.
     pub fn refresh(&self) -> usize {
-        if self.mappings.is_empty() {
+        let mappings = self.mappings.read().expect("not poisoned");
+        if mappings.is_empty() {
             return 0;
         }
         let mut next = HashMap::new();
         let previous = self.resolved.read().expect("not poisoned").clone();
-        for (key, mapping) in &self.mappings {
+        for (key, mapping) in mappings.iter() {
             match self.resolve_one(mapping) {
                 // Unchanged identities stay the same value (a local connection keeps its switch).
                 Ok(identity) => {
@@ -195,12 +227,9 @@ impl Identities {
                 }
             }
         }
-        let changed = self
-            .mappings
-            .iter()
-            .filter(|(key, _)| previous.get(key).map(|a| &**a) != next.get(key).map(|a| &**a))
-            .count();
-        self.install(next);
+        let changed =
+            mappings.iter().filter(|(key, _)| previous.get(key).map(|a| &**a) != next.get(key).map(|a| &**a)).count();
+        self.install(&mappings, next);
         if self.posix {
             *self.anonymous.write().expect("not poisoned") = resolve_anonymous();
         }

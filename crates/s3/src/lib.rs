@@ -5,6 +5,7 @@
 pub mod access;
 pub mod access_log;
 mod acl;
+pub mod admin;
 pub mod admin_http;
 mod attributes;
 pub mod auth;
@@ -100,6 +101,9 @@ impl Gateway {
             // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
             (None, None) => RequestContext::anonymous(),
         };
+        if cx.user_name().is_some_and(|user| self.users.is_disabled(user)) {
+            return Err(s3s::s3_error!(AccessDenied, "Access Denied: your user is disabled on this gateway"));
+        }
         let identity = self.identities.of(&cx)?;
         let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         Ok(cx
@@ -369,6 +373,9 @@ pub struct ServiceOptions<'a> {
     pub quotas: Option<Arc<isthmus_store::quota::Quotas>>,
     /// Where third-party copies stage pulls (none: COPY is refused).
     pub tpc_staging: Option<std::path::PathBuf>,
+    /// Administration of users on the running gateway (none: refused); it must manage the
+    /// same `UserDirectory` the service is given.
+    pub admin: Option<Arc<admin::Administration>>,
 }
 
 pub fn build_service(
@@ -379,7 +386,7 @@ pub fn build_service(
     options: ServiceOptions<'_>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging } = options;
+    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, admin } = options;
     let store = authorized(store, &users, &identities, quotas);
     let engine = Engine::new(store, io);
     let gateway =
@@ -391,7 +398,7 @@ pub fn build_service(
         staging,
         marker_interval: tpc::MARKER_INTERVAL,
     });
-    builder.set_route(routes::GridRoutes { grid, tpc });
+    builder.set_route(routes::GridRoutes { grid, tpc, admin });
     builder.set_access(access::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees
     // it: bounded here, so memory stays bounded (larger files go by PUT or multipart).

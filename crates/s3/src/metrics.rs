@@ -113,6 +113,23 @@ impl Metrics {
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
     }
 
+    /// The totals a status page shows: requests, of which answered 5xx, bytes in and out,
+    /// open connections, seconds since start.
+    pub fn summary(&self) -> serde_json::Value {
+        let ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
+        let requests: u64 = ops.requests.values().sum();
+        let server_errors: u64 = ops.requests.iter().filter(|((_, status), _)| *status >= 500).map(|(_, n)| n).sum();
+        drop(ops);
+        serde_json::json!({
+            "requests": requests,
+            "server_errors": server_errors,
+            "bytes_in": self.bytes_in.load(Ordering::Relaxed),
+            "bytes_out": self.bytes_out.load(Ordering::Relaxed),
+            "open_connections": self.open_connections.load(Ordering::Relaxed),
+            "uptime_seconds": self.started.elapsed().map_or(0, |d| d.as_secs()),
+        })
+    }
+
     /// An engine error answered with S3 code `code`.
     pub fn engine_error(&self, code: &'static str) {
         *self.engine_errors.lock().unwrap_or_else(|e| e.into_inner()).entry(code).or_default() += 1;

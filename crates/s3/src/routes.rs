@@ -1,7 +1,7 @@
 //! Requests that are not S3 operations, routed before the protocol layer's S3 dispatch (after
 //! it has checked any signature): STS `AssumeRoleWithWebIdentity` (unsigned: the token in the
 //! form is the credential) and HTTP third-party copy (`COPY`, WebDAV style; it needs a bearer
-//! token or a signature).
+//! token or a signature); administration calls (`crate::admin::route`, the root user's).
 
 use s3s::route::S3Route;
 use s3s::{Body, S3Request, S3Response, S3Result};
@@ -11,6 +11,8 @@ use crate::bearer::{BearerGrant, GridAuth};
 pub struct GridRoutes {
     pub grid: GridAuth,
     pub tpc: Option<crate::tpc::ThirdPartyCopy>,
+    /// Administration calls (`/?isthmus-admin=...`); none: they are refused.
+    pub admin: Option<std::sync::Arc<crate::admin::Administration>>,
 }
 
 #[async_trait::async_trait]
@@ -22,7 +24,9 @@ impl S3Route for GridRoutes {
         headers: &hyper::HeaderMap,
         extensions: &mut hyper::http::Extensions,
     ) -> bool {
-        let name = if crate::sts::is_sts(method, uri, headers) {
+        let name = if crate::admin::route::is_admin(uri) {
+            "Admin"
+        } else if crate::sts::is_sts(method, uri, headers) {
             "AssumeRoleWithWebIdentity"
         } else if method.as_str() == "COPY" {
             "ThirdPartyCopy"
@@ -36,6 +40,12 @@ impl S3Route for GridRoutes {
     }
 
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
+        if crate::admin::route::is_admin(&req.uri) {
+            return match &self.admin {
+                Some(admin) => crate::admin::route::check_root(req, admin),
+                None => Err(s3s::s3_error!(NotImplemented, "Administration is not enabled on this gateway")),
+            };
+        }
         if req.method.as_str() != "COPY" {
             return Ok(());
         }
@@ -46,6 +56,9 @@ impl S3Route for GridRoutes {
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
+        if let Some(admin) = self.admin.as_ref().filter(|_| crate::admin::route::is_admin(&req.uri)) {
+            return crate::admin::route::answer(admin.clone(), req).await;
+        }
         if req.method.as_str() == "COPY" {
             return match &self.tpc {
                 Some(tpc) => tpc.handle(req).await,

@@ -28,10 +28,11 @@ use crate::acl::{Acl, CannedAcl, GrantPermission, PublicAccessBlock};
 use crate::policy::{BucketPolicy, PolicyAction};
 use crate::{HeadRequest, Principal, RequestContext, Store, StoreError, StoreResult};
 
-/// Buckets each user may use besides its own: exact names, or prefixes ending in `*`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Buckets each user may use besides its own: exact names, or prefixes ending in `*`. Clones
+/// share one table, so a gateway's administration changes what every door enforces at once.
+#[derive(Debug, Clone, Default)]
 pub struct BucketGrants {
-    by_user: HashMap<String, Vec<String>>,
+    by_user: Arc<std::sync::RwLock<HashMap<String, Vec<String>>>>,
 }
 
 impl BucketGrants {
@@ -42,16 +43,23 @@ impl BucketGrants {
         P: IntoIterator,
         P::Item: Into<String>,
     {
-        let by_user = grants
+        let table = grants
             .into_iter()
             .map(|(user, patterns)| (user.into(), patterns.into_iter().map(Into::into).collect()))
             .collect();
-        Self { by_user }
+        let shared = Self::default();
+        shared.replace(table);
+        shared
+    }
+
+    /// Makes `table` (user name to patterns) the grants every clone enforces from now on.
+    pub fn replace(&self, table: HashMap<String, Vec<String>>) {
+        *self.by_user.write().expect("not poisoned") = table;
     }
 
     /// Whether `user`'s grants name `bucket`.
     pub fn grants(&self, user: &str, bucket: &str) -> bool {
-        self.by_user.get(user).is_some_and(|patterns| {
+        self.by_user.read().expect("not poisoned").get(user).is_some_and(|patterns| {
             patterns.iter().any(|p| match p.strip_suffix('*') {
                 Some(prefix) => bucket.starts_with(prefix),
                 None => p == bucket,
