@@ -4,6 +4,7 @@ aws CLI or plain HTTP."""
 import socket
 
 import pytest
+import requests
 
 
 def test_a_folder_object_is_listed_under_its_own_prefix(s3, aws):
@@ -651,3 +652,31 @@ def test_part_number_errors_as_s3(s3):
     assert error(PartNumber=2) == ("InvalidPartNumber", 416)
     assert error(PartNumber=10001) == ("InvalidArgument", 400)
     assert s3.get_object(Bucket="partnumbers", Key="k", PartNumber=1)["Body"].read() == b"x"
+
+
+def test_get_and_head_answer_with_the_response_headers_asked_for(s3, bucket, server):
+    """`response-content-disposition=` and the other `response-*` parameters (what presigned
+    download links use) override the stored headers on GET and HEAD; unsigned requests may not
+    use them (InvalidRequest, as in S3)."""
+    s3.put_object(Bucket=bucket, Key="r.bin", Body=b"data", ContentType="application/octet-stream")
+    asked = dict(
+        ResponseContentDisposition='attachment; filename="x.bin"', ResponseContentType="text/plain",
+        ResponseCacheControl="no-cache", ResponseContentLanguage="fr", ResponseContentEncoding="identity",
+    )
+    got = s3.get_object(Bucket=bucket, Key="r.bin", **asked)
+    assert got["ContentDisposition"] == 'attachment; filename="x.bin"'
+    assert (got["ContentType"], got["CacheControl"], got["ContentLanguage"]) == ("text/plain", "no-cache", "fr")
+    assert got["Body"].read() == b"data"
+    head = s3.head_object(Bucket=bucket, Key="r.bin", ResponseContentType="text/csv")
+    assert head["ContentType"] == "text/csv"
+    assert s3.head_object(Bucket=bucket, Key="r.bin")["ContentType"] == "application/octet-stream"
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": "r.bin", "ResponseContentDisposition": "attachment"})
+    resp = requests.get(url, timeout=10)
+    assert resp.status_code == 200 and resp.headers["Content-Disposition"] == "attachment"
+    s3.put_bucket_acl(Bucket=bucket, ACL="public-read")
+    s3.put_object_acl(Bucket=bucket, Key="r.bin", ACL="public-read")
+    plain = f"{server.endpoint}/{bucket}/r.bin"
+    assert requests.get(plain, timeout=10).status_code == 200
+    refused = requests.get(plain + "?response-content-type=text/html", timeout=10)
+    assert refused.status_code == 400 and b"InvalidRequest" in refused.content

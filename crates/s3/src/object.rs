@@ -81,6 +81,60 @@ macro_rules! object_output {
     }};
 }
 
+/// Sets the headers a GET or HEAD asked to be answered with (`response-content-type=` and the
+/// other `response-*` query parameters, as presigned download links use), which S3 allows only
+/// on signed requests.
+macro_rules! response_overrides {
+    ($cx:expr, $input:expr) => {{
+        let input = &$input;
+        let asked = input.response_cache_control.is_some()
+            || input.response_content_disposition.is_some()
+            || input.response_content_encoding.is_some()
+            || input.response_content_language.is_some()
+            || input.response_content_type.is_some()
+            || input.response_expires.is_some();
+        if asked && matches!($cx.principal, isthmus_store::Principal::Anonymous) {
+            return Err(s3s::s3_error!(
+                InvalidRequest,
+                "Request specific response headers cannot be used for anonymous GET requests."
+            ));
+        }
+        (
+            input.response_cache_control.clone(),
+            input.response_content_disposition.clone(),
+            input.response_content_encoding.clone(),
+            input.response_content_language.clone(),
+            input.response_content_type.clone(),
+            input.response_expires.clone(),
+        )
+    }};
+}
+
+/// Applies what `response_overrides!` took to an output.
+macro_rules! apply_overrides {
+    ($output:expr, $overrides:expr) => {{
+        let (cache_control, disposition, encoding, language, content_type, expires) = $overrides;
+        if cache_control.is_some() {
+            $output.cache_control = cache_control;
+        }
+        if disposition.is_some() {
+            $output.content_disposition = disposition;
+        }
+        if encoding.is_some() {
+            $output.content_encoding = encoding;
+        }
+        if language.is_some() {
+            $output.content_language = language;
+        }
+        if content_type.is_some() {
+            $output.content_type = content_type;
+        }
+        if expires.is_some() {
+            $output.expires = expires;
+        }
+    }};
+}
+
 fn expires(info: &ObjectInfo) -> Option<Timestamp> {
     info.meta.expires.as_deref().and_then(parse_http_date)
 }
@@ -165,6 +219,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         return crate::select::serve(gw, cx, req.input.bucket, req.input.key, request).await;
     }
     let wants_md5 = crate::tpc::wants_md5_digest(&req.headers);
+    let overrides = response_overrides!(cx, req.input);
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let part_number = requested_part(input.part_number)?;
@@ -194,6 +249,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         tag_count: tag_count,
         version_id: version_id,
     });
+    apply_overrides!(output, overrides);
     // Checksums describe the whole object: returned on request, and not for ranges.
     if checksum_mode && range.is_none() {
         output.checksum_type = checksum.as_ref().map(checksum_type);
@@ -208,6 +264,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
 
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let cx = gw.cx(&req)?;
+    let overrides = response_overrides!(cx, req.input);
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
     let conditions =
@@ -227,6 +284,7 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
     let tag_count = info.meta.tags.len();
     let version_id = info.version_id.clone();
     let mut output = object_output!(HeadObjectOutput, info, part, part_number, { version_id: version_id });
+    apply_overrides!(output, overrides);
     if checksum_mode {
         output.checksum_type = checksum.as_ref().map(checksum_type);
         set_checksum!(output, &checksum);
