@@ -106,3 +106,29 @@ def test_every_command_has_help():
             continue
         out = run(command, "--help")
         assert out.returncode == 0 and "Usage:" in out.stdout, command
+
+
+def test_the_readmes_wheel_install_line_installs_a_working_package(tmp_path):
+    """The README's `pip install ./crates/python` (a maturin wheel, built in pip's isolated
+    build environment) run as written in a fresh virtual environment: the package imports and
+    stores and reads an object in-process."""
+    readme = (REPO / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if line.startswith("pip install ./crates/python"))
+    command = line.split("#")[0].split()
+    venv = tmp_path / "venv"
+    # numpy (the package's one dependency) comes from the system site, not the network.
+    subprocess.run(["python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    env = dict(__import__("os").environ, CARGO_TARGET_DIR=str(REPO / "target"))
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", *command], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=1800)
+    assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    script = (
+        "import isthmus, sys, os; print(os.path.dirname(isthmus.__file__));"
+        "s = isthmus.Store(sys.argv[1]); s.create_bucket('wheel'); s.put_object('wheel', 'k', b'wheel');"
+        "print(s.get_object('wheel', 'k').decode())"
+    )
+    ran = subprocess.run([str(venv / "bin" / "python"), "-c", script, str(tmp_path / "root")],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    where, answer = ran.stdout.split()
+    assert answer == "wheel" and where.startswith(str(venv))

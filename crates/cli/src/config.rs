@@ -84,6 +84,9 @@ pub struct ServeArgs {
     /// Access log format: text or json [default: text]
     #[arg(long, value_enum)]
     pub access_log_format: Option<AccessFormat>,
+    /// Do not serve the web console at /console/
+    #[arg(long)]
+    pub no_console: bool,
     /// TOML configuration file (see README); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -165,6 +168,8 @@ pub struct FileConfig {
     pub admin_address: Option<SocketAddr>,
     pub access_log: Option<String>,
     pub access_log_format: Option<AccessFormat>,
+    /// Serve the web console at /console/ (default true).
+    pub console: Option<bool>,
     /// Hard quotas per bucket or user (`[[quotas]]`).
     #[serde(default)]
     pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
@@ -213,6 +218,7 @@ pub struct ServeSettings {
     pub admin_address: Option<SocketAddr>,
     pub access_log: Option<String>,
     pub access_log_format: AccessFormat,
+    pub console: bool,
 }
 
 impl ServeSettings {
@@ -280,6 +286,7 @@ impl ServeSettings {
             admin_address: args.admin_address.or(file.admin_address),
             access_log: args.access_log.or(file.access_log),
             access_log_format: args.access_log_format.or(file.access_log_format).unwrap_or_default(),
+            console: !args.no_console && file.console.unwrap_or(true),
         })
     }
 }

@@ -49,6 +49,9 @@ fn check(file: PathBuf) -> Result<(), String> {
     if let Some(log) = &settings.access_log {
         lines.push(format!("  access log: {log} ({:?})", settings.access_log_format));
     }
+    if !settings.console {
+        lines.push("  web console: off".to_string());
+    }
     lines.push(format!(
         "  durability {:?}, metadata {:?}, identity {:?}",
         settings.durability, settings.metadata, settings.identity

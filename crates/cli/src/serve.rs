@@ -142,6 +142,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         if let Some(listener) = &http_listener {
             println!("  also plain HTTP on http://{}", listener.local_addr().map_err(|e| e.to_string())?);
         }
+        if settings.console {
+            println!("  web console: {scheme}://{local}/console/");
+        }
         if let Some(listener) = &admin_listener {
             let address = listener.local_addr().map_err(|e| e.to_string())?;
             println!("  admin: http://{address}/metrics, /health/live, /health/ready");
@@ -220,6 +223,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             idle_timeout: settings.idle_timeout,
             grid,
             access_log,
+            console: settings.console,
             ..GatewayConfig::default()
         };
         if let Some(path) = &socket_path {

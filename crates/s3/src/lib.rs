@@ -12,6 +12,7 @@ pub mod auth;
 pub mod bearer;
 mod body;
 mod bucket;
+pub mod console;
 pub mod convert;
 pub mod engine;
 pub mod error;

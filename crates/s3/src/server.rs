@@ -30,6 +30,8 @@ pub struct GatewayConfig {
     pub grid: crate::bearer::GridAuth,
     /// One line per request, if set.
     pub access_log: Option<Arc<crate::access_log::AccessLog>>,
+    /// Serve the web console under `/console/` (`crate::console`).
+    pub console: bool,
 }
 
 impl Default for GatewayConfig {
@@ -41,6 +43,7 @@ impl Default for GatewayConfig {
             accept_sigv2: true,
             grid: crate::bearer::GridAuth::default(),
             access_log: None,
+            console: true,
         }
     }
 }
@@ -70,6 +73,7 @@ struct LoggedService {
     accept_sigv2: bool,
     grid: crate::bearer::GridAuth,
     access_log: Option<Arc<crate::access_log::AccessLog>>,
+    console: bool,
 }
 
 /// What the metrics and the access log record of a request, gathered before it runs.
@@ -167,6 +171,11 @@ impl LoggedService {
     /// token, a malformed signing region, an oversized XML body, ...); a good bearer token is
     /// admitted on the way (`bearer::admit`).
     fn early_answer(&self, req: &mut hyper::Request<Incoming>, id: &str) -> Option<s3s::HttpResponse> {
+        if self.console
+            && let Some(resp) = crate::console::answer(req)
+        {
+            return Some(resp);
+        }
         if let Err(refusal) = crate::bearer::admit(req, &self.grid) {
             let mut resp = error_response(refusal.code, &xml_escape(&refusal.message), "", id);
             *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
@@ -396,6 +405,7 @@ pub async fn serve(
             accept_sigv2: config.accept_sigv2,
             grid: config.grid.clone(),
             access_log: config.access_log.clone(),
+            console: config.console,
         };
         let socket = crate::idle::IdleTimeout::new(socket, config.idle_timeout);
         let (builder, watcher) = (builder.clone(), graceful.watcher());

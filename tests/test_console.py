@@ -1,0 +1,312 @@
+"""The web console, end to end in a real headless browser (Debian's Chromium driven by Selenium)
+against a real gateway: log in, create a bucket, upload a 20 MiB file (multipart, with
+progress), see it listed, download it and compare bytes, look at its metadata, make a share
+link, delete it; keyboard-only use and labels; a bearer-token login. The screenshots in the
+README (docs/console/) are taken here."""
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, make_client
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+SCREENSHOTS = REPO / "docs" / "console"
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="needs Debian's chromium and chromium-driver (scripts/test installs them)",
+)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def browser(tmp_path):
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,800",
+                "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}"]:
+        options.add_argument(arg)
+    options.add_experimental_option("prefs", {
+        "download.default_directory": str(downloads),
+        "download.prompt_for_download": False,
+    })
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    driver.downloads = downloads
+    yield driver
+    driver.quit()
+
+
+def wait(driver, condition, timeout=30):
+    # The console re-renders its tables after each change: an element found a moment ago may
+    # be gone, so stale references are retried.
+    return WebDriverWait(driver, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
+
+
+def visible(driver, by, what, timeout=30):
+    return wait(driver, EC.visibility_of_element_located((by, what)), timeout)
+
+
+def shot(driver, name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+
+def log_in(driver, endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY):
+    driver.get(f"{endpoint}/console")
+    visible(driver, By.ID, "access-key").send_keys(access_key)
+    driver.find_element(By.ID, "secret-key").send_keys(secret_key + Keys.ENTER)
+
+
+def object_row(driver, name):
+    return driver.execute_script("""
+        for (const row of document.querySelectorAll('#objects-table tbody tr')) {
+          if (row.cells[0].textContent === arguments[0]) return row;
+        }
+        return null;""", name)
+
+
+def press(driver, name, action):
+    """Clicks the row action `action` (Download, Info, Share, Delete) of object `name`."""
+    def clicked(d):
+        d.find_element(By.CSS_SELECTOR, f"button[aria-label='{action} {name}']").click()
+        return True
+    wait(driver, clicked)
+
+
+def test_upload_list_download_delete_a_20_mib_file(browser, tmp_path):
+    server = Server(tmp_path / "data")
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="results")
+        s3.put_object(Bucket="results", Key="run-001/summary.txt", Body=b"ok\n")
+        browser.get(f"{server.endpoint}/console")
+        visible(browser, By.ID, "access-key")
+        shot(browser, "login")
+        log_in(browser, server.endpoint)
+        visible(browser, By.ID, "buckets-view")
+        visible(browser, By.LINK_TEXT, "results")
+
+        # A new bucket, made in the console, opens at once.
+        browser.find_element(By.ID, "new-bucket").send_keys("simulation-output" + Keys.ENTER)
+        wait(browser, lambda d: d.find_element(By.ID, "objects-title").text == "simulation-output")
+        assert "simulation-output" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+        # A 20 MiB file goes up in parts, with a progress bar, and is listed.
+        data = os.urandom(20 * 1024 * 1024)
+        source = tmp_path / "field-0001.bin"
+        source.write_bytes(data)
+        browser.find_element(By.ID, "upload-files").send_keys(str(source))
+        wait(browser, lambda d: object_row(d, "field-0001.bin") is not None, timeout=120)
+        assert "Uploaded 1 file" in browser.find_element(By.ID, "status").text
+        assert object_row(browser, "field-0001.bin").find_elements(By.TAG_NAME, "td")[1].text == "20.0 MiB"
+        assert not browser.find_element(By.ID, "more").is_displayed()  # one page holds it all
+        head = s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
+        assert head["ContentLength"] == len(data) and head["ETag"].endswith('-3"')  # 3 parts of 8 MiB
+        assert head["ContentType"] == "application/octet-stream" and "CacheControl" not in head
+        # The gateway wrote a plain file: duality holds for what the console uploads.
+        if os.environ.get("ISTHMUS_TEST_POOL", "posix") == "posix":
+            assert (tmp_path / "data" / "simulation-output" / "field-0001.bin").read_bytes() == data
+        browser.find_element(By.ID, "new-folder").send_keys("inputs" + Keys.ENTER)
+        wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "inputs/"))
+        shot(browser, "objects")
+
+        # Download: the browser saves the same bytes.
+        press(browser, "field-0001.bin", "Download")
+        target = browser.downloads / "field-0001.bin"
+        wait(browser, lambda d: target.exists() and target.stat().st_size == len(data), timeout=120)
+        assert target.read_bytes() == data
+
+        # Metadata.
+        press(browser, "field-0001.bin", "Show metadata of")
+        dialog = visible(browser, By.ID, "info-dialog")
+        assert "content-length" in dialog.text and str(len(data)) in dialog.text
+        assert head["ETag"] in dialog.text
+        shot(browser, "info")
+        dialog.find_element(By.XPATH, ".//button[text()='Close']").click()
+
+        # Delete, confirmed in a dialog.
+        press(browser, "field-0001.bin", "Delete")
+        visible(browser, By.ID, "confirm-dialog")
+        browser.find_element(By.ID, "confirm-ok").click()
+        wait(browser, lambda d: object_row(d, "field-0001.bin") is None)
+        with pytest.raises(ClientError):
+            s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
+    finally:
+        server.stop()
+
+
+def test_share_links_folders_breadcrumbs_and_errors(browser, tmp_path):
+    server = Server(tmp_path / "data")
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="results")
+        s3.put_object(Bucket="results", Key="run-001/deep/table.csv", Body=b"a,b\n1,2\n", ContentType="text/csv")
+        # A wrong secret is refused with the gateway's reason, announced to screen readers.
+        log_in(browser, server.endpoint, secret_key="wrong")
+        alert = visible(browser, By.CSS_SELECTOR, "#status.error")
+        assert "SignatureDoesNotMatch" in alert.text and alert.get_attribute("role") == "alert"
+        browser.find_element(By.ID, "access-key").clear()
+        log_in(browser, server.endpoint)
+        visible(browser, By.LINK_TEXT, "results").click()
+        visible(browser, By.LINK_TEXT, "run-001/").click()
+        visible(browser, By.LINK_TEXT, "deep/").click()
+        wait(browser, lambda d: object_row(d, "table.csv") is not None)
+        crumbs = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#crumbs li")]
+        assert crumbs == ["Buckets", "results", "run-001", "deep"]
+        assert browser.find_element(By.CSS_SELECTOR, "#crumbs [aria-current=page]").text == "deep"
+
+        press(browser, "table.csv", "Make a share link for")
+        visible(browser, By.ID, "share-dialog")
+        browser.find_element(By.CSS_SELECTOR, "#share-expiry option[value='3600']").click()
+        browser.find_element(By.CSS_SELECTOR, "#share-form button").click()
+        wait(browser, lambda d: d.find_element(By.ID, "share-url").get_attribute("value"))
+        url = browser.find_element(By.ID, "share-url").get_attribute("value")
+        shot(browser, "share")
+        assert "X-Amz-Expires=3600" in url
+        fetched = requests.get(url, timeout=10)  # anyone with the link, no credentials
+        assert fetched.status_code == 200 and fetched.content == b"a,b\n1,2\n"
+        browser.find_element(By.CSS_SELECTOR, "#share-dialog form[method=dialog] button").click()
+
+        # The bucket is not empty: deleting it is refused with the gateway's reason.
+        browser.find_element(By.LINK_TEXT, "results").click()
+        visible(browser, By.ID, "delete-bucket").click()
+        browser.find_element(By.ID, "confirm-ok").click()
+        assert "BucketNotEmpty" in visible(browser, By.CSS_SELECTOR, "#status.error").text
+        # Logging out forgets the keys.
+        browser.find_element(By.ID, "logout").click()
+        visible(browser, By.ID, "login-view")
+        assert browser.execute_script("return sessionStorage.getItem('isthmus-console')") is None
+    finally:
+        server.stop()
+
+
+def test_keyboard_only_use_and_every_control_labelled(browser, tmp_path):
+    server = Server(tmp_path / "data")
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="results")
+        s3.put_object(Bucket="results", Key="notes.txt", Body=b"n")
+        browser.get(f"{server.endpoint}/console/")
+        visible(browser, By.ID, "access-key")
+        focused = lambda: browser.switch_to.active_element.get_attribute("id")  # noqa: E731
+
+        def key(*keys):
+            # Keys go to whatever has focus, as a keyboard's do.
+            ActionChains(browser).send_keys(*keys).perform()
+
+        def tab_to(element_id, limit=15):
+            for _ in range(limit):
+                if focused() == element_id:
+                    return
+                key(Keys.TAB)
+            raise AssertionError(f"TAB never reached #{element_id} (at #{focused()})")
+
+        key(Keys.TAB)
+        tab_to("access-key")
+        key(ACCESS_KEY, Keys.TAB)
+        assert focused() == "secret-key"
+        key(SECRET_KEY, Keys.ENTER)
+        visible(browser, By.LINK_TEXT, "results")
+        wait(browser, lambda d: focused() == "buckets-title")  # focus moves to the new view
+        for _ in range(15):
+            key(Keys.TAB)
+            if browser.switch_to.active_element.text == "results":
+                break
+        key(Keys.ENTER)
+        wait(browser, lambda d: object_row(d, "notes.txt") is not None)
+        wait(browser, lambda d: focused() == "objects-title")
+        # Every row action is reachable by TAB and named for its object.
+        names = []
+        for _ in range(40):
+            key(Keys.TAB)
+            label = browser.switch_to.active_element.get_attribute("aria-label") or ""
+            names.append(label)
+            if label == "Delete notes.txt":
+                break
+        assert {"Download notes.txt", "Show metadata of notes.txt", "Delete notes.txt"} <= set(names)
+        # Escape closes a dialog and nothing is deleted.
+        key(Keys.ENTER)
+        visible(browser, By.ID, "confirm-dialog")
+        key(Keys.ESCAPE)
+        wait(browser, lambda d: not d.find_element(By.ID, "confirm-dialog").is_displayed())
+        assert s3.head_object(Bucket="results", Key="notes.txt")["ContentLength"] == 1
+        # Every form control has a label; every button a name.
+        unlabelled = browser.execute_script("""
+            const out = [];
+            for (const el of document.querySelectorAll('input, select, textarea')) {
+              if (el.type === 'hidden') continue;
+              if (!(el.labels && el.labels.length) && !el.getAttribute('aria-label')) out.push(el.id || el.name);
+            }
+            for (const b of document.querySelectorAll('button')) {
+              if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push('button ' + b.outerHTML);
+            }
+            return out;""")
+        assert unlabelled == []
+        assert browser.execute_script("return document.documentElement.lang") == "en"
+    finally:
+        server.stop()
+
+
+def test_a_bearer_token_logs_in_and_opens_at_its_scope(browser, tmp_path):
+    from test_tokens import Issuer, config_text
+
+    issuer = Issuer()
+    (tmp_path / "jwks.json").write_text(json.dumps(issuer.jwks()))
+    config = tmp_path / "isthmus.toml"
+    config.write_text(config_text(tmp_path / "jwks.json"))
+    server = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="data")
+        s3.put_object(Bucket="data", Key="run1/a.txt", Body=b"in scope")
+        s3.put_object(Bucket="data", Key="secret/d.txt", Body=b"not in scope")
+        browser.get(f"{server.endpoint}/console/")
+        visible(browser, By.ID, "method-token").click()
+        visible(browser, By.ID, "token").send_keys(issuer.token("storage.read:/data/run1"))
+        browser.find_element(By.ID, "login").click()
+        visible(browser, By.LINK_TEXT, "data").click()
+        try:
+            wait(browser, lambda d: object_row(d, "a.txt") is not None)
+        finally:
+            print("status:", browser.find_element(By.ID, "status").text, browser.current_url)
+        assert browser.find_element(By.ID, "objects-title").text == "data/run1/"
+        assert "token" in browser.find_element(By.ID, "who").text
+    finally:
+        server.stop()
+
+
+def test_the_console_is_off_with_no_console_and_a_bucket_named_console_still_works(tmp_path):
+    server = Server(tmp_path / "data", extra_args=["--no-console"])
+    try:
+        assert b"<html" not in requests.get(f"{server.endpoint}/console/", timeout=10).content
+    finally:
+        server.stop()
+    server = Server(tmp_path / "data2")
+    try:
+        page = requests.get(f"{server.endpoint}/console/", timeout=10)
+        assert page.status_code == 200 and "default-src 'none'" in page.headers["Content-Security-Policy"]
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="console")
+        s3.put_object(Bucket="console", Key="console.js", Body=b"mine")
+        assert s3.get_object(Bucket="console", Key="console.js")["Body"].read() == b"mine"
+    finally:
+        server.stop()
