@@ -55,6 +55,16 @@ def browser(tmp_path):
     driver.quit()
 
 
+@pytest.fixture
+def gateway(tmp_path):
+    """A gateway with a bucket `results`, and the root user's boto3 client."""
+    server = Server(tmp_path / "data")
+    s3 = make_client(server.endpoint)
+    s3.create_bucket(Bucket="results")
+    yield server, s3
+    server.stop()
+
+
 def wait(driver, condition, timeout=30):
     # The console re-renders its tables after each change: an element found a moment ago may
     # be gone, so stale references are retried.
@@ -92,178 +102,163 @@ def press(driver, name, action):
     wait(driver, clicked)
 
 
-def test_upload_list_download_delete_a_20_mib_file(browser, tmp_path):
-    server = Server(tmp_path / "data")
-    try:
-        s3 = make_client(server.endpoint)
-        s3.create_bucket(Bucket="results")
-        s3.put_object(Bucket="results", Key="run-001/summary.txt", Body=b"ok\n")
-        browser.get(f"{server.endpoint}/console")
-        visible(browser, By.ID, "access-key")
-        shot(browser, "login")
-        log_in(browser, server.endpoint)
-        visible(browser, By.ID, "buckets-view")
-        visible(browser, By.LINK_TEXT, "results")
+def test_upload_list_download_delete_a_20_mib_file(browser, gateway, tmp_path):
+    server, s3 = gateway
+    s3.put_object(Bucket="results", Key="run-001/summary.txt", Body=b"ok\n")
+    browser.get(f"{server.endpoint}/console")
+    visible(browser, By.ID, "access-key")
+    shot(browser, "login")
+    log_in(browser, server.endpoint)
+    visible(browser, By.ID, "buckets-view")
+    visible(browser, By.LINK_TEXT, "results")
 
-        # A new bucket, made in the console, opens at once.
-        browser.find_element(By.ID, "new-bucket").send_keys("simulation-output" + Keys.ENTER)
-        wait(browser, lambda d: d.find_element(By.ID, "objects-title").text == "simulation-output")
-        assert "simulation-output" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    # A new bucket, made in the console, opens at once.
+    browser.find_element(By.ID, "new-bucket").send_keys("simulation-output" + Keys.ENTER)
+    wait(browser, lambda d: d.find_element(By.ID, "objects-title").text == "simulation-output")
+    assert "simulation-output" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
-        # A 20 MiB file goes up in parts, with a progress bar, and is listed.
-        data = os.urandom(20 * 1024 * 1024)
-        source = tmp_path / "field-0001.bin"
-        source.write_bytes(data)
-        browser.find_element(By.ID, "upload-files").send_keys(str(source))
-        wait(browser, lambda d: object_row(d, "field-0001.bin") is not None, timeout=120)
-        assert "Uploaded 1 file" in browser.find_element(By.ID, "status").text
-        assert object_row(browser, "field-0001.bin").find_elements(By.TAG_NAME, "td")[1].text == "20.0 MiB"
-        assert not browser.find_element(By.ID, "more").is_displayed()  # one page holds it all
-        head = s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
-        assert head["ContentLength"] == len(data) and head["ETag"].endswith('-3"')  # 3 parts of 8 MiB
-        assert head["ContentType"] == "application/octet-stream" and "CacheControl" not in head
-        # The gateway wrote a plain file: duality holds for what the console uploads.
-        if os.environ.get("ISTHMUS_TEST_POOL", "posix") == "posix":
-            assert (tmp_path / "data" / "simulation-output" / "field-0001.bin").read_bytes() == data
-        browser.find_element(By.ID, "new-folder").send_keys("inputs" + Keys.ENTER)
-        wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "inputs/"))
-        shot(browser, "objects")
+    # A 20 MiB file goes up in parts, with a progress bar, and is listed.
+    data = os.urandom(20 * 1024 * 1024)
+    source = tmp_path / "field-0001.bin"
+    source.write_bytes(data)
+    browser.find_element(By.ID, "upload-files").send_keys(str(source))
+    wait(browser, lambda d: object_row(d, "field-0001.bin") is not None, timeout=120)
+    assert "Uploaded 1 file" in browser.find_element(By.ID, "status").text
+    assert object_row(browser, "field-0001.bin").find_elements(By.TAG_NAME, "td")[1].text == "20.0 MiB"
+    assert not browser.find_element(By.ID, "more").is_displayed()  # one page holds it all
+    head = s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
+    assert head["ContentLength"] == len(data) and head["ETag"].endswith('-3"')  # 3 parts of 8 MiB
+    assert head["ContentType"] == "application/octet-stream" and "CacheControl" not in head
+    # The gateway wrote a plain file: duality holds for what the console uploads.
+    if os.environ.get("ISTHMUS_TEST_POOL", "posix") == "posix":
+        assert (tmp_path / "data" / "simulation-output" / "field-0001.bin").read_bytes() == data
+    browser.find_element(By.ID, "new-folder").send_keys("inputs" + Keys.ENTER)
+    wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "inputs/"))
+    shot(browser, "objects")
 
-        # Download: the browser saves the same bytes.
-        press(browser, "field-0001.bin", "Download")
-        target = browser.downloads / "field-0001.bin"
-        wait(browser, lambda d: target.exists() and target.stat().st_size == len(data), timeout=120)
-        assert target.read_bytes() == data
+    # Download: the browser saves the same bytes.
+    press(browser, "field-0001.bin", "Download")
+    target = browser.downloads / "field-0001.bin"
+    wait(browser, lambda d: target.exists() and target.stat().st_size == len(data), timeout=120)
+    assert target.read_bytes() == data
 
-        # Metadata.
-        press(browser, "field-0001.bin", "Show metadata of")
-        dialog = visible(browser, By.ID, "info-dialog")
-        assert "content-length" in dialog.text and str(len(data)) in dialog.text
-        assert head["ETag"] in dialog.text
-        shot(browser, "info")
-        dialog.find_element(By.XPATH, ".//button[text()='Close']").click()
+    # Metadata.
+    press(browser, "field-0001.bin", "Show metadata of")
+    dialog = visible(browser, By.ID, "info-dialog")
+    assert "content-length" in dialog.text and str(len(data)) in dialog.text
+    assert head["ETag"] in dialog.text
+    shot(browser, "info")
+    dialog.find_element(By.XPATH, ".//button[text()='Close']").click()
 
-        # Delete, confirmed in a dialog.
-        press(browser, "field-0001.bin", "Delete")
-        visible(browser, By.ID, "confirm-dialog")
-        browser.find_element(By.ID, "confirm-ok").click()
-        wait(browser, lambda d: object_row(d, "field-0001.bin") is None)
-        with pytest.raises(ClientError):
-            s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
-    finally:
-        server.stop()
+    # Delete, confirmed in a dialog.
+    press(browser, "field-0001.bin", "Delete")
+    visible(browser, By.ID, "confirm-dialog")
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: object_row(d, "field-0001.bin") is None)
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
 
 
-def test_share_links_folders_breadcrumbs_and_errors(browser, tmp_path):
-    server = Server(tmp_path / "data")
-    try:
-        s3 = make_client(server.endpoint)
-        s3.create_bucket(Bucket="results")
-        s3.put_object(Bucket="results", Key="run-001/deep/table.csv", Body=b"a,b\n1,2\n", ContentType="text/csv")
-        # A wrong secret is refused with the gateway's reason, announced to screen readers.
-        log_in(browser, server.endpoint, secret_key="wrong")
-        alert = visible(browser, By.CSS_SELECTOR, "#status.error")
-        assert "SignatureDoesNotMatch" in alert.text and alert.get_attribute("role") == "alert"
-        browser.find_element(By.ID, "access-key").clear()
-        log_in(browser, server.endpoint)
-        visible(browser, By.LINK_TEXT, "results").click()
-        visible(browser, By.LINK_TEXT, "run-001/").click()
-        visible(browser, By.LINK_TEXT, "deep/").click()
-        wait(browser, lambda d: object_row(d, "table.csv") is not None)
-        crumbs = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#crumbs li")]
-        assert crumbs == ["Buckets", "results", "run-001", "deep"]
-        assert browser.find_element(By.CSS_SELECTOR, "#crumbs [aria-current=page]").text == "deep"
+def test_share_links_folders_breadcrumbs_and_errors(browser, gateway):
+    server, s3 = gateway
+    s3.put_object(Bucket="results", Key="run-001/deep/table.csv", Body=b"a,b\n1,2\n", ContentType="text/csv")
+    # A wrong secret is refused with the gateway's reason, announced to screen readers.
+    log_in(browser, server.endpoint, secret_key="wrong")
+    alert = visible(browser, By.CSS_SELECTOR, "#status.error")
+    assert "SignatureDoesNotMatch" in alert.text and alert.get_attribute("role") == "alert"
+    browser.find_element(By.ID, "access-key").clear()
+    log_in(browser, server.endpoint)
+    visible(browser, By.LINK_TEXT, "results").click()
+    visible(browser, By.LINK_TEXT, "run-001/").click()
+    visible(browser, By.LINK_TEXT, "deep/").click()
+    wait(browser, lambda d: object_row(d, "table.csv") is not None)
+    crumbs = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#crumbs li")]
+    assert crumbs == ["Buckets", "results", "run-001", "deep"]
+    assert browser.find_element(By.CSS_SELECTOR, "#crumbs [aria-current=page]").text == "deep"
 
-        press(browser, "table.csv", "Make a share link for")
-        visible(browser, By.ID, "share-dialog")
-        browser.find_element(By.CSS_SELECTOR, "#share-expiry option[value='3600']").click()
-        browser.find_element(By.CSS_SELECTOR, "#share-form button").click()
-        wait(browser, lambda d: d.find_element(By.ID, "share-url").get_attribute("value"))
-        url = browser.find_element(By.ID, "share-url").get_attribute("value")
-        shot(browser, "share")
-        assert "X-Amz-Expires=3600" in url
-        fetched = requests.get(url, timeout=10)  # anyone with the link, no credentials
-        assert fetched.status_code == 200 and fetched.content == b"a,b\n1,2\n"
-        browser.find_element(By.CSS_SELECTOR, "#share-dialog form[method=dialog] button").click()
+    press(browser, "table.csv", "Make a share link for")
+    visible(browser, By.ID, "share-dialog")
+    browser.find_element(By.CSS_SELECTOR, "#share-expiry option[value='3600']").click()
+    browser.find_element(By.CSS_SELECTOR, "#share-form button").click()
+    wait(browser, lambda d: d.find_element(By.ID, "share-url").get_attribute("value"))
+    url = browser.find_element(By.ID, "share-url").get_attribute("value")
+    shot(browser, "share")
+    assert "X-Amz-Expires=3600" in url
+    fetched = requests.get(url, timeout=10)  # anyone with the link, no credentials
+    assert fetched.status_code == 200 and fetched.content == b"a,b\n1,2\n"
+    browser.find_element(By.CSS_SELECTOR, "#share-dialog form[method=dialog] button").click()
 
-        # The bucket is not empty: deleting it is refused with the gateway's reason.
-        browser.find_element(By.LINK_TEXT, "results").click()
-        visible(browser, By.ID, "delete-bucket").click()
-        browser.find_element(By.ID, "confirm-ok").click()
-        assert "BucketNotEmpty" in visible(browser, By.CSS_SELECTOR, "#status.error").text
-        # Logging out forgets the keys.
-        browser.find_element(By.ID, "logout").click()
-        visible(browser, By.ID, "login-view")
-        assert browser.execute_script("return sessionStorage.getItem('isthmus-console')") is None
-    finally:
-        server.stop()
+    # The bucket is not empty: deleting it is refused with the gateway's reason.
+    browser.find_element(By.LINK_TEXT, "results").click()
+    visible(browser, By.ID, "delete-bucket").click()
+    browser.find_element(By.ID, "confirm-ok").click()
+    assert "BucketNotEmpty" in visible(browser, By.CSS_SELECTOR, "#status.error").text
+    # Logging out forgets the keys.
+    browser.find_element(By.ID, "logout").click()
+    visible(browser, By.ID, "login-view")
+    assert browser.execute_script("return sessionStorage.getItem('isthmus-console')") is None
 
 
-def test_keyboard_only_use_and_every_control_labelled(browser, tmp_path):
-    server = Server(tmp_path / "data")
-    try:
-        s3 = make_client(server.endpoint)
-        s3.create_bucket(Bucket="results")
-        s3.put_object(Bucket="results", Key="notes.txt", Body=b"n")
-        browser.get(f"{server.endpoint}/console/")
-        visible(browser, By.ID, "access-key")
-        focused = lambda: browser.switch_to.active_element.get_attribute("id")  # noqa: E731
+def test_keyboard_only_use_and_every_control_labelled(browser, gateway):
+    server, s3 = gateway
+    s3.put_object(Bucket="results", Key="notes.txt", Body=b"n")
+    browser.get(f"{server.endpoint}/console/")
+    visible(browser, By.ID, "access-key")
+    focused = lambda: browser.switch_to.active_element.get_attribute("id")  # noqa: E731
 
-        def key(*keys):
-            # Keys go to whatever has focus, as a keyboard's do.
-            ActionChains(browser).send_keys(*keys).perform()
+    def key(*keys):
+        # Keys go to whatever has focus, as a keyboard's do.
+        ActionChains(browser).send_keys(*keys).perform()
 
-        def tab_to(element_id, limit=15):
-            for _ in range(limit):
-                if focused() == element_id:
-                    return
-                key(Keys.TAB)
-            raise AssertionError(f"TAB never reached #{element_id} (at #{focused()})")
+    def tab_to(element_id, limit=15):
+        for _ in range(limit):
+            if focused() == element_id:
+                return
+            key(Keys.TAB)
+        raise AssertionError(f"TAB never reached #{element_id} (at #{focused()})")
 
+    key(Keys.TAB)
+    tab_to("access-key")
+    key(ACCESS_KEY, Keys.TAB)
+    assert focused() == "secret-key"
+    key(SECRET_KEY, Keys.ENTER)
+    visible(browser, By.LINK_TEXT, "results")
+    wait(browser, lambda d: focused() == "buckets-title")  # focus moves to the new view
+    for _ in range(15):
         key(Keys.TAB)
-        tab_to("access-key")
-        key(ACCESS_KEY, Keys.TAB)
-        assert focused() == "secret-key"
-        key(SECRET_KEY, Keys.ENTER)
-        visible(browser, By.LINK_TEXT, "results")
-        wait(browser, lambda d: focused() == "buckets-title")  # focus moves to the new view
-        for _ in range(15):
-            key(Keys.TAB)
-            if browser.switch_to.active_element.text == "results":
-                break
-        key(Keys.ENTER)
-        wait(browser, lambda d: object_row(d, "notes.txt") is not None)
-        wait(browser, lambda d: focused() == "objects-title")
-        # Every row action is reachable by TAB and named for its object.
-        names = []
-        for _ in range(40):
-            key(Keys.TAB)
-            label = browser.switch_to.active_element.get_attribute("aria-label") or ""
-            names.append(label)
-            if label == "Delete notes.txt":
-                break
-        assert {"Download notes.txt", "Show metadata of notes.txt", "Delete notes.txt"} <= set(names)
-        # Escape closes a dialog and nothing is deleted.
-        key(Keys.ENTER)
-        visible(browser, By.ID, "confirm-dialog")
-        key(Keys.ESCAPE)
-        wait(browser, lambda d: not d.find_element(By.ID, "confirm-dialog").is_displayed())
-        assert s3.head_object(Bucket="results", Key="notes.txt")["ContentLength"] == 1
-        # Every form control has a label; every button a name.
-        unlabelled = browser.execute_script("""
-            const out = [];
-            for (const el of document.querySelectorAll('input, select, textarea')) {
-              if (el.type === 'hidden') continue;
-              if (!(el.labels && el.labels.length) && !el.getAttribute('aria-label')) out.push(el.id || el.name);
-            }
-            for (const b of document.querySelectorAll('button')) {
-              if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push('button ' + b.outerHTML);
-            }
-            return out;""")
-        assert unlabelled == []
-        assert browser.execute_script("return document.documentElement.lang") == "en"
-    finally:
-        server.stop()
+        if browser.switch_to.active_element.text == "results":
+            break
+    key(Keys.ENTER)
+    wait(browser, lambda d: object_row(d, "notes.txt") is not None)
+    wait(browser, lambda d: focused() == "objects-title")
+    # Every row action is reachable by TAB and named for its object.
+    names = []
+    for _ in range(40):
+        key(Keys.TAB)
+        label = browser.switch_to.active_element.get_attribute("aria-label") or ""
+        names.append(label)
+        if label == "Delete notes.txt":
+            break
+    assert {"Download notes.txt", "Show metadata of notes.txt", "Delete notes.txt"} <= set(names)
+    # Escape closes a dialog and nothing is deleted.
+    key(Keys.ENTER)
+    visible(browser, By.ID, "confirm-dialog")
+    key(Keys.ESCAPE)
+    wait(browser, lambda d: not d.find_element(By.ID, "confirm-dialog").is_displayed())
+    assert s3.head_object(Bucket="results", Key="notes.txt")["ContentLength"] == 1
+    # Every form control has a label; every button a name.
+    unlabelled = browser.execute_script("""
+        const out = [];
+        for (const el of document.querySelectorAll('input, select, textarea')) {
+          if (el.type === 'hidden') continue;
+          if (!(el.labels && el.labels.length) && !el.getAttribute('aria-label')) out.push(el.id || el.name);
+        }
+        for (const b of document.querySelectorAll('button')) {
+          if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push('button ' + b.outerHTML);
+        }
+        return out;""")
+    assert unlabelled == []
+    assert browser.execute_script("return document.documentElement.lang") == "en"
 
 
 def test_a_bearer_token_logs_in_and_opens_at_its_scope(browser, tmp_path):

@@ -129,26 +129,14 @@ impl Administration {
 
     /// Makes `content` the managed users and disabled set of the directory and the identities.
     fn apply(&self, content: &UsersFile, version: FileVersion) {
-        let before: Vec<String> = self
-            .users
-            .entries()
-            .into_iter()
-            .filter(|e| e.source == UserSource::Managed)
-            .map(|e| e.user.access_key)
-            .collect();
+        let before = self.managed_keys();
         for key in self.users.apply_managed(&content.users, &content.disabled) {
             tracing::warn!(access_key = %key, file = %self.file.display(), "a managed user has the access key of a configured user: skipped");
         }
         for key in before.iter().filter(|key| !content.users.iter().any(|u| &u.access_key == *key)) {
             let _ = self.identities.set_mapping(key, key, None);
         }
-        let managed: std::collections::HashSet<String> = self
-            .users
-            .entries()
-            .into_iter()
-            .filter(|e| e.source == UserSource::Managed)
-            .map(|e| e.user.access_key)
-            .collect();
+        let managed = self.managed_keys();
         for user in content.users.iter().filter(|u| managed.contains(&u.access_key)) {
             let spec = user.identity.is_set().then(|| user.identity.clone());
             if let Err(err) = self.identities.set_mapping(&user.access_key, &label(user), spec) {
@@ -156,6 +144,16 @@ impl Administration {
             }
         }
         *self.applied.lock().unwrap_or_else(|e| e.into_inner()) = version;
+    }
+
+    /// The access keys of the managed users now in the directory.
+    fn managed_keys(&self) -> std::collections::HashSet<String> {
+        self.users
+            .entries()
+            .into_iter()
+            .filter(|e| e.source == UserSource::Managed)
+            .map(|e| e.user.access_key)
+            .collect()
     }
 
     /// Runs `change` on the file's content under its lock, then saves and applies the result.
