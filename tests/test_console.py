@@ -159,7 +159,7 @@ def test_upload_list_download_delete_a_20_mib_file(browser, gateway, tmp_path):
         s3.head_object(Bucket="simulation-output", Key="field-0001.bin")
 
 
-def test_share_links_folders_breadcrumbs_and_errors(browser, gateway):
+def test_share_links_folders_breadcrumbs_and_errors(browser, gateway, tmp_path):
     server, s3 = gateway
     s3.put_object(Bucket="results", Key="run-001/deep/table.csv", Body=b"a,b\n1,2\n", ContentType="text/csv")
     # A wrong secret is refused with the gateway's reason, announced to screen readers.
@@ -175,6 +175,17 @@ def test_share_links_folders_breadcrumbs_and_errors(browser, gateway):
     crumbs = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#crumbs li")]
     assert crumbs == ["Buckets", "results", "run-001", "deep"]
     assert browser.find_element(By.CSS_SELECTOR, "#crumbs [aria-current=page]").text == "deep"
+
+    # A whole folder goes up with its tree, beneath the folder being viewed.
+    tree = tmp_path / "mesh"
+    (tree / "parts").mkdir(parents=True)
+    (tree / "a.txt").write_bytes(b"A")
+    (tree / "parts" / "b.txt").write_bytes(b"B")
+    browser.find_element(By.ID, "upload-folder").send_keys(str(tree))
+    wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "mesh/"))
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="results", Prefix="run-001/deep/mesh/")["Contents"])
+    assert keys == ["run-001/deep/mesh/a.txt", "run-001/deep/mesh/parts/b.txt"]
+    assert s3.get_object(Bucket="results", Key="run-001/deep/mesh/parts/b.txt")["Body"].read() == b"B"
 
     press(browser, "table.csv", "Make a share link for")
     visible(browser, By.ID, "share-dialog")
