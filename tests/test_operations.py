@@ -192,7 +192,11 @@ def test_text_access_log_to_stdout(tmp_path):
     srv = Server(tmp_path / "data", extra_args=["--access-log", "stdout"])
     try:
         make_client(srv.endpoint).create_bucket(Bucket="texty")
-        line = next(l for l in srv.output().splitlines() if " CreateBucket " in l)
+        # Lines are written by a thread of their own, a moment after the answer.
+        deadline = time.time() + 10
+        while not (line := next((l for l in srv.output().splitlines() if " CreateBucket " in l), None)):
+            assert time.time() < deadline, "no access log line"
+            time.sleep(0.05)
     finally:
         srv.stop()
     assert f" {ACCESS_KEY} CreateBucket \"texty\" \"\" 200 " in line

@@ -217,6 +217,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 tokio::time::sleep(STALE_TEMPORARY_AGE).await;
             }
         });
+        let log_to_flush = access_log.clone();
         let config = GatewayConfig {
             accept_sigv2: settings.sigv2,
             header_timeout: settings.header_timeout,
@@ -268,6 +269,10 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         }
         if let Some(path) = socket_path {
             let _ = std::fs::remove_file(path);
+        }
+        // The last requests' lines are written before the process ends.
+        if let Some(log) = log_to_flush {
+            let _ = tokio::task::spawn_blocking(move || log.flush(Duration::from_secs(5))).await;
         }
         Ok(())
     })

@@ -1,12 +1,28 @@
 //! The access log: one line per request (time, user, S3 operation, bucket, key, status, bytes
 //! in and out, duration, request id, client address), as text or JSON, to standard output or
-//! a file (opened for appending; reopened on SIGHUP, so logrotate can move it away).
+//! a file (opened for appending; reopened on SIGHUP, so logrotate can move it away). Lines are
+//! handed to a writer thread of their own, so a slow disk or a stalled stdout reader never
+//! holds an async worker; if that thread falls `QUEUE` lines behind, lines are dropped and
+//! counted, never waited for.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Lines the writer thread may be behind before new ones are dropped.
+const QUEUE: usize = 16 * 1024;
+/// Lines written together in one write call at most (about this many bytes).
+const BATCH_BYTES: usize = 64 * 1024;
+
+enum Message {
+    Line(String),
+    /// Answered once every line sent before it is written.
+    Flush(SyncSender<()>),
+}
 
 /// How lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -49,7 +65,37 @@ pub struct AccessRecord<'a> {
 pub struct AccessLog {
     target: AccessLogTarget,
     format: AccessLogFormat,
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Arc<Mutex<Box<dyn Write + Send>>>,
+    queue: SyncSender<Message>,
+    dropped: AtomicU64,
+}
+
+/// The writer thread: writes lines in batches as they come, answers flushes.
+fn write_lines(queue: Receiver<Message>, out: Arc<Mutex<Box<dyn Write + Send>>>) {
+    let mut batch = String::new();
+    let mut flushes = Vec::new();
+    while let Ok(first) = queue.recv() {
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Line(line) => batch.push_str(&line),
+                Message::Flush(ack) => flushes.push(ack),
+            }
+            if batch.len() < BATCH_BYTES {
+                next = queue.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(err) = out.write_all(batch.as_bytes()).and_then(|()| out.flush()) {
+                tracing::warn!(error = %err, "cannot write the access log");
+            }
+            batch.clear();
+        }
+        for ack in flushes.drain(..) {
+            let _ = ack.send(());
+        }
+    }
 }
 
 fn open(target: &AccessLogTarget) -> std::io::Result<Box<dyn Write + Send>> {
@@ -67,8 +113,22 @@ impl std::fmt::Debug for AccessLog {
 
 impl AccessLog {
     pub fn open(target: AccessLogTarget, format: AccessLogFormat) -> Result<Self, String> {
-        let out = open(&target).map_err(|e| format!("access log {target:?}: {e}"))?;
-        Ok(Self { target, format, out: Mutex::new(out) })
+        let out = Arc::new(Mutex::new(open(&target).map_err(|e| format!("access log {target:?}: {e}"))?));
+        let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
+        let writer = out.clone();
+        std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || write_lines(lines, writer))
+            .map_err(|e| format!("cannot start the access log writer: {e}"))?;
+        Ok(Self { target, format, out, queue, dropped: AtomicU64::new(0) })
+    }
+
+    /// Waits (up to `timeout`) until every line logged so far is written: at shutdown.
+    pub fn flush(&self, timeout: Duration) {
+        let (ack, done) = std::sync::mpsc::sync_channel(1);
+        if self.queue.send(Message::Flush(ack)).is_ok() {
+            let _ = done.recv_timeout(timeout);
+        }
     }
 
     /// Opens the file again (after logrotate moved it).
@@ -78,7 +138,7 @@ impl AccessLog {
         Ok(())
     }
 
-    /// Writes one record (a line of a few hundred bytes: one write call).
+    /// Logs one record (a line of a few hundred bytes), written by the writer thread.
     pub fn write(&self, record: &AccessRecord<'_>) {
         let time =
             time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
@@ -109,9 +169,11 @@ impl AccessLog {
             ),
         };
         line.push('\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(err) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-            tracing::warn!(error = %err, "cannot write the access log");
+        if let Err(TrySendError::Full(_)) = self.queue.try_send(Message::Line(line)) {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped.is_power_of_two() {
+                tracing::warn!(dropped, "the access log cannot keep up: lines dropped");
+            }
         }
     }
 }
@@ -140,4 +202,41 @@ pub fn user_of<B>(req: &hyper::Request<B>) -> String {
         }
     }
     String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_reach_the_file_through_the_writer_and_a_reopen_starts_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let log = AccessLog::open(AccessLogTarget::File(path.clone()), AccessLogFormat::Json).unwrap();
+        let record = |status| AccessRecord {
+            user: "AK",
+            operation: "GetObject",
+            method: "GET",
+            path: "/b/a%20key",
+            status,
+            bytes_in: 0,
+            bytes_out: 5,
+            elapsed: Duration::from_micros(42),
+            request_id: "id-1",
+            peer: "127.0.0.1:1".parse().unwrap(),
+        };
+        for status in [200, 404] {
+            log.write(&record(status));
+        }
+        log.flush(Duration::from_secs(5));
+        let lines: Vec<serde_json::Value> =
+            std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!((lines[0]["key"].as_str(), lines[1]["status"].as_u64()), (Some("a key"), Some(404)));
+        std::fs::rename(&path, dir.path().join("access.log.1")).unwrap();
+        log.reopen().unwrap();
+        log.write(&record(201));
+        log.flush(Duration::from_secs(5));
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+    }
 }
