@@ -7,7 +7,7 @@
 //! when changes made by POSIX tools are seen. Usage counts current objects (not noncurrent
 //! versions, not parts of unfinished uploads).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Deserialize;
@@ -64,6 +64,10 @@ struct Book {
     owners: HashMap<String, String>,
     /// Buckets whose usage has been counted.
     scanned: HashSet<String>,
+    /// Every bucket's name, as of the last listing (kept up to date by the gateway's own
+    /// creations and deletions; buckets made with mkdir join at the next rescan), so a write
+    /// under a user quota does not list the root to find the user's buckets.
+    names: Option<BTreeSet<String>>,
 }
 
 /// The quotas and the usage they are checked against.
@@ -131,6 +135,9 @@ impl Quotas {
         book.owners.insert(bucket.to_string(), owner.unwrap_or(&self.root_owner).to_string());
         book.used.insert(bucket.to_string(), Usage::default());
         book.scanned.insert(bucket.to_string());
+        if let Some(names) = &mut book.names {
+            names.insert(bucket.to_string());
+        }
     }
 
     /// Forgets a deleted bucket.
@@ -139,6 +146,9 @@ impl Quotas {
         book.owners.remove(bucket);
         book.used.remove(bucket);
         book.scanned.remove(bucket);
+        if let Some(names) = &mut book.names {
+            names.remove(bucket);
+        }
     }
 
     /// The buckets whose usage the quotas of `bucket` (its own, its owner's) add up, and the
@@ -158,12 +168,22 @@ impl Quotas {
         Ok(scopes)
     }
 
-    /// The buckets `user` owns.
+    /// The buckets `user` owns (from the remembered bucket names; listed once if none yet).
     fn buckets_of<S: Store + ?Sized>(&self, store: &S, user: &str) -> StoreResult<Vec<String>> {
+        let remembered = self.book().names.clone();
+        let names = match remembered {
+            Some(names) => names,
+            None => {
+                let listed: BTreeSet<String> =
+                    store.list_buckets(&RequestContext::process())?.into_iter().map(|b| b.name).collect();
+                self.book().names = Some(listed.clone());
+                listed
+            }
+        };
         let mut owned = Vec::new();
-        for bucket in store.list_buckets(&RequestContext::process())? {
-            if self.owner_of(store, &bucket.name)? == user {
-                owned.push(bucket.name);
+        for name in names {
+            if self.owner_of(store, &name)? == user {
+                owned.push(name);
             }
         }
         Ok(owned)
@@ -258,7 +278,11 @@ impl Quotas {
     pub fn rescan<S: Store + ?Sized>(&self, store: &S) -> StoreResult<()> {
         let cx = RequestContext::process();
         let buckets = store.list_buckets(&cx)?;
-        self.book().owners.clear();
+        {
+            let mut book = self.book();
+            book.owners.clear();
+            book.names = Some(buckets.iter().map(|b| b.name.clone()).collect());
+        }
         for bucket in buckets {
             let name = bucket.name;
             let owner = self.owner_of(store, &name)?;
