@@ -57,13 +57,23 @@ def test_config_file_users(tmp_path):
         srv.stop()
 
 
+def lines_until(proc, marker, limit=30):
+    """The server's first output lines, up to the one containing `marker`."""
+    lines = []
+    while len(lines) < limit:
+        lines.append(proc.stdout.readline())
+        if marker in lines[-1]:
+            return lines
+    raise AssertionError(f"no {marker!r} in the first lines: {lines}")
+
+
 def test_root_credentials_created_once_and_private(tmp_path):
     root = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_ROOT_")}
     port = free_port()
     proc = subprocess.Popen([str(binary()), "serve", "--root", str(root), "--address", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, text=True, env=env)
     try:
-        lines = [proc.stdout.readline() for _ in range(5)]
+        lines = lines_until(proc, "AWS_SECRET_ACCESS_KEY=")
         key = next(l.split("=", 1)[1].strip() for l in lines if l.strip().startswith("AWS_ACCESS_KEY_ID="))
         secret = next(l.split("=", 1)[1].strip() for l in lines if l.strip().startswith("AWS_SECRET_ACCESS_KEY="))
         creds = root / ".isthmus" / "credentials.toml"
@@ -77,7 +87,7 @@ def test_root_credentials_created_once_and_private(tmp_path):
     # Second start: the secret is not printed again.
     proc = subprocess.Popen([str(binary()), "serve", "--root", str(root), "--address", f"127.0.0.1:{free_port()}"], stdout=subprocess.PIPE, text=True, env=env)
     try:
-        lines = [proc.stdout.readline() for _ in range(3)]
+        lines = lines_until(proc, "Root credentials")
         assert not any(secret in l for l in lines)
         assert any(key in l for l in lines)
     finally:

@@ -106,7 +106,10 @@ pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize) -> S
             )));
         }
         let originals = good[..layout.data].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s)));
-        let recovery = good[layout.data..].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s)));
+        // Exactly as many recovery shards as originals are missing: each one more makes the
+        // decoder's work larger for nothing (a hedged read may have brought extra ones).
+        let missing = data.iter().filter(|d| d.is_none()).count();
+        let recovery = good[layout.data..].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s))).take(missing);
         let restored = reed_solomon_simd::decode(layout.data, layout.parity, originals, recovery)
             .map_err(|e| StoreError::InsufficientShards(format!("reconstruction failed: {e}")))?;
         for (index, shard) in restored {
