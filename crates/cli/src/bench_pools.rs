@@ -319,7 +319,19 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(d.join("raw"));
     }
     for pool in &pools {
-        let key = |i: usize| format!("stream{i}");
+        // Stream i's object starts on drive i (mod N) in every pool, so pools compare on the
+        // same placement: which drive holds which shard decides how many blocks a slow drive
+        // forces to be decoded (with a hash of the name alone, two pools differ by chance).
+        let drives = pool.layout.data + pool.layout.parity;
+        let keys: Vec<String> = (0..streams)
+            .map(|i| {
+                (0..)
+                    .map(|j| format!("stream{i}-{j}"))
+                    .find(|k| isthmus_store::ErasureStore::placement_start(&pool.name, k, drives) == i % drives)
+                    .expect("some name lands on each drive")
+            })
+            .collect();
+        let key = |i: usize| keys[i].clone();
         let write = timed(streams, |i| write_object(&*engines[i % n], &pool.name, &key(i), size, &chunk));
         let mut written = row(pool, "write", None, n, size, write);
         let k = pool.layout.data as f64;

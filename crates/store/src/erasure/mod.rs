@@ -100,6 +100,12 @@ pub struct ErasureStore {
 }
 
 impl ErasureStore {
+    /// The drive (index among `drives`) where the shards of a single-part object `bucket/key`
+    /// start: benchmarks use it to give objects the same placement in several pools.
+    pub fn placement_start(bucket: &str, key: &str, drives: usize) -> usize {
+        (Inner::placement_hash(bucket, key) % drives.max(1) as u64) as usize
+    }
+
     /// Opens the pool `name` over its drives, formatting them on first use. A drive that is
     /// missing is offline; one found empty is a replaced drive, rebuilt by `heal`.
     pub fn open(name: &str, config: ErasureConfig, options: StoreOptions) -> StoreResult<Self> {
@@ -181,6 +187,7 @@ impl Inner {
     }
 
     /// The drives of a new segment of `bucket/key`: k + m consecutive drives from its hash.
+    /// (`placement_start` tells where an object's first segment starts, for tools.)
     fn placement(&self, bucket: &str, key: &str, salt: u64) -> Vec<usize> {
         let start = (Self::placement_hash(bucket, key).wrapping_add(salt) % self.n() as u64) as usize;
         (0..self.layout.shards()).map(|i| (start + i) % self.n()).collect()
