@@ -5,6 +5,7 @@ restart), a plain-HTTP listener beside it, Prometheus metrics and health on an a
 import datetime
 import ipaddress
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -233,3 +234,25 @@ def test_metrics_show_each_drive_of_an_erasure_coded_pool(tmp_path):
         assert families["isthmus_pool_drive_errors"].type == "counter"
     finally:
         srv.stop()
+
+
+def test_admin_and_console_over_https_with_a_private_ca(tls_gateway, tmp_path):
+    """`isthmus admin --ca-bundle` talks to an HTTPS gateway whose certificate a private CA
+    signed; without the CA it refuses the certificate. The console is served over HTTPS too."""
+    from conftest import binary
+    srv, _, cafile, _, _, _ = tls_gateway
+    https = f"https://127.0.0.1:{srv.port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_")}
+    env["ISTHMUS_ADMIN_KEYS"] = f"{ACCESS_KEY}:{SECRET_KEY}"
+    added = subprocess.run([str(binary()), "admin", "users", "add", "tina", "--endpoint", https,
+                            "--ca-bundle", str(cafile), "--json"], capture_output=True, text=True, env=env, timeout=60)
+    assert added.returncode == 0, added.stderr
+    tina = json.loads(added.stdout)
+    s3 = boto3.client("s3", endpoint_url=https, aws_access_key_id=tina["access_key"],
+                      aws_secret_access_key=tina["secret_key"], region_name="us-east-1", verify=str(cafile))
+    s3.create_bucket(Bucket="tinas")
+    refused = subprocess.run([str(binary()), "admin", "status", "--endpoint", https], capture_output=True,
+                             text=True, env=env, timeout=60)
+    assert refused.returncode != 0 and "cannot reach the gateway" in refused.stderr
+    page = requests.get(f"{https}/console/", verify=str(cafile), timeout=10)
+    assert page.status_code == 200 and "Isthmus console" in page.text
