@@ -11,7 +11,13 @@ use serde_json::Value;
 #[derive(clap::Args, Debug, Clone)]
 pub struct Connection {
     /// The gateway's S3 endpoint
-    #[arg(long, global = true, env = "ISTHMUS_ENDPOINT", default_value = "http://127.0.0.1:9000")]
+    #[arg(
+        long,
+        global = true,
+        env = "ISTHMUS_ENDPOINT",
+        hide_env_values = true,
+        default_value = "http://127.0.0.1:9000"
+    )]
     pub endpoint: String,
     /// The root user's keys, ACCESS:SECRET [default: the data root's credentials file]
     #[arg(long, global = true, env = "ISTHMUS_ADMIN_KEYS", hide_env_values = true)]
