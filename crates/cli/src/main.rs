@@ -15,6 +15,7 @@ mod cost;
 mod pool;
 mod region;
 mod serve;
+mod serve_status;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
