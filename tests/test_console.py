@@ -44,6 +44,7 @@ def browser(tmp_path):
     for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,800",
                 "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}"]:
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     options.add_experimental_option("prefs", {
         "download.default_directory": str(downloads),
         "download.prompt_for_download": False,
@@ -270,6 +271,10 @@ def test_keyboard_only_use_and_every_control_labelled(browser, gateway):
         return out;""")
     assert unlabelled == []
     assert browser.execute_script("return document.documentElement.lang") == "en"
+    # The page's own files all load and run without errors (a missing asset shows here).
+    errors = [e["message"] for e in browser.get_log("browser")
+              if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]]
+    assert errors == []
 
 
 def test_a_bearer_token_logs_in_and_opens_at_its_scope(browser, tmp_path):

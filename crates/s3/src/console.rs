@@ -22,6 +22,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../console/console.js"),
     },
     Asset {
+        name: "sigv4.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../console/sigv4.js"),
+    },
+    Asset {
         name: "console.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("../console/console.css"),
@@ -98,6 +103,7 @@ mod tests {
         assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
         assert_eq!(answer(&get("/console", false)).unwrap().headers()["location"], "/console/");
         assert_eq!(answer(&get("/console/console.js", false)).unwrap().status(), 200);
+        assert_eq!(answer(&get("/console/sigv4.js", false)).unwrap().status(), 200);
         assert_eq!(answer(&get("/console/other", false)).unwrap().status(), 404);
         assert!(answer(&get("/console/console.js", true)).is_none());
         assert!(answer(&get("/console/x?X-Amz-Signature=abc", false)).is_none());
