@@ -196,6 +196,16 @@ def test_a_migrator_killed_at_any_point_resumes_without_loss_or_duplicates(gatew
     assert code == 0, err
     assert "(resumed)" in out
     assert s3.get_bucket_location(Bucket=BUCKET)["LocationConstraint"] == "ec"
+    # Nothing lost: every object reads byte-exact at once (a read asks m+1 drives for the record).
+    for key, data in expected.items():
+        assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data, key
+    # A copy killed while its record was being written to the drives can leave the record on
+    # fewer than all of them; the resumed run finds the object (quorum) and keeps it, and an
+    # erasure pool lists from one drive, which may be one that missed it until `isthmus heal`
+    # writes it there (README, "Erasure-coded pools"). Seen in 1 of 5 CI runs.
+    healed = subprocess.run([str(binary()), "heal", "ec", "--root", str(root)], capture_output=True, text=True,
+                            timeout=600)
+    assert healed.returncode == 0, healed.stderr
     check_all(s3, expected)
     assert not (root / BUCKET).exists()
     # One shard set per object; a copy killed before its commit may leave its shards (not an
