@@ -7,7 +7,8 @@
 
 (function () {
   const SINGLE_PUT_LIMIT = 16 * 1024 * 1024; // larger files go up in parts
-  const PART_SIZE = 8 * 1024 * 1024;
+  const PART_SIZE = 8 * 1024 * 1024; // grown for files over 80 GB: S3 allows 10,000 parts
+  const MAX_PARTS = 10000;
   const $ = (id) => document.getElementById(id);
 
   const { uriEncode, objectPath, canonicalQuery, signHeaders, presign } = window.IsthmusSigV4;
@@ -340,8 +341,9 @@
     const uploadId = created.querySelector('UploadId').textContent;
     try {
       const parts = [];
-      for (let start = 0, number = 1; start < file.size; start += PART_SIZE, number++) {
-        const slice = file.slice(start, Math.min(start + PART_SIZE, file.size));
+      const partSize = Math.max(PART_SIZE, Math.ceil(file.size / MAX_PARTS / (1024 * 1024)) * 1024 * 1024);
+      for (let start = 0, number = 1; start < file.size; start += partSize, number++) {
+        const slice = file.slice(start, Math.min(start + partSize, file.size));
         const etag = await putWithProgress(path, { partNumber: String(number), uploadId }, slice, null, (n) => (progress.value = start + n));
         parts.push(`<Part><PartNumber>${number}</PartNumber><ETag>${etag}</ETag></Part>`);
       }
