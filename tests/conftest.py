@@ -24,6 +24,16 @@ def binary() -> Path:
     return path
 
 
+def wait_until(predicate, timeout=10.0):
+    """Polls `predicate` until it holds or `timeout` seconds pass; its last answer."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

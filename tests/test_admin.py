@@ -8,13 +8,12 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 
 import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, SECRET_KEY, Server, binary, make_client
+from conftest import ACCESS_KEY, SECRET_KEY, Server, binary, make_client, wait_until
 
 
 def admin(server, *args, keys=f"{ACCESS_KEY}:{SECRET_KEY}", check=True):
@@ -34,15 +33,6 @@ def error_code(call):
     with pytest.raises(ClientError) as err:
         call()
     return err.value.response["Error"]["Code"]
-
-
-def eventually(predicate, timeout=15):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def test_a_user_added_works_at_once_and_disable_enable_rotate_remove_apply_live(server):
@@ -107,7 +97,7 @@ def test_changes_persist_in_the_data_root_and_reach_a_second_gateway(tmp_path):
             except ClientError:
                 return False
 
-        assert eventually(second_accepts), "the second gateway never picked up the new user"
+        assert wait_until(second_accepts, timeout=15), "the second gateway never picked up the new user"
         admin(second, "users", "disable", "bob")
         on_first = make_client(first.endpoint, "BOBKEY", bob["secret_key"])
         assert not second_accepts()
@@ -119,7 +109,7 @@ def test_changes_persist_in_the_data_root_and_reach_a_second_gateway(tmp_path):
             except ClientError as err:
                 return err.response["Error"]["Code"] == "InvalidAccessKeyId"
 
-        assert eventually(first_refuses), "the first gateway never picked up the disabling"
+        assert wait_until(first_refuses, timeout=15), "the first gateway never picked up the disabling"
         # Both gateways changed the file; neither lost the other's change.
         admin(first, "users", "add", "carol")
         names = {u["display_name"]: u for u in admin(second, "users", "list")}
@@ -232,3 +222,27 @@ def test_users_added_on_a_posix_gateway_run_as_their_unix_identity(tmp_path):
         server.stop()
         remove_unix_user(name)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="maps a user to uid 0, the uid this test runs as")
+def test_disabling_a_user_closes_its_open_local_socket_connection(tmp_path):
+    import isthmus
+
+    config = tmp_path / "isthmus.toml"
+    # A user of the configuration file (no managed user: nothing else changes on disabling).
+    config.write_text('allow_root = true\n[[users]]\naccess_key = "LOCAL"\nsecret_key = "local-secret-0123456789"\n'
+                      'display_name = "local"\nuid = 0\ngid = 0\n')
+    socket = tmp_path / "isthmus.sock"
+    server = Server(tmp_path / "data", extra_args=["--config", str(config), "--local-socket", str(socket)])
+    try:
+        store = isthmus.connect(f"unix://{socket}")  # this process's uid is the user's
+        store.create_bucket("locals")
+        store.put_object("locals", "k", b"v")
+        admin(server, "users", "disable", "local")
+        with pytest.raises(isthmus.IsthmusError) as refused:
+            store.get_object("locals", "k")  # the same connection, its next call
+        assert refused.value.args[0] == "AccessDenied"
+        admin(server, "users", "enable", "local")
+        assert store.get_object("locals", "k") == b"v"
+    finally:
+        server.stop()

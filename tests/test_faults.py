@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import Server, make_client
+from conftest import Server, make_client, wait_until
 
 MiB = 1024 * 1024
 
@@ -21,15 +21,6 @@ def kill(server):
     server.proc.send_signal(signal.SIGKILL)
     server.proc.wait(timeout=10)
     server.log.close()
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def leftovers(root, bucket):

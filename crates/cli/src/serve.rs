@@ -348,7 +348,7 @@ fn identities_of(settings: &ServeSettings, root: &User, users: &[User]) -> Resul
             .iter()
             .filter_map(|user| {
                 let spec = identity_spec(settings, root, user);
-                spec.is_set().then(|| (user.access_key.clone(), label(user), spec))
+                spec.is_set().then(|| (user.access_key.clone(), user.label(), spec))
             })
             .collect();
         return Identities::new(false, mapped, settings.allow_root);
@@ -362,10 +362,10 @@ fn identities_of(settings: &ServeSettings, root: &User, users: &[User]) -> Resul
                 return Err(if is_root {
                     "identity = \"posix\": the root user needs a Unix identity; set root_identity = { unix_user = \"NAME\" } in the config file".to_string()
                 } else {
-                    format!("identity = \"posix\": user {:?} needs a Unix identity; set unix_user = \"NAME\" (or uid and gid) in its [[users]] entry", label(user))
+                    format!("identity = \"posix\": user {:?} needs a Unix identity; set unix_user = \"NAME\" (or uid and gid) in its [[users]] entry", user.label())
                 });
             }
-            Ok((user.access_key.clone(), label(user), spec))
+            Ok((user.access_key.clone(), user.label(), spec))
         })
         .collect::<Result<Vec<_>, String>>()?;
     Identities::new(true, mapped, settings.allow_root)
@@ -377,10 +377,6 @@ fn identity_spec(settings: &ServeSettings, root: &User, user: &User) -> isthmus_
         Some(spec) if user.access_key == root.access_key => spec.clone(),
         _ => user.identity.clone(),
     }
-}
-
-fn label(user: &User) -> String {
-    if user.display_name.is_empty() { user.access_key.clone() } else { user.display_name.clone() }
 }
 
 /// Serves the engine on the local socket: a peer's uid names its S3 user (and, with
@@ -413,7 +409,9 @@ impl isthmus_local::Peers for SocketPeers {
     }
 
     fn generation(&self) -> u64 {
-        self.identities.generation()
+        // A disabled user's open connection is refused from its next call, as is a remapped one:
+        // both counters only grow, so their sum moves whenever either does.
+        self.identities.generation().wrapping_add(self.users.generation())
     }
 }
 

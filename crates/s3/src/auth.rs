@@ -49,6 +49,11 @@ impl User {
         }
     }
 
+    /// How the user is named in messages: its display name, else its access key.
+    pub fn label(&self) -> String {
+        if self.display_name.is_empty() { self.access_key.clone() } else { self.display_name.clone() }
+    }
+
     /// New random credentials: a 20-character access key and a 40-character secret.
     pub fn generate(display_name: &str) -> Self {
         const ACCESS: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
@@ -148,6 +153,9 @@ pub struct UserDirectory {
     entries: Arc<RwLock<HashMap<String, DirectoryEntry>>>,
     root: Arc<str>,
     grants: isthmus_store::BucketGrants,
+    /// Counts the changes administration made (connections that keep a user, such as the
+    /// local socket's, look again when it moves).
+    generation: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl UserDirectory {
@@ -240,7 +248,13 @@ impl UserDirectory {
             }
         }
         self.refresh_grants();
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::Release);
         skipped
+    }
+
+    /// Changes each time administration changes the users.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn len(&self) -> usize {

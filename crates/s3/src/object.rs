@@ -110,28 +110,17 @@ macro_rules! response_overrides {
     }};
 }
 
-/// Applies what `response_overrides!` took to an output.
+/// Applies what `response_overrides!` took to an output (an override wins, else the stored
+/// header stays).
 macro_rules! apply_overrides {
     ($output:expr, $overrides:expr) => {{
         let (cache_control, disposition, encoding, language, content_type, expires) = $overrides;
-        if cache_control.is_some() {
-            $output.cache_control = cache_control;
-        }
-        if disposition.is_some() {
-            $output.content_disposition = disposition;
-        }
-        if encoding.is_some() {
-            $output.content_encoding = encoding;
-        }
-        if language.is_some() {
-            $output.content_language = language;
-        }
-        if content_type.is_some() {
-            $output.content_type = content_type;
-        }
-        if expires.is_some() {
-            $output.expires = expires;
-        }
+        $output.cache_control = cache_control.or($output.cache_control.take());
+        $output.content_disposition = disposition.or($output.content_disposition.take());
+        $output.content_encoding = encoding.or($output.content_encoding.take());
+        $output.content_language = language.or($output.content_language.take());
+        $output.content_type = content_type.or($output.content_type.take());
+        $output.expires = expires.or($output.expires.take());
     }};
 }
 

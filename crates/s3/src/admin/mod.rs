@@ -90,10 +90,6 @@ fn check_access_key(key: &str) -> Result<(), AdminError> {
     }
 }
 
-fn label(user: &User) -> String {
-    if user.display_name.is_empty() { user.access_key.clone() } else { user.display_name.clone() }
-}
-
 impl Administration {
     /// Administration of `users` and `identities`, kept in `file` (see `users_file`); the
     /// file's users are applied now.
@@ -139,7 +135,7 @@ impl Administration {
         let managed = self.managed_keys();
         for user in content.users.iter().filter(|u| managed.contains(&u.access_key)) {
             let spec = user.identity.is_set().then(|| user.identity.clone());
-            if let Err(err) = self.identities.set_mapping(&user.access_key, &label(user), spec) {
+            if let Err(err) = self.identities.set_mapping(&user.access_key, &user.label(), spec) {
                 tracing::warn!(error = %err, "a managed user's Unix identity does not resolve: its requests are refused");
             }
         }
@@ -184,7 +180,7 @@ impl Administration {
             ))),
             UserSource::Config => Err(AdminError::NotManaged(format!(
                 "cannot {what} user {:?}: it is defined in the configuration file; change its [[users]] entry there (disable and enable work on it)",
-                label(&entry.user)
+                entry.user.label()
             ))),
         }
     }
