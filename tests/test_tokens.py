@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from conftest import Server, make_client
+from conftest import Server, binary, make_client
 
 ISSUER = "https://issuer.test"
 ROLE = "arn:aws:iam::000000000000:role/grid"
@@ -127,6 +127,8 @@ def test_refused_tokens_say_why(gateway, issuer):
         "not yet valid": (issuer.token("storage.read:/", nbf=300), "InvalidToken"),
         "traversal in scope": (issuer.token("storage.read:/data/run1/../secret"), "InvalidToken"),
         "stage only": (issuer.token("storage.stage:/data"), "InvalidToken"),
+        # Issue 28, finding 9: a scope without a path used to grant the whole namespace.
+        "scope without a path": (issuer.token("storage.read"), "InvalidToken"),
         "unmapped subject": (issuer.token("storage.read:/", sub="stranger"), "InvalidToken"),
         "hs256": (jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 60, "scope": "storage.read:/"}, "k" * 32, algorithm="HS256"), "InvalidToken"),
         "garbage": ("not.a.jwt", "InvalidToken"),
@@ -320,3 +322,26 @@ def test_keys_from_a_jwks_url_are_fetched_and_a_rotated_key_is_picked_up(tmp_pat
     finally:
         srv.stop()
         httpd.shutdown()
+
+
+def test_an_issuer_without_audiences_is_refused_at_start_and_by_config_check(tmp_path, issuer):
+    """Issue 28, finding 9: an issuer without `audiences` accepted a token meant for any
+    service. It is a configuration error now; `audiences = ["any"]` says so explicitly."""
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(issuer.jwks()))
+    config = tmp_path / "isthmus.toml"
+    config.write_text(config_text(jwks).replace(f'audiences = ["{AUDIENCE}"]\n', ""))
+    check = subprocess.run([str(binary()), "config", "check", str(config)],
+                           capture_output=True, text=True)
+    assert check.returncode != 0 and "audiences" in check.stderr, check.stderr
+    with pytest.raises(RuntimeError) as refused:
+        Server(tmp_path / "data", extra_args=["--config", str(config)])
+    assert 'audiences = ["any"]' in str(refused.value)
+    config.write_text(config_text(jwks).replace(f'audiences = ["{AUDIENCE}"]', 'audiences = ["any"]'))
+    srv = Server(tmp_path / "data2", extra_args=["--config", str(config)])
+    try:
+        make_client(srv.endpoint).create_bucket(Bucket="data")
+        token = issuer.token("storage.read:/data", aud="https://elsewhere.test")
+        assert call(srv, "GET", "/data?list-type=2", token).status_code == 200
+    finally:
+        srv.stop()

@@ -34,7 +34,9 @@ pub struct IssuerConfig {
     pub jwks_url: Option<String>,
     pub jwks_refresh_seconds: Option<u64>,
     /// Audiences this gateway accepts: a token's `aud` must name one. WLCG's
-    /// `https://wlcg.cern.ch/jwt/v1/any` is accepted only if listed.
+    /// `https://wlcg.cern.ch/jwt/v1/any` is accepted only if listed. Required: an issuer
+    /// without audiences is refused at start (a token minted for another service would be
+    /// accepted here); `["any"]` says explicitly that any `aud`, or none, is accepted.
     #[serde(default)]
     pub audiences: Vec<String>,
     /// Where the token's scope paths start in the S3 namespace (`/` = all buckets; `/atlas`
@@ -52,6 +54,10 @@ pub struct IssuerConfig {
     /// tokens are refused).
     pub default_user: Option<String>,
 }
+
+/// The `audiences` entry that accepts a token of any (or no) audience: an operator's explicit
+/// choice, never the default.
+pub const ANY_AUDIENCE: &str = "any";
 
 /// Why a token is refused. Each says what is wrong so the holder can fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -230,6 +236,11 @@ impl TokenVerifier {
             config.subjects.values_mut().try_for_each(resolve)?;
             config.groups.values_mut().try_for_each(resolve)?;
             config.default_user.iter_mut().try_for_each(resolve)?;
+            if config.audiences.is_empty() {
+                return Err(format!(
+                    "token issuer {name:?}: set audiences = [\"...\"] to the `aud` values meant for this gateway (or audiences = [\"{ANY_AUDIENCE}\"] to accept a token meant for any service)"
+                ));
+            }
             let base_path = config.base_path.clone().unwrap_or_else(|| "/".into());
             Scopes::parse("storage.read:/", &base_path)
                 .map_err(|_| format!("token issuer {name:?}: base_path {base_path:?} must be an absolute path"))?;
@@ -264,7 +275,7 @@ impl TokenVerifier {
         validation.validate_nbf = true;
         validation.set_issuer(&[&issuer.config.issuer]);
         validation.set_required_spec_claims(&["exp", "iss"]);
-        if issuer.config.audiences.is_empty() {
+        if issuer.config.audiences.iter().any(|a| a == ANY_AUDIENCE) {
             validation.validate_aud = false;
         } else {
             validation.set_audience(&issuer.config.audiences);

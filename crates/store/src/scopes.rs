@@ -95,7 +95,12 @@ impl Scopes {
         let base = normalize(base_path).ok_or_else(|| ScopeError::BadPath(base_path.to_string()))?;
         let mut scopes = Self::default();
         for item in claim.split_whitespace() {
-            let (name, path) = item.split_once(':').unwrap_or((item, "/"));
+            // A scope without a path grants nothing (fail closed): `storage.read` alone is not
+            // read as `storage.read:/`, the whole namespace.
+            let Some((name, path)) = item.split_once(':') else {
+                scopes.ignored.push(item.to_string());
+                continue;
+            };
             let access = match name {
                 "storage.read" | "read" => vec![ScopeAccess::Read],
                 "storage.create" => vec![ScopeAccess::Create],
@@ -214,6 +219,19 @@ mod tests {
         assert!(matches!(Scopes::parse("storage.read:a", "/"), Err(ScopeError::BadPath(_))));
         assert!(matches!(Scopes::parse("storage.read://b", "/"), Err(ScopeError::BadPath(_))));
         assert!(matches!(Scopes::parse("storage.stage:/tape", "/"), Err(ScopeError::NothingSupported(_))));
+    }
+
+    #[test]
+    fn a_scope_without_a_path_grants_nothing() {
+        // Issue 28, finding 9: `storage.read` alone used to grant the whole namespace.
+        for claim in ["storage.read", "read", "storage.modify", "write"] {
+            assert!(matches!(Scopes::parse(claim, "/"), Err(ScopeError::NothingSupported(_))), "{claim}");
+        }
+        let s = Scopes::parse("storage.read storage.create:/b/in", "/").unwrap();
+        assert!(!s.allows(ScopeAccess::Read, "b", "in/x"));
+        assert!(!s.allows(ScopeAccess::Read, "other", "x"));
+        assert!(s.allows(ScopeAccess::Create, "b", "in/x"));
+        assert_eq!(s.ignored, ["storage.read"]);
     }
 
     #[test]
