@@ -209,6 +209,9 @@ impl LoggedService {
             let resp = error_response("InvalidRequest", message, "", id);
             return Some(resp);
         }
+        if let Some(refusal) = sigv2_header_time_refusal(req, std::time::SystemTime::now()) {
+            return Some(refusal.response(id));
+        }
         None
     }
 
@@ -336,6 +339,60 @@ fn is_sigv2<B>(req: &hyper::Request<B>) -> bool {
     header || query
 }
 
+/// How far a SigV2 header-signed request's date may be from the gateway's clock, as in AWS.
+const SIGV2_MAX_SKEW: Duration = Duration::from_secs(15 * 60);
+
+/// Why a SigV2 header-signed request's time is refused.
+#[derive(Debug, PartialEq, Eq)]
+enum SigV2TimeRefusal {
+    /// No `x-amz-date` or `Date` header, or one that is not an HTTP date.
+    NoDate,
+    /// Further than `SIGV2_MAX_SKEW` from now: the request time and the server time.
+    Skewed(String, String),
+}
+
+impl SigV2TimeRefusal {
+    fn response(&self, id: &str) -> s3s::HttpResponse {
+        let mut resp = match self {
+            Self::NoDate => {
+                error_response("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header", "", id)
+            }
+            Self::Skewed(request, server) => {
+                let extra = format!(
+                    "<RequestTime>{}</RequestTime><ServerTime>{}</ServerTime><MaxAllowedSkewMilliseconds>{}</MaxAllowedSkewMilliseconds>",
+                    xml_escape(request),
+                    xml_escape(server),
+                    SIGV2_MAX_SKEW.as_millis()
+                );
+                let message = "The difference between the request time and the current time is too large.";
+                error_response("RequestTimeTooSkewed", message, &extra, id)
+            }
+        };
+        *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
+        resp
+    }
+}
+
+/// A SigV2 header signature covers the request's date but s3s 0.14 does not check it, so a
+/// captured request could be replayed forever: the date (`x-amz-date` when present, as it then
+/// replaces `Date` in the string to sign, else `Date`) must be within 15 minutes of now. SigV2
+/// presigned URLs carry their own `Expires`, which s3s checks.
+fn sigv2_header_time_refusal<B>(req: &hyper::Request<B>, now: std::time::SystemTime) -> Option<SigV2TimeRefusal> {
+    let header = req.headers().get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
+    if !header.starts_with("AWS ") {
+        return None;
+    }
+    let raw = req.headers().get("x-amz-date").or_else(|| req.headers().get(hyper::header::DATE));
+    let Some(raw) = raw.and_then(|v| v.to_str().ok()) else {
+        return Some(SigV2TimeRefusal::NoDate);
+    };
+    let Ok(date) = httpdate::parse_http_date(raw.trim()) else {
+        return Some(SigV2TimeRefusal::NoDate);
+    };
+    let skew = date.duration_since(now).or_else(|_| now.duration_since(date)).unwrap_or_default();
+    (skew > SIGV2_MAX_SKEW).then(|| SigV2TimeRefusal::Skewed(raw.to_string(), httpdate::fmt_http_date(now)))
+}
+
 /// The longest a presigned URL may be valid, in seconds: seven days, as in S3.
 const MAX_PRESIGNED_EXPIRY: u64 = 7 * 24 * 3600;
 
@@ -438,5 +495,50 @@ pub async fn serve(
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("in-flight requests did not finish in time"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn sigv2(date_header: Option<(&str, &str)>) -> hyper::Request<()> {
+        let mut builder = hyper::Request::get("/b/k").header("authorization", "AWS KEY:c2lnbmF0dXJl");
+        if let Some((name, value)) = date_header {
+            builder = builder.header(name, value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn sigv2_header_requests_outside_fifteen_minutes_are_refused() {
+        // Issue 28, finding 7: a captured SigV2 request used to be accepted forever.
+        let now = SystemTime::now();
+        let at = |offset: i64| {
+            let when = if offset >= 0 {
+                now + Duration::from_secs(offset as u64)
+            } else {
+                now - Duration::from_secs((-offset) as u64)
+            };
+            httpdate::fmt_http_date(when)
+        };
+        assert_eq!(sigv2_header_time_refusal(&sigv2(Some(("date", &at(0)))), now), None);
+        assert_eq!(sigv2_header_time_refusal(&sigv2(Some(("date", &at(-14 * 60)))), now), None);
+        assert_eq!(sigv2_header_time_refusal(&sigv2(Some(("x-amz-date", &at(14 * 60)))), now), None);
+        for offset in [-16 * 60, 16 * 60, -30 * 24 * 3600] {
+            let refused = sigv2_header_time_refusal(&sigv2(Some(("date", &at(offset)))), now);
+            assert!(matches!(refused, Some(SigV2TimeRefusal::Skewed(..))), "{offset}");
+        }
+        // x-amz-date replaces Date in the string to sign: it is the one checked.
+        let mut both = sigv2(Some(("date", &at(0))));
+        both.headers_mut().insert("x-amz-date", at(-3600).parse().unwrap());
+        assert!(matches!(sigv2_header_time_refusal(&both, now), Some(SigV2TimeRefusal::Skewed(..))));
+        assert_eq!(sigv2_header_time_refusal(&sigv2(None), now), Some(SigV2TimeRefusal::NoDate));
+        assert_eq!(sigv2_header_time_refusal(&sigv2(Some(("date", "yesterday"))), now), Some(SigV2TimeRefusal::NoDate));
+        let v4 = hyper::Request::get("/").header("authorization", "AWS4-HMAC-SHA256 Credential=x").body(()).unwrap();
+        assert_eq!(sigv2_header_time_refusal(&v4, now), None, "SigV4 is checked by s3s");
+        let refusal = SigV2TimeRefusal::Skewed(at(-3600), at(0)).response("id");
+        assert_eq!(refusal.status(), hyper::StatusCode::FORBIDDEN);
     }
 }
