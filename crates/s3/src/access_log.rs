@@ -3,14 +3,14 @@
 //! a file (opened for appending; reopened on SIGHUP, so logrotate can move it away). Lines are
 //! handed to a writer thread of their own, so a slow disk or a stalled stdout reader never
 //! holds an async worker; if that thread falls `QUEUE` lines behind, lines are dropped and
-//! counted, never waited for.
+//! counted, never waited for. The writer thread also opens the file (again, on SIGHUP), with
+//! the gateway's own identity: never an async worker, which may rest in a user's.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Lines the writer thread may be behind before new ones are dropped.
@@ -22,6 +22,8 @@ enum Message {
     Line(String),
     /// Answered once every line sent before it is written.
     Flush(SyncSender<()>),
+    /// Open the file again (logrotate moved it); answered with the outcome.
+    Reopen(SyncSender<std::io::Result<()>>),
 }
 
 /// How lines are written.
@@ -65,13 +67,12 @@ pub struct AccessRecord<'a> {
 pub struct AccessLog {
     target: AccessLogTarget,
     format: AccessLogFormat,
-    out: Arc<Mutex<Box<dyn Write + Send>>>,
     queue: SyncSender<Message>,
     dropped: AtomicU64,
 }
 
 /// The writer thread: writes lines in batches as they come, answers flushes.
-fn write_lines(queue: Receiver<Message>, out: Arc<Mutex<Box<dyn Write + Send>>>) {
+fn write_lines(queue: Receiver<Message>, target: &AccessLogTarget, mut out: Box<dyn Write + Send>) {
     let mut batch = String::new();
     let mut flushes = Vec::new();
     while let Ok(first) = queue.recv() {
@@ -80,22 +81,34 @@ fn write_lines(queue: Receiver<Message>, out: Arc<Mutex<Box<dyn Write + Send>>>)
             match message {
                 Message::Line(line) => batch.push_str(&line),
                 Message::Flush(ack) => flushes.push(ack),
+                Message::Reopen(ack) => {
+                    write_batch(&mut out, &mut batch);
+                    let reopened = open(target).map(|file| out = file);
+                    if let Err(err) = &reopened {
+                        tracing::warn!(error = %err, "cannot reopen the access log; writing on to the old file");
+                    }
+                    let _ = ack.try_send(reopened);
+                }
             }
             if batch.len() < BATCH_BYTES {
                 next = queue.try_recv().ok();
             }
         }
-        if !batch.is_empty() {
-            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(err) = out.write_all(batch.as_bytes()).and_then(|()| out.flush()) {
-                tracing::warn!(error = %err, "cannot write the access log");
-            }
-            batch.clear();
-        }
+        write_batch(&mut out, &mut batch);
         for ack in flushes.drain(..) {
             let _ = ack.send(());
         }
     }
+}
+
+fn write_batch(out: &mut Box<dyn Write + Send>, batch: &mut String) {
+    if batch.is_empty() {
+        return;
+    }
+    if let Err(err) = out.write_all(batch.as_bytes()).and_then(|()| out.flush()) {
+        tracing::warn!(error = %err, "cannot write the access log");
+    }
+    batch.clear();
 }
 
 fn open(target: &AccessLogTarget) -> std::io::Result<Box<dyn Write + Send>> {
@@ -113,14 +126,24 @@ impl std::fmt::Debug for AccessLog {
 
 impl AccessLog {
     pub fn open(target: AccessLogTarget, format: AccessLogFormat) -> Result<Self, String> {
-        let out = Arc::new(Mutex::new(open(&target).map_err(|e| format!("access log {target:?}: {e}"))?));
         let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
-        let writer = out.clone();
-        std::thread::Builder::new()
-            .name("access-log".into())
-            .spawn(move || write_lines(lines, writer))
-            .map_err(|e| format!("cannot start the access log writer: {e}"))?;
-        Ok(Self { target, format, out, queue, dropped: AtomicU64::new(0) })
+        let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
+        let writer_target = target.clone();
+        isthmus_store::identity::spawn_gateway_thread("access-log", move || match open(&writer_target) {
+            Ok(out) => {
+                let _ = opened_tx.send(Ok(()));
+                write_lines(lines, &writer_target, out);
+            }
+            Err(err) => {
+                let _ = opened_tx.send(Err(err));
+            }
+        })
+        .map_err(|e| format!("cannot start the access log writer: {e}"))?;
+        match opened.recv() {
+            Ok(Ok(())) => Ok(Self { target, format, queue, dropped: AtomicU64::new(0) }),
+            Ok(Err(err)) => Err(format!("access log {target:?}: {err}")),
+            Err(_) => Err(format!("access log {target:?}: the writer thread could not take the gateway's identity")),
+        }
     }
 
     /// Waits (up to `timeout`) until every line logged so far is written: at shutdown.
@@ -131,11 +154,21 @@ impl AccessLog {
         }
     }
 
-    /// Opens the file again (after logrotate moved it).
+    /// Has the writer thread open the file again (after logrotate moved it), with the
+    /// gateway's identity; does not wait for it (the caller may be an async worker): a
+    /// failure is logged by the writer, which writes on to the old file.
     pub fn reopen(&self) -> std::io::Result<()> {
-        let out = open(&self.target)?;
-        *self.out.lock().unwrap_or_else(|e| e.into_inner()) = out;
-        Ok(())
+        self.request_reopen().map(drop)
+    }
+
+    /// Asks for a reopen; the receiver gets its outcome.
+    fn request_reopen(&self) -> std::io::Result<std::sync::mpsc::Receiver<std::io::Result<()>>> {
+        let (ack, outcome) = std::sync::mpsc::sync_channel(1);
+        self.queue.try_send(Message::Reopen(ack)).map_err(|err| match err {
+            TrySendError::Full(_) => std::io::Error::other("the access log writer is behind; send SIGHUP again"),
+            TrySendError::Disconnected(_) => std::io::Error::other("the access log writer has stopped"),
+        })?;
+        Ok(outcome)
     }
 
     /// Logs one record (a line of a few hundred bytes), written by the writer thread.
@@ -234,7 +267,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!((lines[0]["key"].as_str(), lines[1]["status"].as_u64()), (Some("a key"), Some(404)));
         std::fs::rename(&path, dir.path().join("access.log.1")).unwrap();
-        log.reopen().unwrap();
+        log.request_reopen().unwrap().recv().unwrap().unwrap();
         log.write(&record(201));
         log.flush(Duration::from_secs(5));
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);

@@ -79,34 +79,46 @@ impl TlsFiles {
         *self.stamp.read().unwrap_or_else(|e| e.into_inner()) != now
     }
 
-    /// Reloads when the files change or on SIGHUP, for as long as the gateway runs.
+    /// Reloads when the files change or on SIGHUP, for as long as the gateway runs. The files
+    /// are looked at and read on a thread of the gateway's own identity (`watch_files`), never
+    /// on an async worker, which may rest in a user's identity; this task only forwards
+    /// SIGHUP to it.
     pub async fn watch(self: Arc<Self>) {
-        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
+        let files = self.clone();
+        if let Err(err) = isthmus_store::identity::spawn_gateway_thread("tls-reload", move || files.watch_files(&woken))
+        {
+            tracing::warn!(error = %err, "cannot start the TLS reload thread: the certificate is not reloaded");
+            return;
+        }
+        let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        while hangup.recv().await.is_some() {
+            // A reload already asked for covers this signal too.
+            let _ = wake.try_send(());
+        }
+    }
+
+    /// The reload thread: every `CHECK_EVERY`, or when woken (SIGHUP), reloads if the files
+    /// changed (always when woken).
+    fn watch_files(&self, woken: &std::sync::mpsc::Receiver<()>) {
         loop {
-            let signalled = match &mut hangup {
-                Some(signal) => tokio::select! {
-                    _ = signal.recv() => true,
-                    () = tokio::time::sleep(CHECK_EVERY) => false,
-                },
-                None => {
-                    tokio::time::sleep(CHECK_EVERY).await;
-                    false
-                }
+            let signalled = match woken.recv_timeout(CHECK_EVERY) {
+                Ok(()) => true,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
             };
             if !signalled && !self.changed() {
                 continue;
             }
-            let files = self.clone();
-            match tokio::task::spawn_blocking(move || files.reload()).await {
-                Ok(Ok(())) => tracing::info!(cert = %self.cert.display(), "TLS certificate loaded again"),
-                Ok(Err(err)) => {
+            match self.reload() {
+                Ok(()) => tracing::info!(cert = %self.cert.display(), "TLS certificate loaded again"),
+                Err(err) => {
                     // Not retried until the files change again (or SIGHUP): a half-written
                     // file gets its final write soon.
                     *self.stamp.write().unwrap_or_else(|e| e.into_inner()) =
                         (modified(&self.cert), modified(&self.key));
                     tracing::warn!(error = %err, "TLS reload failed; the certificate in use stays");
                 }
-                Err(err) => tracing::warn!(error = %err, "TLS reload task failed"),
             }
         }
     }

@@ -205,6 +205,39 @@ pub fn init_request_thread() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Starts a thread for work the gateway does for itself (opening its logs again, reloading
+/// its certificate, counting usage): the thread takes the gateway's identity and umask before
+/// `work` runs, and checks it has them (the ids, groups and umask read back from the kernel),
+/// whatever the thread that spawned it was running as. A thread that cannot get them does not
+/// run `work`: it logs why and ends.
+pub fn spawn_gateway_thread<F>(name: &str, work: F) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    std::thread::Builder::new().name(name.to_string()).spawn(move || match become_gateway() {
+        Ok(()) => work(),
+        Err(err) => tracing::error!(error = %err, "a gateway thread could not take the gateway's identity; its work is not done"),
+    })
+}
+
+/// Gives this (new, unswitched) thread the gateway's identity and umask, and checks it holds.
+fn become_gateway() -> std::io::Result<()> {
+    init_request_thread()?;
+    if !holds_gateway_identity() {
+        return Err(std::io::Error::other("the thread's ids, groups or umask are not the gateway's"));
+    }
+    Ok(())
+}
+
+/// Whether this thread's file-system ids, groups and umask are the gateway's own, read back
+/// from the kernel now (not from what the thread believes it switched to).
+pub fn holds_gateway_identity() -> bool {
+    let gateway = gateway_identity();
+    let now = ThreadIdentity::current();
+    let umask_ok = !OWN_FS_CONTEXT.get() || gateway.umask.is_none_or(|mask| mask == current_umask());
+    !is_switched() && (now.fsuid, now.fsgid, &now.groups) == (gateway.fsuid, gateway.fsgid, &gateway.groups) && umask_ok
+}
+
 /// Records the gateway's own identity (the calling thread's ids, groups and umask): call it at
 /// start, before any thread switches. Later calls change nothing.
 pub fn capture_gateway_identity() {
@@ -394,6 +427,38 @@ mod tests {
             UnixIdentity::of_user("no-such-user-isthmus"),
             Err(IdentityError::UnknownUser("no-such-user-isthmus".into()))
         );
+    }
+
+    #[test]
+    fn a_gateway_thread_spawned_from_a_resting_user_thread_runs_as_the_gateway() {
+        // Issue 28, finding 5: work the gateway does for itself (reopening its access log on
+        // SIGHUP) ran on an async worker still resting in the last request's identity.
+        let Some(dir) = world_writable_dir() else { return };
+        capture_gateway_identity();
+        let nobody =
+            std::sync::Arc::new(UnixIdentity { uid: 65534, gid: 65534, groups: vec![65534], umask: Some(0o077) });
+        let path = dir.path().to_path_buf();
+        let owner = std::thread::spawn(move || {
+            init_request_thread().unwrap();
+            // Rests in nobody's identity, as an async worker does after an inline request.
+            run_resting(Some(&nobody), || ()).unwrap();
+            assert!(!holds_gateway_identity());
+            let (tx, rx) = std::sync::mpsc::channel();
+            let file = path.join("by-gateway");
+            spawn_gateway_thread("test-gateway", move || {
+                let held = holds_gateway_identity();
+                std::fs::write(&file, b"x").unwrap();
+                tx.send(held).unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+            assert!(rx.recv().unwrap(), "the gateway thread must hold the gateway's identity");
+            std::fs::metadata(path.join("by-gateway")).unwrap().uid()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(owner, rustix::process::geteuid().as_raw());
     }
 
     #[test]
