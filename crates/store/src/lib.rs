@@ -15,6 +15,7 @@ pub mod context;
 pub mod door;
 pub mod erasure;
 pub mod error;
+pub mod gateway_files;
 pub mod identity;
 pub mod key;
 pub mod meta;
@@ -275,6 +276,22 @@ pub struct BucketFacts {
     /// Where object metadata is kept in this bucket.
     pub metadata: MetadataMode,
     pub durability: Durability,
+    /// Who can judge object access when requests run with their users' Unix identities
+    /// (`identity = "posix"`).
+    pub access: AccessJudge,
+}
+
+/// Who can judge a bucket's object access when requests run with Unix identities: the backend
+/// says, per bucket, since a router holds buckets of several backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessJudge {
+    /// The bucket's objects are files the request's own calls open as its user: the kernel's
+    /// permission checks (modes, groups, ACLs) decide, as for the user's shell.
+    Kernel,
+    /// The backend's files are the gateway's own (erasure-coded shards and records): the
+    /// kernel never refuses anyone, so the authorization layer applies the S3 rules (owner,
+    /// grants, ACLs, policies) as it does without Unix identities.
+    Gateway,
 }
 
 /// The engine interface, with S3 semantics. Every door calls this and nothing else. Every call

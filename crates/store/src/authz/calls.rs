@@ -66,7 +66,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         }
         let mut visible = Vec::new();
         for bucket in self.inner.list_buckets(cx)? {
-            if self.kernel_decides(cx) || self.may_use(cx, &bucket.name)? {
+            if self.kernel_decides(cx, &bucket.name) || self.may_use(cx, &bucket.name)? {
                 visible.push(bucket);
             }
         }

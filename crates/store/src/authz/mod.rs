@@ -18,6 +18,9 @@
 //! user's shell. What the file system cannot judge stays here: a bucket's own settings (ACL,
 //! policy, tags, versioning, deletion) are its S3 owner's, and a policy's explicit Deny still
 //! refuses. Unsigned requests still need a public ACL or policy, and then run as `nobody`.
+//! The kernel judges only buckets whose backend says it can (`BucketFacts::access`): in an
+//! erasure-coded pool the files are the gateway's, so the rules above apply there as without
+//! Unix identities.
 
 mod calls;
 
@@ -26,7 +29,7 @@ use std::sync::Arc;
 
 use crate::acl::{Acl, CannedAcl, GrantPermission, PublicAccessBlock};
 use crate::policy::{BucketPolicy, PolicyAction};
-use crate::{HeadRequest, Principal, RequestContext, Store, StoreError, StoreResult};
+use crate::{AccessJudge, HeadRequest, Principal, RequestContext, Store, StoreError, StoreResult};
 
 /// Buckets each user may use besides its own: exact names, or prefixes ending in `*`. Clones
 /// share one table, so a gateway's administration changes what every door enforces at once.
@@ -120,9 +123,26 @@ impl<S: Store + ?Sized> Authorized<S> {
         Self { kernel_judges: true, ..self }
     }
 
-    /// Whether the kernel, not this layer, decides the object access of `cx`.
-    fn kernel_decides(&self, cx: &RequestContext) -> bool {
-        self.kernel_judges && matches!(cx.principal, Principal::User { .. })
+    /// Whether the kernel, not this layer, decides the object access of `cx` in `bucket`: with
+    /// Unix identities, for signed users, in buckets whose backend says the kernel can judge
+    /// (`AccessJudge`). Elsewhere (an erasure-coded pool: the gateway's own files) this layer
+    /// applies the S3 rules, never nobody. A bucket whose facts cannot be read (missing, not
+    /// enterable) is judged here too: the call itself still runs as the user, so the kernel
+    /// refuses what it would refuse anyway.
+    fn kernel_decides(&self, cx: &RequestContext, bucket: &str) -> bool {
+        self.kernel_judges
+            && matches!(cx.principal, Principal::User { .. })
+            && self.inner.bucket_facts(cx, bucket).is_ok_and(|facts| facts.access == AccessJudge::Kernel)
+    }
+
+    /// Logs a refusal this layer made for a signed user where Unix identities are on (the
+    /// kernel's own refusals are the file system's to log).
+    fn log_refusal(&self, cx: &RequestContext, bucket: &str, what: &str) {
+        if self.kernel_judges
+            && let Some(user) = cx.user_name()
+        {
+            tracing::info!(user, bucket, what, "refused by the gateway (the bucket's files are not the users' own)");
+        }
     }
 
     /// Refuses writes past `quotas` (none configured: no checks).
@@ -161,13 +181,17 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Whether the principal of `cx` may do `access` in `bucket`: as its owner, or as the
     /// bucket's canned ACL shares it with everyone (or every signed user).
     pub fn allowed(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
-        if access != Access::Owner && self.kernel_decides(cx) {
+        if access != Access::Owner && self.kernel_decides(cx, bucket) {
             return Ok(true);
         }
         if self.may_use(cx, bucket)? {
             return Ok(true);
         }
-        self.shared_by_acl(cx, bucket, access)
+        let shared = self.shared_by_acl(cx, bucket, access)?;
+        if !shared {
+            self.log_refusal(cx, bucket, if access == Access::Write { "write" } else { "read" });
+        }
+        Ok(shared)
     }
 
     /// Whether the bucket's ACL shares `access` with the principal of `cx` (never the
@@ -291,7 +315,7 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Reading (one object, or a listing): allowed by the bucket's owner rules; for others by
     /// its policy (an explicit Deny wins), its ACL, or for one object the object's own ACL.
     fn require_read(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<()> {
-        if self.kernel_decides(cx) {
+        if self.kernel_decides(cx, bucket) {
             if !is_superuser(cx) && self.policy_verdict(cx, bucket, action)? == Some(false) {
                 return Err(StoreError::AccessDenied);
             }
@@ -318,6 +342,7 @@ impl<S: Store + ?Sized> Authorized<S> {
         if self.acl_shares(cx, bucket, &acl, Access::Read)? {
             self.check_expected_owner(cx, bucket)
         } else {
+            self.log_refusal(cx, bucket, "read");
             Err(StoreError::AccessDenied)
         }
     }

@@ -151,7 +151,8 @@ impl Store for ErasureStore {
     fn bucket_facts(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
         let facts = self.inner.namespace_drive()?.bucket_facts(&gateway(), bucket)?;
         // Never "local": every call does I/O on several drives, so it runs on the blocking pool.
-        Ok(BucketFacts { filesystem: FileSystemKind::Shared("erasure"), ..facts })
+        // Its files are the gateway's: the kernel cannot judge a user's access (issue 28, 3).
+        Ok(BucketFacts { filesystem: FileSystemKind::Shared("erasure"), access: crate::AccessJudge::Gateway, ..facts })
     }
 
     fn delete_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {

@@ -248,6 +248,7 @@ impl Store for PosixStore {
             filesystem: FileSystemKind::of(open.fd.as_fd()),
             metadata: open.metadata,
             durability: self.options.durability,
+            access: crate::AccessJudge::Kernel,
         })
     }
 
