@@ -51,14 +51,16 @@ def unix():
         subprocess.run(["userdel", name], capture_output=True)
 
 
-def posix_gateway(extra_config="", extra_args=(), erasure=False):
-    """A gateway with `identity = "posix"` on a data root every user may traverse; alice and
-    bob are S3 users mapped to their Unix users. Returns (server, base directory)."""
-    base = Path(tempfile.mkdtemp(prefix="isthmus-security-"))
-    base.chmod(0o755)
+def posix_gateway(extra_config="", extra_args=(), erasure=False, base=None, identity="posix"):
+    """A gateway with `identity = "posix"` (or `identity`) on a data root every user may
+    traverse (in `base`, made if not given); alice and bob are S3 users mapped to their Unix
+    users. Returns (server, base directory)."""
+    if base is None:
+        base = Path(tempfile.mkdtemp(prefix="isthmus-security-"))
+        base.chmod(0o755)
+        (base / "data").mkdir()
+        (base / "data").chmod(0o755)
     root = base / "data"
-    root.mkdir()
-    root.chmod(0o755)
     if erasure:
         use_erasure_default_pool(root, base / "drives")
     users = "".join(
@@ -67,7 +69,7 @@ def posix_gateway(extra_config="", extra_args=(), erasure=False):
         if short != "admin"
     )
     config = base / "isthmus.toml"
-    config.write_text(f'identity = "posix"\nroot_identity = {{ unix_user = "{USERS["admin"]}" }}\n{users}{extra_config}')
+    config.write_text(f'identity = "{identity}"\nroot_identity = {{ unix_user = "{USERS["admin"]}" }}\n{users}{extra_config}')
     return Server(root, extra_args=["--config", str(config), *extra_args]), base
 
 
@@ -76,12 +78,19 @@ def test_posix_identity_on_an_erasure_pool_keeps_private_objects_private(unix):
     """Finding 3: with Unix identities, the authorization layer left object access to the
     kernel, which never refuses anything in an erasure-coded pool (the shards are the
     gateway's). The gateway judges those buckets by the S3 rules now."""
-    srv, base = posix_gateway(erasure=True)
+    # Alice's bucket and object were made before the site turned Unix identities on (as after
+    # an `isthmus pool migrate` to the erasure-coded pool): the shards are the gateway's files.
+    srv, base = posix_gateway(erasure=True, identity="gateway")
+    try:
+        alice = make_client(srv.endpoint, "alice", SECRET)
+        alice.create_bucket(Bucket="alice-private")
+        alice.put_object(Bucket="alice-private", Key="diary.txt", Body=b"dear diary")
+    finally:
+        srv.stop()
+    srv, base = posix_gateway(erasure=True, base=base)
     try:
         alice = make_client(srv.endpoint, "alice", SECRET)
         bob = make_client(srv.endpoint, "bob", SECRET)
-        alice.create_bucket(Bucket="alice-private")
-        alice.put_object(Bucket="alice-private", Key="diary.txt", Body=b"dear diary")
         assert alice.get_object(Bucket="alice-private", Key="diary.txt")["Body"].read() == b"dear diary"
         assert [o["Key"] for o in alice.list_objects_v2(Bucket="alice-private")["Contents"]] == ["diary.txt"]
         assert code_of(bob.get_object, Bucket="alice-private", Key="diary.txt") == "AccessDenied"
@@ -95,6 +104,10 @@ def test_posix_identity_on_an_erasure_pool_keeps_private_objects_private(unix):
         assert copy == "AccessDenied"
         assert "alice-private" not in [b["Name"] for b in bob.list_buckets()["Buckets"]]
         assert alice.get_object(Bucket="alice-private", Key="diary.txt")["Body"].read() == b"dear diary"
+        # Users can also make buckets there now (they could not: the drives are the gateway's).
+        alice.create_bucket(Bucket="alice-new")
+        alice.put_object(Bucket="alice-new", Key="k", Body=b"new")
+        assert code_of(bob.get_object, Bucket="alice-new", Key="k") == "AccessDenied"
         # Sharing works as S3 says: a public-read ACL lets bob read, not write.
         alice.put_bucket_acl(Bucket="alice-private", ACL="public-read")
         assert bob.get_object(Bucket="alice-private", Key="diary.txt")["Body"].read() == b"dear diary"
