@@ -381,18 +381,17 @@ impl IoPool {
         let receiver = Arc::new(Mutex::new(receiver));
         for n in 0..threads.max(1) {
             let receiver = receiver.clone();
-            std::thread::Builder::new()
-                .name(format!("isthmus-ec-io-{n}"))
-                .spawn(move || {
-                    loop {
-                        let job = receiver.lock().expect("io queue lock").recv();
-                        match job {
-                            Ok(job) => job(),
-                            Err(_) => return,
-                        }
+            // Shard I/O is the gateway's: the drives are its own files.
+            crate::identity::spawn_gateway_thread(&format!("isthmus-ec-io-{n}"), move || {
+                loop {
+                    let job = receiver.lock().expect("io queue lock").recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
                     }
-                })
-                .expect("the I/O thread starts");
+                }
+            })
+            .expect("the I/O thread starts");
         }
         Self { sender: Mutex::new(Some(sender)) }
     }

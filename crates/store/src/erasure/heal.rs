@@ -31,7 +31,8 @@ pub(crate) struct Healer {
 impl Healer {
     pub(crate) fn start(inner: Weak<Inner>) -> Self {
         let (tx, rx) = mpsc::sync_channel::<(String, String)>(QUEUE);
-        let _ = std::thread::Builder::new().name("isthmus-ec-heal".into()).spawn(move || {
+        // The gateway's own work: it may be started by a read switched to a user's identity.
+        let _ = crate::identity::spawn_gateway_thread("isthmus-ec-heal", move || {
             loop {
                 match rx.recv_timeout(Duration::from_secs(60)) {
                     Ok((bucket, key)) => {
@@ -41,7 +42,9 @@ impl Healer {
                                 tracing::info!(pool = %inner.name, bucket, key, shards = healed.shards, manifests = healed.manifests, "healed on read");
                             }
                             Ok(_) => {}
-                            Err(err) => tracing::warn!(pool = %inner.name, bucket, key, error = %err, "heal on read failed"),
+                            Err(err) => {
+                                tracing::warn!(pool = %inner.name, bucket, key, error = %err, "heal on read failed")
+                            }
                         }
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {
