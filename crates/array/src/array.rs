@@ -94,8 +94,10 @@ impl ZarrArray {
             serde_json::from_value(metadata.clone()).map_err(|e| ArrayError::Spec(e.to_string()))?;
         let storage: Arc<dyn ReadableWritableListableStorageTraits> = store.clone();
         let array = Array::new_with_metadata(storage, &node_path(path), parsed)?;
-        create_node(store.as_ref(), path, &metadata)?;
-        Ok(Self { store, array, data_type: spec.data_type, path: node_path(path) })
+        let created = Self { store, array, data_type: spec.data_type, path: node_path(path) };
+        created.check_sizes()?;
+        create_node(created.store.as_ref(), path, &metadata)?;
+        Ok(created)
     }
 
     /// Opens the array at `path`.
@@ -109,7 +111,24 @@ impl ZarrArray {
         let metadata = serde_json::to_value(array.metadata()).map_err(|e| ArrayError::Spec(e.to_string()))?;
         let name = metadata["data_type"].as_str().unwrap_or_default();
         let data_type = name.parse()?;
-        Ok(Self { store, array, data_type, path: node_path(path) })
+        let opened = Self { store, array, data_type, path: node_path(path) };
+        opened.check_sizes()?;
+        Ok(opened)
+    }
+
+    /// Refuses an array whose size does not fit in 64 bits, or whose (first) chunk is larger
+    /// than this engine decodes (`size::MAX_CHUNK_BYTES`): its `zarr.json` is anyone's file.
+    /// Every region of an array that passes is smaller than the array, so the arithmetic on
+    /// regions and their pieces cannot wrap; each chunk a read or write touches is checked
+    /// again (`chunks::pieces`), for grids whose chunks differ.
+    fn check_sizes(&self) -> Result<(), ArrayError> {
+        let element = self.data_type.size() as u64;
+        crate::size::bytes("the array", self.shape(), element)?;
+        let chunk = self.chunk_shape();
+        if !chunk.is_empty() || self.shape().is_empty() {
+            crate::size::chunk_bytes(&chunk, element)?;
+        }
+        Ok(())
     }
 
     pub fn shape(&self) -> &[u64] {
@@ -154,12 +173,12 @@ impl ZarrArray {
     /// The region checked against the array, and the bytes a buffer for it must have.
     pub(crate) fn checked(&self, region: &Region, buffer: usize) -> Result<Extent, ArrayError> {
         let extent = region.extent(self.shape())?;
-        let bytes = extent.elements() * self.data_type.size() as u64;
+        let bytes = crate::size::bytes("the region", &extent.count, self.data_type.size() as u64)?;
         if bytes != buffer as u64 {
             return Err(RegionError::BufferSize {
                 buffer,
                 region: bytes,
-                elements: extent.elements(),
+                elements: bytes / self.data_type.size() as u64,
                 element_size: self.data_type.size(),
             }
             .into());
@@ -170,7 +189,9 @@ impl ZarrArray {
     /// The bytes a region's buffer holds.
     pub fn region_bytes(&self, region: &Region) -> Result<usize, ArrayError> {
         let extent = region.extent(self.shape())?;
-        Ok((extent.elements() * self.data_type.size() as u64) as usize)
+        let bytes = crate::size::bytes("the region", &extent.count, self.data_type.size() as u64)?;
+        usize::try_from(bytes)
+            .map_err(|_| ArrayError::Spec(format!("a region of {bytes} bytes does not fit in memory")))
     }
 
     /// Reads `region` into `out` (row-major, the region's shape, native byte order).

@@ -56,10 +56,6 @@ pub(crate) struct Extent {
 }
 
 impl Extent {
-    pub fn elements(&self) -> u64 {
-        self.count.iter().product()
-    }
-
     /// The smallest box holding the region.
     pub fn bounding_box(&self) -> Vec<Range<u64>> {
         (0..self.start.len())
@@ -72,16 +68,57 @@ impl Extent {
 }
 
 /// The pieces of `extent`, one per chunk holding at least one of its elements.
+///
+/// Only chunks that hold an element are visited, dimension by dimension (every grid zarrs
+/// knows is separable: a coordinate's chunk along a dimension depends on that coordinate
+/// only): a strided region whose bounding box spans 2^40 chunks for two elements visits two.
+/// The chunks visited are at most the region's elements, which the array's size bounds.
 pub(crate) fn pieces(array: &ZArray, extent: &Extent) -> Result<Vec<Piece>, ArrayError> {
-    if extent.elements() == 0 {
+    if extent.count.contains(&0) {
         return Ok(Vec::new());
     }
     let bounds = ArraySubset::new_with_ranges(&extent.bounding_box());
     let Some(chunks) = array.chunks_in_array_subset(&bounds).map_err(|e| ArrayError::Spec(e.to_string()))? else {
         return Err(ArrayError::Spec("the array's chunk grid cannot locate the region's chunks".into()));
     };
+    let dims = extent.start.len();
+    let mut candidates: Vec<Vec<u64>> = Vec::with_capacity(dims);
+    for d in 0..dims {
+        let (first_chunk, spanned) = (chunks.start()[d], chunks.shape()[d]);
+        if extent.count[d] >= spanned || extent.step[d] == 1 {
+            crate::size::chunk_count(&[spanned])?;
+            // Every chunk of the span holds an element (or there are no more chunks than
+            // elements to look at).
+            candidates.push((first_chunk..first_chunk + spanned).collect());
+            continue;
+        }
+        // Fewer elements than chunks: the chunk of each element, in order, once each.
+        crate::size::chunk_count(&[extent.count[d]])?;
+        let mut along: Vec<u64> = Vec::new();
+        for k in 0..extent.count[d] {
+            let mut point: Vec<Range<u64>> = (0..dims).map(|e| extent.start[e]..extent.start[e] + 1).collect();
+            let at = extent.start[d] + k * extent.step[d];
+            point[d] = at..at + 1;
+            let Some(found) = array
+                .chunks_in_array_subset(&ArraySubset::new_with_ranges(&point))
+                .map_err(|e| ArrayError::Spec(e.to_string()))?
+            else {
+                return Err(ArrayError::Spec("the array's chunk grid cannot locate the region's chunks".into()));
+            };
+            let index = found.start()[d];
+            if along.last() != Some(&index) {
+                along.push(index);
+            }
+        }
+        candidates.push(along);
+    }
+    crate::size::chunk_count(&candidates.iter().map(|c| c.len() as u64).collect::<Vec<_>>())?;
     let mut pieces = Vec::new();
-    'chunks: for chunk in chunks.indices() {
+    'chunks: for chunk in cartesian(&candidates) {
+        crate::size::chunk_bytes(
+            &array.chunk_shape(&chunk)?.iter().map(|n| n.get()).collect::<Vec<_>>(),
+            element_size(array),
+        )?;
         let subset = array.chunk_subset_bounded(&chunk)?;
         let dims = chunk.len();
         let mut piece = Piece {
@@ -107,6 +144,24 @@ pub(crate) fn pieces(array: &ZArray, extent: &Extent) -> Result<Vec<Piece>, Arra
         pieces.push(piece);
     }
     Ok(pieces)
+}
+
+/// Every combination of one entry per list, in row-major order.
+fn cartesian(lists: &[Vec<u64>]) -> impl Iterator<Item = Vec<u64>> + '_ {
+    let total: usize = if lists.is_empty() { 0 } else { lists.iter().map(Vec::len).product() };
+    (0..total).map(move |mut n| {
+        let mut out = vec![0; lists.len()];
+        for (d, list) in lists.iter().enumerate().rev() {
+            out[d] = list[n % list.len()];
+            n /= list.len();
+        }
+        out
+    })
+}
+
+/// The bytes of one element of `array` (fixed-size data types only: the engine's).
+fn element_size(array: &ZArray) -> u64 {
+    array.data_type().fixed_size().map_or(1, |n| n as u64)
 }
 
 /// One n-dimensional box of `count` elements from `src` (row-major, shape `src_shape`, from

@@ -13,6 +13,7 @@ mod region;
 pub mod region_copy;
 pub mod remote;
 pub mod select;
+pub mod size;
 pub mod spec;
 pub mod storage;
 pub mod transfer;
@@ -33,6 +34,9 @@ pub enum ArrayError {
     Spec(String),
     #[error(transparent)]
     Region(#[from] RegionError),
+    /// A size from the array's metadata or a region that overflows or is too large.
+    #[error(transparent)]
+    Size(#[from] size::SizeError),
     #[error("no array or group at {0}")]
     NotFound(String),
     #[error("an array or group already exists at {0}")]

@@ -47,9 +47,9 @@ impl Region {
         self.count.clone()
     }
 
-    /// The number of elements.
-    pub fn elements(&self) -> u64 {
-        self.count.iter().product()
+    /// The number of elements (`None` if it does not fit in 64 bits).
+    pub fn elements(&self) -> Option<u64> {
+        crate::size::elements("a region", &self.count).ok()
     }
 
     /// The region checked against an array of shape `extent`.

@@ -37,6 +37,10 @@ pub enum Hdf5Error {
     /// The backend keeps no plain files (HDF5 in place needs a posix pool).
     #[error("{0}: HDF5 files are served in place only from buckets whose objects are plain files")]
     NoFile(String),
+    /// The file describes sizes that overflow or exceed what is decoded at once, or links
+    /// that leave it (a hostile or damaged file): refused before anything is allocated.
+    #[error("dataset {dataset:?}: {reason}")]
+    Refused { dataset: String, reason: String },
     /// A chunk did not decode (damaged file, checksum mismatch).
     #[error("{0}")]
     Decode(String),

@@ -232,11 +232,18 @@ impl Hdf5Chunks {
             .parse()
             .map_err(|e| NotServable { dataset: dataset.path.clone(), reason: format!("{e}") })?;
         let element_size = data_type.size();
+        // The dataspace and chunk dimensions are the file author's: checked and bounded before
+        // any arithmetic or allocation depends on them (issue 28, finding 1).
+        let refuse = |e: isthmus_array::size::SizeError| Hdf5Error::Refused {
+            dataset: dataset.path.clone(),
+            reason: e.to_string(),
+        };
+        isthmus_array::size::bytes("the dataset", &dataset.shape, element_size as u64).map_err(refuse)?;
         let chunk_shape = match dataset.layout {
             Layout::Chunked => dataset.chunk_shape.clone(),
             _ => virtual_chunk_shape(&dataset.shape, element_size as u64),
         };
-        let chunk_bytes = chunk_shape.iter().product::<u64>() * element_size as u64;
+        let chunk_bytes = isthmus_array::size::chunk_bytes(&chunk_shape, element_size as u64).map_err(refuse)?;
         let mut spec = ArraySpec::new(dataset.shape.clone(), data_type, chunk_shape.clone());
         spec.fill_value = Some(dataset.fill_value);
         spec.attributes.insert(
@@ -341,8 +348,10 @@ fn virtual_chunk_shape(shape: &[u64], element_size: u64) -> Vec<u64> {
     let dims = shape.len();
     let mut chunk: Vec<u64> = shape.iter().map(|&n| n.max(1)).collect();
     for d in 0..dims {
-        let inner: u64 = shape[d + 1..].iter().map(|&n| n.max(1)).product::<u64>() * element_size;
-        if inner * shape[d].max(1) <= VIRTUAL_CHUNK_BYTES || d + 1 == dims || inner <= VIRTUAL_CHUNK_BYTES {
+        // Saturating: a shape with empty dimensions holds nothing, whatever the others say.
+        let inner = shape[d + 1..].iter().fold(element_size, |n, &e| n.saturating_mul(e.max(1)));
+        if inner.saturating_mul(shape[d].max(1)) <= VIRTUAL_CHUNK_BYTES || d + 1 == dims || inner <= VIRTUAL_CHUNK_BYTES
+        {
             chunk[d] = (VIRTUAL_CHUNK_BYTES / inner.max(1)).clamp(1, shape[d].max(1));
             for c in chunk.iter_mut().take(d) {
                 *c = 1;

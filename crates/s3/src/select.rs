@@ -91,7 +91,9 @@ fn hdf5_error(err: Hdf5Error) -> S3Error {
         Hdf5Error::NotServable { .. } | Hdf5Error::NoFile(_) => {
             S3Error::with_message(S3ErrorCode::NotImplemented, err.to_string())
         }
-        Hdf5Error::Unreadable { .. } => S3Error::with_message(S3ErrorCode::InvalidArgument, err.to_string()),
+        Hdf5Error::Unreadable { .. } | Hdf5Error::Refused { .. } => {
+            S3Error::with_message(S3ErrorCode::InvalidArgument, err.to_string())
+        }
         Hdf5Error::Decode(ref text) if text.contains("AccessDenied:") => {
             S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")
         }
@@ -110,7 +112,7 @@ fn array_error(err: ArrayError) -> S3Error {
     }
     match err {
         ArrayError::NotFound(path) => S3Error::with_message(S3ErrorCode::NoSuchKey, format!("no Zarr array at {path}")),
-        ArrayError::Spec(_) | ArrayError::Region(_) | ArrayError::Open(_) => {
+        ArrayError::Spec(_) | ArrayError::Region(_) | ArrayError::Open(_) | ArrayError::Size(_) => {
             S3Error::with_message(S3ErrorCode::InvalidArgument, text)
         }
         _ => S3Error::with_message(S3ErrorCode::InternalError, text),
