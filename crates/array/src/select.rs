@@ -207,7 +207,15 @@ impl Expr {
     /// Parses `abs(value) > 0.5 and (value < 3 or not value == 1)`.
     pub fn parse(text: &str) -> Result<Expr, ArrayError> {
         let tokens = tokenize(text)?;
-        let mut parser = Parser { tokens, position: 0, text };
+        // Parsing, evaluating and dropping an expression recurse on its depth: a request's
+        // expression is bounded so that none can exhaust a worker's stack.
+        if tokens.len() > MAX_EXPR_TOKENS {
+            return Err(ArrayError::Spec(format!(
+                "the where expression has {} tokens; at most {MAX_EXPR_TOKENS} are accepted",
+                tokens.len()
+            )));
+        }
+        let mut parser = Parser { tokens, position: 0, text, depth: 0 };
         let expr = parser.or()?;
         if parser.position != parser.tokens.len() {
             return Err(parser.error("unexpected text after the expression"));
@@ -317,17 +325,24 @@ fn tokenize(text: &str) -> Result<Vec<Token>, ArrayError> {
     Ok(tokens)
 }
 
+/// The most tokens a `where` expression may have, and the deepest it may nest (parentheses,
+/// `abs`, `not`).
+const MAX_EXPR_TOKENS: usize = 1024;
+const MAX_EXPR_DEPTH: usize = 32;
+
 struct Parser<'a> {
     tokens: Vec<Token>,
     position: usize,
     text: &'a str,
+    /// How deep the parser is in nested expressions now.
+    depth: usize,
 }
 
 impl Parser<'_> {
     fn error(&self, why: &str) -> ArrayError {
+        let shown: String = self.text.chars().take(200).collect();
         ArrayError::Spec(format!(
-            "where {:?}: {why}; the language: value, numbers, abs(...), < <= > >= == !=, and, or, not, parentheses",
-            self.text
+            "where {shown:?}: {why}; the language: value, numbers, abs(...), < <= > >= == !=, and, or, not, parentheses"
         ))
     }
 
@@ -360,9 +375,21 @@ impl Parser<'_> {
     fn not(&mut self) -> Result<Expr, ArrayError> {
         if self.is_word("not") || self.peek() == Some(&Token::Op("!")) {
             self.position += 1;
-            return Ok(Expr::Not(Box::new(self.not()?)));
+            let inner = self.nested(Self::not)?;
+            return Ok(Expr::Not(Box::new(inner)));
         }
         self.comparison()
+    }
+
+    /// `parse` one level deeper, refused past `MAX_EXPR_DEPTH`.
+    fn nested(&mut self, parse: fn(&mut Self) -> Result<Expr, ArrayError>) -> Result<Expr, ArrayError> {
+        if self.depth >= MAX_EXPR_DEPTH {
+            return Err(self.error(&format!("the expression nests deeper than {MAX_EXPR_DEPTH}")));
+        }
+        self.depth += 1;
+        let parsed = parse(self);
+        self.depth -= 1;
+        parsed
     }
 
     fn comparison(&mut self) -> Result<Expr, ArrayError> {
@@ -391,12 +418,12 @@ impl Parser<'_> {
                     return Err(self.error("abs needs parentheses"));
                 }
                 self.position += 1;
-                let inner = self.or()?;
+                let inner = self.nested(Self::or)?;
                 self.close()?;
                 Ok(Expr::Abs(Box::new(inner)))
             }
             Token::Open => {
-                let inner = self.or()?;
+                let inner = self.nested(Self::or)?;
                 self.close()?;
                 Ok(inner)
             }
@@ -503,6 +530,21 @@ mod tests {
         for bad in ["value", "abs value > 1", "value > ", "(value > 1", "value > 1 1", "value ~ 1"] {
             assert!(Expr::parse(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn expressions_deep_or_long_enough_to_exhaust_a_stack_are_refused() {
+        // Before the bounds, 8000 parentheses overflowed a 2 MiB worker stack (the process died).
+        let deep = format!("{}value > 0{}", "(".repeat(8000), ")".repeat(8000));
+        assert!(Expr::parse(&deep).is_err());
+        let deep = format!("{}value > 0{}", "(".repeat(400), ")".repeat(400));
+        assert!(matches!(Expr::parse(&deep), Err(ArrayError::Spec(why)) if why.contains("nests deeper")));
+        let nots = format!("{}value > 0", "!".repeat(MAX_EXPR_DEPTH + 1));
+        assert!(Expr::parse(&nots).is_err());
+        let long = vec!["value > 0"; MAX_EXPR_TOKENS].join(" or ");
+        assert!(matches!(Expr::parse(&long), Err(ArrayError::Spec(why)) if why.contains("tokens")));
+        let nested = format!("{}abs(value) > 0{}", "(".repeat(MAX_EXPR_DEPTH - 1), ")".repeat(MAX_EXPR_DEPTH - 1));
+        assert!(Expr::parse(&nested).unwrap().holds(1.0));
     }
 
     #[test]
