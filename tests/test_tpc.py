@@ -33,7 +33,8 @@ def sites(tmp_path_factory, issuer):
         jwks = base / "jwks.json"
         jwks.write_text(json.dumps(issuer.jwks()))
         config = base / "isthmus.toml"
-        config.write_text(config_text(jwks))
+        # Both sites are on this host: the operator opens loopback to third-party copy.
+        config.write_text('outbound_allow = ["127.0.0.0/8"]\n' + config_text(jwks))
         srv = Server(base / "data", extra_args=["--config", str(config)])
         make_client(srv.endpoint).create_bucket(Bucket="data")
         servers.append(srv)

@@ -162,6 +162,11 @@ pub struct FileConfig {
     /// Issuers whose bearer tokens (JWT) the gateway trusts (`[[token_issuers]]`).
     #[serde(default)]
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
+    /// Hosts third-party copy may reach besides public ones: networks, addresses, optionally
+    /// with a port (`["10.1.0.0/16", "127.0.0.1:9001"]`). Loopback, private, link-local and
+    /// the gateway's own listeners are refused unless listed here [default: none].
+    #[serde(default)]
+    pub outbound_allow: Vec<String>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub http_address: Option<SocketAddr>,
@@ -210,6 +215,7 @@ pub struct ServeSettings {
     pub local_socket_max_connections: usize,
     pub select_max_bytes: u64,
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
+    pub outbound_allow: Vec<isthmus_grid::AllowEntry>,
     pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
     pub quota_rescan: std::time::Duration,
     /// Certificate chain and key: the main listener serves HTTPS.
@@ -275,6 +281,7 @@ impl ServeSettings {
                 .or(file.select_max_bytes)
                 .unwrap_or(isthmus_s3::DEFAULT_SELECT_MAX_BYTES),
             token_issuers: file.token_issuers,
+            outbound_allow: isthmus_grid::OutboundPolicy::parse_allow(&file.outbound_allow)?,
             quotas: file.quotas,
             quota_rescan: std::time::Duration::from_secs(file.quota_rescan_seconds.unwrap_or(300).max(1)),
             tls: match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {

@@ -52,6 +52,12 @@ fn check(file: PathBuf) -> Result<(), String> {
     if !settings.console {
         lines.push("  web console: off".to_string());
     }
+    if settings.outbound_allow.is_empty() {
+        lines.push("  third-party copy reaches public hosts only (outbound_allow is empty)".to_string());
+    } else {
+        let allowed: Vec<String> = settings.outbound_allow.iter().map(ToString::to_string).collect();
+        lines.push(format!("  third-party copy reaches public hosts and {}", allowed.join(", ")));
+    }
     lines.push(format!(
         "  durability {:?}, metadata {:?}, identity {:?}",
         settings.durability, settings.metadata, settings.identity

@@ -118,6 +118,12 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
         };
         let domain = settings.domain.as_deref().map(|d| (d, local.port()));
+        // Third-party copy never reaches these unless the operator names them.
+        let own_listeners: Vec<std::net::SocketAddr> = [Some(&listener), http_listener.as_ref(), admin_listener.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|listener| listener.local_addr().ok())
+            .collect();
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         if let Some(socket) = local_socket {
             serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, &identities, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
@@ -134,6 +140,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 grid: grid.clone(),
                 quotas: quotas.clone(),
                 tpc_staging: Some(store.internal_dir().join("tpc")),
+                outbound: Arc::new(isthmus_grid::OutboundPolicy::new(settings.outbound_allow.clone(), own_listeners)),
                 admin: Some(admin),
             },
         )?;

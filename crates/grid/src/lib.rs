@@ -2,10 +2,12 @@
 //! temporary S3 credentials STS makes from them, and HTTP third-party copy (pull and push,
 //! with performance markers, resumable and checksum-verified).
 
+pub mod outbound;
 pub mod sessions;
 pub mod sigv4;
 pub mod tokens;
 pub mod tpc;
 
+pub use outbound::{AllowEntry, OutboundPolicy, OutboundRefusal};
 pub use sessions::{SessionCredentials, SessionError, SessionKeys};
 pub use tokens::{IssuerConfig, TokenError, TokenGrant, TokenVerifier};

@@ -5,7 +5,8 @@
 //! verifies the whole file against the digests the source sent (`Digest: adler32=..., md5=...`,
 //! RFC 3230) before anything is stored. A push streams an object to the destination with a
 //! PUT, its MD5 sent as `Content-MD5` when known so the destination refuses a corrupted body.
-//! Progress is counted in an atomic that the caller turns into performance markers.
+//! Progress is counted in an atomic that the caller turns into performance markers. Every
+//! connection goes through an `OutboundPolicy` agent: only to hosts the operator allows.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -13,13 +14,15 @@ use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+
+use crate::outbound::{CONNECT_TIMEOUT, OutboundPolicy};
 
 /// The size of the chunks a pull fetches and records (each a ranged GET).
 pub const CHUNK_SIZE: u64 = 8 << 20;
@@ -41,6 +44,8 @@ pub enum TransferError {
     ShortRead { got: u64, expected: u64 },
     #[error("staging I/O: {0}")]
     Io(#[from] std::io::Error),
+    #[error("a copy of this source to this object by the same user is already running")]
+    Busy,
     /// The bytes arrived, and storing them was refused (a checksum mismatch, a quota, ...).
     #[error("{0}")]
     Refused(String),
@@ -86,13 +91,15 @@ fn announced_digests(response: &ureq::http::Response<ureq::Body>) -> Vec<(String
     found
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(Duration::from_secs(30)))
-        .timeout_recv_body(Some(Duration::from_secs(120)))
-        .build()
-        .into()
+/// The agent of a transfer: it connects only where `policy` allows (every redirect hop and
+/// every DNS answer checked).
+fn agent(policy: &Arc<OutboundPolicy>) -> ureq::Agent {
+    policy.agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_recv_body(Some(Duration::from_secs(120))),
+    )
 }
 
 fn unreachable(err: ureq::Error) -> TransferError {
@@ -117,19 +124,30 @@ struct PullState {
     digests: Vec<(String, String)>,
 }
 
-/// A pull's staging area: the file and its state, named after the destination and source.
+/// A pull's staging area: the file and its state, named after who pulls, the destination and
+/// the source, and locked while a pull uses it (two pulls of the same name would write the same
+/// file: the second is refused while the first runs; two users never share a name).
 pub struct Staging {
     data: PathBuf,
     state: PathBuf,
+    lock: PathBuf,
+    _held: File,
 }
 
 impl Staging {
-    pub fn new(dir: &Path, destination: &str, source: &str) -> std::io::Result<Self> {
+    pub fn new(dir: &Path, owner: &str, destination: &str, source: &str) -> Result<Self, TransferError> {
         std::fs::create_dir_all(dir)?;
         // The query of a presigned source changes on every retry: it is not part of the name.
         let stable_source = source.split('?').next().unwrap_or(source);
-        let name = hex::encode(Sha256::digest(format!("{destination}\n{stable_source}").as_bytes()));
-        Ok(Self { data: dir.join(format!("{name}.part")), state: dir.join(format!("{name}.json")) })
+        let name = hex::encode(Sha256::digest(format!("{owner}\n{destination}\n{stable_source}").as_bytes()));
+        let lock = dir.join(format!("{name}.lock"));
+        let held = OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&lock)?;
+        match held.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(TransferError::Busy),
+            Err(std::fs::TryLockError::Error(err)) => return Err(err.into()),
+        }
+        Ok(Self { data: dir.join(format!("{name}.part")), state: dir.join(format!("{name}.json")), lock, _held: held })
     }
 
     fn load(&self) -> Option<PullState> {
@@ -142,10 +160,26 @@ impl Staging {
         std::fs::rename(tmp, &self.state)
     }
 
-    /// Removes the staging file and its state (after the object is stored, or to restart).
-    pub fn remove(&self) {
+    /// Drops what was staged (the source changed: the pull starts again).
+    fn discard(&self) {
         let _ = std::fs::remove_file(&self.data);
         let _ = std::fs::remove_file(&self.state);
+    }
+
+    /// Removes the staging file, its state and its lock (after the object is stored, or when
+    /// the bytes were refused).
+    pub fn remove(&self) {
+        self.discard();
+        let _ = std::fs::remove_file(&self.lock);
+    }
+}
+
+impl Drop for Staging {
+    /// A pull that staged nothing leaves nothing behind (its lock would be all there is).
+    fn drop(&mut self) {
+        if !self.data.exists() && !self.state.exists() {
+            let _ = std::fs::remove_file(&self.lock);
+        }
     }
 }
 
@@ -226,10 +260,11 @@ pub fn pull_into<T>(
     source: &str,
     staging: &Staging,
     options: &TransferOptions,
+    policy: &Arc<OutboundPolicy>,
     progress: &AtomicU64,
     consume: impl FnOnce(&PullInfo, &mut dyn Read) -> Result<T, String>,
 ) -> Result<T, TransferError> {
-    let agent = agent();
+    let agent = agent(policy);
     // The first request says what the source is (size, validator, digests).
     let mut request = agent.get(source).header("Want-Digest", "adler32, md5").header("Range", "bytes=0-0");
     for (name, value) in &options.headers {
@@ -256,7 +291,7 @@ pub fn pull_into<T>(
     let state = match staging.load() {
         Some(old) if old.source == stable_source && old.validator == validator && old.size == size => old,
         _ => {
-            staging.remove();
+            staging.discard();
             PullState { source: stable_source, validator, size, done: Vec::new(), digests: Vec::new() }
         }
     };
@@ -410,9 +445,10 @@ pub fn push(
     size: u64,
     md5: Option<[u8; 16]>,
     options: &TransferOptions,
+    policy: &Arc<OutboundPolicy>,
     progress: &AtomicU64,
 ) -> Result<(), TransferError> {
-    let mut request = agent().put(destination).header("Content-Length", size.to_string());
+    let mut request = agent(policy).put(destination).header("Content-Length", size.to_string());
     if let Some(md5) = md5 {
         request = request.header("Content-MD5", STANDARD.encode(md5));
     }
@@ -456,6 +492,26 @@ mod tests {
         assert_eq!(clean_stale(dir.path(), Duration::from_secs(24 * 3600)).unwrap(), 1);
         assert!(!old.exists() && fresh.exists());
         assert_eq!(clean_stale(&dir.path().join("missing"), Duration::ZERO).unwrap(), 0);
+    }
+
+    #[test]
+    fn staging_is_per_user_and_one_pull_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = "http://example.org/file?X-Amz-Signature=1";
+        let alice = Staging::new(dir.path(), "alice", "data/k", source).unwrap();
+        // Another user's pull of the same source to the same object has staging of its own.
+        let bob = Staging::new(dir.path(), "bob", "data/k", source).unwrap();
+        assert_ne!(alice.data, bob.data);
+        // The same user's second pull while the first runs is refused, not interleaved;
+        // a retry (a new signature) after it ended resumes the same staging.
+        assert!(matches!(Staging::new(dir.path(), "alice", "data/k", source), Err(TransferError::Busy)));
+        let data = alice.data.clone();
+        drop(alice);
+        let again = Staging::new(dir.path(), "alice", "data/k", "http://example.org/file?X-Amz-Signature=2").unwrap();
+        assert_eq!(again.data, data);
+        again.remove();
+        bob.remove();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing left after remove");
     }
 
     #[test]

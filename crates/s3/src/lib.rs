@@ -374,6 +374,8 @@ pub struct ServiceOptions<'a> {
     pub quotas: Option<Arc<isthmus_store::quota::Quotas>>,
     /// Where third-party copies stage pulls (none: COPY is refused).
     pub tpc_staging: Option<std::path::PathBuf>,
+    /// Where third-party copies may connect (default: public hosts only, never this gateway).
+    pub outbound: Arc<isthmus_grid::OutboundPolicy>,
     /// Administration of users on the running gateway (none: refused); it must manage the
     /// same `UserDirectory` the service is given.
     pub admin: Option<Arc<admin::Administration>>,
@@ -387,7 +389,7 @@ pub fn build_service(
     options: ServiceOptions<'_>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, admin } = options;
+    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, outbound, admin } = options;
     let store = authorized(store, &users, &identities, quotas);
     let engine = Engine::new(store, io);
     let gateway =
@@ -398,6 +400,7 @@ pub fn build_service(
         gateway: gateway.clone(),
         staging,
         marker_interval: tpc::MARKER_INTERVAL,
+        outbound,
     });
     builder.set_route(routes::GridRoutes { grid, tpc, admin });
     builder.set_access(access::SignedRequestsOnly);

@@ -7,7 +7,10 @@
 //! marker every interval, then `success: Created` or `failure: <reason>`. The request is
 //! authorized like the S3 call it amounts to (a PUT of the object for a pull, a GET for a
 //! push), token scopes included; a pull is verified before the object is stored, and stored
-//! atomically, so a failed pull never leaves a torn object (an interrupted one resumes).
+//! atomically, so a failed pull never leaves a torn object (an interrupted one resumes). The
+//! remote URL must lead where the operator's `OutboundPolicy` allows (not to loopback, private
+//! or link-local hosts, nor to this gateway's own listeners, unless allowed): checked before
+//! the answer, and again by the transfer's agent on every connection and redirect.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use isthmus_grid::OutboundPolicy;
 use isthmus_grid::tpc::{self, Staging, TransferOptions};
 use isthmus_store::{GetRequest, HeadRequest, PutRequest, RequestContext, ScopeAccess, Store, StoreError};
 use s3s::{Body, S3Request, S3Response, S3Result, s3_error};
@@ -35,6 +39,8 @@ pub struct ThirdPartyCopy {
     pub staging: PathBuf,
     /// Time between performance markers.
     pub marker_interval: Duration,
+    /// Where the gateway may connect for a user.
+    pub outbound: Arc<OutboundPolicy>,
 }
 
 enum Direction {
@@ -119,6 +125,20 @@ impl ThirdPartyCopy {
                     .await?;
             }
         }
+        let (policy, url) = (
+            self.outbound.clone(),
+            match &direction {
+                Direction::Pull(url) | Direction::Push(url) => url.clone(),
+            },
+        );
+        // The remote host, as resolved now (the transfer's agent checks each connection again).
+        tokio::task::spawn_blocking(move || policy.check_url(&url))
+            .await
+            .map_err(|e| s3_error!(InternalError, "checking the remote URL: {e}"))?
+            .map_err(|refusal| {
+                tracing::warn!(%refusal, "third-party copy refused");
+                s3_error!(AccessDenied, "third-party copy: {refusal}")
+            })?;
         let (lines, rx) = tokio::sync::mpsc::channel::<String>(16);
         let progress = Arc::new(AtomicU64::new(0));
         let task = self.spawn(cx, bucket, key, direction, options, progress.clone());
@@ -176,16 +196,20 @@ impl ThirdPartyCopy {
     ) -> tokio::task::JoinHandle<Result<String, String>> {
         let engine = self.gateway.engine.clone();
         let staging_dir = self.staging.clone();
+        let policy = self.outbound.clone();
         match direction {
             Direction::Pull(source) => {
                 let destination = format!("{bucket}/{key}");
                 // The download streams run as the gateway (the staging area is the gateway's);
                 // the object is stored, as the bytes arrive, as the request's user.
                 tokio::task::spawn_blocking(move || {
-                    let staging = Staging::new(&staging_dir, &destination, &source).map_err(|e| e.to_string())?;
+                    // Staging is named per user: one user's pull never meets another's.
+                    let owner = format!("{:?}", cx.principal);
+                    let staging =
+                        Staging::new(&staging_dir, &owner, &destination, &source).map_err(|e| e.to_string())?;
                     let started = std::time::Instant::now();
                     let store = engine.store();
-                    let pulled = tpc::pull_into(&source, &staging, &options, &progress, |info, bytes| {
+                    let pulled = tpc::pull_into(&source, &staging, &options, &policy, &progress, |info, bytes| {
                         store_pulled(&store, &cx, &bucket, &key, info, bytes)
                     });
                     tracing::info!(ms = started.elapsed().as_millis() as u64, ok = pulled.is_ok(), "pull ended");
@@ -213,7 +237,7 @@ impl ThirdPartyCopy {
                         let mut got = store.get_object(&cx, &bucket, &key, &GetRequest::default())?;
                         let md5 = md5_of_etag(&got.info.etag);
                         let size = got.info.size;
-                        tpc::push(&destination, &mut got.body, size, md5, &options, &progress)
+                        tpc::push(&destination, &mut got.body, size, md5, &options, &policy, &progress)
                             .map_err(|e| StoreError::InvalidRequest(e.to_string()))?;
                         Ok(format!("pushed {size} bytes"))
                     })
