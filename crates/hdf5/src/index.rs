@@ -4,17 +4,21 @@
 //! is plain data (serialised as JSON into the bucket's hidden area); it carries the identity of
 //! the file it describes, and a file whose identity changed is indexed again.
 
-use std::path::Path;
+use std::collections::HashSet;
 use std::time::SystemTime;
 
 use hdf5::types::{FloatSize, IntSize, TypeDescriptor};
+use hdf5::{LinkType, LocationType};
 use serde::{Deserialize, Serialize};
 
 use crate::Hdf5Error;
 use crate::filters::{FilterStep, undecodable};
 
-/// Nested groups deeper than this are not walked (a guard against link cycles).
+/// Nested groups deeper than this are not walked.
 const MAX_GROUP_DEPTH: usize = 64;
+/// The most objects (groups and datasets) one file's walk visits: a crafted file cannot make
+/// the index unbounded.
+const MAX_OBJECTS: usize = 100_000;
 
 /// What identifies one version of a file: any change of content changes one of these.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,27 +104,57 @@ pub fn looks_like_hdf5(key: &str) -> bool {
     [".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nc4", ".h5part"].iter().any(|ext| lower.ends_with(ext))
 }
 
-/// Indexes the HDF5 file at `path` with libhdf5 (as the calling thread's identity).
-pub fn build_index(path: &Path, identity: FileIdentity) -> Result<FileIndex, Hdf5Error> {
-    let unreadable =
-        |e: hdf5::Error| Hdf5Error::Unreadable { path: path.display().to_string(), message: e.to_string() };
-    let file = hdf5::File::open(path).map_err(unreadable)?;
-    let mut datasets = Vec::new();
-    walk(&file, 0, &mut datasets).map_err(unreadable)?;
+/// Indexes the open HDF5 `file` (named `name` in messages) with libhdf5, as the calling
+/// thread's identity. libhdf5 opens the file through `/proc/self/fd`, so it reads exactly the
+/// file the caller opened (beneath its bucket, checked), whatever happens to names meanwhile.
+///
+/// Only the file itself is read: the walk follows hard links only (an external link would
+/// make libhdf5 open another file, anywhere, by name; a soft link names a path that may cross
+/// one, and its target is indexed at its hard path anyway), and a virtual dataset is recorded
+/// without its extent (asking libhdf5 for it opens the source files).
+pub fn build_index(file: &std::fs::File, name: &str, identity: FileIdentity) -> Result<FileIndex, Hdf5Error> {
+    use std::os::fd::AsRawFd;
+    let unreadable = |e: hdf5::Error| Hdf5Error::Unreadable { path: name.to_string(), message: e.to_string() };
+    let by_descriptor = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let file = hdf5::File::open(&by_descriptor).map_err(unreadable)?;
+    let mut walk = Walk { datasets: Vec::new(), visited: HashSet::new() };
+    walk.group(&file, 0).map_err(unreadable)?;
+    let mut datasets = walk.datasets;
     datasets.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(FileIndex { identity, datasets })
 }
 
-fn walk(group: &hdf5::Group, depth: usize, out: &mut Vec<DatasetIndex>) -> hdf5::Result<()> {
-    for dataset in group.datasets()? {
-        out.push(index_dataset(&dataset)?);
-    }
-    if depth < MAX_GROUP_DEPTH {
-        for child in group.groups()? {
-            walk(&child, depth + 1, out)?;
+/// One file's walk: what it found, and which objects it has been to (hard links may make a
+/// group its own descendant, or one object reachable by many paths).
+struct Walk {
+    datasets: Vec<DatasetIndex>,
+    visited: HashSet<String>,
+}
+
+impl Walk {
+    fn group(&mut self, group: &hdf5::Group, depth: usize) -> hdf5::Result<()> {
+        let hard_links = group.iter_visit_default(Vec::new(), |_, name, link, names: &mut Vec<String>| {
+            if link.link_type == LinkType::Hard {
+                names.push(name.to_string());
+            }
+            true
+        })?;
+        for name in hard_links {
+            let info = group.loc_info_by_name(&name)?;
+            if !self.visited.insert(format!("{:?}", info.token)) {
+                continue;
+            }
+            if self.visited.len() > MAX_OBJECTS {
+                return Err(format!("the file has more than {MAX_OBJECTS} groups and datasets").into());
+            }
+            match info.loc_type {
+                LocationType::Dataset => self.datasets.push(index_dataset(&group.dataset(&name)?)?),
+                LocationType::Group if depth < MAX_GROUP_DEPTH => self.group(&group.group(&name)?, depth + 1)?,
+                _ => {}
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The Zarr data type of an HDF5 type, or why there is none.
@@ -143,12 +177,18 @@ fn data_type_of(descriptor: &TypeDescriptor) -> Result<&'static str, String> {
 
 fn index_dataset(dataset: &hdf5::Dataset) -> hdf5::Result<DatasetIndex> {
     let path = dataset.name();
-    let shape: Vec<u64> = dataset.shape().iter().map(|&n| n as u64).collect();
+    // libhdf5 opens a virtual dataset's source files (anywhere, by name) to tell its extent.
+    let is_virtual = matches!(dataset.layout(), hdf5::dataset::Layout::Virtual);
+    let shape: Vec<u64> = if is_virtual { Vec::new() } else { dataset.shape().iter().map(|&n| n as u64).collect() };
     let datatype = dataset.dtype()?;
     let big_endian = matches!(datatype.byte_order(), hdf5::datatype::ByteOrder::BigEndian);
     let data_type = datatype.to_descriptor().map_err(|e| e.to_string()).and_then(|d| data_type_of(&d));
     let filters: Vec<FilterStep> = dataset.filters().iter().map(|f| FilterStep::new(f.id() as u32)).collect();
-    let fill_value = dataset.dcpl().ok().and_then(|pl| pl.get_fill_value_as::<f64>().ok().flatten()).unwrap_or(0.0);
+    let create = dataset.dcpl().ok();
+    let fill_value = create.as_ref().and_then(|pl| pl.get_fill_value_as::<f64>().ok().flatten()).unwrap_or(0.0);
+    // Raw data in external files (H5Pset_external) is never read: the index points into this
+    // file only.
+    let external = create.as_ref().map(|pl| pl.external()).unwrap_or_default();
     let mut chunks = Vec::new();
     let (layout, chunk_shape) = match dataset.layout() {
         hdf5::dataset::Layout::Chunked => {
@@ -174,6 +214,7 @@ fn index_dataset(dataset: &hdf5::Dataset) -> hdf5::Result<DatasetIndex> {
         (Err(why), _) => Some(why.clone()),
         (_, Layout::Compact) => Some("compact datasets (kept in the object header) are not indexed".into()),
         (_, Layout::Virtual) => Some("virtual datasets (views of other files) are not indexed".into()),
+        _ if !external.is_empty() => Some("datasets whose raw data is kept in external files are not served".into()),
         _ if shape.is_empty() => Some("scalar datasets have no chunks to serve".into()),
         _ => undecodable(&filters),
     };

@@ -115,10 +115,16 @@ pub fn open_file(store: Arc<dyn Store>, cx: &RequestContext, bucket: &str, key: 
     let index = match remembered {
         Some(index) => index,
         None => {
-            let path = cx.run_as(|| store.object_file(cx, bucket, key))?.ok_or_else(|| NoFile(key.to_string()))?;
-            let index = cx.run_as(|| Ok(build_index(&path, identity.clone())))??;
-            if current_identity(&*store, cx, bucket, key)? != identity {
-                return Err(Decode(format!("{key} changed while it was indexed: repeat the request")));
+            let file = cx.run_as(|| store.object_file(cx, bucket, key))?.ok_or_else(|| NoFile(key.to_string()))?;
+            let changed = || Decode(format!("{key} changed while it was indexed: repeat the request"));
+            // The file opened is the version the identity describes, before and after it is
+            // indexed, and the object is still that version afterwards.
+            if !is_version(&file, &identity) {
+                return Err(changed());
+            }
+            let index = cx.run_as(|| Ok(build_index(&file, key, identity.clone())))??;
+            if !is_version(&file, &identity) || current_identity(&*store, cx, bucket, key)? != identity {
+                return Err(changed());
             }
             let bytes = serde_json::to_vec(&index).expect("an index serialises");
             if let Err(err) = cx.run_as(|| store.write_derived(cx, bucket, key, INDEX_KIND, &bytes)) {
@@ -139,8 +145,14 @@ pub fn open_local(path: &std::path::Path) -> Result<Hdf5File, Hdf5Error> {
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let stat = file.metadata().map_err(unreadable)?;
     let identity = FileIdentity::new(stat.len(), "", stat.modified().map_err(unreadable)?);
-    let index = Arc::new(build_index(path, identity)?);
+    let index = Arc::new(build_index(&file, &path.display().to_string(), identity)?);
     Ok(Hdf5File { bytes: FileBytes::Local(Arc::new(file)), name: path.display().to_string(), index })
+}
+
+/// Whether the open `file` has the size and modification time `identity` records.
+fn is_version(file: &std::fs::File, identity: &FileIdentity) -> bool {
+    file.metadata().and_then(|stat| Ok(FileIdentity::new(stat.len(), &identity.etag, stat.modified()?))).ok().as_ref()
+        == Some(identity)
 }
 
 fn current_identity(

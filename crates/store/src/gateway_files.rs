@@ -271,7 +271,7 @@ impl<S: Store + ?Sized> Store for GatewayFiles<S> {
         as_gateway(|| self.0.bucket_location(cx, bucket))
     }
 
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::path::PathBuf>> {
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
         as_gateway(|| self.0.object_file(cx, bucket, key))
     }
 

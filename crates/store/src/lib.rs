@@ -464,10 +464,12 @@ pub trait Store: Send + Sync + 'static {
         self.head_bucket(cx, bucket).map(|()| None)
     }
 
-    /// The plain file that holds `key`'s bytes, for readers that need a file by name (libhdf5
-    /// indexing an HDF5 file in place), if `cx` may read the object and the backend keeps
-    /// objects as plain files; `None` from backends that do not.
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::path::PathBuf>> {
+    /// The plain file that holds `key`'s bytes, opened for reading beneath the bucket (no link
+    /// leads out of it) as the calling thread's identity, for readers that need a file (libhdf5
+    /// indexing an HDF5 file in place, through `/proc/self/fd`), if `cx` may read the object and
+    /// the backend keeps objects as plain files; `None` from backends that do not. An open file
+    /// rather than a name: nothing can swap what it is between a check and its use.
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
         let _ = (cx, bucket, key);
         Ok(None)
     }

@@ -249,7 +249,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.bucket_location(cx, bucket)
     }
 
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::path::PathBuf>> {
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
         cx.require_scope(ScopeAccess::Read, bucket, key)?;
         self.require_object_read(cx, bucket, key, None)?;
         self.inner.object_file(cx, bucket, key)

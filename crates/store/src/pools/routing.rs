@@ -2,7 +2,6 @@
 //! a bucket migrates, writes go to the target pool, reads look there first and then in the
 //! source, deletes remove both copies, and listings merge both pools' pages.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use super::migration::copy_across;
@@ -406,7 +405,7 @@ impl Store for Pools {
         Ok(page)
     }
 
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
         self.on_object(cx, bucket, no_such_key, |store| store.object_file(cx, bucket, key))
     }
 

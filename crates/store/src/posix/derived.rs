@@ -1,12 +1,12 @@
 //! Records derived from an object's bytes (an HDF5 file's chunk index), kept in the bucket's
 //! hidden area as `.isthmus/derived/<kind>-<hash of the key>`, written by the gateway's own
-//! identity and replaced atomically; and the plain file behind an object, for readers that
-//! need one by name. A record of a key since deleted stays until the bucket goes: readers
-//! compare the identity the record carries with the object's before using it.
+//! identity and replaced atomically; and the plain file behind an object, opened beneath its
+//! bucket, for readers that need a file (libhdf5). A record of a key since deleted stays until
+//! the bucket goes: readers compare the identity the record carries with the object's before
+//! using it.
 
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 
 use rustix::fs::{Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -32,13 +32,17 @@ fn record_name(key: &str, kind: &str) -> StoreResult<String> {
 }
 
 impl PosixStore {
-    pub(super) fn file_of(&self, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
+    pub(super) fn file_of(&self, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
         let path = ObjectPath::parse(key)?;
         if path.is_dir() {
             return Ok(None);
         }
-        self.bucket_fd(bucket)?;
-        Ok(Some(self.root().join(bucket).join(path.relative())))
+        let open = self.bucket_fd(bucket)?;
+        let (fd, _) = super::read::open_object(open.fd.as_fd(), &path)?;
+        // Opened non-blocking (a FIFO planted in its place would otherwise hang the open); it
+        // is a regular file, on which the flag means nothing, but readers get it cleared.
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| StoreError::io_at("open the object", key, e))?;
+        Ok(Some(std::fs::File::from(fd)))
     }
 
     pub(super) fn derived_record(&self, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {

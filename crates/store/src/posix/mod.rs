@@ -340,7 +340,7 @@ impl Store for PosixStore {
         self.describe_object(cx, bucket, key, request)
     }
 
-    fn object_file(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<PathBuf>> {
+    fn object_file(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
         self.file_of(bucket, key)
     }
 
