@@ -285,7 +285,11 @@ impl TokenVerifier {
         let candidates = keys.find(header.kid.as_deref(), header.alg);
         if candidates.is_empty() {
             if issuer.config.jwks_url.is_some() {
-                self.refetch.lock().unwrap_or_else(|e| e.into_inner()).push(issuer.clone());
+                // Once per issuer however many such tokens arrive: the queue stays bounded.
+                let mut queued = self.refetch.lock().unwrap_or_else(|e| e.into_inner());
+                if !queued.iter().any(|q| Arc::ptr_eq(q, issuer)) {
+                    queued.push(issuer.clone());
+                }
             }
             return Err(TokenError::UnknownKey(header.kid.unwrap_or_default()));
         }

@@ -37,6 +37,8 @@ pub const VERSION_MAX: u16 = 1;
 pub const CHUNK: usize = 1 << 20;
 /// The largest frame (a listing page of 1,000 keys with their metadata fits many times over).
 pub const MAX_FRAME: usize = 64 << 20;
+/// What a frame's buffer starts at before its bytes arrive.
+const FRAME_PREALLOCATION: usize = 64 << 10;
 const END: u32 = 0;
 const ABORT: u32 = u32::MAX;
 
@@ -174,8 +176,13 @@ pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> io::Result<T> {
     if len > MAX_FRAME {
         return Err(too_large());
     }
-    let mut bytes = vec![0u8; len];
-    r.read_exact(&mut bytes)?;
+    // The buffer grows as bytes arrive: a peer that announces a large frame and sends little
+    // holds no more memory than it sent.
+    let mut bytes = Vec::with_capacity(len.min(FRAME_PREALLOCATION));
+    r.take(len as u64).read_to_end(&mut bytes)?;
+    if bytes.len() != len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the frame ended early"));
+    }
     rmp_serde::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
