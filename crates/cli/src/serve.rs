@@ -126,7 +126,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             .collect();
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         if let Some(socket) = local_socket {
-            serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, &identities, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
+            serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
         }
         let service =
             isthmus_s3::build_service(

@@ -343,24 +343,15 @@ impl S3 for Gateway {
 /// The largest file a browser (POST) upload may carry.
 pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
 
-/// Builds the S3 service: the gateway, SigV4 authentication against `users`, the engine wrapped
-/// in the authorization layer with the users' grants, and
-/// virtual-hosted-style addressing under `domain` (with the port the server listens on) when
-/// one is given; path style always works.
 /// The engine as every door of the gateway calls it: which user may use which bucket is the
-/// authorization layer's decision, on every call; with Unix identities, object access is the
-/// kernel's.
+/// authorization layer's decision, on every call; for requests that run with their user's Unix
+/// identity, object access in buckets the kernel can judge is the kernel's.
 pub fn authorized(
     store: Arc<dyn Store>,
     users: &UserDirectory,
-    identities: &Identities,
     quotas: Option<Arc<isthmus_store::quota::Quotas>>,
 ) -> Arc<dyn Store> {
-    let mut authorized = Authorized::new(store, users.grants()).with_root_owner(users.root()).with_quotas(quotas);
-    if identities.is_posix() {
-        authorized = authorized.judged_by_kernel();
-    }
-    Arc::new(authorized)
+    Arc::new(Authorized::new(store, users.grants()).with_root_owner(users.root()).with_quotas(quotas))
 }
 
 /// What the service offers besides S3 on the engine: virtual-hosted names, array selections,
@@ -381,6 +372,9 @@ pub struct ServiceOptions<'a> {
     pub admin: Option<Arc<admin::Administration>>,
 }
 
+/// Builds the S3 service: the gateway, SigV4 authentication against `users`, the engine wrapped
+/// in the authorization layer with the users' grants, and virtual-hosted-style addressing under
+/// `domain` (with the port the server listens on) when one is given; path style always works.
 pub fn build_service(
     store: Arc<dyn Store>,
     io: IoPolicy,
@@ -390,7 +384,7 @@ pub fn build_service(
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
     let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, outbound, admin } = options;
-    let store = authorized(store, &users, &identities, quotas);
+    let store = authorized(store, &users, quotas);
     let engine = Engine::new(store, io);
     let gateway =
         Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes).with_grid(grid.clone());

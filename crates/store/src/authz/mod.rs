@@ -12,10 +12,11 @@
 //! explicit Deny wins over the ACLs. A missing bucket passes
 //! the check, so the operation itself answers NoSuchBucket.
 //!
-//! With `identity = "posix"` (`judged_by_kernel`) the kernel decides who may read and write
-//! objects: every signed user may try any bucket's objects and listings, and the file-system
-//! calls, made with the user's Unix identity, succeed or are refused as they would be for the
-//! user's shell. What the file system cannot judge stays here: a bucket's own settings (ACL,
+//! For a request that runs with its user's Unix identity (`RequestContext::identity`, set by
+//! the doors with `identity = "posix"`) the kernel decides who may read and write objects, in
+//! buckets whose backend says the kernel can judge them: every signed user may try their
+//! objects and listings, and the file-system calls, made with the user's Unix identity,
+//! succeed or are refused as they would be for the user's shell. What the file system cannot judge stays here: a bucket's own settings (ACL,
 //! policy, tags, versioning, deletion) are its S3 owner's, and a policy's explicit Deny still
 //! refuses. Unsigned requests still need a public ACL or policy, and then run as `nobody`.
 //! The kernel judges only buckets whose backend says it can (`BucketFacts::access`): in an
@@ -98,8 +99,6 @@ pub struct Authorized<S: ?Sized> {
     grants: BucketGrants,
     /// Who owns the buckets without a recorded owner (made with mkdir): the door's root user.
     root_owner: Option<String>,
-    /// Object access of signed users is the kernel's to judge (`identity = "posix"`).
-    kernel_judges: bool,
     /// Hard quotas checked before writes (admission control, like the rights checked here).
     quotas: Option<Arc<crate::quota::Quotas>>,
 }
@@ -114,23 +113,18 @@ impl<S: Store> Authorized<S> {
 
 impl<S: Store + ?Sized> Authorized<S> {
     pub fn new(inner: Arc<S>, grants: BucketGrants) -> Self {
-        Self { inner, grants, root_owner: None, kernel_judges: false, quotas: None }
+        Self { inner, grants, root_owner: None, quotas: None }
     }
 
-    /// Leaves object access of signed users to the kernel, for requests that run with their
-    /// users' Unix identities.
-    pub fn judged_by_kernel(self) -> Self {
-        Self { kernel_judges: true, ..self }
-    }
-
-    /// Whether the kernel, not this layer, decides the object access of `cx` in `bucket`: with
-    /// Unix identities, for signed users, in buckets whose backend says the kernel can judge
-    /// (`AccessJudge`). Elsewhere (an erasure-coded pool: the gateway's own files) this layer
+    /// Whether the kernel, not this layer, decides the object access of `cx` in `bucket`: for a
+    /// signed user whose calls run with its Unix identity, in a bucket whose backend says the
+    /// kernel can judge (`AccessJudge`). Asked per request and per bucket: no switch of this
+    /// layer decides it. Elsewhere (an erasure-coded pool: the gateway's own files) this layer
     /// applies the S3 rules, never nobody. A bucket whose facts cannot be read (missing, not
     /// enterable) is judged here too: the call itself still runs as the user, so the kernel
     /// refuses what it would refuse anyway.
     fn kernel_decides(&self, cx: &RequestContext, bucket: &str) -> bool {
-        self.kernel_judges
+        cx.identity.is_some()
             && matches!(cx.principal, Principal::User { .. })
             && self.inner.bucket_facts(cx, bucket).is_ok_and(|facts| facts.access == AccessJudge::Kernel)
     }
@@ -138,7 +132,7 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Logs a refusal this layer made for a signed user where Unix identities are on (the
     /// kernel's own refusals are the file system's to log).
     fn log_refusal(&self, cx: &RequestContext, bucket: &str, what: &str) {
-        if self.kernel_judges
+        if cx.identity.is_some()
             && let Some(user) = cx.user_name()
         {
             tracing::info!(user, bucket, what, "refused by the gateway (the bucket's files are not the users' own)");
