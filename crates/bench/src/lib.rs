@@ -8,6 +8,7 @@ pub mod ior;
 pub mod latency;
 pub mod mdtest;
 pub mod mdworkbench;
+pub mod merge;
 pub mod report;
 pub mod streams;
 pub mod target;

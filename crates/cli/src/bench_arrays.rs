@@ -12,7 +12,7 @@ use isthmus_bench::Team;
 use isthmus_bench::vpic::{self, RankTimes, VpicParams, VpicResult, VpicTarget};
 use isthmus_store::{Authorized, Durability, RequestContext, Store, StoreOptions};
 
-use crate::bench::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, spawn_gateway};
+use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, spawn_gateway};
 
 /// The array locations of the run, with their labels.
 fn array_locations(

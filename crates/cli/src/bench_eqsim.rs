@@ -20,7 +20,7 @@ use isthmus_array::{ArraySpec, CopyMode, Location, Region, ZarrArray, copy_regio
 use isthmus_store::{RequestContext, Store};
 use serde_json::{Map, Value, json};
 
-use crate::bench::{BenchArgs, spawn_gateway};
+use crate::bench_setup::{BenchArgs, spawn_gateway};
 
 const SCRIPT: &str = include_str!("eqsim.py");
 const H5_KEY: &str = "ground.h5";

@@ -20,7 +20,7 @@ use isthmus_store::{
 };
 use serde::Serialize;
 
-use crate::bench::BenchArgs;
+use crate::bench_setup::BenchArgs;
 
 /// One erasure layout: k data and m parity shards.
 #[derive(Debug, Clone, Copy)]

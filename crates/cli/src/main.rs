@@ -8,6 +8,7 @@ mod bench;
 mod bench_arrays;
 mod bench_eqsim;
 mod bench_pools;
+mod bench_setup;
 mod config;
 mod config_check;
 mod copy;
@@ -32,7 +33,7 @@ enum Command {
     /// Serve a directory over S3 (every top-level directory is a bucket)
     Serve(config::ServeArgs),
     /// Measure S3 and embedded targets against the raw POSIX file system in one run
-    Bench(Box<bench::BenchArgs>),
+    Bench(Box<bench_setup::BenchArgs>),
     /// Compare the cost of cloud and on-premises storage over time
     Cost(cost::CostArgs),
     /// Move a region of a Zarr array to or from another site's S3 endpoint

@@ -8,7 +8,7 @@ use s3s::dto::{Grant as Grant_, *};
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
-use crate::object::require_current_version;
+use crate::subresources::require_current_version;
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
 const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";

@@ -31,6 +31,7 @@ mod routes;
 mod select;
 pub mod server;
 mod sts;
+mod subresources;
 mod tagging;
 pub mod tls;
 pub mod tpc;

@@ -181,26 +181,6 @@ pub(crate) fn written_version(info: &ObjectInfo) -> Option<String> {
     info.version_id.clone().filter(|id| id != isthmus_store::NULL_VERSION)
 }
 
-/// Tags and ACLs are kept for the current version only: a `versionId` must name it (or be
-/// absent). A missing version is NoSuchVersion; another existing one, a clear refusal.
-pub(crate) fn require_current_version(
-    store: &dyn isthmus_store::Store,
-    cx: &isthmus_store::RequestContext,
-    bucket: &str,
-    key: &str,
-    version_id: Option<&str>,
-) -> isthmus_store::StoreResult<()> {
-    let Some(wanted) = version_id else { return Ok(()) };
-    let named = HeadRequest { version_id: Some(wanted.to_string()), ..Default::default() };
-    let named = store.head_object(cx, bucket, key, &named)?;
-    match store.head_object(cx, bucket, key, &HeadRequest::default()) {
-        Ok(current) if current.version_id == named.version_id => Ok(()),
-        Ok(_) | Err(_) => Err(isthmus_store::StoreError::InvalidRequest(
-            "This gateway keeps tags and ACLs for the current version of an object only".into(),
-        )),
-    }
-}
-
 pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let cx = gw.cx(&req)?;
     // A GET of a Zarr array's path with ?select=, ?where= or ?array: the array service.

@@ -8,7 +8,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
-use crate::object::require_current_version;
+use crate::subresources::require_current_version;
 
 /// Parses `x-amz-tagging` (URL query form: `k1=v1&k2=v2`).
 pub fn parse_tagging_header(header: Option<&str>) -> S3Result<BTreeMap<String, String>> {

@@ -23,9 +23,11 @@ pub mod policy;
 pub mod pools;
 pub mod posix;
 pub mod quota;
+pub(crate) mod resolve;
 pub mod scopes;
 pub mod size;
 pub mod versioning;
+mod writer_names;
 pub use posix::multipart;
 
 use std::io::Read;

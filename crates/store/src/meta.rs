@@ -234,8 +234,8 @@ impl MetaStore<'_> {
     fn write_sidecar_now(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
         let path = sidecar_path(key);
         let (dir, name) = path.rsplit_once('/').expect("sidecar path has directories");
-        let dir_fd = crate::posix::resolve::create_dirs_beneath(self.bucket, dir, false)?;
-        let tmp = format!("{name}.{}", crate::posix::recovery::unique_suffix());
+        let dir_fd = crate::resolve::create_dirs_beneath(self.bucket, dir, false)?;
+        let tmp = format!("{name}.{}", crate::writer_names::unique_suffix());
         let fd = rustix::fs::openat(
             &dir_fd,
             &tmp,

@@ -349,7 +349,7 @@ fn injected_delay(path: &Path) -> Option<Duration> {
 /// Writes a small file atomically (temporary name, optional fsync, rename).
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8], sync: bool) -> StoreResult<()> {
     use std::io::Write;
-    let tmp = path.with_extension(format!("tmp.{}", crate::posix::recovery::unique_suffix()));
+    let tmp = path.with_extension(format!("tmp.{}", crate::writer_names::unique_suffix()));
     let result = (|| -> std::io::Result<()> {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;

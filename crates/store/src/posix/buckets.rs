@@ -9,14 +9,14 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use super::recovery::unique_suffix;
-use super::resolve::{create_dirs_beneath, open_dir_beneath};
+use super::locks::{check_still_named, lock_bucket};
 use super::staging::StagedFile;
-use super::write::FileLock;
-use super::{OpenBucket, PosixStore, TRASH_DIR, is_dir, system_time};
+use super::{PosixStore, TRASH_DIR, is_dir, system_time};
 use crate::error::{StoreError, StoreResult};
 use crate::key::{INTERNAL_DIR, validate_bucket_name};
 use crate::meta::MetadataMode;
+use crate::resolve::{create_dirs_beneath, open_dir_beneath};
+use crate::writer_names::unique_suffix;
 use crate::{BucketInfo, CreateBucketRequest};
 
 /// Who created a bucket, as the door that created it names users.
@@ -31,51 +31,6 @@ pub(super) const POLICY_FILE: &str = "policy.json";
 const PUBLIC_ACCESS_BLOCK_FILE: &str = "public-access-block.json";
 /// The bucket's tags (JSON), in the bucket's internal area.
 const TAGS_FILE: &str = "tags.json";
-/// The lock on a bucket's existence (see `BucketLock`).
-const BUCKET_LOCK_FILE: &str = "bucket.lock";
-
-/// The lock on a bucket's existence. A write that makes an object visible holds it shared from
-/// its last check to its rename; DeleteBucket holds it exclusive from its emptiness check until
-/// the bucket is gone. So a write either lands before the check (and the delete answers
-/// BucketNotEmpty, touching nothing) or finds the bucket gone (and answers NoSuchBucket): never
-/// an acknowledged object in a deleted bucket, never a surviving bucket without its owner or
-/// uploads.
-fn lock_bucket(bucket: BorrowedFd<'_>, operation: FlockOperation) -> StoreResult<FileLock> {
-    crate::identity::as_gateway(|| lock_bucket_now(bucket, operation))
-}
-
-fn lock_bucket_now(bucket: BorrowedFd<'_>, operation: FlockOperation) -> StoreResult<FileLock> {
-    let dir = match create_dirs_beneath(bucket, INTERNAL_DIR, false) {
-        Ok(dir) => dir,
-        // The bucket directory was removed under us.
-        Err(Errno::NOENT) => return Err(StoreError::NoSuchBucket),
-        Err(err) => return Err(StoreError::io_at("open the bucket's internal directory", INTERNAL_DIR, err)),
-    };
-    match FileLock::acquire(dir.as_fd(), BUCKET_LOCK_FILE, operation) {
-        Ok(lock) => Ok(lock),
-        Err(Errno::NOENT) => Err(StoreError::NoSuchBucket),
-        Err(err) => Err(StoreError::io_at("lock the bucket", BUCKET_LOCK_FILE, err)),
-    }
-}
-
-/// Takes the shared lock on a bucket's existence for a write about to become visible, and
-/// checks that the directory the write has open is still the bucket of that name.
-pub(crate) fn lock_bucket_for_write(root: BorrowedFd<'_>, bucket: &OpenBucket) -> StoreResult<FileLock> {
-    let lock = lock_bucket(bucket.fd.as_fd(), FlockOperation::LockShared)?;
-    check_still_named(root, bucket)?;
-    Ok(lock)
-}
-
-/// NoSuchBucket unless the open bucket directory is still the one named `bucket.name` in the
-/// root (a DeleteBucket moved it away, or the name was re-created meanwhile).
-fn check_still_named(root: BorrowedFd<'_>, bucket: &OpenBucket) -> StoreResult<()> {
-    let open = rustix::fs::fstat(&*bucket.fd).map_err(|e| StoreError::io_at("stat the bucket", &bucket.name, e))?;
-    match rustix::fs::statat(root, &*bucket.name, AtFlags::empty()) {
-        Ok(named) if (named.st_dev, named.st_ino) == (open.st_dev, open.st_ino) => Ok(()),
-        Ok(_) | Err(Errno::NOENT | Errno::NOTDIR) => Err(StoreError::NoSuchBucket),
-        Err(err) => Err(StoreError::io_at("stat the bucket", &bucket.name, err)),
-    }
-}
 
 /// Whether the calling thread's identity may enter the directory `dir` (search permission,
 /// as `cd` needs). The gateway itself always may; a user's identity is asked of the kernel.

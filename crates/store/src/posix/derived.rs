@@ -12,10 +12,10 @@ use rustix::fs::{Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use super::PosixStore;
-use super::resolve::create_dirs_beneath;
 use super::staging::StagedFile;
 use crate::error::{StoreError, StoreResult};
 use crate::key::{INTERNAL_DIR, ObjectPath};
+use crate::resolve::create_dirs_beneath;
 
 /// The largest derived record read back (an index of millions of chunks fits).
 const MAX_RECORD: u64 = 512 << 20;
@@ -38,7 +38,7 @@ impl PosixStore {
             return Ok(None);
         }
         let open = self.bucket_fd(bucket)?;
-        let (fd, _) = super::read::open_object(open.fd.as_fd(), &path)?;
+        let (fd, _) = super::current::open_object(open.fd.as_fd(), &path)?;
         // Opened non-blocking (a FIFO planted in its place would otherwise hang the open); it
         // is a regular file, on which the flag means nothing, but readers get it cleared.
         rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| StoreError::io_at("open the object", key, e))?;

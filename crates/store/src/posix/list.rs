@@ -12,8 +12,8 @@ use rustix::fs::{AtFlags, FileType};
 use crate::error::{StoreError, StoreResult};
 use crate::key::{MAX_KEY_LEN, ObjectPath, is_internal_name};
 use crate::meta::MetaStore;
-use crate::posix::read::head;
-use crate::posix::resolve::open_dir_beneath;
+use crate::posix::current::head;
+use crate::resolve::open_dir_beneath;
 use crate::{ListPage, ListRequest};
 
 /// One directory entry: its name and whether it sorts (and is walked) as a directory.

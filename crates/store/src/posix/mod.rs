@@ -4,13 +4,15 @@
 
 mod buckets;
 mod completed;
+pub(crate) mod current;
 mod derived;
+mod file_ops;
 pub(crate) mod list;
+mod locks;
 pub mod multipart;
 mod options;
 pub(crate) mod read;
 pub(crate) mod recovery;
-pub(crate) mod resolve;
 pub(crate) mod staging;
 pub(crate) mod upload_list;
 mod version_list;
@@ -32,12 +34,12 @@ pub use write::PosixWriter;
 use crate::error::{StoreError, StoreResult};
 use crate::key::{INTERNAL_DIR, validate_bucket_name};
 use crate::meta::{MetaStore, MetadataMode};
+use crate::resolve::create_dirs_beneath;
 use crate::{
     BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, GetRequest, GetResponse,
     HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PutRequest, RequestContext, Store,
 };
 use list::DirCache;
-use resolve::create_dirs_beneath;
 
 /// The engine over a directory on a POSIX file system.
 pub struct PosixStore {

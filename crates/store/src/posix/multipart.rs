@@ -18,15 +18,16 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use super::completed;
-use super::recovery::unique_suffix;
-use super::resolve::{create_dirs_beneath, open_dir_beneath};
+use super::file_ops::copy_file_contents;
+use super::locks::FileLock;
 use super::staging::StagedFile;
-use super::write::{FileLock, copy_file_contents};
 use super::{PosixStore, modified};
 use crate::checksum::{Checksum, ChecksumAlgorithm, ChecksumType, multipart_checksum};
 use crate::error::{StoreError, StoreResult};
 use crate::key::ObjectPath;
 use crate::meta::ObjectMeta;
+use crate::resolve::{create_dirs_beneath, open_dir_beneath};
+use crate::writer_names::unique_suffix;
 use crate::{ObjectInfo, ObjectWrite, PartRequest, PutRequest};
 
 pub(super) const UPLOADS_DIR: &str = ".isthmus/uploads";
@@ -296,7 +297,7 @@ impl PosixStore {
         let path = ObjectPath::parse(key)?;
         request.meta.validate()?;
         // Refused at once, not at completion, where the user may not create the object.
-        super::write::check_may_change_entries(bucket_fd.as_fd(), &path)?;
+        super::file_ops::check_may_change_entries(bucket_fd.as_fd(), &path)?;
         let owner = crate::identity::switched_owner();
         crate::identity::as_gateway(|| self.create_upload_now(bucket_fd.as_fd(), key, request, owner))
     }

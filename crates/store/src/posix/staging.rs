@@ -15,11 +15,11 @@ use md5::{Digest, Md5};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use super::recovery::unique_suffix;
 use crate::Digests;
 use crate::checksum::{ChecksumAlgorithm, Hasher};
 use crate::error::StoreResult;
 use crate::meta::write_all;
+use crate::writer_names::unique_suffix;
 
 pub(crate) struct StagedFile {
     dir: OwnedFd,

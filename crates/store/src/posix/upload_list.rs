@@ -12,10 +12,10 @@ use super::multipart::{
     ListUploadsRequest, PartInfo, PartsPage, UPLOADS_DIR, UploadInfo, UploadsPage, load_record, read_parts,
     remove_tree, valid_upload_id,
 };
-use super::recovery::left_by_dead_writer;
-use super::resolve::open_dir_beneath;
 use super::{PosixStore, modified};
 use crate::error::StoreResult;
+use crate::resolve::open_dir_beneath;
+use crate::writer_names::left_by_dead_writer;
 
 impl PosixStore {
     pub(crate) fn parts_of(

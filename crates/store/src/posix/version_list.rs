@@ -9,11 +9,11 @@ use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
 use super::list::{DirCache, list_objects};
-use super::resolve::open_dir_beneath;
 use super::versions::{VERSIONS_DIR, has_entries_besides, keeps_versions, versions_of};
 use crate::error::{StoreError, StoreResult};
 use crate::key::INTERNAL_DIR;
 use crate::meta::MetaStore;
+use crate::resolve::open_dir_beneath;
 use crate::{ListRequest, ListVersionsRequest, ObjectInfo, VersionsPage};
 
 /// A key or a common prefix, in the order of a listing.
@@ -188,7 +188,7 @@ pub(crate) fn list_versions(
     let mut count = 0usize;
     // The rest of the marker key's versions, after the marker version.
     if let (Some(key), Some(marker)) = (after, request.version_id_marker.as_deref()) {
-        let current = match crate::key::ObjectPath::parse(key).map(|path| super::read::head(&meta, &path)) {
+        let current = match crate::key::ObjectPath::parse(key).map(|path| super::current::head(&meta, &path)) {
             Ok(Ok((_, _, info))) => Some(info),
             Ok(Err(StoreError::NoSuchKey)) | Err(_) => None,
             Ok(Err(err)) => return Err(err),

@@ -14,14 +14,14 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::read::{current_record, head, open_object};
-use super::recovery::unique_suffix;
-use super::resolve::{create_dirs_beneath, open_dir_beneath};
+use super::current::{current_record, head, open_object};
 use super::{PosixStore, TMP_DIR, modified, system_time};
 use crate::error::{StoreError, StoreResult};
 use crate::key::{INTERNAL_DIR, ObjectPath};
 use crate::meta::{MetaRecord, MetaStore, write_all};
+use crate::resolve::{create_dirs_beneath, open_dir_beneath};
 use crate::versioning::{NULL_VERSION, Versioning};
+use crate::writer_names::unique_suffix;
 use crate::{ObjectInfo, ObjectVersion, RequestContext};
 
 /// The bucket-relative root of the versions tree.
@@ -188,7 +188,7 @@ fn keep(
         Err(_) => {
             let copy = create_staged(tmp_dir.as_fd(), &tmp)
                 .map_err(|e| StoreError::io_at("keep a version of", path.key(), e))?;
-            let copied = super::write::copy_file_contents(file, copy.as_fd(), 0, stat.st_size as u64);
+            let copied = super::file_ops::copy_file_contents(file, copy.as_fd(), 0, stat.st_size as u64);
             if let Err(err) = copied {
                 let _ = rustix::fs::unlinkat(&tmp_dir, tmp.as_str(), AtFlags::empty());
                 return Err(err);
@@ -470,8 +470,8 @@ impl PosixStore {
         }
         let path = ObjectPath::parse(key)?;
         let sync = self.strict();
-        let _bucket_lock = super::buckets::lock_bucket_for_write(self.root_fd.as_fd(), open)?;
-        let _key_lock = super::write::lock_key(open.fd.as_fd(), key)?;
+        let _bucket_lock = super::locks::lock_bucket_for_write(self.root_fd.as_fd(), open)?;
+        let _key_lock = super::locks::lock_key(open.fd.as_fd(), key)?;
         let meta = self.meta_store(open, cx);
         let Some(id) = version_id else {
             // No version named: the key gets a delete marker (in a versioned bucket).
@@ -503,7 +503,7 @@ impl PosixStore {
         }
         // Removing a kept version changes the key as removing its file would: the request's
         // identity must be allowed to change the key's directory.
-        super::write::check_may_change_entries(open.fd.as_fd(), &path)?;
+        super::file_ops::check_may_change_entries(open.fd.as_fd(), &path)?;
         let removed = remove_kept(&meta, &path, id, sync)?;
         Ok(outcome(removed.is_some_and(|r| r.delete_marker)))
     }

@@ -2,22 +2,23 @@
 //! rename, fsync parent; conditional writes serialised per key; deletes that take empty parent
 //! directories with them; server-side copies and tag updates.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use super::buckets::lock_bucket_for_write;
-use super::read::{current_etag, current_record, object_info, open_object};
-use super::resolve::{create_dirs_beneath, open_dir_beneath};
+use super::current::{current_etag, current_record, object_info, open_object};
+use super::file_ops::{copy_file_contents, nearest_existing_dir};
+use super::locks::{lock_bucket_for_write, lock_key};
 use super::staging::StagedFile;
 use super::versions::{head_version, keep_current};
-use super::{IO_CHUNK, OpenBucket, PosixStore, TMP_DIR, is_file};
+use super::{OpenBucket, PosixStore, TMP_DIR, is_file};
 use crate::conditions::ETagMatch;
 use crate::error::{StoreError, StoreResult};
 use crate::key::ObjectPath;
 use crate::meta::{EMPTY_ETAG, FileIdentity, MetaRecord, MetaStore};
+use crate::resolve::{create_dirs_beneath, open_dir_beneath};
 use crate::versioning::{NULL_VERSION, Versioning};
 use crate::{CopyRequest, ObjectInfo, ObjectWrite, PutRequest, RequestContext};
 
@@ -200,51 +201,13 @@ impl ObjectWrite for PosixWriter {
     }
 }
 
-/// An advisory lock (flock) on a file, created if missing. Released when dropped. flock
-/// serialises across threads and processes (and across hosts where the file system supports
-/// it, such as NFSv4 or Lustre mounted with `-o flock`).
-pub(crate) struct FileLock {
-    /// Held open for the lock's lifetime; closing it releases the flock.
-    _file: OwnedFd,
-}
-
-impl FileLock {
-    pub(crate) fn acquire(dir: BorrowedFd<'_>, name: &str, operation: FlockOperation) -> Result<Self, Errno> {
-        let file = rustix::fs::openat(
-            dir,
-            name,
-            OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o600),
-        )?;
-        loop {
-            match rustix::fs::flock(&file, operation) {
-                Ok(()) => return Ok(Self { _file: file }),
-                Err(Errno::INTR) => {}
-                Err(err) => return Err(err),
-            }
-        }
-    }
-}
-
-/// The exclusive lock of one of 256 lock files per bucket, chosen by a hash of the key: it
-/// serialises conditional writers of a key.
-pub(crate) fn lock_key(bucket: BorrowedFd<'_>, key: &str) -> StoreResult<FileLock> {
-    let stripe = crate::meta::key_hash(key)[..2].to_string();
-    let locks = ".isthmus/locks";
-    crate::identity::as_gateway(|| {
-        let dir = create_dirs_beneath(bucket, locks, false).map_err(|e| StoreError::io_at("create", locks, e))?;
-        FileLock::acquire(dir.as_fd(), &stripe, FlockOperation::LockExclusive)
-            .map_err(|e| StoreError::io_at("lock the key", key, e))
-    })
-}
-
 /// An ETag for a write that wants no MD5: unique per write (a process-random value and a
 /// counter, hashed), so a conditional write never mistakes a later object for an earlier one
 /// (an ETag from the file's inode and mtime could repeat: inodes are reused and mtimes are
 /// coarse). Suffixed like a multipart ETag, so clients do not take it for an MD5.
 fn unique_etag() -> String {
     use md5::{Digest, Md5};
-    format!("{}-1", hex::encode(Md5::digest(super::recovery::unique_suffix().as_bytes())))
+    format!("{}-1", hex::encode(Md5::digest(crate::writer_names::unique_suffix().as_bytes())))
 }
 
 impl PosixStore {
@@ -407,33 +370,6 @@ impl PosixStore {
     }
 }
 
-/// The directory that will hold the object at `path`, or its nearest ancestor that exists
-/// (the missing ones are created when the object is installed).
-fn nearest_existing_dir(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>) -> StoreResult<OwnedFd> {
-    let segments = path.segments();
-    let parents = if path.is_dir() { segments.len() } else { segments.len() - 1 };
-    for depth in (1..=parents).rev() {
-        match open_dir_beneath(bucket, &segments[..depth].join("/")) {
-            Ok(dir) => return Ok(dir),
-            Err(Errno::NOENT | Errno::NOTDIR) => {}
-            Err(err) => return Err(StoreError::io_at("open the object's directory", path.key(), err)),
-        }
-    }
-    open_dir_beneath(bucket, ".").map_err(|e| StoreError::io_at("open the bucket directory", path.key(), e))
-}
-
-/// AccessDenied unless the calling thread's identity may add and remove entries in the
-/// directory of `path` (its nearest existing one), as writing or removing its file needs. Only
-/// a thread switched to a user's identity is checked; the gateway itself may.
-pub(crate) fn check_may_change_entries(bucket: BorrowedFd<'_>, path: &ObjectPath<'_>) -> StoreResult<()> {
-    if !crate::identity::is_switched() {
-        return Ok(());
-    }
-    let dir = nearest_existing_dir(bucket, path)?;
-    let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
-    rustix::fs::accessat(&dir, ".", access, AtFlags::EACCESS).map_err(|_| StoreError::AccessDenied)
-}
-
 /// Removes empty parent directories of a deleted key, up to the bucket, except directory
 /// objects, so that a prefix disappears with its last object as it does in S3.
 fn prune_empty_parents(meta: &MetaStore<'_>, path: &ObjectPath<'_>) {
@@ -458,44 +394,4 @@ fn prune_empty_parents(meta: &MetaStore<'_>, path: &ObjectPath<'_>) {
             return;
         }
     }
-}
-
-/// Copies the first `len` bytes of `src` to `dst` at `dst_start` with copy_file_range
-/// (reflinks or server-side copies where the file system offers them), falling back to
-/// pread/pwrite. A source shorter than `len` is reported as changed.
-pub(crate) fn copy_file_contents(
-    src: BorrowedFd<'_>,
-    dst: BorrowedFd<'_>,
-    dst_start: u64,
-    len: u64,
-) -> StoreResult<()> {
-    let mut src_off = 0u64;
-    let mut dst_off = dst_start;
-    let mut kernel_copy = true;
-    let mut buf = Vec::new();
-    while src_off < len {
-        let chunk = usize::try_from(len - src_off).unwrap_or(usize::MAX).min(1 << 30);
-        if kernel_copy {
-            match rustix::fs::copy_file_range(src, Some(&mut src_off), dst, Some(&mut dst_off), chunk) {
-                Ok(0) => return Err(StoreError::SourceChanged),
-                Ok(_) | Err(Errno::INTR) => {}
-                Err(Errno::XDEV | Errno::NOSYS | Errno::OPNOTSUPP | Errno::INVAL) => kernel_copy = false,
-                Err(err) => return Err(err.into()),
-            }
-            continue;
-        }
-        buf.resize(IO_CHUNK, 0);
-        let want = chunk.min(IO_CHUNK);
-        let n = rustix::io::pread(src, &mut buf[..want], src_off)?;
-        if n == 0 {
-            return Err(StoreError::SourceChanged);
-        }
-        let mut done = 0;
-        while done < n {
-            done += rustix::io::pwrite(dst, &buf[done..n], dst_off + done as u64)?;
-        }
-        src_off += n as u64;
-        dst_off += n as u64;
-    }
-    Ok(())
 }

@@ -1,0 +1,226 @@
+//! What every `isthmus bench` run shares: its arguments (the workload and every option), and a
+//! gateway process started for the run on a data root of its own.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use clap::Args;
+use isthmus_bench::units::{parse_duration, parse_size};
+use isthmus_bench::workload::Op;
+use isthmus_store::Durability;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchWorkload {
+    /// Single operations (--ops) with a fixed object size, for a duration
+    Ops,
+    /// IO500 mdtest-easy: each rank creates, stats, (on POSIX) renames and removes directories,
+    /// then creates, stats, reads and deletes empty files, in its own directory
+    MdtestEasy,
+    /// IO500 mdtest-hard: as mdtest-easy, all ranks in one shared directory, files of 3901 bytes
+    MdtestHard,
+    /// IO500 ior-easy: a file per rank, 2 MiB transfers, write then read
+    IorEasy,
+    /// IO500 ior-hard: one shared file, 47008-byte interleaved transfers, write then read
+    IorHard,
+    /// IOR easy and hard, mdtest easy and hard, and the IO500-style score per target
+    Io500,
+    /// N parallel streams (--workers) each write then read one object of --size
+    Streams,
+    /// MD-Workbench: pre-create --datasets x --files objects per rank, then --iterations rounds
+    /// of stat, read and delete the oldest, write a new one
+    MdWorkbench,
+    /// A COSBench workload file (--cosbench FILE.xml); its <storage> endpoint and keys are used
+    /// when no --target or --serve is given
+    Cosbench,
+    /// Compare result files (given after the workload) side by side with "% of POSIX"
+    Compare,
+    /// VPIC-IO: --workers ranks each write 8 float32 properties of --particles particles per
+    /// step for --steps steps, --compute apart; raw files (pwrite) against Zarr arrays
+    /// (in-process with embedded:///path, through the gateway with --serve or http://) at strong
+    /// and session consistency
+    VpicIo,
+    /// BD-CATS-IO: VPIC-IO's particles written (untimed), then read back property by property
+    BdcatsIo,
+    /// The EQSIM analysis patterns on a synthetic ground-motion dataset (--eqsim-shape) written
+    /// as HDF5 by h5py: h5py (the baseline), h5py with a large chunk cache, Isthmus in-process on
+    /// the HDF5 file in place and on Zarr copies, the gateway's selection, zarr-python over S3
+    Eqsim,
+    /// Parallel streams writing and reading large objects on erasure-coded pools of each
+    /// --layouts and --block-sizes, read back with ranged reads of each --read-sizes, beside
+    /// raw files in the same run (--size default 128 MiB, --workers streams); in --pool-dir
+    Pools,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The workload
+    #[arg(value_enum, default_value = "ops")]
+    pub workload: BenchWorkload,
+    /// compare: the `--json` result files; cosbench: the workload file
+    #[arg(value_name = "FILES")]
+    pub results: Vec<PathBuf>,
+    /// Also write the results as CSV (compare: the compared rows; a run: every result, POSIX
+    /// included, with its % of POSIX)
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// compare: also draw "% of POSIX" as an SVG chart
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// mdtest: files each rank (worker) creates
+    #[arg(long, default_value_t = 1000)]
+    pub files: usize,
+    /// cosbench: the workload file (or give it after `cosbench`)
+    #[arg(long)]
+    pub cosbench: Option<PathBuf>,
+    /// md-workbench: datasets per rank
+    #[arg(long, default_value_t = 10)]
+    pub datasets: usize,
+    /// md-workbench: benchmark iterations
+    #[arg(long, default_value_t = 100)]
+    pub iterations: usize,
+    /// ior: transfers per rank (ior-easy: 2 MiB each, ior-hard: 47008 bytes each)
+    #[arg(long, default_value_t = 64)]
+    pub transfers: usize,
+    /// mdtest: stop the create phase after this long (the IO500 stonewall)
+    #[arg(long, value_parser = parse_duration)]
+    pub stonewall: Option<Duration>,
+    /// mdtest: skip the directory phases (mkdir, stat, rename on POSIX, rmdir) and time files
+    /// only, as mdtest -F does; io500 always runs files only, as the IO500 does
+    #[arg(long)]
+    pub files_only: bool,
+    /// Targets besides the POSIX baseline: http(s)://host:port (keys from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY), unix:///socket (a gateway's local socket, as this process's Unix
+    /// user), embedded:///path (the engine in-process) or posix:///path (raw file operations in
+    /// another directory). Repeatable.
+    #[arg(long = "target")]
+    pub targets: Vec<String>,
+    /// Start an Isthmus gateway on this data root for the run (same durability) and add it as
+    /// a target
+    #[arg(long)]
+    pub serve: Option<PathBuf>,
+    /// Operations, comma-separated: put,get,head,delete,list
+    #[arg(long, default_value = "put,get,head,delete,list", value_delimiter = ',')]
+    pub ops: Vec<Op>,
+    /// Object sizes, comma-separated (4KiB,64MiB)
+    #[arg(long, default_value = "4KiB", value_delimiter = ',', value_parser = parse_size)]
+    pub size: Vec<u64>,
+    /// Worker counts, comma-separated
+    #[arg(long, default_value = "4", value_delimiter = ',')]
+    pub workers: Vec<usize>,
+    /// How long each timed workload runs
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Objects populated for get/head/delete [default: as many as fit in 1 GiB, at most 2000]
+    #[arg(long)]
+    pub objects: Option<usize>,
+    /// Objects in the flat prefix that list pages through
+    #[arg(long, default_value_t = 100_000)]
+    pub list_objects: usize,
+    /// Directory for the raw POSIX baseline; put it on the file system under test
+    /// [default: DATA/.isthmus/bench-posix, DATA being --serve or ./data]
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// strict: the baseline fsyncs files and directories as the gateway does; relaxed: no fsync
+    #[arg(long, default_value = "strict")]
+    pub durability: Durability,
+    /// Address http(s) targets virtual-host style (bucket.host), as AWS prefers; default is
+    /// path style (host/bucket), which every S3 server accepts
+    #[arg(long)]
+    pub virtual_host: bool,
+    /// Region http(s) targets sign requests for
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// Bucket used on S3 and embedded targets
+    #[arg(long, default_value = "isthmus-bench")]
+    pub bucket: String,
+    /// Write the results as JSON to this file
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Run as this many processes on this host, phases started together by a barrier, one merged
+    /// report. Under mpirun or srun, leave it out: rank and size come from the launcher.
+    #[arg(long, default_value_t = 1)]
+    pub ranks: usize,
+    /// vpic-io, bdcats-io: particles per rank
+    #[arg(long, default_value_t = 1 << 20)]
+    pub particles: u64,
+    /// vpic-io, bdcats-io: time steps
+    #[arg(long, default_value_t = 5)]
+    pub steps: u64,
+    /// vpic-io, bdcats-io: emulated computation between two steps
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub compute: Duration,
+    /// Directory all ranks share for barriers and reports; needed under mpirun or srun (put it on
+    /// the shared file system) [default with --ranks: DATA/.isthmus/bench-sync-PID]
+    #[arg(long)]
+    pub sync_dir: Option<PathBuf>,
+    /// eqsim: the dataset's time steps, X and Y extents (time x X x Y x 1 float32)
+    #[arg(long, default_value = "4096,256,256", value_delimiter = ',')]
+    pub eqsim_shape: Vec<u64>,
+    /// eqsim: times each pattern runs on each target (the median is reported)
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// pools: where the pools' drives and the raw baseline go (repeat it for several mounts of
+    /// one shared file system: an engine each, streams alternate) [default: ./bench-pools]
+    #[arg(long)]
+    pub pool_dir: Vec<PathBuf>,
+    /// pools: erasure layouts, k+m
+    #[arg(long, default_value = "4+2,8+2,16+2", value_delimiter = ',')]
+    pub layouts: Vec<String>,
+    /// pools: erasure block sizes
+    #[arg(long, default_value = "1MiB,4MiB,16MiB,64MiB", value_delimiter = ',', value_parser = parse_size)]
+    pub block_sizes: Vec<u64>,
+    /// pools: sizes of the ranged reads that read each object back
+    #[arg(long, default_value = "1MiB,128MiB", value_delimiter = ',', value_parser = parse_size)]
+    pub read_sizes: Vec<u64>,
+    /// pools: also time reads on the first layout with one drive this many ms slow, with and
+    /// without hedged reads
+    #[arg(long)]
+    pub slow_drive_ms: Option<u64>,
+}
+
+/// The environment variable through which `--ranks` hands the gateway it started to its ranks:
+/// "ENDPOINT ACCESS_KEY SECRET_KEY".
+pub(crate) const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
+
+/// A process started for the run (a gateway, a rank); stopped when dropped.
+pub(crate) struct SpawnedProcess(pub(crate) Child);
+
+impl Drop for SpawnedProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub(crate) fn spawn_gateway(
+    root: &PathBuf,
+    durability: Durability,
+) -> Result<(SpawnedProcess, String, String, String), String> {
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let user = isthmus_s3::User::generate("bench");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .args(["serve", "--address", &format!("127.0.0.1:{port}"), "--log-level", "warn", "--durability"])
+        .arg(match durability {
+            Durability::Strict => "strict",
+            Durability::Relaxed => "relaxed",
+        })
+        .arg("--root")
+        .arg(root)
+        .env("ISTHMUS_ROOT_ACCESS_KEY", &user.access_key)
+        .env("ISTHMUS_ROOT_SECRET_KEY", &user.secret_key)
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the gateway: {e}"))?;
+    let gateway = SpawnedProcess(child);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok((gateway, endpoint, user.access_key, user.secret_key));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err("the gateway did not start listening within 5 s".into())
+}
