@@ -1,0 +1,108 @@
+"""ARCHITECTURE.md stays true, and the module structure it describes stays a stack: every path
+the document names exists, and within each directory of a crate no module uses a module that
+uses it back (an import circle is a missing module or a function in the wrong file)."""
+
+import glob
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+PATH = re.compile(r"(?:crates|tests|scripts)/[\w./*-]+")
+
+
+def test_every_path_architecture_md_names_exists():
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    named = {m.group(0).rstrip(".,)") for m in PATH.finditer(text)}
+    assert len(named) > 20, "the document names the code it describes"
+    missing = sorted(p for p in named if not glob.glob(str(REPO / p)))
+    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+
+
+def sibling_modules(directory: Path):
+    """The modules of one directory of a crate: name -> the files it is made of."""
+    modules = {}
+    for entry in directory.iterdir():
+        if entry.suffix == ".rs":
+            modules.setdefault(entry.stem, []).append(entry)
+        elif entry.is_dir():
+            modules.setdefault(entry.name, []).extend(entry.rglob("*.rs"))
+    return modules
+
+
+def module_path(directory: Path):
+    """The module path of a directory of a crate's src (`posix` for crates/store/src/posix)."""
+    parts = directory.parts
+    src = len(parts) - 1 - parts[::-1].index("src")
+    return list(parts[src + 1:])
+
+
+def uses(directory: Path):
+    """Which sibling module each module of `directory` names (super::x or crate::...::x)."""
+    modules = sibling_modules(directory)
+    prefix = module_path(directory)
+    edges = {}
+    for name, files in modules.items():
+        if name in ("lib", "main", "mod"):
+            continue
+        text = "".join(f.read_text() for f in files)
+        edges[name] = set()
+        for other in modules:
+            if other in (name, "lib", "main", "mod"):
+                continue
+            crate_path = "::".join(["crate", *prefix, other])
+            if re.search(rf"\bsuper::{other}\b", text) or re.search(rf"{re.escape(crate_path)}\b", text):
+                edges[name].add(other)
+    return edges
+
+
+def circles(edges):
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    found = {}
+    for src in sorted((REPO / "crates").glob("*/src")):
+        for directory in [src, *[d for d in src.rglob("*") if d.is_dir()]]:
+            groups = circles(uses(directory))
+            if groups:
+                found[str(directory.relative_to(REPO))] = groups
+    assert not found, f"import circles: {found}"
+
+
+def test_the_circle_finder_finds_a_circle(tmp_path):
+    src = tmp_path / "crates" / "demo" / "src"
+    src.mkdir(parents=True)
+    (src / "a.rs").write_text("use crate::b::thing;\n")
+    (src / "b.rs").write_text("pub fn thing() { crate::a::other() }\n")
+    (src / "c.rs").write_text("use crate::a::x;\n")
+    assert circles(uses(src)) == [["a", "b"]]
