@@ -9,8 +9,6 @@ pub mod acl;
 pub mod authz;
 pub mod checksum;
 pub mod conditions;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 pub mod context;
 pub mod door;
 pub mod erasure;

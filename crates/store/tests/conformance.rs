@@ -1,11 +1,11 @@
-//! Every backend runs the generic Store conformance checks (`isthmus_store::conformance`):
+//! Every backend runs the generic Store conformance checks (the `isthmus-conformance` crate):
 //! the posix store in both metadata modes, behind the authorization layer as the doors use it,
 //! and erasure-coded pools (4+2 over six drives, and 2+1 over five with a tiny block size so
 //! small test objects span many blocks and segments), which refuse versioning.
 
 use std::sync::Arc;
 
-use isthmus_store::conformance::Fixture;
+use isthmus_conformance::Fixture;
 use isthmus_store::{Authorized, BucketGrants, ErasureConfig, ErasureStore, MetadataMode, PosixStore, StoreOptions};
 
 fn posix(metadata: MetadataMode) -> (tempfile::TempDir, PosixStore) {
@@ -16,7 +16,7 @@ fn posix(metadata: MetadataMode) -> (tempfile::TempDir, PosixStore) {
 
 mod posix_xattr {
     use super::*;
-    isthmus_store::store_conformance_tests!(|| {
+    isthmus_conformance::store_conformance_tests!(|| {
         let (dir, store) = posix(MetadataMode::Xattr);
         Fixture::new(Arc::new(store), dir)
     });
@@ -24,7 +24,7 @@ mod posix_xattr {
 
 mod posix_sidecar {
     use super::*;
-    isthmus_store::store_conformance_tests!(|| {
+    isthmus_conformance::store_conformance_tests!(|| {
         let (dir, store) = posix(MetadataMode::Sidecar);
         Fixture::new(Arc::new(store), dir)
     });
@@ -32,7 +32,7 @@ mod posix_sidecar {
 
 mod authorized_posix {
     use super::*;
-    isthmus_store::store_conformance_tests!(|| {
+    isthmus_conformance::store_conformance_tests!(|| {
         let (dir, store) = posix(MetadataMode::Auto);
         Fixture::new(Arc::new(Authorized::new(Arc::new(store), BucketGrants::default())), dir)
     });
@@ -48,10 +48,10 @@ fn erasure(drives: usize, data: usize, parity: usize, block_size: u64, inline_li
 
 mod erasure_4_2 {
     use super::*;
-    isthmus_store::store_conformance_tests!(unversioned: || erasure(6, 4, 2, 1 << 20, 16 << 10));
+    isthmus_conformance::store_conformance_tests!(unversioned: || erasure(6, 4, 2, 1 << 20, 16 << 10));
 }
 
 mod erasure_2_1_small_blocks {
     use super::*;
-    isthmus_store::store_conformance_tests!(unversioned: || erasure(5, 2, 1, 4096, 0));
+    isthmus_conformance::store_conformance_tests!(unversioned: || erasure(5, 2, 1, 4096, 0));
 }

@@ -41,7 +41,7 @@ fn put(store: &PosixStore, key: &str, bytes: &[u8]) {
 }
 
 fn list_all(store: &PosixStore, prefix: &str, delimiter: Option<&str>, page: usize) -> (Vec<String>, Vec<String>) {
-    isthmus_store::conformance::list_all(store, "bkt", prefix, delimiter, page)
+    isthmus_conformance::list_all(store, "bkt", prefix, delimiter, page)
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! keys, byte order and pagination of listings, atomic writes, conditions and ranges, copies,
 //! multipart uploads, buckets and their errors. A backend runs all of them with
 //! `store_conformance_tests!(|| Fixture::new(store, guard))`, one `#[test]` per check; present
-//! backends do in `tests/conformance.rs`, future ones (erasure-coded, router) add a line there.
-//! Compiled with the `conformance` feature (the crate's own tests turn it on).
+//! backends do in `crates/store/tests/conformance.rs`, and a new backend adds a line there or
+//! in its own tests. A test-support crate: backends take it as a dev-dependency.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -14,8 +14,8 @@ use md5::Digest;
 mod versions;
 pub use versions::*;
 
-use crate::multipart::{CompletedPart, ListUploadsRequest};
-use crate::{
+use isthmus_store::{CompletedPart, ListUploadsRequest};
+use isthmus_store::{
     ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
     PartRequest, PutRequest, RequestContext, Store, StoreError,
 };
@@ -56,8 +56,8 @@ macro_rules! store_conformance_tests {
         $(
             #[test]
             fn $check() {
-                let fixture: $crate::conformance::Fixture = ($make)();
-                $crate::conformance::$check(&*fixture.store);
+                let fixture: $crate::Fixture = ($make)();
+                $crate::$check(&*fixture.store);
             }
         )*
     };
@@ -77,7 +77,7 @@ fn bucket(store: &dyn Store, name: &str) -> String {
     name.to_string()
 }
 
-fn put(store: &dyn Store, bucket: &str, key: &str, bytes: &[u8]) -> crate::ObjectInfo {
+fn put(store: &dyn Store, bucket: &str, key: &str, bytes: &[u8]) -> isthmus_store::ObjectInfo {
     store.put_bytes(&cx(), bucket, key, bytes, PutRequest::default()).unwrap()
 }
 

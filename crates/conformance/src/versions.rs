@@ -2,7 +2,7 @@
 //! version id, the suspended state's null version, and ListObjectVersions paging.
 
 use super::{bucket, cx, expect_err, put, read};
-use crate::{
+use isthmus_store::{
     CopyRequest, DeleteRequest, GetRequest, HeadRequest, ListVersionsRequest, NULL_VERSION, Store, StoreError,
     Versioning,
 };
@@ -11,7 +11,7 @@ fn version(id: &str) -> GetRequest {
     GetRequest { version_id: Some(id.to_string()), ..Default::default() }
 }
 
-fn delete(store: &dyn Store, b: &str, key: &str, version_id: Option<&str>) -> crate::DeleteOutcome {
+fn delete(store: &dyn Store, b: &str, key: &str, version_id: Option<&str>) -> isthmus_store::DeleteOutcome {
     store.delete_object(&cx(), b, key, &DeleteRequest { version_id: version_id.map(str::to_string) }).unwrap()
 }
 
