@@ -167,3 +167,18 @@ def test_every_redirect_hop_is_checked_again(loopback_allowed, issuer, http_serv
     assert status == 202 and "failure:" in text and "own listeners" in text, text
     assert absent(srv, "redirected.bin")
     assert "outbound connection refused" in srv.output()
+
+
+def test_a_push_of_a_link_out_of_the_bucket_sends_nothing(loopback_allowed, issuer, http_servers, tmp_path):
+    """Traversal through third-party copy: a push of a key that is a link leading out of the
+    bucket finds no object, and nothing is sent."""
+    import os
+    srv = loopback_allowed
+    (tmp_path / "secret.txt").write_bytes(b"outside the data root")
+    os.symlink(tmp_path / "secret.txt", srv.root / "data" / "link.txt")
+    destination = f"http://127.0.0.1:{http_servers['plain'].server_address[1]}/received"
+    status, text = copy(srv, issuer.token("storage.read:/data"), "link.txt", Destination=destination)
+    assert status == 404 and "NoSuchKey" in text, text
+    for key in ["../../etc/passwd", "%2e%2e/%2e%2e/etc/passwd"]:
+        status, _ = copy(srv, issuer.token("storage.read:/data"), key, Destination=destination)
+        assert status in (400, 403, 404), key
