@@ -14,11 +14,11 @@ use md5::Digest;
 mod versions;
 pub use versions::*;
 
-use isthmus_store::{CompletedPart, ListUploadsRequest};
 use isthmus_store::{
     ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
     PartRequest, PutRequest, RequestContext, Store, StoreError,
 };
+use isthmus_store::{CompletedPart, ListUploadsRequest};
 
 /// A store under test, and whatever must live as long as it (a temporary directory).
 pub struct Fixture {
