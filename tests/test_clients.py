@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 import requests
+from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, SECRET_KEY
+from conftest import ACCESS_KEY, SECRET_KEY, make_client
 from sigv4 import streaming_put
 
 
@@ -128,3 +129,24 @@ def test_virtual_hosted_style_with_a_domain(tmp_path):
         assert s3.get_object(Bucket="vhost", Key="dir/obj")["Body"].read() == body
     finally:
         srv.stop()
+
+
+def test_boto3_with_signature_version_2_works_on_buckets_and_objects(server):
+    """botocore's SigV2 (signature_version="s3") signs a path-style bucket request over
+    `/bucket/` while it sends `/bucket`: bucket calls were refused with SignatureDoesNotMatch
+    (object calls and presigned URLs worked). A wrong secret still fails either way."""
+    v2 = make_client(server.endpoint, signature_version="s3")
+    v2.create_bucket(Bucket="sigv2-bucket")
+    v2.put_bucket_tagging(Bucket="sigv2-bucket", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert v2.get_bucket_tagging(Bucket="sigv2-bucket")["TagSet"] == [{"Key": "k", "Value": "v"}]
+    v2.put_object(Bucket="sigv2-bucket", Key="a/b.txt", Body=b"signed with v2")
+    assert [o["Key"] for o in v2.list_objects(Bucket="sigv2-bucket")["Contents"]] == ["a/b.txt"]
+    assert v2.list_objects_v2(Bucket="sigv2-bucket", Prefix="a/")["KeyCount"] == 1
+    v2.head_bucket(Bucket="sigv2-bucket")
+    assert v2.get_object(Bucket="sigv2-bucket", Key="a/b.txt")["Body"].read() == b"signed with v2"
+    wrong = make_client(server.endpoint, secret_key="not-the-secret-key", signature_version="s3")
+    with pytest.raises(ClientError) as refused:
+        wrong.list_objects(Bucket="sigv2-bucket")
+    assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    v2.delete_object(Bucket="sigv2-bucket", Key="a/b.txt")
+    v2.delete_bucket(Bucket="sigv2-bucket")

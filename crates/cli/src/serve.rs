@@ -128,6 +128,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         if let Some(socket) = local_socket {
             serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
         }
+        // The same table, for botocore's SigV2 bucket requests (`GatewayConfig::users`).
+        let signing_users = users.clone();
         let service =
             isthmus_s3::build_service(
             engine.clone(),
@@ -233,6 +235,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             grid,
             access_log,
             console: settings.console,
+            users: Some(signing_users),
             ..GatewayConfig::default()
         };
         if let Some(path) = &socket_path {

@@ -30,6 +30,7 @@ mod post_filename;
 mod routes;
 mod select;
 pub mod server;
+mod sigv2_bucket_slash;
 mod sts;
 mod subresources;
 mod tagging;

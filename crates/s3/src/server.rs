@@ -32,6 +32,9 @@ pub struct GatewayConfig {
     pub access_log: Option<Arc<crate::access_log::AccessLog>>,
     /// Serve the web console under `/console/` (`crate::console`).
     pub console: bool,
+    /// The users, to accept SigV2 bucket requests signed over `/bucket/` (botocore's form;
+    /// `crate::sigv2_bucket_slash`); none: such requests are checked as sent.
+    pub users: Option<crate::auth::UserDirectory>,
 }
 
 impl Default for GatewayConfig {
@@ -44,6 +47,7 @@ impl Default for GatewayConfig {
             grid: crate::bearer::GridAuth::default(),
             access_log: None,
             console: true,
+            users: None,
         }
     }
 }
@@ -74,6 +78,7 @@ struct LoggedService {
     grid: crate::bearer::GridAuth,
     access_log: Option<Arc<crate::access_log::AccessLog>>,
     console: bool,
+    users: Option<crate::auth::UserDirectory>,
 }
 
 /// What the metrics and the access log record of a request, gathered before it runs.
@@ -211,6 +216,9 @@ impl LoggedService {
         }
         if let Some(refusal) = sigv2_header_time_refusal(req, std::time::SystemTime::now()) {
             return Some(refusal.response(id));
+        }
+        if let Some(users) = &self.users {
+            crate::sigv2_bucket_slash::accept_bucket_slash(req, users);
         }
         None
     }
@@ -463,6 +471,7 @@ pub async fn serve(
             grid: config.grid.clone(),
             access_log: config.access_log.clone(),
             console: config.console,
+            users: config.users.clone(),
         };
         let socket = crate::idle::IdleTimeout::new(socket, config.idle_timeout);
         let (builder, watcher) = (builder.clone(), graceful.watcher());
