@@ -33,7 +33,7 @@ pub struct AllowEntry {
 
 impl AllowEntry {
     fn covers(&self, address: &SocketAddr) -> bool {
-        self.network.contains(&canonical(address.ip())) && self.port.is_none_or(|port| port == address.port())
+        self.network.contains(&address.ip().to_canonical()) && self.port.is_none_or(|port| port == address.port())
     }
 }
 
@@ -109,7 +109,8 @@ impl OutboundPolicy {
 
     /// Whether the gateway may connect to `address` for a user.
     pub fn check(&self, address: &SocketAddr) -> Result<(), OutboundRefusal> {
-        let ip = canonical(address.ip());
+        // An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is judged as that IPv4 address.
+        let ip = address.ip().to_canonical();
         if self.is_own_listener(ip, address.port()) {
             let named = self.allow.iter().any(|entry| entry.port.is_some() && entry.covers(address));
             return if named { Ok(()) } else { Err(OutboundRefusal::OwnListener { address: *address }) };
@@ -140,7 +141,7 @@ impl OutboundPolicy {
     fn is_own_listener(&self, ip: IpAddr, port: u16) -> bool {
         self.own_listeners.iter().any(|listener| {
             listener.port() == port
-                && (canonical(listener.ip()) == ip || (listener.ip().is_unspecified() && is_this_host(ip)))
+                && (listener.ip().to_canonical() == ip || (listener.ip().is_unspecified() && is_this_host(ip)))
         })
     }
 
@@ -152,11 +153,6 @@ impl OutboundPolicy {
     }
 }
 
-/// An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is that IPv4 address.
-fn canonical(ip: IpAddr) -> IpAddr {
-    ip.to_canonical()
-}
-
 /// Whether `ip` is assigned to this host (binding to it succeeds only then).
 fn is_this_host(ip: IpAddr) -> bool {
     ip.is_loopback() || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
@@ -164,7 +160,7 @@ fn is_this_host(ip: IpAddr) -> bool {
 
 /// What kind of special-purpose address `ip` is, if it is one (RFC 6890 and its successors).
 fn special_kind(ip: IpAddr) -> Option<&'static str> {
-    match canonical(ip) {
+    match ip.to_canonical() {
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();
             if v4.is_loopback() {
