@@ -106,3 +106,39 @@ def test_the_circle_finder_finds_a_circle(tmp_path):
     (src / "b.rs").write_text("pub fn thing() { crate::a::other() }\n")
     (src / "c.rs").write_text("use crate::a::x;\n")
     assert circles(uses(src)) == [["a", "b"]]
+
+
+# The floors of ARCHITECTURE.md: a crate depends only on crates of its floor or below.
+FLOORS = {
+    "store": 0,
+    "posix": 1, "erasure": 1, "conformance": 1,
+    "access": 2, "pools": 2,
+    "array": 3, "hdf5": 3, "grid": 3, "local": 3, "cost": 3,
+    "s3": 4, "embed": 4, "libs3": 4, "python": 4, "bench": 4,
+    "cli": 5,
+}
+
+
+def isthmus_dependencies(crate: str):
+    """The isthmus crates `crate` depends on to build (not for its tests)."""
+    text = (REPO / "crates" / crate / "Cargo.toml").read_text()
+    section = re.search(r"^\[dependencies\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    return set(re.findall(r"^isthmus-([\w-]+)", section.group(1), re.M)) if section else set()
+
+
+def test_crate_dependencies_point_down_the_floors():
+    crates = {p.parent.name for p in (REPO / "crates").glob("*/Cargo.toml")}
+    assert crates == set(FLOORS), "every crate has its floor in ARCHITECTURE.md and here"
+    upward = {
+        (crate, dep)
+        for crate in crates
+        for dep in isthmus_dependencies(crate)
+        if FLOORS[dep] > FLOORS[crate]
+    }
+    assert not upward, f"dependencies that point up: {sorted(upward)}"
+    # The engine API stands alone; access control knows no backend; backends and pools know
+    # no access rule.
+    assert isthmus_dependencies("store") == set()
+    assert isthmus_dependencies("access") == {"store"}
+    for crate in ("posix", "erasure", "pools"):
+        assert "access" not in isthmus_dependencies(crate), crate

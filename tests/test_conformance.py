@@ -562,6 +562,55 @@ def test_public_access_block_overrides_acls_and_policies(s3, server):
 
 
 @pytest.mark.posix_only
+def test_concurrent_changes_of_one_buckets_settings_all_land(server):
+    """Four administrators change four settings of one bucket at once, ten times each: a
+    bucket's settings are one value written whole, so each change reads them, changes one and
+    writes them back naming the version it read (again when another change landed between):
+    every setting ends as its own writer left it, and no client sees OperationAborted."""
+    import json
+    import threading
+
+    from conftest import make_client
+
+    make_client(server.endpoint).create_bucket(Bucket="settings-race")
+    policy = lambda i: json.dumps({  # noqa: E731
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": [f"arn:aws:iam::000000000000:user/reader{i}"]},
+                       "Action": "s3:GetObject", "Resource": "arn:aws:s3:::settings-race/*"}],
+    })
+    # Never BlockPublicAcls: that would refuse the ACL writer's authenticated-read, rightly.
+    block = lambda i: {"BlockPublicAcls": False, "IgnorePublicAcls": i % 2 == 0,  # noqa: E731
+                       "BlockPublicPolicy": False, "RestrictPublicBuckets": i % 2 == 1}
+    writers = {
+        "tags": lambda s3, i: s3.put_bucket_tagging(Bucket="settings-race", Tagging={"TagSet": [{"Key": "round", "Value": str(i)}]}),
+        "acl": lambda s3, i: s3.put_bucket_acl(Bucket="settings-race", ACL="authenticated-read" if i % 2 else "private"),
+        "block": lambda s3, i: s3.put_public_access_block(Bucket="settings-race", PublicAccessBlockConfiguration=block(i)),
+        "policy": lambda s3, i: s3.put_bucket_policy(Bucket="settings-race", Policy=policy(i)),
+    }
+    failures = []
+
+    def run(write):
+        s3 = make_client(server.endpoint)
+        for i in range(10):
+            try:
+                write(s3, i)
+            except Exception as err:  # noqa: BLE001 - every failure is reported below
+                failures.append(repr(err))
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in writers.values()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    s3 = make_client(server.endpoint)
+    assert s3.get_bucket_tagging(Bucket="settings-race")["TagSet"] == [{"Key": "round", "Value": "9"}]
+    grants = s3.get_bucket_acl(Bucket="settings-race")["Grants"]
+    assert any(g["Grantee"].get("URI", "").endswith("AuthenticatedUsers") for g in grants)
+    assert s3.get_public_access_block(Bucket="settings-race")["PublicAccessBlockConfiguration"] == block(9)
+    assert json.loads(s3.get_bucket_policy(Bucket="settings-race")["Policy"]) == json.loads(policy(9))
+
+
 def test_browser_post_uploads(server):
     import requests
 

@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use isthmus_access::Authorized;
 use isthmus_array::EngineStorage;
-use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::{RequestContext, Store};
 use ndarray::{ArrayD, IxDyn};
 use zarrs::array::{ArrayBuilder, data_type};
 use zarrs::storage::ReadableWritableListableStorage;

@@ -10,8 +10,10 @@
 
 use std::sync::Arc;
 
+use isthmus_access::Authorized;
 use isthmus_array::{Expr, Location, ZarrArray, parse_selection, select::find};
-use isthmus_store::{Authorized, PosixStore, PutRequest, RequestContext, Store, StoreOptions};
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::{PutRequest, RequestContext, Store};
 use proptest::prelude::*;
 
 /// The most bytes a fuzz case may ask to read (the gateway's `select_max_bytes`, scaled down).

@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
+use isthmus_access::Authorized;
 use isthmus_array::{ArraySpec, Codec, DataType, Location, Region, ZarrArray};
-use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::{RequestContext, Store};
 use ndarray::{ArrayD, Dimension, IxDyn, Slice};
 use proptest::prelude::*;
 

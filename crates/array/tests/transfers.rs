@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use isthmus_access::Authorized;
 use isthmus_array::backend::{ChunkStore, WriteCondition};
 use isthmus_array::{
     ArraySpec, Consistency, DataType, Direction, EngineStorage, Location, Region, Status, TransferOptions, Transfers,
     ZarrArray,
 };
-use isthmus_store::{Authorized, PosixStore, RequestContext, Store, StoreOptions};
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::{RequestContext, Store};
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::{
     Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,

@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn object_targets_make_directory_objects_and_skip_rename() {
         let dir = tempfile::tempdir().unwrap();
-        let store = isthmus_store::PosixStore::open(dir.path(), isthmus_store::StoreOptions::default()).unwrap();
+        let store = isthmus_posix::PosixStore::open(dir.path(), isthmus_posix::StoreOptions::default()).unwrap();
         let target = crate::target::EmbeddedTarget {
             store: std::sync::Arc::new(store),
             root: dir.path().into(),

@@ -7,8 +7,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use isthmus_access::quota::{Limits, Quotas, Usage, count};
+use isthmus_store::BucketSettings;
 use isthmus_store::RequestContext;
-use isthmus_store::quota::{Limits, Quotas, Usage, count};
 use serde_json::{Value, json};
 
 use crate::admin_client::{Connection, call, print_object, print_rows};
@@ -192,7 +193,7 @@ fn usage(root: PathBuf, config: Option<PathBuf>, json: bool) -> Result<(), Strin
     };
     let root_owner = file.root_user.as_ref().map_or("root", |u| u.access_key.as_str()).to_string();
     let quotas = Quotas::new(&file.quotas, &root_owner)?;
-    let store = isthmus_store::open_root(&root, isthmus_store::StoreOptions::default())
+    let store = isthmus_pools::open_root(&root, isthmus_posix::StoreOptions::default())
         .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
     let cx = RequestContext::process();
     let mut rows: Vec<(String, String, Usage, Limits)> = Vec::new();

@@ -11,7 +11,8 @@ use isthmus_bench::{
     EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
     Variant, Workload,
 };
-use isthmus_store::{Durability, StoreOptions};
+use isthmus_posix::StoreOptions;
+use isthmus_store::Durability;
 
 use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, SpawnedProcess, spawn_gateway};
 
@@ -84,7 +85,7 @@ fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Targ
         let options = StoreOptions { durability, ..StoreOptions::default() };
         // The data root with its pools, as the gateway sees it.
         let store =
-            isthmus_store::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
+            isthmus_pools::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
         return Ok(Box::new(EmbeddedTarget { store, root: path.into(), bucket: bucket.to_string() }));
     }
     if let Some(path) = isthmus_local::socket_path(url) {

@@ -7,10 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use isthmus_access::Authorized;
 use isthmus_array::{Consistency, Location, RemoteEndpoint};
 use isthmus_bench::Team;
 use isthmus_bench::vpic::{self, RankTimes, VpicParams, VpicResult, VpicTarget};
-use isthmus_store::{Authorized, Durability, RequestContext, Store, StoreOptions};
+use isthmus_posix::StoreOptions;
+use isthmus_store::{Durability, RequestContext, Store};
 
 use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, spawn_gateway};
 
@@ -24,8 +26,8 @@ fn array_locations(
         if let Some(path) = url.strip_prefix("embedded://") {
             let options = StoreOptions { durability: args.durability, ..StoreOptions::default() };
             let engine =
-                isthmus_store::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
-            let store: Arc<dyn Store> = Arc::new(Authorized::new(engine, isthmus_store::BucketGrants::default()));
+                isthmus_pools::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
+            let store: Arc<dyn Store> = Arc::new(Authorized::new(engine, isthmus_access::BucketGrants::default()));
             match store.create_bucket(&RequestContext::process(), &args.bucket, &Default::default()) {
                 Ok(()) => {}
                 Err(e) if e.s3_code().starts_with("BucketAlready") => {}

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use isthmus_posix::StoreOptions;
 use isthmus_store::{
-    ByteRange, CreateBucketRequest, Durability, GetRequest, PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    ByteRange, CreateBucketRequest, Durability, GetRequest, PutRequest, RequestContext, Store, StoreError,
 };
 use serde::Serialize;
 
@@ -270,12 +271,11 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     }
     let root_of = |dir: &Path| dir.join("root");
     std::fs::create_dir_all(root_of(&dirs[0]).join(".isthmus")).map_err(|e| e.to_string())?;
-    std::fs::write(root_of(&dirs[0]).join(isthmus_store::pools::POOLS_FILE), pool_table(&pools))
-        .map_err(|e| e.to_string())?;
+    std::fs::write(root_of(&dirs[0]).join(isthmus_pools::POOLS_FILE), pool_table(&pools)).map_err(|e| e.to_string())?;
     let options = StoreOptions { durability: args.durability, ..StoreOptions::default() };
     let engines: Vec<Arc<dyn Store>> = dirs
         .iter()
-        .map(|d| isthmus_store::open_root(&root_of(d), options).map_err(|e| format!("{}: {e}", d.display())))
+        .map(|d| isthmus_pools::open_root(&root_of(d), options).map_err(|e| format!("{}: {e}", d.display())))
         .collect::<Result<_, _>>()?;
     let cx = RequestContext::process();
     for pool in &pools {
@@ -327,7 +327,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             .map(|i| {
                 (0..)
                     .map(|j| format!("stream{i}-{j}"))
-                    .find(|k| isthmus_store::ErasureStore::placement_start(&pool.name, k, drives) == i % drives)
+                    .find(|k| isthmus_erasure::ErasureStore::placement_start(&pool.name, k, drives) == i % drives)
                     .expect("some name lands on each drive")
             })
             .collect();

@@ -177,7 +177,7 @@ pub struct FileConfig {
     pub console: Option<bool>,
     /// Hard quotas per bucket or user (`[[quotas]]`).
     #[serde(default)]
-    pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
+    pub quotas: Vec<isthmus_access::quota::QuotaEntry>,
     /// Seconds between recounts of the usage quotas check (POSIX-side changes are seen then)
     /// [default: 300].
     pub quota_rescan_seconds: Option<u64>,
@@ -216,7 +216,7 @@ pub struct ServeSettings {
     pub select_max_bytes: u64,
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
     pub outbound_allow: Vec<isthmus_grid::AllowEntry>,
-    pub quotas: Vec<isthmus_store::quota::QuotaEntry>,
+    pub quotas: Vec<isthmus_access::quota::QuotaEntry>,
     pub quota_rescan: std::time::Duration,
     /// Certificate chain and key: the main listener serves HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -259,7 +259,7 @@ impl ServeSettings {
             etag_md5_limit: args
                 .etag_md5_limit
                 .or(file.etag_md5_limit)
-                .unwrap_or(isthmus_store::DEFAULT_ETAG_MD5_LIMIT),
+                .unwrap_or(isthmus_posix::DEFAULT_ETAG_MD5_LIMIT),
             log_level,
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             domain: args.domain.or(file.domain),

@@ -99,7 +99,7 @@ fn check(file: PathBuf) -> Result<(), String> {
         }
     }
     if !settings.quotas.is_empty() {
-        isthmus_store::quota::Quotas::new(&settings.quotas, "root")?;
+        isthmus_access::quota::Quotas::new(&settings.quotas, "root")?;
         for quota in &settings.quotas {
             let who = match (&quota.bucket, &quota.user) {
                 (Some(bucket), _) => format!("bucket {bucket}"),
@@ -113,7 +113,7 @@ fn check(file: PathBuf) -> Result<(), String> {
         lines.push(format!("  quota usage recounted every {}s", settings.quota_rescan.as_secs()));
     }
     if settings.root.exists() {
-        let pools = isthmus_store::open_root(&settings.root, isthmus_store::StoreOptions::default())
+        let pools = isthmus_pools::open_root(&settings.root, isthmus_posix::StoreOptions::default())
             .map_err(|e| format!("the data root {}: {e}", settings.root.display()))?;
         drop(pools);
         lines.push(format!("  data root {} opens (its pool table, if any, is valid)", settings.root.display()));

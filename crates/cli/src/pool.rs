@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use isthmus_store::erasure::{DriveReport, DriveState};
-use isthmus_store::{ErasureStore, StoreOptions};
+use isthmus_erasure::ErasureStore;
+use isthmus_erasure::{DriveReport, DriveState};
+use isthmus_posix::StoreOptions;
 
 #[derive(Args, Debug)]
 pub struct HealArgs {
@@ -49,7 +50,7 @@ pub enum PoolCommand {
 }
 
 fn open(root: &Path, pool: &str) -> Result<ErasureStore, String> {
-    isthmus_store::open_erasure_pool(root, pool, StoreOptions::default()).map_err(|e| e.to_string())
+    isthmus_pools::open_erasure_pool(root, pool, StoreOptions::default()).map_err(|e| e.to_string())
 }
 
 fn drive_table(drives: &[DriveReport]) -> comfy_table::Table {
@@ -112,7 +113,7 @@ pub fn heal(args: HealArgs) -> Result<(), String> {
 }
 
 fn migrate(root: &Path, bucket: &str, to: &str, abort_uploads: bool) -> Result<(), String> {
-    let pools = isthmus_store::open_pools(root, StoreOptions::default()).map_err(|e| e.to_string())?;
+    let pools = isthmus_pools::open_pools(root, StoreOptions::default()).map_err(|e| e.to_string())?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template(

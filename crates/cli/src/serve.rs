@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use isthmus_posix::StoreOptions;
 use isthmus_s3::auth::{credentials_path, load_or_create_root};
 use isthmus_s3::{GatewayConfig, Identities, IoPolicy, User, UserDirectory};
-use isthmus_store::{Durability, StoreOptions};
+use isthmus_store::Durability;
 
 use crate::config::{IdentityMode, ServeSettings};
 use crate::serve_status::{drive_metrics, identity_of, pool_metrics, status_extras};
@@ -39,8 +40,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         etag_md5_limit: settings.etag_md5_limit,
         ..StoreOptions::default()
     };
-    let isthmus_store::RootStores { engine, posix: posix_pools, erasure: erasure_pools } =
-        isthmus_store::open_root_with_pools(&settings.root, options)
+    let isthmus_pools::RootStores { engine, posix: posix_pools, erasure: erasure_pools } =
+        isthmus_pools::open_root_with_pools(&settings.root, options)
             .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
     let store = posix_pools[0].1.clone();
     let (root_user, announce) = match settings.root_user.clone() {
@@ -295,11 +296,11 @@ fn quotas_of(
     settings: &ServeSettings,
     root: &str,
     engine: &Arc<dyn isthmus_store::Store>,
-) -> Result<Option<Arc<isthmus_store::quota::Quotas>>, String> {
+) -> Result<Option<Arc<isthmus_access::quota::Quotas>>, String> {
     if settings.quotas.is_empty() {
         return Ok(None);
     }
-    let quotas = Arc::new(isthmus_store::quota::Quotas::new(&settings.quotas, root)?);
+    let quotas = Arc::new(isthmus_access::quota::Quotas::new(&settings.quotas, root)?);
     let (counter, store, period) = (quotas.clone(), engine.clone(), settings.quota_rescan);
     std::thread::Builder::new()
         .name("quota-rescan".into())

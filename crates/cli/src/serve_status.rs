@@ -10,8 +10,8 @@ use crate::config::ServeSettings;
 /// space and drives.
 pub fn status_extras(
     settings: &ServeSettings,
-    posix: &[(String, Arc<isthmus_store::PosixStore>)],
-    erasure: &[(String, Arc<isthmus_store::ErasureStore>)],
+    posix: &[(String, Arc<isthmus_posix::PosixStore>)],
+    erasure: &[(String, Arc<isthmus_erasure::ErasureStore>)],
 ) -> isthmus_s3::admin::StatusExtras {
     let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
     let listeners = serde_json::json!({
@@ -39,7 +39,7 @@ pub fn status_extras(
             .collect();
         for (name, store) in &erasure {
             let drives = store.drive_reports();
-            let online = drives.iter().filter(|d| d.state == isthmus_store::erasure::DriveState::Online).count();
+            let online = drives.iter().filter(|d| d.state == isthmus_erasure::DriveState::Online).count();
             pools.push(serde_json::json!({
                 "name": name, "kind": "erasure", "drives": drives.len(), "drives_online": online,
                 "drives_slow": drives.iter().filter(|d| d.slow).count(),
@@ -56,7 +56,7 @@ pub fn status_extras(
 
 /// Per-drive figures of the erasure-coded pools for `/metrics`: state, reads, errors, mean
 /// read latency, and whether reads go around a drive for being slow.
-pub fn drive_metrics(pools: &[(String, Arc<isthmus_store::ErasureStore>)]) -> String {
+pub fn drive_metrics(pools: &[(String, Arc<isthmus_erasure::ErasureStore>)]) -> String {
     use std::fmt::Write as _;
     if pools.is_empty() {
         return String::new();
@@ -78,7 +78,7 @@ pub fn drive_metrics(pools: &[(String, Arc<isthmus_store::ErasureStore>)]) -> St
         for (pool, store) in pools {
             for drive in store.drive_reports() {
                 let value = match index {
-                    0 => f64::from(u8::from(drive.state == isthmus_store::erasure::DriveState::Online)),
+                    0 => f64::from(u8::from(drive.state == isthmus_erasure::DriveState::Online)),
                     1 => drive.reads as f64,
                     2 => drive.errors as f64,
                     3 => match drive.mean_latency_ms {

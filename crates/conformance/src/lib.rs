@@ -2,7 +2,7 @@
 //! keys, byte order and pagination of listings, atomic writes, conditions and ranges, copies,
 //! multipart uploads, buckets and their errors. A backend runs all of them with
 //! `store_conformance_tests!(|| Fixture::new(store, guard))`, one `#[test]` per check; present
-//! backends do in `crates/store/tests/conformance.rs`, and a new backend adds a line there or
+//! backends do in `crates/conformance/tests/conformance.rs`, and a new backend adds a line there or
 //! in its own tests. A test-support crate: backends take it as a dev-dependency.
 
 use std::any::Any;
@@ -14,6 +14,7 @@ use md5::Digest;
 mod versions;
 pub use versions::*;
 
+use isthmus_store::BucketSettings;
 use isthmus_store::{
     ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
     PartRequest, PutRequest, RequestContext, Store, StoreError,
@@ -41,14 +42,14 @@ macro_rules! store_conformance_tests {
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
             metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
             folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
-            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags);
+            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags, bucket_settings_are_written_whole);
     };
     ($make:expr) => {
         $crate::store_conformance_tests!(@each $make;
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
             metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
             folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
-            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags,
+            multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags, bucket_settings_are_written_whole,
             versions_are_kept_and_read_by_id, suspended_versioning_replaces_the_null_version,
             version_listing_pages_and_prefixes);
     };
@@ -554,4 +555,65 @@ pub fn bucket_tags(store: &dyn Store) {
     assert!(store.bucket_tags(&cx(), &b).unwrap().is_empty());
     expect_err(store.bucket_tags(&cx(), "conf-no-bucket"), |e| matches!(e, StoreError::NoSuchBucket), "missing bucket");
     assert_eq!(list_all(store, &b, "", None, 10), (vec![], vec![]), "settings are never objects");
+}
+
+/// A bucket's settings are one value with a version: a write names the version it read and
+/// fails (ConfigConflict, nothing changed) when another write landed since; concurrent changes
+/// of different settings, each read-modify-write, all land.
+pub fn bucket_settings_are_written_whole(store: &dyn Store) {
+    let b = bucket(store, "conf-bucket-settings");
+    let read = store.bucket_config(&cx(), &b).unwrap();
+    assert!(read.version.is_some(), "settings are read with their version");
+    let mut changed = read.clone();
+    changed.tags.insert("project".into(), "climate".into());
+    changed.acl = isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead);
+    store.set_bucket_config(&cx(), &b, &changed).unwrap();
+    let now = store.bucket_config(&cx(), &b).unwrap();
+    assert_eq!(now.tags, changed.tags);
+    assert_eq!(now.acl, changed.acl);
+    assert_eq!(now.owner, read.owner, "what the write did not change stays");
+    assert_ne!(now.version, read.version, "a change gives a new version");
+
+    let mut stale = read.clone();
+    stale.tags.insert("stale".into(), "write".into());
+    expect_err(
+        store.set_bucket_config(&cx(), &b, &stale),
+        |e| matches!(e, StoreError::ConfigConflict),
+        "a write of settings read before another write",
+    );
+    assert_eq!(store.bucket_config(&cx(), &b).unwrap(), now, "a refused write changes nothing");
+
+    // Three administrators at once, each adding its own tags one change at a time, one of them
+    // also changing the ACL and the public access block: nothing is lost.
+    std::thread::scope(|scope| {
+        for writer in 0..3 {
+            let b = &b;
+            scope.spawn(move || {
+                for i in 0..5 {
+                    store
+                        .update_bucket_config(&cx(), b, &mut |c| {
+                            c.tags.insert(format!("w{writer}-{i}"), i.to_string());
+                            if writer == 0 {
+                                c.public_access_block = Some(isthmus_store::PublicAccessBlock {
+                                    block_public_policy: true,
+                                    ..Default::default()
+                                });
+                                c.acl = isthmus_store::Acl::canned(isthmus_store::CannedAcl::AuthenticatedRead);
+                            }
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let end = store.bucket_config(&cx(), &b).unwrap();
+    assert_eq!(end.tags.len(), 16, "every writer's tags and the first one: {:?}", end.tags);
+    assert_eq!(end.acl.canned, isthmus_store::CannedAcl::AuthenticatedRead);
+    assert!(end.public_access_block.is_some_and(|p| p.block_public_policy));
+    expect_err(
+        store.bucket_config(&cx(), "conf-no-bucket"),
+        |e| matches!(e, StoreError::NoSuchBucket),
+        "missing bucket",
+    );
 }

@@ -2,6 +2,7 @@
 //! version id, the suspended state's null version, and ListObjectVersions paging.
 
 use super::{bucket, cx, expect_err, put, read};
+use isthmus_store::BucketSettings;
 use isthmus_store::{
     CopyRequest, DeleteRequest, GetRequest, HeadRequest, ListVersionsRequest, NULL_VERSION, Store, StoreError,
     Versioning,

@@ -10,10 +10,12 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::io::Read;
 
+use isthmus_access::Authorized;
+use isthmus_posix::StoreOptions;
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    Authorized, CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta,
-    PartRequest, PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta, PartRequest,
+    PutRequest, RequestContext, Store, StoreError,
 };
 
 /// The context of this library's calls: the host process acting for itself.
@@ -284,11 +286,11 @@ pub unsafe extern "C" fn isthmus_open(root: *const c_char, strict: i32, out: *mu
         let store: std::sync::Arc<dyn Store> = match isthmus_local::socket_path(root) {
             Some(path) => std::sync::Arc::new(isthmus_local::LocalStore::connect(path)?),
             None => std::sync::Arc::new(Authorized::new(
-                isthmus_store::open_root(
+                isthmus_pools::open_root(
                     std::path::Path::new(root),
                     StoreOptions { durability, ..StoreOptions::default() },
                 )?,
-                isthmus_store::BucketGrants::default(),
+                isthmus_access::BucketGrants::default(),
             )),
         };
         // SAFETY: checked for NULL above.

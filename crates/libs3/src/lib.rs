@@ -12,10 +12,12 @@ mod status_names;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
+use isthmus_access::Authorized;
+use isthmus_posix::StoreOptions;
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
-    Authorized, Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PutRequest,
-    RequestContext, Store, StoreError, StoreOptions,
+    Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PutRequest, RequestContext,
+    Store, StoreError,
 };
 
 /// The context of this library's calls: the host process acting for itself.
@@ -154,8 +156,8 @@ fn store() -> Result<&'static Authorized<dyn Store>, String> {
     STORE
         .get_or_init(|| {
             let root = std::env::var("ISTHMUS_ROOT").map_err(|_| "set ISTHMUS_ROOT to the data root".to_string())?;
-            isthmus_store::open_root(std::path::Path::new(&root), StoreOptions::default())
-                .map(|engine| Authorized::new(engine, isthmus_store::BucketGrants::default()))
+            isthmus_pools::open_root(std::path::Path::new(&root), StoreOptions::default())
+                .map(|engine| Authorized::new(engine, isthmus_access::BucketGrants::default()))
                 .map_err(|e| format!("cannot open {root}: {e}"))
         })
         .as_ref()

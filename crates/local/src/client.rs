@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use isthmus_store::{
-    Acl, BoxedReader, BoxedWriter, BucketFacts, BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest,
-    DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest,
-    ListRequest, ListUploadsRequest, ListVersionsRequest, ObjectInfo, ObjectRead, ObjectWrite, PartRequest, PartsPage,
-    PublicAccessBlock, PutRequest, RequestContext, Store, StoreError, StoreResult, UploadsPage, Versioning,
-    VersionsPage,
+    Acl, BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest,
+    CreateBucketRequest, DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage,
+    ListPartsRequest, ListRequest, ListUploadsRequest, ListVersionsRequest, ObjectInfo, ObjectRead, ObjectWrite,
+    PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult, UploadsPage, VersionsPage,
 };
 
 use crate::protocol::{
@@ -345,49 +344,12 @@ impl Store for LocalStore {
         expect!(self.call(&Request::DeleteBucket { bucket: bucket.into() }), Reply::Done => ())
     }
 
-    fn bucket_owner(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<String>> {
-        Err(not_available("bucket ownership"))
+    fn bucket_config(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BucketConfig> {
+        Err(not_available("bucket settings"))
     }
 
-    fn set_bucket_owner(&self, _cx: &RequestContext, _bucket: &str, _owner: &str) -> StoreResult<()> {
-        Err(not_available("bucket ownership"))
-    }
-
-    fn bucket_acl(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Acl> {
-        Err(not_available("GetBucketAcl"))
-    }
-
-    fn set_bucket_acl(&self, _cx: &RequestContext, _bucket: &str, _acl: Acl) -> StoreResult<()> {
-        Err(not_available("PutBucketAcl"))
-    }
-
-    fn bucket_policy(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<String>> {
-        Err(not_available("GetBucketPolicy"))
-    }
-
-    fn set_bucket_policy(&self, _cx: &RequestContext, _bucket: &str, _policy: Option<String>) -> StoreResult<()> {
-        Err(not_available("PutBucketPolicy"))
-    }
-
-    fn public_access_block(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<PublicAccessBlock>> {
-        Err(not_available("GetPublicAccessBlock"))
-    }
-
-    fn set_public_access_block(
-        &self,
-        _cx: &RequestContext,
-        _bucket: &str,
-        _block: Option<PublicAccessBlock>,
-    ) -> StoreResult<()> {
-        Err(not_available("PutPublicAccessBlock"))
-    }
-
-    fn bucket_tags(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BTreeMap<String, String>> {
-        Err(not_available("GetBucketTagging"))
-    }
-
-    fn set_bucket_tags(&self, _cx: &RequestContext, _bucket: &str, _tags: BTreeMap<String, String>) -> StoreResult<()> {
-        Err(not_available("PutBucketTagging"))
+    fn set_bucket_config(&self, _cx: &RequestContext, _bucket: &str, _config: &BucketConfig) -> StoreResult<()> {
+        Err(not_available("bucket settings"))
     }
 
     fn put_object(
@@ -470,14 +432,6 @@ impl Store for LocalStore {
     fn list_objects(&self, _cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
         let request = Request::ListObjects { bucket: bucket.into(), request: request.clone() };
         expect!(self.call(&request), Reply::Page(page) => page)
-    }
-
-    fn bucket_versioning(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<Option<Versioning>> {
-        Err(not_available("GetBucketVersioning"))
-    }
-
-    fn set_bucket_versioning(&self, _cx: &RequestContext, _bucket: &str, _state: Versioning) -> StoreResult<()> {
-        Err(not_available("PutBucketVersioning"))
     }
 
     fn list_object_versions(

@@ -14,9 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use isthmus_access::Authorized;
 use isthmus_local::protocol::{self, MAGIC, Request, VERSION_MAX, VERSION_MIN};
 use isthmus_local::{LocalSocket, LocalStore};
-use isthmus_store::{Authorized, PosixStore, PutRequest, RequestContext, Store, StoreOptions};
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::{PutRequest, RequestContext, Store};
 use proptest::prelude::*;
 
 /// Counts the bytes this test process holds, to see what a hostile frame makes a reader take.

@@ -4,10 +4,11 @@
 use std::io::Read;
 use std::sync::Arc;
 
+use isthmus_access::Authorized;
 use isthmus_local::{LocalSocket, LocalStore};
+use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{
-    Authorized, CompletedPart, GetRequest, ListRequest, PartRequest, PosixStore, PutRequest, RequestContext, Store,
-    StoreError, StoreOptions,
+    CompletedPart, GetRequest, ListRequest, PartRequest, PutRequest, RequestContext, Store, StoreError,
 };
 
 fn cx() -> RequestContext {

@@ -10,10 +10,12 @@ use std::io::Read;
 
 use std::num::NonZeroU64;
 
+use isthmus_access::Authorized;
+use isthmus_posix::StoreOptions;
 use isthmus_store::door::{http_range, range_of};
 use isthmus_store::{
-    Authorized, BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest,
-    ObjectInfo, ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError, StoreOptions,
+    BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest, ObjectInfo,
+    ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -216,12 +218,12 @@ impl PyStore {
     fn new(root: &str, durability: &str) -> PyResult<Self> {
         let durability: Durability = durability.parse().map_err(PyValueError::new_err)?;
         // The data root with its pools (ROOT/.isthmus/pools.toml), as the gateway sees it.
-        let engine = isthmus_store::open_root(
+        let engine = isthmus_pools::open_root(
             std::path::Path::new(root),
             StoreOptions { durability, ..StoreOptions::default() },
         )
         .map_err(to_py)?;
-        let inner = Authorized::new(engine, isthmus_store::BucketGrants::default());
+        let inner = Authorized::new(engine, isthmus_access::BucketGrants::default());
         Ok(Self { inner: std::sync::Arc::new(inner), cx: RequestContext::process() })
     }
 

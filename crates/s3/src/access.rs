@@ -3,7 +3,7 @@
 //! ones pass too, as the anonymous principal, for the operations a bucket's canned ACL can share
 //! (reading and writing objects, listing); every other operation needs a signature. Which
 //! principal may do what in which bucket is decided by the engine's authorization layer
-//! (`isthmus_store::Authorized`), which the gateway's store is wrapped in, so the gateway and
+//! (`isthmus_access::Authorized`), which the gateway's store is wrapped in, so the gateway and
 //! the in-process doors follow one set of rules.
 
 use s3s::access::S3AccessContext;

@@ -3,6 +3,7 @@
 //! canonical id (`x-amz-grant-*` headers or an AccessControlPolicy body) on PutBucketAcl and
 //! PutObjectAcl; Get{Bucket,Object}Acl answering with the owner and the grants.
 
+use isthmus_store::BucketSettings;
 use isthmus_store::{Acl, CannedAcl, Grant, GrantPermission};
 use s3s::dto::{Grant as Grant_, *};
 use s3s::{S3Request, S3Response, S3Result, s3_error};

@@ -146,13 +146,13 @@ pub struct DirectoryEntry {
 
 /// The users the gateway accepts, looked up by access key, and who may use which bucket:
 /// the root user everything; any other user the buckets it created and those its `buckets`
-/// patterns grant (checked by the engine's authorization layer, `isthmus_store::authz`).
+/// patterns grant (checked by the engine's authorization layer, `isthmus_access::self`).
 /// Clones share one directory: administration changes it while the gateway serves.
 #[derive(Debug, Default, Clone)]
 pub struct UserDirectory {
     entries: Arc<RwLock<HashMap<String, DirectoryEntry>>>,
     root: Arc<str>,
-    grants: isthmus_store::BucketGrants,
+    grants: isthmus_access::BucketGrants,
     /// Counts the changes administration made (connections that keep a user, such as the
     /// local socket's, look again when it moves).
     generation: Arc<std::sync::atomic::AtomicU64>,
@@ -185,7 +185,7 @@ impl UserDirectory {
 
     /// What the users' `buckets` patterns grant, for the engine's authorization layer: the
     /// directory's own table, kept up to date as users change.
-    pub fn grants(&self) -> isthmus_store::BucketGrants {
+    pub fn grants(&self) -> isthmus_access::BucketGrants {
         self.grants.clone()
     }
 

@@ -1,5 +1,6 @@
 //! Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation.
 
+use isthmus_store::BucketSettings;
 use isthmus_store::CreateBucketRequest;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};

@@ -39,7 +39,8 @@ pub mod tpc;
 
 use std::sync::Arc;
 
-use isthmus_store::{Authorized, RequestContext, Store, StoreResult};
+use isthmus_access::Authorized;
+use isthmus_store::{RequestContext, Store, StoreResult};
 use s3s::dto::*;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Request, S3Response, S3Result};
@@ -351,7 +352,7 @@ pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
 pub fn authorized(
     store: Arc<dyn Store>,
     users: &UserDirectory,
-    quotas: Option<Arc<isthmus_store::quota::Quotas>>,
+    quotas: Option<Arc<isthmus_access::quota::Quotas>>,
 ) -> Arc<dyn Store> {
     Arc::new(Authorized::new(store, users.grants()).with_root_owner(users.root()).with_quotas(quotas))
 }
@@ -364,7 +365,7 @@ pub struct ServiceOptions<'a> {
     pub domain: Option<(&'a str, u16)>,
     pub select_max_bytes: u64,
     pub grid: bearer::GridAuth,
-    pub quotas: Option<Arc<isthmus_store::quota::Quotas>>,
+    pub quotas: Option<Arc<isthmus_access::quota::Quotas>>,
     /// Where third-party copies stage pulls (none: COPY is refused).
     pub tpc_staging: Option<std::path::PathBuf>,
     /// Where third-party copies may connect (default: public hosts only, never this gateway).

@@ -1,8 +1,9 @@
 //! Bucket policies: PutBucketPolicy (checked against the supported subset, MalformedPolicy
 //! otherwise), GetBucketPolicy (NoSuchBucketPolicy without one), DeleteBucketPolicy; and the
 //! PublicAccessBlock that overrides policies and ACLs (Put/Get/DeletePublicAccessBlock). The
-//! authorization layer (`isthmus_store::authz`, `policy`) enforces both.
+//! authorization layer (`isthmus_access::self`, `policy`) enforces both.
 
+use isthmus_store::BucketSettings;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 

@@ -2,6 +2,7 @@
 //! `x-amz-tagging` header of PutObject, CreateMultipartUpload and CopyObject; bucket tagging:
 //! Put/Get/DeleteBucketTagging.
 
+use isthmus_store::BucketSettings;
 use std::collections::BTreeMap;
 
 use s3s::dto::*;

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_s3::{Gateway, IoPolicy, UserDirectory};
-use isthmus_store::{PosixStore, PutRequest, Store, StoreOptions};
+use isthmus_store::{PutRequest, Store};
 use proptest::prelude::*;
 use s3s::service::S3ServiceBuilder;
 

@@ -78,14 +78,14 @@ impl Checksum {
 
 /// Computes one algorithm incrementally.
 #[derive(Clone)]
-pub(crate) enum Hasher {
+pub enum Hasher {
     Crc(ChecksumAlgorithm, crc_fast::Digest),
     Sha1(sha1::Sha1),
     Sha256(sha2::Sha256),
 }
 
 impl Hasher {
-    pub(crate) fn new(algorithm: ChecksumAlgorithm) -> Self {
+    pub fn new(algorithm: ChecksumAlgorithm) -> Self {
         match (algorithm, algorithm.crc()) {
             (_, Some(crc)) => Self::Crc(algorithm, crc_fast::Digest::new(crc)),
             (ChecksumAlgorithm::Sha1, None) => Self::Sha1(sha1::Sha1::new()),
@@ -93,7 +93,7 @@ impl Hasher {
         }
     }
 
-    pub(crate) fn update(&mut self, bytes: &[u8]) {
+    pub fn update(&mut self, bytes: &[u8]) {
         match self {
             Self::Crc(_, d) => d.update(bytes),
             Self::Sha1(h) => h.update(bytes),
@@ -102,7 +102,7 @@ impl Hasher {
     }
 
     /// The value so far, without consuming the state.
-    pub(crate) fn checksum(&self) -> Checksum {
+    pub fn checksum(&self) -> Checksum {
         let (algorithm, raw) = match self {
             Self::Crc(a, d) => (*a, crc_bytes(*a, d.finalize())),
             Self::Sha1(h) => (ChecksumAlgorithm::Sha1, h.clone().finalize().to_vec()),
@@ -122,11 +122,7 @@ fn crc_value(raw: &[u8]) -> u64 {
 }
 
 /// The checksum of a multipart object from its parts' checksums and sizes.
-pub(crate) fn multipart_checksum(
-    algorithm: ChecksumAlgorithm,
-    kind: ChecksumType,
-    parts: &[(Vec<u8>, u64)],
-) -> Checksum {
+pub fn multipart_checksum(algorithm: ChecksumAlgorithm, kind: ChecksumType, parts: &[(Vec<u8>, u64)]) -> Checksum {
     match (kind, algorithm.crc()) {
         (ChecksumType::FullObject, Some(crc)) => {
             let mut combined: Option<u64> = None;

@@ -86,6 +86,10 @@ pub enum StoreError {
     NotImplemented(String),
     #[error("Policies must be valid JSON and use only supported elements: {0}")]
     MalformedPolicy(String),
+    /// A bucket's settings were changed by another request between this one's read and its
+    /// write (`BucketConfig::version`): read them again.
+    #[error("A conflicting conditional operation is currently in progress against this resource. Please try again.")]
+    ConfigConflict,
     #[error("The requested partnumber is not satisfiable")]
     InvalidPartNumber,
     #[error("Your metadata headers exceed the maximum allowed metadata size ({0} bytes, the limit is 2048)")]
@@ -140,6 +144,7 @@ const S3_CODES: &[&str] = &[
     "NotImplemented",
     "InvalidPartNumber",
     "MetadataTooLarge",
+    "OperationAborted",
     "InternalError",
 ];
 
@@ -183,6 +188,7 @@ impl StoreError {
             Self::MalformedPolicy(_) => "MalformedPolicy",
             Self::NotImplemented(_) => "NotImplemented",
             Self::InvalidPartNumber => "InvalidPartNumber",
+            Self::ConfigConflict => "OperationAborted",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => "InternalError",
             Self::Remote { code, .. } => code,
@@ -208,6 +214,7 @@ impl StoreError {
             Self::InvalidPartOrder,
             Self::EntityTooSmall,
             Self::InvalidPartNumber,
+            Self::ConfigConflict,
         ];
         let same = |e: &Self| e.s3_code() == code && e.http_status() == status && e.to_string() == message;
         if let Some(known) = unit.into_iter().find(same) {
@@ -240,6 +247,7 @@ impl StoreError {
             Self::BucketAlreadyOwnedByYou
             | Self::BucketAlreadyExists
             | Self::BucketNotEmpty
+            | Self::ConfigConflict
             | Self::ObjectIsDirectory(_) => 409,
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,

@@ -1,47 +1,42 @@
-//! The Isthmus storage engine: the `Store` interface with S3 semantics (buckets, objects with
-//! metadata, conditional and ranged reads, streaming atomic writes, ordered listing) and its
-//! `PosixStore` backend, where buckets are directories and objects are plain files.
+//! The Isthmus engine API: the `Store` interface with S3 semantics (buckets and their settings,
+//! objects with metadata and versions, conditional and ranged reads, streaming atomic writes,
+//! multipart uploads, ordered listing), the request context every call carries (who asks, as
+//! which Unix identity, with which token scopes), the errors with their S3 codes, and the key
+//! rules. What an embedder or a new backend reads first; backends (`isthmus-posix`,
+//! `isthmus-erasure`), the pool router (`isthmus-pools`) and access control (`isthmus-access`)
+//! are crates above it.
 //!
 //! The engine is synchronous and does plain syscalls; it has no HTTP types, so every door
 //! (HTTP gateway, embedded library, benchmarks) calls the same code.
 
 pub mod acl;
-pub mod authz;
+pub mod bucket_config;
 pub mod checksum;
 pub mod conditions;
 pub mod context;
 pub mod door;
-pub mod erasure;
 pub mod error;
-pub mod gateway_files;
+pub mod facts;
 pub mod identity;
 pub mod key;
-pub mod meta;
-pub mod policy;
-pub mod pools;
-pub mod posix;
-pub mod quota;
-pub(crate) mod resolve;
+pub mod multipart;
+pub mod object_meta;
 pub mod scopes;
 pub mod size;
 pub mod versioning;
-mod writer_names;
-pub use posix::multipart;
 
 use std::io::Read;
 use std::time::SystemTime;
 
 pub use acl::{Acl, CannedAcl, Grant, GrantPermission, PublicAccessBlock};
-pub use authz::{Authorized, BucketGrants};
+pub use bucket_config::{BucketConfig, BucketSettings};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use context::{Principal, RequestContext};
-pub use erasure::{ErasureConfig, ErasureStore};
 pub use error::{StoreError, StoreResult};
-pub use meta::{MetadataMode, ObjectMeta};
+pub use facts::{Durability, FileSystemKind, MetadataMode};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
-pub use pools::{Pools, RootStores, open_erasure_pool, open_pools, open_root, open_root_with_pools};
-pub use posix::{DEFAULT_ETAG_MD5_LIMIT, Durability, FileSystemKind, PosixStore, StoreOptions};
+pub use object_meta::ObjectMeta;
 pub use scopes::{Scope, ScopeAccess, ScopeError, Scopes};
 pub use versioning::{
     DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
@@ -305,34 +300,13 @@ pub trait Store: Send + Sync + 'static {
     /// Facts about where the bucket lives (file system kind, metadata mode, durability).
     fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts>;
     fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()>;
-    /// The owner recorded for a bucket (a door's user name), if any; NoSuchBucket if missing.
-    fn bucket_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
-    fn set_bucket_owner(&self, cx: &RequestContext, bucket: &str, owner: &str) -> StoreResult<()>;
-    /// The bucket's ACL (private when none was set); NoSuchBucket if missing.
-    fn bucket_acl(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Acl>;
-    fn set_bucket_acl(&self, cx: &RequestContext, bucket: &str, acl: Acl) -> StoreResult<()>;
-    /// The bucket's policy document, if it has one; NoSuchBucket if missing.
-    fn bucket_policy(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>>;
-    /// Replaces (`Some`, checked: MalformedPolicy) or removes (`None`) the bucket's policy.
-    fn set_bucket_policy(&self, cx: &RequestContext, bucket: &str, policy: Option<String>) -> StoreResult<()>;
-    /// The bucket's PublicAccessBlock, if it has one; NoSuchBucket if missing.
-    fn public_access_block(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<PublicAccessBlock>>;
-    fn set_public_access_block(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        block: Option<PublicAccessBlock>,
-    ) -> StoreResult<()>;
-    /// The bucket's tags (empty when it has none); NoSuchBucket if missing.
-    fn bucket_tags(&self, cx: &RequestContext, bucket: &str)
-    -> StoreResult<std::collections::BTreeMap<String, String>>;
-    /// Replaces the bucket's tags (at most 50; an empty map removes them).
-    fn set_bucket_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        tags: std::collections::BTreeMap<String, String>,
-    ) -> StoreResult<()>;
+    /// The bucket's settings, whole, with the version they were read at; NoSuchBucket if
+    /// missing. One setting at a time: `BucketSettings`.
+    fn bucket_config(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig>;
+    /// Replaces the bucket's settings whole (checked: MalformedPolicy, InvalidTag) if they are
+    /// still the version `config.version` names (ConfigConflict if another change landed
+    /// since; `None` replaces whatever is there).
+    fn set_bucket_config(&self, cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()>;
 
     fn put_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: PutRequest)
     -> StoreResult<BoxedWriter>;
@@ -366,10 +340,6 @@ pub trait Store: Send + Sync + 'static {
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
-    /// The bucket's versioning state (`None`: never versioned); NoSuchBucket if missing.
-    fn bucket_versioning(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<Versioning>>;
-    /// Enables or suspends versioning.
-    fn set_bucket_versioning(&self, cx: &RequestContext, bucket: &str, state: Versioning) -> StoreResult<()>;
     /// Every version and delete marker (in an unversioned bucket: every object, as its null
     /// version).
     fn list_object_versions(

@@ -10,6 +10,7 @@ pub mod users_file;
 
 use std::sync::{Arc, Mutex};
 
+use isthmus_store::BucketSettings;
 use isthmus_store::{RequestContext, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -303,7 +304,7 @@ impl Administration {
             let created = bucket.created.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let mut row = json!({ "name": bucket.name, "owner": owner, "pool": pool, "created": created });
             if usage {
-                let used = isthmus_store::quota::count(store, &bucket.name)
+                let used = isthmus_access::quota::count(store, &bucket.name)
                     .map_err(|e| failed(format!("bucket {}: {e}", bucket.name)))?;
                 row["objects"] = json!(used.objects);
                 row["bytes"] = json!(used.bytes);

@@ -1,0 +1,434 @@
+//! The engine calls as the authorization layer passes them: each checks the caller's rights in
+//! the bucket (owner rules, grants, ACLs, policy; the kernel with Unix identities) and the
+//! scopes of a bearer token, if the request has one, before the backend sees it.
+
+use std::collections::BTreeMap;
+
+use super::{Access, Authorized, is_superuser};
+use crate::policy::{BucketPolicy, PolicyAction};
+use isthmus_store::acl::Acl;
+use isthmus_store::bucket_config::BucketSettings;
+use isthmus_store::conditions::ETagMatch;
+use isthmus_store::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
+use isthmus_store::scopes::ScopeAccess;
+use isthmus_store::{
+    BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
+    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, ObjectInfo,
+    PartRequest, Principal, PutRequest, RequestContext, Store, StoreError, StoreResult, VersionsPage,
+};
+
+/// AccessDenied unless the request's token, if any, reaches into `bucket` at all (enough to
+/// learn that it exists and where it is).
+fn require_touch(cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+    match &cx.scopes {
+        Some(scopes) if !scopes.touches(bucket) => {
+            Err(StoreError::OutOfScope(format!("any storage scope in /{bucket}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// AccessDenied unless the request's token, if any, may read everything a listing of `bucket`
+/// under `prefix` could return.
+fn require_listing(cx: &RequestContext, bucket: &str, prefix: &str) -> StoreResult<()> {
+    match &cx.scopes {
+        Some(scopes) if !scopes.allows_listing(bucket, prefix) => {
+            Err(StoreError::OutOfScope(format!("storage.read:/{bucket}/{prefix} (list beneath a scope's path)")))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl<S: Store + ?Sized> Authorized<S> {
+    /// Whether the request's token lets it only create `key` (storage.create without
+    /// storage.modify): then an existing object is refused here, and the caller makes the
+    /// write conditional on there still being none. AccessDenied if it may not even create.
+    fn creating_only(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<bool> {
+        let Some(scopes) = &cx.scopes else { return Ok(false) };
+        if scopes.allows(ScopeAccess::Modify, bucket, key) {
+            return Ok(false);
+        }
+        scopes.require(ScopeAccess::Create, bucket, key)?;
+        match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
+            Ok(_) => Err(StoreError::OutOfScope(format!(
+                "storage.modify:/{bucket}/{key} (the object exists; storage.create only adds new objects)"
+            ))),
+            Err(StoreError::NoSuchKey | StoreError::LatestIsDeleteMarker { .. } | StoreError::NoSuchBucket) => Ok(true),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl<S: Store + ?Sized> Store for Authorized<S> {
+    /// Each principal sees the buckets it may use.
+    fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
+        if cx.principal == Principal::Anonymous {
+            return Err(StoreError::AccessDenied);
+        }
+        let mut visible = Vec::new();
+        for bucket in self.inner.list_buckets(cx)? {
+            if self.kernel_decides(cx, &bucket.name) || self.may_use(cx, &bucket.name)? {
+                visible.push(bucket);
+            }
+        }
+        if let Some(scopes) = &cx.scopes {
+            visible.retain(|bucket| scopes.touches(&bucket.name));
+        }
+        Ok(visible)
+    }
+
+    /// Any principal may create a bucket; a user becomes its recorded owner. An existing bucket
+    /// answers BucketAlreadyOwnedByYou to its owner and BucketAlreadyExists to everyone else.
+    fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Create, bucket, "")?;
+        if cx.principal == Principal::Anonymous {
+            return Err(StoreError::AccessDenied);
+        }
+        match self.inner.create_bucket(cx, bucket, request) {
+            Ok(()) => {
+                if let Some(quotas) = &self.quotas {
+                    quotas.bucket_created(bucket, cx.user_name());
+                }
+                match cx.user_name() {
+                    Some(user) => self.inner.set_bucket_owner(cx, bucket, user),
+                    None => Ok(()),
+                }
+            }
+            Err(StoreError::BucketAlreadyExists) if self.owns(cx, bucket) => Err(StoreError::BucketAlreadyOwnedByYou),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        require_touch(cx, bucket)?;
+        self.require(cx, bucket, Access::Read)?;
+        self.inner.head_bucket(cx, bucket)
+    }
+
+    fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
+        cx.require_scope(ScopeAccess::Read, bucket, "")?;
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.bucket_facts(cx, bucket)
+    }
+
+    fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Modify, bucket, "")?;
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.delete_bucket(cx, bucket)?;
+        if let Some(quotas) = &self.quotas {
+            quotas.bucket_deleted(bucket);
+        }
+        Ok(())
+    }
+
+    /// Reading a bucket's settings is its owner's, with any scope in the bucket (a token that
+    /// may change one setting reads them all to change it).
+    fn bucket_config(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig> {
+        require_touch(cx, bucket)?;
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.bucket_config(cx, bucket)
+    }
+
+    /// Changing them is the owner's, and giving the bucket to someone only the process's and
+    /// root's; a public ACL or policy must pass the public access block being written.
+    fn set_bucket_config(&self, cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Modify, bucket, "")?;
+        self.require(cx, bucket, Access::Owner)?;
+        let changed = self.inner.bucket_config(cx, bucket)?.changed(config);
+        if changed.owner && !is_superuser(cx) {
+            return Err(StoreError::AccessDenied);
+        }
+        let block = config.public_access_block.unwrap_or_default();
+        if changed.acl && config.acl.canned.is_public() && block.block_public_acls {
+            return Err(StoreError::AccessDenied);
+        }
+        if changed.policy
+            && let Some(document) = &config.policy
+            && BucketPolicy::parse(bucket, document)?.is_public()
+            && block.block_public_policy
+        {
+            return Err(StoreError::AccessDenied);
+        }
+        self.inner.set_bucket_config(cx, bucket, config)
+    }
+
+    fn put_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<BoxedWriter> {
+        let mut request = request;
+        if self.creating_only(cx, bucket, key)? {
+            // Atomic as well as checked first: a concurrent writer cannot slip in between.
+            request.if_none_match = Some(ETagMatch::Any);
+        }
+        self.require_write(cx, bucket, request.meta.acl)?;
+        let admitted = match &self.quotas {
+            Some(quotas) => quotas.admit_write(&*self.inner, cx, bucket, key, request.size_hint)?,
+            None => None,
+        };
+        let writer = self.inner.put_object(cx, bucket, key, request)?;
+        Ok(match admitted {
+            Some(admitted) => admitted.writer(writer, true),
+            None => writer,
+        })
+    }
+
+    fn get_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &GetRequest,
+    ) -> StoreResult<GetResponse> {
+        cx.require_scope(ScopeAccess::Read, bucket, key)?;
+        self.require_object_read(cx, bucket, key, request.version_id.as_deref())?;
+        self.inner.get_object(cx, bucket, key, request)
+    }
+
+    fn head_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &HeadRequest,
+    ) -> StoreResult<ObjectInfo> {
+        cx.require_scope(ScopeAccess::Read, bucket, key)?;
+        self.require_object_read(cx, bucket, key, request.version_id.as_deref())?;
+        self.inner.head_object(cx, bucket, key, request)
+    }
+
+    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
+        require_touch(cx, bucket)?;
+        self.head_bucket(cx, bucket)?;
+        self.inner.bucket_location(cx, bucket)
+    }
+
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
+        cx.require_scope(ScopeAccess::Read, bucket, key)?;
+        self.require_object_read(cx, bucket, key, None)?;
+        self.inner.object_file(cx, bucket, key)
+    }
+
+    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        cx.require_scope(ScopeAccess::Read, bucket, key)?;
+        self.require_object_read(cx, bucket, key, None)?;
+        self.inner.read_derived(cx, bucket, key, kind)
+    }
+
+    /// Whoever may read an object may keep what is derived from it: it is a cache of reads.
+    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Read, bucket, key)?;
+        self.require_object_read(cx, bucket, key, None)?;
+        self.inner.write_derived(cx, bucket, key, kind, bytes)
+    }
+
+    fn delete_object(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: &DeleteRequest,
+    ) -> StoreResult<DeleteOutcome> {
+        cx.require_scope(ScopeAccess::Modify, bucket, key)?;
+        self.require(cx, bucket, Access::Write)?;
+        let size = match &self.quotas {
+            Some(quotas) if request.version_id.is_none() && quotas.may_apply(&*self.inner, bucket)? => {
+                crate::quota::current_size(&*self.inner, cx, bucket, key)?
+            }
+            _ => None,
+        };
+        let outcome = self.inner.delete_object(cx, bucket, key, request)?;
+        if let (Some(quotas), Some(size)) = (&self.quotas, size) {
+            quotas.deleted(bucket, size);
+        }
+        Ok(outcome)
+    }
+
+    /// The source must be usable too.
+    fn copy_object(
+        &self,
+        cx: &RequestContext,
+        source: (&str, &str),
+        destination: (&str, &str),
+        request: &CopyRequest,
+    ) -> StoreResult<ObjectInfo> {
+        cx.require_scope(ScopeAccess::Read, source.0, source.1)?;
+        self.creating_only(cx, destination.0, destination.1)?;
+        self.require_source(cx, source.0)?;
+        self.require_write(cx, destination.0, request.acl)?;
+        let admitted = match &self.quotas {
+            Some(quotas) => {
+                let head = HeadRequest { version_id: request.source_version_id.clone(), ..HeadRequest::default() };
+                let size = self.inner.head_object(cx, source.0, source.1, &head)?.size;
+                quotas.admit_write(&*self.inner, cx, destination.0, destination.1, Some(size))?
+            }
+            None => None,
+        };
+        let info = self.inner.copy_object(cx, source, destination, request)?;
+        if let Some(admitted) = admitted {
+            admitted.settle(&info);
+        }
+        Ok(info)
+    }
+
+    fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
+        require_listing(cx, bucket, &request.prefix)?;
+        self.require_read(cx, bucket, PolicyAction::ListBucket { prefix: &request.prefix })?;
+        self.inner.list_objects(cx, bucket, request)
+    }
+
+    /// Bucket policies grant `s3:ListBucket`, not `s3:ListBucketVersions`: listing versions
+    /// takes read access by owner, grant or bucket ACL.
+    fn list_object_versions(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListVersionsRequest,
+    ) -> StoreResult<VersionsPage> {
+        require_listing(cx, bucket, &request.prefix)?;
+        self.require(cx, bucket, Access::Read)?;
+        self.inner.list_object_versions(cx, bucket, request)
+    }
+
+    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Modify, bucket, key)?;
+        self.require(cx, bucket, Access::Owner)?;
+        self.check_acl_allowed(cx, bucket, Some(acl.canned))?;
+        self.inner.set_object_acl(cx, bucket, key, acl)
+    }
+
+    fn set_object_tags(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        tags: BTreeMap<String, String>,
+    ) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Modify, bucket, key)?;
+        self.require(cx, bucket, Access::Owner)?;
+        self.inner.set_object_tags(cx, bucket, key, tags)
+    }
+
+    fn create_multipart_upload(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+    ) -> StoreResult<String> {
+        self.creating_only(cx, bucket, key)?;
+        self.require_write(cx, bucket, request.meta.acl)?;
+        self.inner.create_multipart_upload(cx, bucket, key, request)
+    }
+
+    fn upload_part(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &PartRequest,
+    ) -> StoreResult<BoxedWriter> {
+        cx.require_scope(ScopeAccess::Create, bucket, key)?;
+        self.require(cx, bucket, Access::Write)?;
+        let admitted = match &self.quotas {
+            Some(quotas) => quotas.admit_part(&*self.inner, cx, bucket, request.size_hint)?,
+            None => None,
+        };
+        let writer = self.inner.upload_part(cx, bucket, key, upload_id, request)?;
+        Ok(match admitted {
+            Some(admitted) => admitted.writer(writer, false),
+            None => writer,
+        })
+    }
+
+    fn complete_multipart_upload(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        request: PutRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let mut request = request;
+        if self.creating_only(cx, bucket, key)? {
+            request.if_none_match = Some(ETagMatch::Any);
+        }
+        self.require(cx, bucket, Access::Write)?;
+        let admitted = match &self.quotas {
+            Some(quotas) => {
+                let size = crate::quota::Quotas::completed_size(&*self.inner, cx, bucket, key, upload_id, parts)?;
+                quotas.admit_write(&*self.inner, cx, bucket, key, Some(size))?
+            }
+            None => None,
+        };
+        let info = self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)?;
+        if let Some(admitted) = admitted {
+            admitted.settle(&info);
+        }
+        Ok(info)
+    }
+
+    fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()> {
+        cx.require_scope(ScopeAccess::Create, bucket, key)?;
+        self.require(cx, bucket, Access::Write)?;
+        self.inner.abort_multipart_upload(cx, bucket, key, upload_id)
+    }
+
+    fn list_parts(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &ListPartsRequest,
+    ) -> StoreResult<PartsPage> {
+        cx.require_scope(ScopeAccess::Create, bucket, key)?;
+        self.require(cx, bucket, Access::Read)?;
+        self.inner.list_parts(cx, bucket, key, upload_id, request)
+    }
+
+    fn list_multipart_uploads(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        request: &ListUploadsRequest,
+    ) -> StoreResult<UploadsPage> {
+        cx.require_scope(ScopeAccess::Create, bucket, &request.prefix)?;
+        self.require(cx, bucket, Access::Read)?;
+        self.inner.list_multipart_uploads(cx, bucket, request)
+    }
+
+    /// The source must be usable too.
+    #[allow(clippy::too_many_arguments, reason = "the Store trait's signature")]
+    fn upload_part_copy(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        request: &PartRequest,
+        source: (&str, &str),
+        source_request: &GetRequest,
+    ) -> StoreResult<ObjectInfo> {
+        cx.require_scope(ScopeAccess::Read, source.0, source.1)?;
+        cx.require_scope(ScopeAccess::Create, bucket, key)?;
+        self.require_source(cx, source.0)?;
+        self.require(cx, bucket, Access::Write)?;
+        // Held while the part is written: a part is not usage, but it may not be written past
+        // a quota the whole object could never fit in.
+        let _admitted = match &self.quotas {
+            Some(quotas) => {
+                let head = HeadRequest { version_id: source_request.version_id.clone(), ..HeadRequest::default() };
+                let size = self.inner.head_object(cx, source.0, source.1, &head)?.size;
+                quotas.admit_part(&*self.inner, cx, bucket, Some(size))?
+            }
+            None => None,
+        };
+        self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
+    }
+}

@@ -1,0 +1,221 @@
+//! The authorization layer every door shares: owners, grants, root and the process itself,
+//! checked on a real PosixStore in a temporary directory.
+
+use std::sync::Arc;
+
+use isthmus_access::{Authorized, BucketGrants};
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::BucketSettings;
+use isthmus_store::{CopyRequest, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError};
+
+fn user(name: &str) -> RequestContext {
+    RequestContext::user(name, false)
+}
+
+fn root() -> RequestContext {
+    RequestContext::user("admin", true)
+}
+
+/// Alice owns "alices"; bob is granted "shared-*"; "posix-made" was made with mkdir.
+fn store() -> (tempfile::TempDir, Authorized<PosixStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let posix = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let store = Authorized::new(Arc::new(posix), BucketGrants::new([("bob", ["shared-*"])]));
+    store.create_bucket(&user("alice"), "alices", &Default::default()).unwrap();
+    store.create_bucket(&user("alice"), "shared-results", &Default::default()).unwrap();
+    std::fs::create_dir(dir.path().join("posix-made")).unwrap();
+    store.put_bytes(&user("alice"), "alices", "k", b"secret", PutRequest::default()).unwrap();
+    (dir, store)
+}
+
+fn names(store: &dyn Store, cx: &RequestContext) -> Vec<String> {
+    store.list_buckets(cx).unwrap().into_iter().map(|b| b.name).collect()
+}
+
+fn denied<T: std::fmt::Debug>(result: Result<T, StoreError>) {
+    assert!(matches!(result, Err(StoreError::AccessDenied)), "{result:?}");
+}
+
+#[test]
+fn other_users_are_denied_every_operation_on_a_bucket_they_do_not_own() {
+    let (_dir, store) = store();
+    let mallory = user("mallory");
+    denied(store.head_bucket(&mallory, "alices"));
+    denied(store.get_object(&mallory, "alices", "k", &GetRequest::default()).map(|r| r.info));
+    denied(store.head_object(&mallory, "alices", "k", &Default::default()));
+    denied(store.put_object(&mallory, "alices", "k", PutRequest::default()).map(|_| ()));
+    denied(store.delete_object(&mallory, "alices", "k", &Default::default()));
+    denied(store.list_objects(&mallory, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
+    denied(store.delete_bucket(&mallory, "alices"));
+    denied(store.create_multipart_upload(&mallory, "alices", "k", PutRequest::default()));
+    denied(store.set_object_tags(&mallory, "alices", "k", Default::default()));
+    // A copy out of someone else's bucket into one's own is refused too.
+    store.create_bucket(&mallory, "mallorys", &Default::default()).unwrap();
+    denied(store.copy_object(&mallory, ("alices", "k"), ("mallorys", "k"), &CopyRequest::default()));
+    // Nothing changed: the owner still reads the object.
+    let body = store.get_object(&user("alice"), "alices", "k", &GetRequest::default()).unwrap();
+    assert_eq!(body.info.size, 6);
+    // Missing buckets are not hidden behind AccessDenied: the operation answers.
+    assert!(matches!(store.head_bucket(&mallory, "nowhere"), Err(StoreError::NoSuchBucket)));
+}
+
+#[test]
+fn each_principal_sees_the_buckets_it_may_use() {
+    let (_dir, store) = store();
+    assert_eq!(names(&store, &user("alice")), ["alices", "shared-results"]);
+    assert_eq!(names(&store, &user("bob")), ["shared-results"]);
+    assert!(names(&store, &user("mallory")).is_empty());
+    let everything = ["alices", "posix-made", "shared-results"];
+    assert_eq!(names(&store, &root()), everything);
+    assert_eq!(names(&store, &RequestContext::process()), everything);
+    // Grants give bob the shared bucket's objects, nothing else.
+    store.put_bytes(&user("bob"), "shared-results", "from-bob", b"x", PutRequest::default()).unwrap();
+    denied(store.head_bucket(&user("bob"), "alices"));
+    // Buckets made with mkdir belong to root.
+    denied(store.head_bucket(&user("alice"), "posix-made"));
+    store.head_bucket(&root(), "posix-made").unwrap();
+}
+
+#[test]
+fn creating_an_existing_bucket_tells_its_owner_apart() {
+    let (_dir, store) = store();
+    let again = |cx: &RequestContext, bucket: &str| store.create_bucket(cx, bucket, &Default::default());
+    assert!(matches!(again(&user("alice"), "alices"), Err(StoreError::BucketAlreadyOwnedByYou)));
+    assert!(matches!(again(&user("bob"), "alices"), Err(StoreError::BucketAlreadyExists)));
+    assert!(matches!(again(&root(), "alices"), Err(StoreError::BucketAlreadyExists)));
+    assert!(matches!(again(&root(), "posix-made"), Err(StoreError::BucketAlreadyOwnedByYou)));
+    assert!(matches!(again(&user("alice"), "posix-made"), Err(StoreError::BucketAlreadyExists)));
+    // The creator is recorded; only root or the process gives a bucket away.
+    assert_eq!(store.bucket_owner(&user("alice"), "alices").unwrap().as_deref(), Some("alice"));
+    denied(store.set_bucket_owner(&user("alice"), "alices", "mallory"));
+    store.set_bucket_owner(&root(), "alices", "bob").unwrap();
+    denied(store.head_bucket(&user("alice"), "alices"));
+}
+
+#[test]
+fn an_expected_bucket_owner_must_be_the_owner() {
+    let (_dir, store) = store();
+    let store = store.with_root_owner("admin");
+    let expecting = |owner: &str| user("alice").expecting_bucket_owner(Some(owner.to_string()));
+    store.head_bucket(&expecting("alice"), "alices").unwrap();
+    denied(store.head_bucket(&expecting("bob"), "alices"));
+    denied(store.put_bytes(&expecting("bob"), "alices", "k2", b"x", PutRequest::default()));
+    // Buckets made with mkdir belong to root's id.
+    let root_expecting = |owner: &str| root().expecting_bucket_owner(Some(owner.to_string()));
+    store.head_bucket(&root_expecting("admin"), "posix-made").unwrap();
+    denied(store.head_bucket(&root_expecting("alice"), "posix-made"));
+    // It names the destination's owner: a copy from a bucket owned by someone else passes.
+    store.put_bytes(&root(), "posix-made", "src", b"from root", PutRequest::default()).unwrap();
+    let copied =
+        store.copy_object(&root_expecting("alice"), ("posix-made", "src"), ("alices", "copy"), &CopyRequest::default());
+    assert!(copied.is_ok(), "{copied:?}");
+    denied(store.copy_object(
+        &root_expecting("admin"),
+        ("posix-made", "src"),
+        ("alices", "copy"),
+        &CopyRequest::default(),
+    ));
+}
+
+#[test]
+fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
+    let (_dir, store) = store();
+    let anonymous = RequestContext::anonymous();
+    let mallory = user("mallory");
+    let read = |cx: &RequestContext| store.get_object(cx, "alices", "k", &GetRequest::default()).map(|r| r.info.size);
+    let write = |cx: &RequestContext| store.put_bytes(cx, "alices", "new", b"x", PutRequest::default()).map(|_| ());
+    // Private by default: nobody else reads, lists or writes.
+    denied(read(&anonymous));
+    denied(store.list_objects(&anonymous, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
+    denied(write(&mallory));
+    store
+        .set_bucket_acl(
+            &user("alice"),
+            "alices",
+            isthmus_store::Acl::canned(isthmus_store::CannedAcl::AuthenticatedRead),
+        )
+        .unwrap();
+    assert_eq!(read(&mallory).unwrap(), 6);
+    denied(read(&anonymous));
+    denied(write(&mallory));
+    store
+        .set_bucket_acl(&user("alice"), "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead))
+        .unwrap();
+    assert_eq!(read(&anonymous).unwrap(), 6);
+    assert_eq!(
+        store
+            .list_objects(&anonymous, "alices", &ListRequest { max_keys: 10, ..Default::default() })
+            .unwrap()
+            .objects
+            .len(),
+        1
+    );
+    denied(write(&anonymous));
+    denied(store.delete_object(&anonymous, "alices", "k", &Default::default()));
+    store
+        .set_bucket_acl(&user("alice"), "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicReadWrite))
+        .unwrap();
+    write(&anonymous).unwrap();
+    store.delete_object(&anonymous, "alices", "new", &Default::default()).unwrap();
+    // The bucket itself stays its owner's, whatever the ACL.
+    denied(store.set_bucket_acl(&mallory, "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private)));
+    denied(store.delete_bucket(&anonymous, "alices"));
+    denied(store.set_bucket_tags(&mallory, "alices", Default::default()));
+    denied(store.set_object_tags(&anonymous, "alices", "k", Default::default()));
+    // Anonymous requests never list or create buckets; shared buckets are not listed to others.
+    denied(store.list_buckets(&anonymous));
+    denied(store.create_bucket(&anonymous, "anon-bucket", &Default::default()));
+    assert!(names(&store, &mallory).is_empty());
+}
+
+#[test]
+fn an_object_acl_shares_that_object_only() {
+    let (_dir, store) = store();
+    let anonymous = RequestContext::anonymous();
+    let alice = user("alice");
+    store.put_bytes(&alice, "alices", "open", b"open", PutRequest::default()).unwrap();
+    store
+        .set_object_acl(&alice, "alices", "open", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead))
+        .unwrap();
+    assert_eq!(store.head_object(&anonymous, "alices", "open", &Default::default()).unwrap().size, 4);
+    denied(store.head_object(&anonymous, "alices", "k", &Default::default()));
+    denied(store.head_object(&anonymous, "alices", "missing", &Default::default()));
+    denied(store.put_bytes(&anonymous, "alices", "open", b"x", PutRequest::default()));
+    denied(store.set_object_acl(
+        &user("mallory"),
+        "alices",
+        "open",
+        isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private),
+    ));
+    // Overwriting without an ACL makes the object private again, as in S3.
+    store.put_bytes(&alice, "alices", "open", b"new", PutRequest::default()).unwrap();
+    denied(store.head_object(&anonymous, "alices", "open", &Default::default()));
+}
+
+#[test]
+fn grants_share_with_the_named_user_only() {
+    use isthmus_store::{Acl, CannedAcl, Grant, GrantPermission};
+    let (_dir, store) = store();
+    let (alice, bob, carol) = (user("alice"), user("bob"), user("carol"));
+    let grant = |grantee: &str, permission| Grant { grantee: grantee.into(), permission };
+    // An object grant: bob reads that object; carol and other objects stay closed.
+    store.put_bytes(&alice, "alices", "for-bob", b"hi bob", PutRequest::default()).unwrap();
+    let read = Acl { canned: CannedAcl::Private, grants: vec![grant("bob", GrantPermission::Read)] };
+    store.set_object_acl(&alice, "alices", "for-bob", read).unwrap();
+    assert_eq!(store.head_object(&bob, "alices", "for-bob", &Default::default()).unwrap().size, 6);
+    denied(store.head_object(&carol, "alices", "for-bob", &Default::default()));
+    denied(store.head_object(&bob, "alices", "k", &Default::default()));
+    denied(store.list_objects(&bob, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
+    // Bucket grants: READ lists and reads, WRITE writes; the bucket stays alice's.
+    let both = Acl {
+        canned: CannedAcl::Private,
+        grants: vec![grant("bob", GrantPermission::Read), grant("bob", GrantPermission::Write)],
+    };
+    store.set_bucket_acl(&alice, "alices", both.clone()).unwrap();
+    assert_eq!(store.bucket_acl(&alice, "alices").unwrap(), both);
+    assert!(store.list_objects(&bob, "alices", &ListRequest { max_keys: 10, ..Default::default() }).is_ok());
+    store.put_bytes(&bob, "alices", "from-bob", b"b", PutRequest::default()).unwrap();
+    denied(store.put_bytes(&carol, "alices", "from-carol", b"c", PutRequest::default()));
+    denied(store.set_bucket_acl(&bob, "alices", Acl::default()));
+    denied(store.delete_bucket(&bob, "alices"));
+}

@@ -1,0 +1,169 @@
+//! The erasure code of an erasure-coded pool: a block of an object is cut into k data shards
+//! and m parity shards (Reed-Solomon, `reed-solomon-simd`), each framed with a CRC-32C of its
+//! bytes so a shard that rotted on its drive is known bad on every read. Any k good shards give
+//! the block back; fewer is an error, never wrong bytes.
+
+use isthmus_store::error::{StoreError, StoreResult};
+
+/// Shard sizes are a multiple of this (the codec works on 64-byte lanes).
+const SHARD_ALIGN: usize = 64;
+/// Bytes of a shard's frame before its data: the CRC-32C.
+pub const FRAME_HEADER: usize = 4;
+
+/// k data shards and m parity shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub data: usize,
+    pub parity: usize,
+}
+
+impl Layout {
+    pub fn new(data: usize, parity: usize) -> StoreResult<Self> {
+        if data == 0 || parity == 0 || data + parity > 256 {
+            return Err(StoreError::InvalidArgument(format!(
+                "an erasure layout needs at least 1 data and 1 parity shard and at most 256 in all, not {data}+{parity}"
+            )));
+        }
+        Ok(Self { data, parity })
+    }
+
+    pub fn shards(&self) -> usize {
+        self.data + self.parity
+    }
+
+    /// The data bytes each shard of a block of `block_len` bytes carries.
+    pub fn shard_len(&self, block_len: usize) -> usize {
+        block_len.div_ceil(self.data).div_ceil(SHARD_ALIGN).max(1) * SHARD_ALIGN
+    }
+}
+
+fn crc(bytes: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
+}
+
+fn framed(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME_HEADER + data.len());
+    out.extend_from_slice(&crc(data).to_le_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+/// A framed shard's data, if its checksum holds.
+pub fn unframe(shard: &[u8]) -> Option<&[u8]> {
+    let (header, data) = shard.split_at_checked(FRAME_HEADER)?;
+    (u32::from_le_bytes(header.try_into().ok()?) == crc(data)).then_some(data)
+}
+
+/// The k + m framed shards of one block (data shards first).
+pub fn encode(layout: Layout, block: &[u8]) -> StoreResult<Vec<Vec<u8>>> {
+    let shard_len = layout.shard_len(block.len());
+    let mut data: Vec<Vec<u8>> = (0..layout.data)
+        .map(|i| {
+            let start = (i * shard_len).min(block.len());
+            let end = ((i + 1) * shard_len).min(block.len());
+            let mut shard = block[start..end].to_vec();
+            shard.resize(shard_len, 0);
+            shard
+        })
+        .collect();
+    let parity = reed_solomon_simd::encode(layout.data, layout.parity, &data)
+        .map_err(|e| StoreError::InvalidArgument(format!("erasure encoding failed: {e}")))?;
+    let mut shards: Vec<Vec<u8>> = data.drain(..).map(|d| framed(&d)).collect();
+    shards.extend(parity.iter().map(|p| framed(p)));
+    Ok(shards)
+}
+
+/// What decoding found: the block, and which shards were missing or bad (to heal).
+pub struct Decoded {
+    pub block: Vec<u8>,
+    pub bad: Vec<usize>,
+}
+
+/// The block of `block_len` bytes from its framed shards (`None` for a shard that could not
+/// be read). Shards whose checksum fails count as missing.
+pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize) -> StoreResult<Decoded> {
+    let shard_len = layout.shard_len(block_len);
+    let mut good: Vec<Option<&[u8]>> = Vec::with_capacity(layout.shards());
+    let mut bad = Vec::new();
+    for (index, shard) in shards.iter().enumerate().take(layout.shards()) {
+        match shard.as_deref().and_then(unframe).filter(|d| d.len() == shard_len) {
+            Some(data) => good.push(Some(data)),
+            None => {
+                good.push(None);
+                bad.push(index);
+            }
+        }
+    }
+    good.resize(layout.shards(), None);
+    let mut data: Vec<Option<Vec<u8>>> = good[..layout.data].iter().map(|s| s.map(<[u8]>::to_vec)).collect();
+    if data.iter().any(Option::is_none) {
+        let available = good.iter().filter(|s| s.is_some()).count();
+        if available < layout.data {
+            return Err(StoreError::InsufficientShards(format!(
+                "{available} of {} shards are readable; {} are needed",
+                layout.shards(),
+                layout.data
+            )));
+        }
+        let originals = good[..layout.data].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s)));
+        // Exactly as many recovery shards as originals are missing: each one more makes the
+        // decoder's work larger for nothing (a hedged read may have brought extra ones).
+        let missing = data.iter().filter(|d| d.is_none()).count();
+        let recovery = good[layout.data..].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s))).take(missing);
+        let restored = reed_solomon_simd::decode(layout.data, layout.parity, originals, recovery)
+            .map_err(|e| StoreError::InsufficientShards(format!("reconstruction failed: {e}")))?;
+        for (index, shard) in restored {
+            data[index] = Some(shard);
+        }
+    }
+    let mut block = Vec::with_capacity(shard_len * layout.data);
+    for shard in data {
+        block.extend_from_slice(&shard.expect("every data shard present or restored"));
+    }
+    block.truncate(block_len);
+    Ok(Decoded { block, bad })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn any_k_shards_give_the_block_back() {
+        for (k, m) in [(4, 2), (8, 2), (16, 2), (2, 1)] {
+            let layout = Layout::new(k, m).unwrap();
+            for len in [0, 1, 1000, 1 << 20] {
+                let original = block(len);
+                let shards = encode(layout, &original).unwrap();
+                assert_eq!(shards.len(), k + m);
+                // Lose m shards, data ones first: the worst case.
+                let mut some: Vec<Option<Vec<u8>>> = shards.into_iter().map(Some).collect();
+                for lost in some.iter_mut().take(m) {
+                    *lost = None;
+                }
+                let decoded = decode(layout, &some, len).unwrap();
+                assert_eq!(decoded.block, original, "{k}+{m}, {len} bytes");
+                assert_eq!(decoded.bad, (0..m).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    #[test]
+    fn rotten_shards_are_found_and_too_many_are_an_error() {
+        let layout = Layout::new(4, 2).unwrap();
+        let original = block(100_000);
+        let mut shards: Vec<Option<Vec<u8>>> = encode(layout, &original).unwrap().into_iter().map(Some).collect();
+        shards[1].as_mut().unwrap()[100] ^= 0x40; // bitrot in a data shard
+        shards[5].as_mut().unwrap()[7] ^= 1; // and in a parity shard
+        let decoded = decode(layout, &shards, original.len()).unwrap();
+        assert_eq!(decoded.block, original);
+        assert_eq!(decoded.bad, vec![1, 5]);
+        shards[2] = None; // m + 1 lost
+        let err = decode(layout, &shards, original.len()).err().expect("three of six lost");
+        assert!(err.to_string().contains("3 of 6"), "{err}");
+    }
+}

@@ -1,0 +1,431 @@
+//! The drives of an erasure-coded pool: each drive directory with its metadata namespace (a
+//! `PosixStore` holding the buckets and one manifest file per object), its state (online,
+//! rebuilding after replacement, offline), its latency, and the I/O threads that read and write
+//! shards of many drives in parallel.
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use isthmus_posix::{PosixStore, StoreOptions};
+use isthmus_store::error::{StoreError, StoreResult};
+
+const FORMAT_FILE: &str = ".isthmus/ec/drive.json";
+/// Shard files: `data/<bucket>/<data id>`.
+pub(crate) const DATA_DIR: &str = ".isthmus/ec/data";
+/// Multipart uploads: `uploads/<bucket>/<upload id>/{upload.json, part.NNNNN.json}`.
+pub(crate) const UPLOADS_DIR: &str = ".isthmus/ec/uploads";
+const LOCKS_DIR: &str = ".isthmus/ec/locks";
+/// How long a drive's state is trusted before it is looked at again.
+const RECHECK: Duration = Duration::from_secs(1);
+/// Striped key locks: a key's writers serialize on one of these files.
+const LOCK_STRIPES: u64 = 1024;
+
+/// What every drive of a pool records about itself, so a drive is never taken for another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct DriveFormat {
+    pool: String,
+    index: usize,
+    drives: usize,
+    /// The drive was found empty (replaced) and `isthmus heal` has not yet rebuilt it.
+    #[serde(default)]
+    rebuilding: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriveState {
+    Online,
+    /// Takes writes, not reads, until heal has rebuilt it.
+    Rebuilding,
+    Offline,
+}
+
+const ONLINE: u8 = 0;
+const REBUILDING: u8 = 1;
+const OFFLINE: u8 = 2;
+
+/// Read latency of a drive: an exponentially weighted mean, in microseconds.
+#[derive(Default)]
+pub(crate) struct Latency {
+    mean_us: AtomicU64,
+    samples: AtomicU64,
+}
+
+impl Latency {
+    pub(crate) fn record(&self, took: Duration) {
+        let sample = took.as_micros().min(u128::from(u64::MAX / 16)) as u64;
+        let first = self.samples.fetch_add(1, Ordering::Relaxed) == 0;
+        let _ = self.mean_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |mean| {
+            Some(if first { sample } else { (mean * 7 + sample) / 8 })
+        });
+    }
+
+    pub(crate) fn mean_us(&self) -> Option<u64> {
+        (self.samples.load(Ordering::Relaxed) > 0).then(|| self.mean_us.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn samples(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+}
+
+/// One drive directory of the pool.
+pub(crate) struct Drive {
+    pub(crate) index: usize,
+    pub(crate) path: PathBuf,
+    pool: String,
+    drives: usize,
+    options: StoreOptions,
+    store: RwLock<Option<Arc<PosixStore>>>,
+    state: AtomicU8,
+    checked: Mutex<Option<Instant>>,
+    pub(crate) latency: Latency,
+    pub(crate) errors: AtomicU64,
+    /// Requests this drive's reads skipped while it was slow (one in `PROBE_EVERY` still goes).
+    pub(crate) skipped: AtomicU64,
+    /// A delay added to every I/O (`ISTHMUS_EC_SLOW_DRIVES`, for fault tests).
+    delay: Option<Duration>,
+    /// When the drive was last reported slow in the log.
+    reported_slow: Mutex<Option<Instant>>,
+}
+
+impl Drive {
+    pub(crate) fn new(index: usize, path: PathBuf, pool: &str, drives: usize, options: StoreOptions) -> Self {
+        let delay = injected_delay(&path);
+        Self {
+            index,
+            path,
+            pool: pool.to_string(),
+            drives,
+            options,
+            store: RwLock::new(None),
+            state: AtomicU8::new(OFFLINE),
+            checked: Mutex::new(None),
+            latency: Latency::default(),
+            errors: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            delay,
+            reported_slow: Mutex::new(None),
+        }
+    }
+
+    fn format(&self, rebuilding: bool) -> DriveFormat {
+        DriveFormat { pool: self.pool.clone(), index: self.index, drives: self.drives, rebuilding }
+    }
+
+    /// Whether the drive carries this pool's format (false: empty or missing).
+    pub(crate) fn is_formatted(&self) -> StoreResult<bool> {
+        match std::fs::read(self.path.join(FORMAT_FILE)) {
+            Ok(bytes) => {
+                let found: DriveFormat = serde_json::from_slice(&bytes).map_err(|e| {
+                    StoreError::InvalidArgument(format!("{}: unreadable drive format: {e}", self.path.display()))
+                })?;
+                if found.pool != self.pool || found.index != self.index || found.drives != self.drives {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "{} is drive {} of {} of pool {:?}, not drive {} of {} of pool {:?}: check the pool's drive list",
+                        self.path.display(),
+                        found.index,
+                        found.drives,
+                        found.pool,
+                        self.index,
+                        self.drives,
+                        self.pool
+                    )));
+                }
+                Ok(true)
+            }
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
+            Err(err) => Err(StoreError::io("read the drive format", &self.path, err)),
+        }
+    }
+
+    /// Writes the drive's format (creating the directory's internal area).
+    pub(crate) fn write_format(&self, rebuilding: bool) -> StoreResult<()> {
+        let path = self.path.join(FORMAT_FILE);
+        let dir = path.parent().expect("the format file has a parent");
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create the pool's area", dir, e))?;
+        let bytes = serde_json::to_vec_pretty(&self.format(rebuilding)).expect("the format serializes");
+        write_atomically(&path, &bytes, true)
+    }
+
+    /// Looks at the drive again (at most once per `RECHECK` unless `force`): online when it
+    /// carries the pool's format; an existing empty directory is a replaced drive, formatted
+    /// as rebuilding; a missing one is offline.
+    pub(crate) fn refresh(&self, force: bool) {
+        {
+            let mut checked = self.checked.lock().expect("drive check lock");
+            if !force && checked.is_some_and(|at| at.elapsed() < RECHECK) {
+                return;
+            }
+            *checked = Some(Instant::now());
+        }
+        let state = match self.look() {
+            Ok(state) => state,
+            Err(err) => {
+                tracing::warn!(drive = %self.path.display(), error = %err, "erasure drive unusable");
+                OFFLINE
+            }
+        };
+        if state == OFFLINE {
+            *self.store.write().expect("drive store lock") = None;
+        }
+        let before = self.state.swap(state, Ordering::Relaxed);
+        if before != state {
+            tracing::info!(pool = %self.pool, drive = %self.path.display(), state = ?self.state(), "erasure drive state");
+        }
+    }
+
+    fn look(&self) -> StoreResult<u8> {
+        if !self.path.is_dir() {
+            return Ok(OFFLINE);
+        }
+        if !self.is_formatted()? {
+            self.write_format(true)?;
+        }
+        let format: DriveFormat = serde_json::from_slice(
+            &std::fs::read(self.path.join(FORMAT_FILE))
+                .map_err(|e| StoreError::io("read the drive format", &self.path, e))?,
+        )
+        .map_err(|e| StoreError::InvalidArgument(format!("{}: {e}", self.path.display())))?;
+        if self.store.read().expect("drive store lock").is_none() {
+            let options =
+                StoreOptions { list_cache_entries: self.options.list_cache_entries.min(200_000), ..self.options };
+            let store = PosixStore::open(&self.path, options)?;
+            *self.store.write().expect("drive store lock") = Some(Arc::new(store));
+        }
+        Ok(if format.rebuilding { REBUILDING } else { ONLINE })
+    }
+
+    pub(crate) fn state(&self) -> DriveState {
+        self.refresh(false);
+        match self.state.load(Ordering::Relaxed) {
+            ONLINE => DriveState::Online,
+            REBUILDING => DriveState::Rebuilding,
+            _ => DriveState::Offline,
+        }
+    }
+
+    /// The drive's metadata store, if the drive takes writes (online or rebuilding).
+    pub(crate) fn writable(&self) -> Option<Arc<PosixStore>> {
+        match self.state() {
+            DriveState::Offline => None,
+            _ => self.store.read().expect("drive store lock").clone(),
+        }
+    }
+
+    /// The drive's metadata store, if the drive serves reads (online).
+    pub(crate) fn readable(&self) -> Option<Arc<PosixStore>> {
+        match self.state() {
+            DriveState::Online => self.store.read().expect("drive store lock").clone(),
+            _ => None,
+        }
+    }
+
+    /// An I/O on this drive failed: count it and look at the drive again on next use.
+    pub(crate) fn failed(&self, what: &str, err: &dyn std::fmt::Display) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(pool = %self.pool, drive = %self.path.display(), error = %err, "erasure drive failed to {what}");
+        *self.checked.lock().expect("drive check lock") = None;
+    }
+
+    /// Runs one I/O on the drive, timing it (with the injected delay, if any).
+    pub(crate) fn timed<T>(&self, io: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        if let Some(delay) = self.delay {
+            std::thread::sleep(delay);
+        }
+        let out = io();
+        self.latency.record(started.elapsed());
+        out
+    }
+
+    /// Logs (at most once a minute) that this drive is much slower than its peers.
+    pub(crate) fn report_slow(&self, mean_us: u64, peers_us: u64) {
+        let mut reported = self.reported_slow.lock().expect("slow report lock");
+        if reported.is_some_and(|at| at.elapsed() < Duration::from_secs(60)) {
+            return;
+        }
+        *reported = Some(Instant::now());
+        tracing::warn!(
+            pool = %self.pool,
+            drive = %self.path.display(),
+            mean_ms = mean_us as f64 / 1000.0,
+            peers_ms = peers_us as f64 / 1000.0,
+            "erasure drive is much slower than its peers: reads go around it (see `isthmus pool status`)"
+        );
+    }
+
+    pub(crate) fn data_file(&self, bucket: &str, data_id: &str) -> PathBuf {
+        self.path.join(DATA_DIR).join(bucket).join(data_id)
+    }
+
+    /// Opens a shard file for reading.
+    pub(crate) fn open_shard(&self, bucket: &str, data_id: &str) -> std::io::Result<File> {
+        File::open(self.data_file(bucket, data_id))
+    }
+
+    /// Creates a shard file for writing (its bucket's directory as needed).
+    pub(crate) fn create_shard(&self, bucket: &str, data_id: &str) -> std::io::Result<File> {
+        if self.state() == DriveState::Offline {
+            return Err(std::io::Error::new(ErrorKind::NotFound, "the drive is offline"));
+        }
+        let path = self.data_file(bucket, data_id);
+        let create = || std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
+        match create() {
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                std::fs::create_dir_all(path.parent().expect("a shard file has a parent"))?;
+                create()
+            }
+            other => other,
+        }
+    }
+
+    /// Removes a replaced or deleted object's shard file. Reads under way hold their shard
+    /// files open and finish with the old bytes (see `read::EcReader`).
+    pub(crate) fn discard_shard(&self, bucket: &str, data_id: &str) {
+        if let Err(err) = std::fs::remove_file(self.data_file(bucket, data_id))
+            && err.kind() != ErrorKind::NotFound
+        {
+            tracing::debug!(drive = %self.path.display(), data_id, error = %err, "shard not removed");
+        }
+    }
+
+    /// Takes the lock of `bucket/name` of `kind` (a stripe of `LOCK_STRIPES` files per kind on
+    /// this drive): every gateway serving the pool serializes on it. Kinds keep locks taken
+    /// one inside the other (an upload's, then its key's) on different files.
+    pub(crate) fn lock(&self, kind: LockKind, bucket: &str, name: &str) -> StoreResult<KeyLock> {
+        let stripe =
+            crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, format!("{bucket}/{name}").as_bytes()) % LOCK_STRIPES;
+        let dir = self.path.join(LOCKS_DIR);
+        let prefix = match kind {
+            LockKind::Key => "k",
+            LockKind::Upload => "u",
+        };
+        let path = dir.join(format!("{prefix}{stripe:04}"));
+        let open = || std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
+        let file = match open() {
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create the lock directory", &dir, e))?;
+                open()
+            }
+            other => other,
+        }
+        .map_err(|e| StoreError::io("open a key lock", &path, e))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| StoreError::io("take a key lock", &path, e.into()))?;
+        Ok(KeyLock { _file: file })
+    }
+}
+
+/// What a lock serializes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockKind {
+    /// Commits of an object.
+    Key,
+    /// Parts, completion and abort of a multipart upload.
+    Upload,
+}
+
+/// A held lock (released when dropped: the file is closed).
+pub(crate) struct KeyLock {
+    _file: File,
+}
+
+/// The delay `ISTHMUS_EC_SLOW_DRIVES` (`PATH=MS,...`) injects into a drive's I/O: a test aid
+/// standing in for a failing disk, named in the README.
+fn injected_delay(path: &Path) -> Option<Duration> {
+    let spec = std::env::var("ISTHMUS_EC_SLOW_DRIVES").ok()?;
+    spec.split(',').find_map(|entry| {
+        let (drive, ms) = entry.rsplit_once('=')?;
+        (Path::new(drive) == path).then(|| ms.parse().ok().map(Duration::from_millis))?
+    })
+}
+
+/// Writes a small file atomically (temporary name, optional fsync, rename).
+pub fn write_atomically(path: &Path, bytes: &[u8], sync: bool) -> StoreResult<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp.{}", isthmus_posix::writer_names::unique_suffix()));
+    let result = (|| -> std::io::Result<()> {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        if sync {
+            file.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| StoreError::io("write", path, e))
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+/// A job that answers a value.
+pub(crate) type IoJob<T> = Box<dyn FnOnce() -> T + Send>;
+
+/// Threads that run drive I/O (shard reads and writes, manifest writes) in parallel, so a
+/// block's shards on k + m drives are read or written at once and a slow drive holds up only
+/// its own job.
+pub(crate) struct IoPool {
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl IoPool {
+    pub(crate) fn new(threads: usize) -> Self {
+        let (sender, receiver) = mpsc::channel::<Job>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        for n in 0..threads.max(1) {
+            let receiver = receiver.clone();
+            // Shard I/O is the gateway's: the drives are its own files.
+            isthmus_store::identity::spawn_gateway_thread(&format!("isthmus-ec-io-{n}"), move || {
+                loop {
+                    let job = receiver.lock().expect("io queue lock").recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                }
+            })
+            .expect("the I/O thread starts");
+        }
+        Self { sender: Mutex::new(Some(sender)) }
+    }
+
+    /// Runs `job` on an I/O thread.
+    pub(crate) fn spawn(&self, job: impl FnOnce() + Send + 'static) {
+        let sender = self.sender.lock().expect("io pool lock");
+        if let Some(sender) = sender.as_ref() {
+            let _ = sender.send(Box::new(job));
+        }
+    }
+
+    /// Runs every job on the I/O threads and returns their results in order.
+    pub(crate) fn run_all<T: Send + 'static>(&self, jobs: Vec<IoJob<T>>) -> Vec<T> {
+        let (tx, rx) = mpsc::channel();
+        let count = jobs.len();
+        for (i, job) in jobs.into_iter().enumerate() {
+            let tx = tx.clone();
+            self.spawn(move || {
+                let _ = tx.send((i, job()));
+            });
+        }
+        drop(tx);
+        let mut out: Vec<Option<T>> = (0..count).map(|_| None).collect();
+        for (i, value) in rx {
+            out[i] = Some(value);
+        }
+        out.into_iter().map(|v| v.expect("every I/O job answers")).collect()
+    }
+}
+
+impl Drop for IoPool {
+    fn drop(&mut self) {
+        // Closing the queue ends the threads once they finish what they run.
+        self.sender.lock().expect("io pool lock").take();
+    }
+}

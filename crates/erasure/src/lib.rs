@@ -1,0 +1,397 @@
+//! Erasure-coded pools: objects cut into blocks, each block into k data and m parity shards
+//! (`codec`), written to k + m of the pool's N drive directories chosen by a stable hash of the
+//! bucket and key; small objects kept whole in their manifest. Every drive holds every
+//! object's manifest (`manifest`) in its own metadata namespace (`drives`), committed by
+//! quorum; reads hedge around slow drives and rebuild from parity (`read`); heal repairs
+//! (`heal`). `ErasureStore` is the `Store` (`store`, `multipart`).
+
+pub mod codec;
+mod drives;
+pub mod gateway_files;
+mod heal;
+mod manifest;
+mod multipart;
+mod read;
+mod store;
+mod write;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use drives::DriveState;
+pub use drives::write_atomically;
+pub use heal::{DriveReport, HealReport};
+
+use codec::Layout;
+use drives::{Drive, IoPool};
+use isthmus_posix::StoreOptions;
+use isthmus_store::RequestContext;
+use isthmus_store::error::{StoreError, StoreResult};
+use manifest::Stored;
+
+/// Default block size: each block of this many bytes becomes k + m shards.
+pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
+/// Objects up to this size are kept whole in their manifest (on every drive) rather than as
+/// k + m tiny shard files.
+pub const DEFAULT_INLINE_LIMIT: u64 = 16 << 10;
+
+/// How an erasure-coded pool is laid out (the `[[pool]]` entry of kind "erasure").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErasureConfig {
+    /// One directory per drive (or per mount); N of them.
+    pub drives: Vec<PathBuf>,
+    /// k: data shards per block.
+    pub data: usize,
+    /// m: parity shards per block (drives that may be lost).
+    pub parity: usize,
+    pub block_size: u64,
+    pub inline_limit: u64,
+    /// Read an extra shard when a drive is slower than its peers.
+    pub hedged_reads: bool,
+}
+
+impl ErasureConfig {
+    pub fn new(drives: Vec<PathBuf>, data: usize, parity: usize) -> Self {
+        Self {
+            drives,
+            data,
+            parity,
+            block_size: DEFAULT_BLOCK_SIZE,
+            inline_limit: DEFAULT_INLINE_LIMIT,
+            hedged_reads: true,
+        }
+    }
+
+    fn check(&self) -> StoreResult<Layout> {
+        let layout = Layout::new(self.data, self.parity)?;
+        if self.drives.len() < layout.shards() {
+            return Err(StoreError::InvalidArgument(format!(
+                "{}+{} needs at least {} drives, {} are listed",
+                self.data,
+                self.parity,
+                layout.shards(),
+                self.drives.len()
+            )));
+        }
+        if !(4096..=1 << 30).contains(&self.block_size) {
+            return Err(StoreError::InvalidArgument(format!("block_size {} is outside 4 KiB..1 GiB", self.block_size)));
+        }
+        for (i, a) in self.drives.iter().enumerate() {
+            if self.drives[..i].contains(a) {
+                return Err(StoreError::InvalidArgument(format!("drive {} is listed twice", a.display())));
+            }
+        }
+        Ok(layout)
+    }
+}
+
+/// What the engine keeps of an open erasure-coded pool (shared with readers and the healer).
+pub(crate) struct Inner {
+    name: String,
+    config: ErasureConfig,
+    layout: Layout,
+    drives: Vec<Drive>,
+    io: IoPool,
+    options: StoreOptions,
+    healer: heal::Healer,
+}
+
+/// An erasure-coded pool as a `Store`.
+pub struct ErasureStore {
+    inner: Arc<Inner>,
+}
+
+impl ErasureStore {
+    /// The drive (index among `drives`) where the shards of a single-part object `bucket/key`
+    /// start: benchmarks use it to give objects the same placement in several pools.
+    pub fn placement_start(bucket: &str, key: &str, drives: usize) -> usize {
+        (Inner::placement_hash(bucket, key) % drives.max(1) as u64) as usize
+    }
+
+    /// Opens the pool `name` over its drives, formatting them on first use. A drive that is
+    /// missing is offline; one found empty is a replaced drive, rebuilt by `heal`.
+    pub fn open(name: &str, config: ErasureConfig, options: StoreOptions) -> StoreResult<Self> {
+        let layout = config.check()?;
+        let n = config.drives.len();
+        let drives: Vec<Drive> =
+            config.drives.iter().enumerate().map(|(i, path)| Drive::new(i, path.clone(), name, n, options)).collect();
+        let mut formatted = 0;
+        for drive in &drives {
+            if drive.path.is_dir() && drive.is_formatted()? {
+                formatted += 1;
+            }
+        }
+        if formatted == 0 {
+            // A new pool: every drive is created and formatted as healthy.
+            for drive in &drives {
+                std::fs::create_dir_all(&drive.path)
+                    .map_err(|e| StoreError::io("create the drive directory", &drive.path, e))?;
+                drive.write_format(false)?;
+            }
+        }
+        for drive in &drives {
+            drive.refresh(true);
+        }
+        let threads = (2 * n).clamp(8, 64);
+        let inner = Arc::new_cyclic(|weak| Inner {
+            name: name.to_string(),
+            config,
+            layout,
+            drives,
+            io: IoPool::new(threads),
+            options,
+            healer: heal::Healer::start(weak.clone()),
+        });
+        let online = inner.drives.iter().filter(|d| d.state() == DriveState::Online).count();
+        if online < inner.meta_read_quorum() {
+            tracing::warn!(pool = name, online, drives = n, "erasure pool has too few drives online to serve reads");
+        }
+        Ok(Self { inner })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn config(&self) -> &ErasureConfig {
+        &self.inner.config
+    }
+}
+
+impl Inner {
+    fn n(&self) -> usize {
+        self.drives.len()
+    }
+
+    /// Drives whose shard writes a segment needs: k, or k + 1 when k = m (so two halves of
+    /// the drives never both hold a complete write).
+    fn shard_write_quorum(&self) -> usize {
+        self.layout.data + usize::from(self.layout.data == self.layout.parity)
+    }
+
+    /// Drives a manifest must reach for a write to succeed: all but m. With reads asking m + 1
+    /// drives, a read always meets a drive that took the latest acknowledged write.
+    fn meta_write_quorum(&self) -> usize {
+        self.n() - self.layout.parity
+    }
+
+    fn meta_read_quorum(&self) -> usize {
+        self.layout.parity + 1
+    }
+
+    fn strict(&self) -> bool {
+        self.options.durability == isthmus_store::Durability::Strict
+    }
+
+    /// A stable hash of `bucket/key`: where its shards start and its reads begin.
+    fn placement_hash(bucket: &str, key: &str) -> u64 {
+        crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, format!("{bucket}/{key}").as_bytes())
+    }
+
+    /// The drives of a new segment of `bucket/key`: k + m consecutive drives from its hash.
+    /// (`placement_start` tells where an object's first segment starts, for tools.)
+    fn placement(&self, bucket: &str, key: &str, salt: u64) -> Vec<usize> {
+        let start = (Self::placement_hash(bucket, key).wrapping_add(salt) % self.n() as u64) as usize;
+        (0..self.layout.shards()).map(|i| (start + i) % self.n()).collect()
+    }
+
+    /// The typical read latency of the pool's drives (median of their means), if measured.
+    fn median_latency_us(&self) -> Option<u64> {
+        let mut means: Vec<u64> = self.drives.iter().filter_map(|d| d.latency.mean_us()).collect();
+        if means.is_empty() {
+            return None;
+        }
+        means.sort_unstable();
+        Some(means[means.len() / 2])
+    }
+
+    /// Whether `drive` is much slower than its peers (4x their median `median_us` and over
+    /// 2 ms): reads go around it while another drive can serve.
+    fn is_slow(&self, drive: &Drive, median_us: Option<u64>) -> bool {
+        let (Some(mean), Some(median)) = (drive.latency.mean_us(), median_us) else {
+            return false;
+        };
+        let slow = mean > 2_000 && mean > 4 * median.max(1);
+        if slow {
+            drive.report_slow(mean, median);
+        }
+        slow
+    }
+
+    /// Drives in the order reads of `bucket/key` should ask them: from the key's hash on,
+    /// drives much slower than their peers last.
+    fn read_order(&self, bucket: &str, key: &str) -> Vec<usize> {
+        let start = (Self::placement_hash(bucket, key) % self.n() as u64) as usize;
+        let mut order: Vec<usize> = (0..self.n()).map(|i| (start + i) % self.n()).collect();
+        let median = self.median_latency_us();
+        order.sort_by_key(|&d| self.is_slow(&self.drives[d], median));
+        order
+    }
+
+    /// The drive that answers namespace questions (bucket lists, settings, listings): the
+    /// first online one.
+    fn namespace_drive(&self) -> StoreResult<Arc<isthmus_posix::PosixStore>> {
+        self.drives.iter().find_map(Drive::readable).ok_or_else(|| self.too_few("none"))
+    }
+
+    fn too_few(&self, answered: &str) -> StoreError {
+        StoreError::InsufficientShards(format!(
+            "pool {:?}: {answered} of its {} drives answered; {} are needed",
+            self.name,
+            self.n(),
+            self.meta_read_quorum()
+        ))
+    }
+
+    /// The current manifest of `bucket/key`: the latest of those m + 1 online drives hold.
+    /// `NoSuchBucket` when none of them has the bucket.
+    fn current(&self, bucket: &str, key: &str) -> StoreResult<Option<Stored>> {
+        let cx = RequestContext::process();
+        let mut answered = 0;
+        let mut buckets_missing = 0;
+        let mut latest: Option<Stored> = None;
+        for index in self.read_order(bucket, key) {
+            if answered == self.meta_read_quorum() {
+                break;
+            }
+            let drive = &self.drives[index];
+            let Some(store) = drive.readable() else { continue };
+            match drive.timed(|| read_manifest(&store, &cx, bucket, key)) {
+                Ok(Some(stored)) => {
+                    answered += 1;
+                    if latest.as_ref().is_none_or(|l| stored.newer_than(l)) {
+                        latest = Some(stored);
+                    }
+                }
+                Ok(None) | Err(StoreError::NoSuchKey) => answered += 1,
+                Err(StoreError::NoSuchBucket) => {
+                    answered += 1;
+                    buckets_missing += 1;
+                }
+                Err(
+                    err @ (StoreError::InvalidKey(_) | StoreError::KeyTooLong(_) | StoreError::InvalidBucketName(_)),
+                ) => {
+                    return Err(err);
+                }
+                // A manifest that does not parse is as good as missing (heal rewrites it).
+                Err(StoreError::InvalidArgument(_)) => answered += 1,
+                Err(err) => drive.failed("read a manifest", &err),
+            }
+        }
+        if answered < self.meta_read_quorum() {
+            return Err(self.too_few(&answered.to_string()));
+        }
+        if buckets_missing == answered {
+            return Err(StoreError::NoSuchBucket);
+        }
+        Ok(latest)
+    }
+
+    /// Takes `bucket/key`'s commit lock (on the first drive that takes writes).
+    fn lock_key(&self, bucket: &str, key: &str) -> StoreResult<drives::KeyLock> {
+        self.lock(drives::LockKind::Key, bucket, key)
+    }
+
+    fn lock(&self, kind: drives::LockKind, bucket: &str, name: &str) -> StoreResult<drives::KeyLock> {
+        let drive = self.drives.iter().find(|d| d.writable().is_some()).ok_or_else(|| self.too_few("none"))?;
+        drive.lock(kind, bucket, name)
+    }
+
+    /// Writes `stored` as `bucket/key`'s manifest on every drive that takes writes, in
+    /// parallel; fails unless `meta_write_quorum` took it.
+    fn write_manifests(&self, bucket: &str, key: &str, stored: &Stored) -> StoreResult<usize> {
+        let bytes = Arc::new(stored.encode());
+        let jobs: Vec<drives::IoJob<(usize, StoreResult<()>)>> = self
+            .drives
+            .iter()
+            .filter_map(|d| d.writable().map(|store| (d.index, store)))
+            .map(|(index, store)| {
+                let (bucket, key, bytes) = (bucket.to_string(), key.to_string(), bytes.clone());
+                Box::new(move || (index, write_manifest(&store, &bucket, &key, &bytes)))
+                    as drives::IoJob<(usize, StoreResult<()>)>
+            })
+            .collect();
+        let mut written = 0;
+        let mut first_error = None;
+        for (index, result) in self.io.run_all(jobs) {
+            match result {
+                Ok(()) => written += 1,
+                Err(err) => {
+                    if !matches!(
+                        err,
+                        StoreError::NoSuchBucket | StoreError::ParentIsObject(_) | StoreError::ObjectIsDirectory(_)
+                    ) {
+                        self.drives[index].failed("write a manifest", &err);
+                    }
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        if written >= self.meta_write_quorum() {
+            return Ok(written);
+        }
+        Err(match first_error {
+            Some(
+                err @ (StoreError::NoSuchBucket
+                | StoreError::ParentIsObject(_)
+                | StoreError::ObjectIsDirectory(_)
+                | StoreError::InvalidKey(_)
+                | StoreError::KeyTooLong(_)),
+            ) => err,
+            _ => StoreError::InsufficientShards(format!(
+                "pool {:?}: the object's record reached {written} of {} drives; {} are needed",
+                self.name,
+                self.n(),
+                self.meta_write_quorum()
+            )),
+        })
+    }
+
+    /// Removes `bucket/key`'s manifest from every drive that takes writes.
+    fn remove_manifests(&self, bucket: &str, key: &str) -> StoreResult<()> {
+        let cx = RequestContext::process();
+        let mut removed = 0;
+        for drive in &self.drives {
+            let Some(store) = drive.writable() else { continue };
+            match isthmus_store::Store::delete_object(&*store, &cx, bucket, key, &Default::default()) {
+                Ok(_) | Err(StoreError::NoSuchBucket | StoreError::NoSuchKey) => removed += 1,
+                Err(err) => drive.failed("remove a manifest", &err),
+            }
+        }
+        if removed >= self.meta_write_quorum() { Ok(()) } else { Err(self.too_few(&removed.to_string())) }
+    }
+
+    /// Moves the shard files of `stored`'s segments aside on their drives.
+    fn discard_segments(&self, bucket: &str, segments: &[manifest::Segment]) {
+        for segment in segments {
+            for &d in &segment.drives {
+                self.drives[d].discard_shard(bucket, &segment.data_id);
+            }
+        }
+    }
+}
+
+/// A drive's copy of a manifest (`None`: the drive has no object under the key).
+fn read_manifest(
+    store: &isthmus_posix::PosixStore,
+    cx: &RequestContext,
+    bucket: &str,
+    key: &str,
+) -> StoreResult<Option<Stored>> {
+    use std::io::Read;
+    let mut response = match isthmus_store::Store::get_object(store, cx, bucket, key, &Default::default()) {
+        Ok(response) => response,
+        Err(StoreError::NoSuchKey | StoreError::ObjectIsDirectory(_) | StoreError::ParentIsObject(_)) => {
+            return Ok(None);
+        }
+        Err(err) => return Err(err),
+    };
+    let mut bytes = Vec::with_capacity(response.info.size as usize);
+    response.body.read_to_end(&mut bytes)?;
+    Stored::decode(&bytes).map(Some)
+}
+
+fn write_manifest(store: &isthmus_posix::PosixStore, bucket: &str, key: &str, bytes: &[u8]) -> StoreResult<()> {
+    let request = isthmus_store::PutRequest { etag_without_md5: true, ..Default::default() };
+    isthmus_store::Store::put_bytes(store, &RequestContext::process(), bucket, key, bytes, request).map(|_| ())
+}

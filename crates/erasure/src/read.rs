@@ -1,0 +1,295 @@
+//! Reading an erasure-coded object: each block from k good shards, asked of the fastest drives
+//! first (data shards preferred: no decoding), with one more shard asked whenever a drive is
+//! late against its peers' recent latency (a hedged read), and any shard that was missing or
+//! rotten reported to the healer. Fewer than k good shards is an error, never wrong bytes.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::Inner;
+use super::codec::{self, unframe};
+use super::manifest::{Segment, Stored};
+use isthmus_store::ObjectRead;
+use isthmus_store::error::{StoreError, StoreResult};
+
+/// The shortest wait before a hedged read: below this, a drive is never called late.
+const MIN_HEDGE_WAIT: Duration = Duration::from_millis(2);
+/// A drive that reads go around still gets one read in this many, so its latency is known
+/// again when it recovers.
+const PROBE_EVERY: u64 = 16;
+
+/// A block as read: its bytes and which of its shards were bad (to heal).
+pub(crate) struct BlockRead {
+    pub(crate) block: Vec<u8>,
+    pub(crate) bad: Vec<usize>,
+}
+
+/// A segment's shard files, opened (`None`: its drive is offline or the file is missing).
+pub(crate) type ShardFiles = Vec<Option<Arc<std::fs::File>>>;
+
+/// A reader opens at most this many shard files up front (all of an object's segments); an
+/// object with more segments (a multipart upload of many parts) has each segment's opened when
+/// the read reaches it.
+const OPEN_UP_FRONT: usize = 512;
+
+impl Inner {
+    /// Opens the shard files of `segment` on the drives that serve reads.
+    pub(crate) fn open_segment(&self, bucket: &str, segment: &Segment) -> ShardFiles {
+        segment
+            .drives
+            .iter()
+            .map(|&d| {
+                let drive = &self.drives[d];
+                drive.readable()?;
+                drive.open_shard(bucket, &segment.data_id).ok().map(Arc::new)
+            })
+            .collect()
+    }
+
+    /// How long a shard read may take before one more shard is asked for: three times the
+    /// pool's typical latency, at least `MIN_HEDGE_WAIT`.
+    fn hedge_wait(&self, median_us: Option<u64>) -> Duration {
+        let typical = median_us.unwrap_or(0);
+        Duration::from_micros(typical.saturating_mul(3)).max(MIN_HEDGE_WAIT)
+    }
+
+    /// Block `b` of `segment` from its open shard `files`: k good shards, asked in the best
+    /// order, hedged; `skip` names a shard not to ask for (being rebuilt).
+    pub(crate) fn read_block(
+        self: &Arc<Self>,
+        segment: &Segment,
+        files: &ShardFiles,
+        b: u64,
+        skip: Option<usize>,
+    ) -> StoreResult<BlockRead> {
+        let layout = segment.layout();
+        let block_len = segment.block_len(b);
+        let framed_len = segment.framed_len(b);
+        let offset = segment.shard_offset(b);
+        // Data shards first (no decoding), then parity; drives offline are not asked; slow
+        // drives go last, except for an occasional probe.
+        let mut order: Vec<usize> = (0..layout.shards()).filter(|&i| Some(i) != skip && files[i].is_some()).collect();
+        // A shard file missing on a drive that serves reads is a shard to heal.
+        let mut bad: Vec<usize> = (0..layout.shards())
+            .filter(|&i| Some(i) != skip && files[i].is_none() && self.drives[segment.drives[i]].readable().is_some())
+            .collect();
+        let mut probe = None;
+        let median = self.median_latency_us();
+        order.sort_by_key(|&i| {
+            let drive = &self.drives[segment.drives[i]];
+            let slow = self.is_slow(drive, median);
+            if slow && drive.skipped.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1 {
+                probe = Some(i);
+            }
+            slow
+        });
+        let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
+        let ask = |i: usize| {
+            let drive_index = segment.drives[i];
+            let (tx, file) = (tx.clone(), files[i].clone().expect("only open shards are asked"));
+            let pool = self.clone();
+            self.io.spawn(move || {
+                let drive = &pool.drives[drive_index];
+                let read = drive.timed(|| -> std::io::Result<Vec<u8>> {
+                    let mut shard = vec![0u8; framed_len];
+                    std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
+                    Ok(shard)
+                });
+                let good = match read {
+                    Ok(shard) => unframe(&shard).is_some().then_some(shard),
+                    Err(err) => {
+                        if err.kind() != std::io::ErrorKind::NotFound && err.kind() != std::io::ErrorKind::UnexpectedEof
+                        {
+                            drive.failed("read a shard", &err);
+                        }
+                        None
+                    }
+                };
+                let _ = tx.send((i, good));
+            });
+        };
+        if let Some(i) = probe {
+            // The probe's answer is used if it comes in time; nobody waits for it.
+            ask(i);
+            order.retain(|&j| j != i);
+        }
+        let mut next = 0;
+        let mut in_flight = 0;
+        while next < order.len() && in_flight < layout.data {
+            ask(order[next]);
+            next += 1;
+            in_flight += 1;
+        }
+        let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards()];
+        let mut good = 0;
+        let hedge = self.config.hedged_reads;
+        let wait = self.hedge_wait(median);
+        let mut deadline = Instant::now() + wait;
+        while good < layout.data {
+            if in_flight == 0 && next >= order.len() && probe.is_none() {
+                break;
+            }
+            let timeout = if hedge && next < order.len() {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::from_secs(3600)
+            };
+            match rx.recv_timeout(timeout) {
+                Ok((i, shard)) => {
+                    if Some(i) == probe {
+                        probe = None;
+                    } else {
+                        in_flight -= 1;
+                    }
+                    match shard {
+                        Some(shard) if shards[i].is_none() => {
+                            shards[i] = Some(shard);
+                            good += 1;
+                        }
+                        Some(_) => {}
+                        None => {
+                            bad.push(i);
+                            // A shard lost: ask the next drive at once.
+                            if next < order.len() {
+                                ask(order[next]);
+                                next += 1;
+                                in_flight += 1;
+                            }
+                        }
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // A drive is late: ask one more (a hedged read) and wait again.
+                    if next < order.len() {
+                        ask(order[next]);
+                        next += 1;
+                        in_flight += 1;
+                    }
+                    deadline = Instant::now() + wait;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // Shards never asked for count as missing for the decoder, not as bad.
+        let decoded = codec::decode(layout, &shards, block_len);
+        if !bad.is_empty() {
+            tracing::debug!(pool = %self.name, data_id = %segment.data_id, block = b, ?bad, "bad shards found on read");
+        }
+        match decoded {
+            Ok(d) => Ok(BlockRead { block: d.block, bad }),
+            Err(StoreError::InsufficientShards(why)) => Err(StoreError::InsufficientShards(format!(
+                "pool {:?}: a block of the object cannot be rebuilt: {why}",
+                self.name
+            ))),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// The bytes `first..=last` of an erasure-coded object.
+pub(crate) struct EcReader {
+    inner: Arc<Inner>,
+    bucket: String,
+    key: String,
+    stored: Stored,
+    /// The next byte to serve and one past the last.
+    position: u64,
+    end: u64,
+    /// The block read last: its first byte's offset in the object and its bytes.
+    block: Option<(u64, Vec<u8>)>,
+    /// Each segment's shard files, once opened: open files keep a replaced object's bytes
+    /// readable to the end of this read.
+    files: Vec<Option<ShardFiles>>,
+    reported: bool,
+}
+
+impl EcReader {
+    /// A reader of `range` (all when `None`); the first block is read at once, so an object
+    /// that cannot be read fails here with its error rather than in the middle of a response.
+    pub(crate) fn open(
+        inner: Arc<Inner>,
+        bucket: &str,
+        key: &str,
+        stored: Stored,
+        range: Option<(u64, u64)>,
+    ) -> StoreResult<Self> {
+        let (position, end) = match range {
+            Some((first, last)) => (first, last + 1),
+            None => (0, stored.manifest.size),
+        };
+        let segments = &stored.manifest.segments;
+        let up_front = segments.iter().map(|s| s.drives.len()).sum::<usize>() <= OPEN_UP_FRONT;
+        let files = segments.iter().map(|s| up_front.then(|| inner.open_segment(bucket, s))).collect();
+        let mut reader = Self {
+            inner,
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            stored,
+            position,
+            end,
+            block: None,
+            files,
+            reported: false,
+        };
+        if position < end && !reader.stored.manifest.inline {
+            reader.load()?;
+        }
+        Ok(reader)
+    }
+
+    /// Reads the block holding `self.position`.
+    fn load(&mut self) -> StoreResult<()> {
+        let mut start = 0u64;
+        for (index, segment) in self.stored.manifest.segments.iter().enumerate() {
+            if self.position < start + segment.size {
+                let b = (self.position - start) / segment.block_size;
+                let files = self.files[index].get_or_insert_with(|| self.inner.open_segment(&self.bucket, segment));
+                let read = self.inner.read_block(segment, files, b, None)?;
+                if !read.bad.is_empty() && !self.reported {
+                    self.reported = true;
+                    self.inner.healer.request(&self.bucket, &self.key);
+                }
+                self.block = Some((start + b * segment.block_size, read.block));
+                return Ok(());
+            }
+            start += segment.size;
+        }
+        Err(StoreError::InsufficientShards("the object's record does not cover its size".into()))
+    }
+}
+
+impl Read for EcReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.position >= self.end || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.stored.manifest.inline {
+            let from = self.position as usize;
+            let n = buf.len().min((self.end - self.position) as usize);
+            buf[..n].copy_from_slice(&self.stored.inline[from..from + n]);
+            self.position += n as u64;
+            return Ok(n);
+        }
+        let held = |block: &Option<(u64, Vec<u8>)>, position: u64| {
+            block.as_ref().is_some_and(|(start, bytes)| position >= *start && position < start + bytes.len() as u64)
+        };
+        if !held(&self.block, self.position) {
+            self.load().map_err(std::io::Error::other)?;
+        }
+        let (start, bytes) = self.block.as_ref().expect("a block was loaded");
+        let from = (self.position - start) as usize;
+        let n = buf.len().min(bytes.len() - from).min((self.end - self.position) as usize);
+        buf[..n].copy_from_slice(&bytes[from..from + n]);
+        self.position += n as u64;
+        Ok(n)
+    }
+}
+
+impl ObjectRead for EcReader {
+    fn remaining(&self) -> u64 {
+        self.end.saturating_sub(self.position)
+    }
+}

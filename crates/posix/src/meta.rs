@@ -1,0 +1,281 @@
+//! Object metadata: the record kept with each object (ETag, HTTP headers, user metadata) and the
+//! file identity (inode, size, mtime) it was computed for. It lives in one `user.` extended
+//! attribute, or in a hashed sidecar file under `.isthmus/meta` where xattrs are unavailable.
+
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use md5::{Digest, Md5};
+use rustix::fs::{Mode, OFlags, XattrFlags};
+use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+
+use isthmus_store::error::StoreResult;
+use isthmus_store::key::INTERNAL_DIR;
+use isthmus_store::{MetadataMode, ObjectMeta};
+
+/// The extended attribute holding an object's metadata record.
+pub const XATTR_NAME: &str = "user.isthmus";
+
+/// The ETag of an empty object (MD5 of nothing).
+pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
+
+/// What makes a stored ETag trustworthy: the file it was computed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileIdentity {
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+impl FileIdentity {
+    pub fn of(stat: &rustix::fs::Stat) -> Self {
+        Self {
+            ino: stat.st_ino,
+            size: stat.st_size as u64,
+            mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec),
+        }
+    }
+}
+
+/// The record stored per object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaRecord {
+    pub etag: String,
+    pub identity: FileIdentity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<isthmus_store::checksum::Checksum>,
+    /// For objects assembled from a multipart upload: part sizes, run-length encoded as
+    /// (size, count), so GET and HEAD can serve `partNumber`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<(u64, u32)>,
+    #[serde(default)]
+    pub meta: ObjectMeta,
+    /// The version id given when the object was written in a versioning-enabled bucket; none
+    /// is the null version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+}
+
+/// Reads and writes metadata records for one bucket, for one request.
+#[derive(Clone, Copy)]
+pub struct MetaStore<'a> {
+    pub mode: MetadataMode,
+    /// The bucket directory (base of the sidecar directory).
+    pub bucket: BorrowedFd<'a>,
+    /// Files written outside the gateway up to this size get the MD5 of their content as
+    /// ETag; larger ones an ETag derived from their identity (`identity_etag`).
+    pub etag_md5_limit: u64,
+    /// Whether this request may hash a file (see `RequestContext::may_block`).
+    pub may_block: bool,
+}
+
+impl MetaStore<'_> {
+    /// Loads the record of the object open as `file`, whose key is `key`.
+    pub fn load(&self, file: BorrowedFd<'_>, key: &str) -> Option<MetaRecord> {
+        let bytes = match self.mode {
+            MetadataMode::Sidecar => self.read_sidecar(key)?,
+            MetadataMode::Xattr => read_xattr(file)?,
+            MetadataMode::Auto => read_xattr(file).or_else(|| self.read_sidecar(key))?,
+        };
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Stores `record` for the object open as `file`. In auto mode a file system without
+    /// xattr support falls back to the sidecar.
+    pub fn save(&self, file: BorrowedFd<'_>, key: &str, record: &MetaRecord) -> StoreResult<()> {
+        let bytes = serde_json::to_vec(record).expect("metadata serializes");
+        match self.mode {
+            MetadataMode::Sidecar => self.write_sidecar(key, &bytes),
+            MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty())?),
+            MetadataMode::Auto => match rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty()) {
+                Ok(()) => Ok(()),
+                Err(Errno::NOTSUP | Errno::PERM | Errno::NOSPC | Errno::TOOBIG) => self.write_sidecar(key, &bytes),
+                Err(err) => Err(err.into()),
+            },
+        }
+    }
+
+    /// Removes the sidecar of `key`, if there is one (xattrs go with their file).
+    pub fn remove_sidecar(&self, key: &str) {
+        if self.mode != MetadataMode::Xattr {
+            isthmus_store::identity::as_gateway(|| {
+                let _ = rustix::fs::unlinkat(self.bucket, sidecar_path(key), rustix::fs::AtFlags::empty());
+            });
+        }
+    }
+
+    // Sidecars live in the bucket's internal area, which is the gateway's: they are read and
+    // written with its identity, always right after the request's own identity opened (read)
+    // or wrote the object itself, so the kernel has judged the access already.
+    fn read_sidecar(&self, key: &str) -> Option<Vec<u8>> {
+        isthmus_store::identity::as_gateway(|| self.read_sidecar_now(key))
+    }
+
+    fn read_sidecar_now(&self, key: &str) -> Option<Vec<u8>> {
+        let fd = rustix::fs::openat(
+            self.bucket,
+            sidecar_path(key),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .ok()?;
+        let mut bytes = Vec::with_capacity(512);
+        std::fs::File::from(fd).read_to_end(&mut bytes).ok()?;
+        Some(bytes)
+    }
+
+    fn write_sidecar(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
+        isthmus_store::identity::as_gateway(|| self.write_sidecar_now(key, bytes))
+    }
+
+    fn write_sidecar_now(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
+        let path = sidecar_path(key);
+        let (dir, name) = path.rsplit_once('/').expect("sidecar path has directories");
+        let dir_fd = crate::resolve::create_dirs_beneath(self.bucket, dir, false)?;
+        let tmp = format!("{name}.{}", crate::writer_names::unique_suffix());
+        let fd = rustix::fs::openat(
+            &dir_fd,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let result =
+            write_all(fd.as_fd(), bytes).and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
+        }
+        result
+    }
+}
+
+fn read_xattr(file: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        match rustix::fs::fgetxattr(file, XATTR_NAME, &mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Some(buf);
+            }
+            Err(Errno::RANGE) if buf.len() < 65536 => buf.resize(buf.len() * 4, 0),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// A stable hex hash of a key, for names of per-key internal files.
+pub(crate) fn key_hash(key: &str) -> String {
+    hex::encode(Md5::digest(key.as_bytes()))
+}
+
+/// The sidecar location of `key`: hashed, so no key can collide with another or with a directory.
+fn sidecar_path(key: &str) -> String {
+    let digest = key_hash(key);
+    format!("{INTERNAL_DIR}/meta/{}/{digest}", &digest[..2])
+}
+
+pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> StoreResult<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The ETag of a file written outside the gateway that is too large to hash on a request
+/// path: derived from the file's identity (inode, size, mtime in nanoseconds), so it is
+/// available at once, identical on every gateway that serves the same file system, stable
+/// while the file is unchanged and different as soon as the file changes. The `-1` suffix is
+/// the form of a multipart ETag, which clients (rclone, s3cmd, the aws CLI) already treat as
+/// "not the MD5 of the content" and do not verify downloads against.
+pub fn identity_etag(identity: &FileIdentity) -> String {
+    let mut hasher = Md5::new();
+    hasher.update(b"isthmus-file-identity\0");
+    hasher.update(identity.ino.to_le_bytes());
+    hasher.update(identity.size.to_le_bytes());
+    hasher.update(identity.mtime_ns.to_le_bytes());
+    format!("{}-1", hex::encode(hasher.finalize()))
+}
+
+/// Computes the MD5 ETag of a whole open file by reading it from the start.
+pub fn compute_etag(file: BorrowedFd<'_>) -> StoreResult<String> {
+    let mut hasher = Md5::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    loop {
+        let n = match rustix::io::pread(file, &mut buf, offset) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(Errno::INTR) => continue,
+            Err(err) => return Err(err.into()),
+        };
+        hasher.update(&buf[..n]);
+        offset += n as u64;
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_through_json() {
+        let mut meta = ObjectMeta {
+            content_type: Some("text/plain".into()),
+            expires: Some("Thu, 01 Dec 1994 16:00:00 GMT".into()),
+            ..ObjectMeta::default()
+        };
+        meta.user.insert("experiment".into(), "run-42 ü".into());
+        let record = MetaRecord {
+            etag: EMPTY_ETAG.into(),
+            checksum: None,
+            parts: vec![(5 << 20, 3), (17, 1)],
+            identity: FileIdentity { ino: 7, size: 0, mtime_ns: 1_700_000_000_123_456_789 },
+            meta,
+            version_id: Some("00000000000000010000abcd".into()),
+        };
+        let bytes = serde_json::to_vec(&record).unwrap();
+        let back: MetaRecord = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(back, record);
+    }
+
+    #[test]
+    fn sidecar_paths_are_hashed_and_distinct() {
+        let a = sidecar_path("a/b");
+        let b = sidecar_path("a/b/");
+        assert_ne!(a, b);
+        assert!(a.starts_with(".isthmus/meta/"));
+        assert!(!a.contains("a/b"));
+    }
+
+    #[test]
+    fn identity_etags_are_stable_and_change_with_the_file() {
+        let id = FileIdentity { ino: 12, size: 10 << 30, mtime_ns: 1_700_000_000_000_000_001 };
+        let etag = identity_etag(&id);
+        assert_eq!(etag, identity_etag(&id));
+        assert!(etag.ends_with("-1") && etag.len() == 34, "{etag}");
+        for other in [
+            FileIdentity { ino: 13, ..id },
+            FileIdentity { size: id.size + 1, ..id },
+            FileIdentity { mtime_ns: id.mtime_ns + 1, ..id },
+        ] {
+            assert_ne!(identity_etag(&other), etag);
+        }
+    }
+
+    #[test]
+    fn compute_etag_is_md5_of_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"hello world").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(compute_etag(file.as_fd()).unwrap(), "5eb63bbbe01eeed093cb22bb8f5acdc3");
+        std::fs::write(&path, b"").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(compute_etag(file.as_fd()).unwrap(), EMPTY_ETAG);
+    }
+}

@@ -1,0 +1,31 @@
+//! How a `PosixStore` behaves: durability, metadata placement, ETag policy, caches.
+
+use isthmus_store::{Durability, MetadataMode};
+use serde::{Deserialize, Serialize};
+
+/// Files written outside the gateway up to this size get the MD5 of their content as ETag
+/// (about 2 ms of hashing at most); larger ones an ETag derived from their identity.
+pub const DEFAULT_ETAG_MD5_LIMIT: u64 = 1 << 20;
+
+/// How a `PosixStore` behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreOptions {
+    pub durability: Durability,
+    pub metadata: MetadataMode,
+    /// Upper bound on the directory entries kept in the sorted-listing cache.
+    pub list_cache_entries: u64,
+    /// Files written outside the gateway up to this many bytes get the MD5 of their content as
+    /// ETag; larger ones get `meta::identity_etag` (see the README on foreign files).
+    pub etag_md5_limit: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Strict,
+            metadata: MetadataMode::Auto,
+            list_cache_entries: 2_000_000,
+            etag_md5_limit: DEFAULT_ETAG_MD5_LIMIT,
+        }
+    }
+}

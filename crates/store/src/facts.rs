@@ -1,0 +1,103 @@
+//! What a backend tells its doors about a bucket's storage: when a write counts as done
+//! (`Durability`), where object metadata is kept (`MetadataMode`) and which kind of file system
+//! holds the data (`FileSystemKind`), the parts of `BucketFacts` every backend names.
+
+use serde::{Deserialize, Serialize};
+
+/// Where metadata records are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MetadataMode {
+    /// Extended attributes when the file system supports them, sidecar files otherwise.
+    #[default]
+    Auto,
+    /// Always an extended attribute (`user.isthmus`) on the object's file.
+    Xattr,
+    /// Always a sidecar file under the bucket's `.isthmus/meta` directory.
+    Sidecar,
+}
+
+/// When a write counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Data, metadata and the directory entry are fsynced before a write is acknowledged.
+    #[default]
+    Strict,
+    /// Acknowledged once the file system has the data in its cache; the file system decides
+    /// when it reaches stable storage. Atomicity (old or new object, never torn) still holds.
+    Relaxed,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "strict" => Ok(Self::Strict),
+            "relaxed" => Ok(Self::Relaxed),
+            other => Err(format!("unknown durability {other:?}: use strict or relaxed")),
+        }
+    }
+}
+
+impl std::str::FromStr for MetadataMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "xattr" => Ok(Self::Xattr),
+            "sidecar" => Ok(Self::Sidecar),
+            other => Err(format!("unknown metadata mode {other:?}: use auto, xattr or sidecar")),
+        }
+    }
+}
+
+/// Where a bucket lives: on a local file system, whose metadata calls answer in microseconds
+/// from the page cache, or on a shared (network or parallel) one, where a call can wait on a
+/// server. Doors use it to decide whether to run short calls inline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileSystemKind {
+    Local(&'static str),
+    Shared(&'static str),
+}
+
+impl FileSystemKind {
+    pub fn from_magic(magic: u64) -> Self {
+        match magic {
+            0xEF53 => Self::Local("ext4"),
+            0x5846_5342 => Self::Local("xfs"),
+            0x9123_683E => Self::Local("btrfs"),
+            0x0102_1994 => Self::Local("tmpfs"),
+            0x2FC1_2FC1 => Self::Local("zfs"),
+            0x794C_7630 => Self::Local("overlayfs"),
+            0xF2F5_2010 => Self::Local("f2fs"),
+            0x0BD0_0BD0 => Self::Shared("lustre"),
+            0x4750_4653 => Self::Shared("gpfs"),
+            0x00C3_6400 => Self::Shared("cephfs"),
+            0x6969 => Self::Shared("nfs"),
+            0xFE53_4D42 | 0xFF53_4D42 | 0x517B => Self::Shared("smb"),
+            0x1983_0326 => Self::Shared("beegfs"),
+            0x2003_0528 => Self::Shared("orangefs"),
+            0x6573_5546 => Self::Shared("fuse"),
+            _ => Self::Shared("unknown"),
+        }
+    }
+
+    /// The kind of file system an open file or directory is on.
+    pub fn of(fd: std::os::fd::BorrowedFd<'_>) -> Self {
+        match rustix::fs::fstatfs(fd) {
+            Ok(stat) => Self::from_magic(stat.f_type as u64),
+            Err(_) => Self::Shared("unknown"),
+        }
+    }
+
+    pub fn is_local(self) -> bool {
+        matches!(self, Self::Local(_))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Local(name) | Self::Shared(name) => name,
+        }
+    }
+}
