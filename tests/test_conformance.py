@@ -561,7 +561,6 @@ def test_public_access_block_overrides_acls_and_policies(s3, server):
     assert anonymous_status("/blocked/k") == 200
 
 
-@pytest.mark.posix_only
 def test_concurrent_changes_of_one_buckets_settings_all_land(server):
     """Four administrators change four settings of one bucket at once, ten times each: a
     bucket's settings are one value written whole, so each change reads them, changes one and
@@ -611,6 +610,7 @@ def test_concurrent_changes_of_one_buckets_settings_all_land(server):
     assert json.loads(s3.get_bucket_policy(Bucket="settings-race")["Policy"]) == json.loads(policy(9))
 
 
+@pytest.mark.posix_only
 def test_browser_post_uploads(server):
     import requests
 
