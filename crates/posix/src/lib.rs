@@ -9,6 +9,7 @@ mod completed;
 pub(crate) mod current;
 mod derived;
 mod file_ops;
+mod head_cache;
 pub(crate) mod list;
 mod locks;
 pub mod meta;
@@ -65,6 +66,8 @@ pub struct PosixStore {
     /// before the latest one is opened again (a reader that read just before a write may put
     /// its entry back after the write removed the old one).
     settings_writes: std::sync::atomic::AtomicU64,
+    /// Descriptions of unchanged objects (see `head_cache`).
+    heads: Arc<head_cache::HeadCache>,
 }
 
 /// An open bucket directory and what was learned of it when it was opened.
@@ -138,6 +141,7 @@ impl PosixStore {
             list_cache: DirCache::new(options.list_cache_entries),
             bucket_fds: quick_cache::sync::Cache::new(1024),
             settings_writes: Default::default(),
+            heads: Arc::new(head_cache::HeadCache::new(options.head_cache_entries)),
         })
     }
 

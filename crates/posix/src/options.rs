@@ -17,6 +17,17 @@ pub struct StoreOptions {
     /// Files written outside the gateway up to this many bytes get the MD5 of their content as
     /// ETag; larger ones get `meta::identity_etag` (see the README on foreign files).
     pub etag_md5_limit: u64,
+    /// How many object descriptions HEAD and GET keep while their files are unchanged
+    /// (`head_cache`; about 300 bytes each).
+    #[serde(default = "default_head_cache_entries")]
+    pub head_cache_entries: u64,
+}
+
+/// The default of `StoreOptions::head_cache_entries`: 100,000 objects, about 30 MB.
+pub const DEFAULT_HEAD_CACHE_ENTRIES: u64 = 100_000;
+
+fn default_head_cache_entries() -> u64 {
+    DEFAULT_HEAD_CACHE_ENTRIES
 }
 
 impl Default for StoreOptions {
@@ -26,6 +37,7 @@ impl Default for StoreOptions {
             metadata: MetadataMode::Auto,
             list_cache_entries: 2_000_000,
             etag_md5_limit: DEFAULT_ETAG_MD5_LIMIT,
+            head_cache_entries: DEFAULT_HEAD_CACHE_ENTRIES,
         }
     }
 }

@@ -1,15 +1,20 @@
 //! The read path of a `PosixStore`: HEAD and GET with conditions, ranges, part numbers and
 //! versions, and the reader that streams an object's bytes.
 
-use rustix::io::Errno;
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, OwnedFd};
 
-use super::PosixStore;
+use rustix::fs::{AtFlags, FileType, StatxFlags};
+use rustix::io::Errno;
+
+use super::current::{current_record, object_info, open_object};
+use super::head_cache::Stamp;
 use super::versions::head_version;
+use super::{OpenBucket, PosixStore};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::{GetRequest, GetResponse, HeadRequest, ObjectInfo, ObjectRead, RequestContext};
+use isthmus_store::{GetRequest, GetResponse, HeadRequest, MetadataMode, ObjectInfo, ObjectRead, RequestContext};
 
 impl PosixStore {
     pub(super) fn read_object(
@@ -21,8 +26,11 @@ impl PosixStore {
     ) -> StoreResult<GetResponse> {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
-        let meta = self.meta_store(&open, cx);
-        let (fd, info) = head_version(&meta, open.versioning, &path, request.version_id.as_deref())?;
+        let (fd, info) = if keeps_descriptions(&open, &path, request.version_id.as_deref()) {
+            self.open_described(cx, &open, &path)?
+        } else {
+            head_version(&self.meta_store(&open, cx), open.versioning, &path, request.version_id.as_deref())?
+        };
         request.conditions.check(&info.etag, info.last_modified)?;
         let range = request.served_range(&info)?;
         let (offset, remaining) = match range {
@@ -42,11 +50,61 @@ impl PosixStore {
     ) -> StoreResult<ObjectInfo> {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
-        let meta = self.meta_store(&open, cx);
-        let (_, info) = head_version(&meta, open.versioning, &path, request.version_id.as_deref())?;
+        let info = if keeps_descriptions(&open, &path, request.version_id.as_deref()) {
+            match self.kept_description(&open, &path) {
+                Some(info) => info,
+                None => self.open_described(cx, &open, &path)?.1,
+            }
+        } else {
+            head_version(&self.meta_store(&open, cx), open.versioning, &path, request.version_id.as_deref())?.1
+        };
         request.conditions.check(&info.etag, info.last_modified)?;
         Ok(info)
     }
+
+    /// The description kept for an object whose file a `statx` shows unchanged: HEAD in one
+    /// system call. Only with the gateway's identity: a user's HEAD opens the file, so the
+    /// kernel judges whether the user may read it. `statx` follows links in the key's parent
+    /// directories, but a description is used only for the very file (device and inode) that
+    /// an open beneath the bucket found under this key, unchanged since.
+    fn kept_description(&self, open: &OpenBucket, path: &ObjectPath<'_>) -> Option<ObjectInfo> {
+        if isthmus_store::identity::is_switched() {
+            return None;
+        }
+        let stat =
+            rustix::fs::statx(&*open.fd, path.relative(), AtFlags::SYMLINK_NOFOLLOW, StatxFlags::BASIC_STATS).ok()?;
+        if FileType::from_raw_mode(u32::from(stat.stx_mode)) != FileType::RegularFile {
+            return None;
+        }
+        self.heads.get(&open.name, path.key(), Stamp::of_statx(&stat))
+    }
+
+    /// Opens an object and describes it, from the kept description if the open file has its
+    /// stamp, else from its metadata record (then kept, with the stamp taken before the record
+    /// was read: a change meanwhile moved the file's ctime past it).
+    fn open_described(
+        &self,
+        cx: &RequestContext,
+        open: &OpenBucket,
+        path: &ObjectPath<'_>,
+    ) -> StoreResult<(OwnedFd, ObjectInfo)> {
+        let (fd, stat) = open_object(open.fd.as_fd(), path)?;
+        let stamp = Stamp::of(&stat);
+        if let Some(info) = self.heads.get(&open.name, path.key(), stamp) {
+            return Ok((fd, info));
+        }
+        let record = current_record(&self.meta_store(open, cx), fd.as_fd(), path.key(), &stat)?;
+        let info = object_info(path.key(), &stat, record);
+        self.heads.remember(&open.name, path.key(), stamp, &info);
+        Ok((fd, info))
+    }
+}
+
+/// Whether reads of `path` may use kept descriptions: the current object of an unversioned
+/// bucket whose records are extended attributes (a sidecar record changes without touching
+/// the object's file, so its stamp would not show it).
+fn keeps_descriptions(open: &OpenBucket, path: &ObjectPath<'_>, version_id: Option<&str>) -> bool {
+    open.metadata == MetadataMode::Xattr && open.versioning.is_none() && version_id.is_none() && !path.is_dir()
 }
 
 /// Reads an object's bytes from an offset, up to a limit.

@@ -10,6 +10,7 @@ use rustix::io::Errno;
 
 use super::current::{current_etag, current_record, object_info, open_object};
 use super::file_ops::{copy_file_contents, nearest_existing_dir};
+use super::head_cache::{HeadCache, Stamp};
 use super::locks::{lock_bucket_for_write, lock_key};
 use super::staging::StagedFile;
 use super::versions::{head_version, keep_current};
@@ -20,7 +21,7 @@ use isthmus_store::conditions::ETagMatch;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
 use isthmus_store::versioning::{NULL_VERSION, Versioning};
-use isthmus_store::{CopyRequest, ObjectInfo, ObjectWrite, PutRequest, RequestContext};
+use isthmus_store::{CopyRequest, MetadataMode, ObjectInfo, ObjectWrite, PutRequest, RequestContext};
 
 /// A PUT in progress: bytes go to a temporary file, MD5 is computed as they pass.
 pub struct PosixWriter {
@@ -38,6 +39,8 @@ pub struct PosixWriter {
     pub(crate) known_parts: Vec<(u64, u32)>,
     strict: bool,
     etag_md5_limit: u64,
+    /// Where the new object's description is kept for HEAD and GET (`head_cache`).
+    heads: Arc<HeadCache>,
 }
 
 impl PosixWriter {
@@ -123,6 +126,23 @@ impl PosixWriter {
         Ok(object_info(path.key(), &stat, record))
     }
 
+    /// Keeps the description of the object just installed for the HEADs and GETs that follow
+    /// (in xattr mode). The rename moved the file's ctime, so the stamp is taken now, then the
+    /// record is read back: kept only if it is still this write's, so a change by another
+    /// process between the rename and the stamp is never hidden behind it.
+    fn keep_description(&self, key: &str, info: &ObjectInfo) {
+        if self.bucket.metadata != MetadataMode::Xattr {
+            return;
+        }
+        let Ok(after) = rustix::fs::fstat(&self.staged.file) else { return };
+        let still_ours = self.meta_store().load(self.staged.file.as_fd(), key).is_some_and(|record| {
+            record.etag == info.etag && record.meta == info.meta && record.version_id == info.version_id
+        });
+        if still_ours && after.st_size as u64 == info.size {
+            self.heads.remember(&self.bucket.name, key, Stamp::of(&after), info);
+        }
+    }
+
     fn check_if_match(&self, path: &ObjectPath<'_>) -> StoreResult<()> {
         let Some(condition) = &self.request.if_match else {
             return Ok(());
@@ -196,6 +216,8 @@ impl ObjectWrite for PosixWriter {
         let mut info = object_info(&key, &stat, record);
         if versioning.is_some() {
             info.version_id.get_or_insert_with(|| NULL_VERSION.to_string());
+        } else {
+            self.keep_description(&key, &info);
         }
         Ok(info)
     }
@@ -243,6 +265,7 @@ impl PosixStore {
             known_parts: Vec::new(),
             strict: self.strict(),
             etag_md5_limit: self.options.etag_md5_limit,
+            heads: self.heads.clone(),
         })
     }
 
