@@ -181,9 +181,7 @@ impl PosixStore {
     /// POSIX tools removed and re-created is opened again at once); one renamed away and
     /// replaced is seen within the TTL.
     pub(crate) fn bucket_fd(&self, bucket: &str) -> StoreResult<OpenBucket> {
-        if let Some(open) = self.bucket_fds.get(bucket)
-            && open.opened.elapsed() < BUCKET_FD_TTL
-            && open.settings_read_at == self.settings_writes.load(std::sync::atomic::Ordering::Acquire)
+        if let Some(open) = self.recent_bucket(bucket)
             && rustix::fs::fstat(&*open.fd).is_ok_and(|stat| stat.st_nlink > 0)
         {
             return Ok(open);
@@ -195,6 +193,17 @@ impl PosixStore {
         // names the directory; every lookup through it is checked for the calling thread's
         // identity, and listings open the directory again to read it.
         isthmus_store::identity::as_gateway(|| self.open_bucket(bucket))
+    }
+
+    /// The bucket as opened within the TTL, without asking whether its directory still has a
+    /// name (`bucket_fd` asks): for a lookup beneath it that fails by itself in a removed
+    /// directory, such as a kept description's `statx`, where the question would be a second
+    /// system call.
+    pub(crate) fn recent_bucket(&self, bucket: &str) -> Option<OpenBucket> {
+        self.bucket_fds.get(bucket).filter(|open| {
+            open.opened.elapsed() < BUCKET_FD_TTL
+                && open.settings_read_at == self.settings_writes.load(std::sync::atomic::Ordering::Acquire)
+        })
     }
 
     fn open_bucket(&self, bucket: &str) -> StoreResult<OpenBucket> {

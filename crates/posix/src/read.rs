@@ -48,13 +48,18 @@ impl PosixStore {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
+        if let Ok(path) = ObjectPath::parse(key)
+            && let Some(open) = self.recent_bucket(bucket)
+            && keeps_descriptions(&open, &path, request.version_id.as_deref())
+            && let Some(info) = self.kept_description(&open, &path)
+        {
+            request.conditions.check(&info.etag, info.last_modified)?;
+            return Ok(info);
+        }
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let info = if keeps_descriptions(&open, &path, request.version_id.as_deref()) {
-            match self.kept_description(&open, &path) {
-                Some(info) => info,
-                None => self.open_described(cx, &open, &path)?.1,
-            }
+            self.open_described(cx, &open, &path)?.1
         } else {
             head_version(&self.meta_store(&open, cx), open.versioning, &path, request.version_id.as_deref())?.1
         };

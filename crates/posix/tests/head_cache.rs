@@ -77,3 +77,14 @@ fn a_put_by_another_gateway_is_seen_at_once() {
     assert_eq!(head(&store, "k").unwrap().etag, md5_hex(b"two"));
     assert_eq!(get(&store, "k").1, b"two");
 }
+
+#[test]
+fn a_bucket_removed_by_posix_tools_answers_no_such_bucket_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", "k", b"one", PutRequest::default()).unwrap();
+    assert_eq!(head(&store, "k").unwrap().etag, md5_hex(b"one"));
+    std::fs::remove_dir_all(dir.path().join("bkt")).unwrap();
+    assert!(matches!(head(&store, "k"), Err(StoreError::NoSuchBucket)), "{:?}", head(&store, "k"));
+}
