@@ -130,11 +130,19 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     }
 
     /// Changing them is the owner's, and giving the bucket to someone only the process's and
-    /// root's; a public ACL or policy must pass the public access block being written.
+    /// root's; a public ACL or policy must pass the public access block being written. The
+    /// backend replaces only the very settings checked here (their version goes with the
+    /// write): a write naming another version, or none, is checked against settings that may
+    /// no longer be the bucket's (another gateway changed them), so it is answered
+    /// ConfigConflict rather than passed on.
     fn set_bucket_config(&self, cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
         cx.require_scope(ScopeAccess::Modify, bucket, "")?;
         self.require(cx, bucket, Access::Owner)?;
-        let changed = self.inner.bucket_config(cx, bucket)?.changed(config);
+        let current = self.inner.bucket_config(cx, bucket)?;
+        if config.version.is_some() && config.version != current.version {
+            return Err(StoreError::ConfigConflict);
+        }
+        let changed = current.changed(config);
         if changed.owner && !is_superuser(cx) {
             return Err(StoreError::AccessDenied);
         }
@@ -149,7 +157,8 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         {
             return Err(StoreError::AccessDenied);
         }
-        self.inner.set_bucket_config(cx, bucket, config)
+        let checked = BucketConfig { version: current.version, ..config.clone() };
+        self.inner.set_bucket_config(cx, bucket, &checked)
     }
 
     fn put_object(

@@ -219,3 +219,27 @@ fn grants_share_with_the_named_user_only() {
     denied(store.set_bucket_acl(&bob, "alices", Acl::default()));
     denied(store.delete_bucket(&bob, "alices"));
 }
+
+/// The settings a write replaces are the ones this layer checked: a user whose gateway still
+/// holds the bucket's settings from before root gave the bucket away (another gateway on the
+/// same file system changed them within the cache's second) cannot take it back, neither with
+/// an unconditional write nor with a version computed for the settings now on disk.
+#[test]
+fn a_stale_view_of_the_settings_never_lets_a_user_take_a_bucket_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = |path: &std::path::Path| {
+        Authorized::new(Arc::new(PosixStore::open(path, StoreOptions::default()).unwrap()), BucketGrants::default())
+    };
+    let (a, b) = (gateway(dir.path()), gateway(dir.path()));
+    a.create_bucket(&user("alice"), "alices", &Default::default()).unwrap();
+    let seen = a.bucket_config(&user("alice"), "alices").unwrap();
+    assert_eq!(seen.owner.as_deref(), Some("alice"));
+    b.set_bucket_owner(&root(), "alices", "bob").unwrap();
+    let on_disk = isthmus_store::BucketConfig { owner: Some("bob".into()), version: None, ..seen.clone() };
+    for version in [None, Some(on_disk.digest())] {
+        let attempt = isthmus_store::BucketConfig { version, ..seen.clone() };
+        let result = a.set_bucket_config(&user("alice"), "alices", &attempt);
+        assert!(result.is_err(), "{result:?}");
+    }
+    assert_eq!(b.bucket_config(&root(), "alices").unwrap().owner.as_deref(), Some("bob"));
+}
