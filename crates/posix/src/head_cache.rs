@@ -53,9 +53,30 @@ struct Kept {
     info: Arc<ObjectInfo>,
 }
 
+/// A kept description's bucket and key.
+#[derive(Hash, PartialEq, Eq)]
+struct KeptKey {
+    bucket: Arc<str>,
+    key: Box<str>,
+}
+
+/// A lookup's bucket and key, borrowed: a HEAD allocates nothing to find its description.
+/// Hashes as `KeptKey` does (each field as its `str`).
+#[derive(Hash)]
+struct KeyRef<'a> {
+    bucket: &'a str,
+    key: &'a str,
+}
+
+impl quick_cache::Equivalent<KeptKey> for KeyRef<'_> {
+    fn equivalent(&self, kept: &KeptKey) -> bool {
+        *kept.bucket == *self.bucket && *kept.key == *self.key
+    }
+}
+
 /// Object descriptions by bucket and key, each with the stamp it holds for; bounded.
 pub(crate) struct HeadCache {
-    kept: quick_cache::sync::Cache<(Arc<str>, String), Kept>,
+    kept: quick_cache::sync::Cache<KeptKey, Kept>,
 }
 
 impl HeadCache {
@@ -65,12 +86,43 @@ impl HeadCache {
 
     /// The description kept for `key` of `bucket` if the file still has `stamp`.
     pub(crate) fn get(&self, bucket: &Arc<str>, key: &str, stamp: Stamp) -> Option<ObjectInfo> {
-        let kept = self.kept.get(&(bucket.clone(), key.to_string()))?;
+        let kept = self.kept.get(&KeyRef { bucket, key })?;
         (kept.stamp == stamp).then(|| (*kept.info).clone())
     }
 
     /// Keeps `info` as the description of the file that had `stamp` before `info` was read.
     pub(crate) fn remember(&self, bucket: &Arc<str>, key: &str, stamp: Stamp, info: &ObjectInfo) {
-        self.kept.insert((bucket.clone(), key.to_string()), Kept { stamp, info: Arc::new(info.clone()) });
+        let kept_key = KeptKey { bucket: bucket.clone(), key: key.into() };
+        self.kept.insert(kept_key, Kept { stamp, info: Arc::new(info.clone()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_borrowed_lookup_finds_what_was_kept_and_only_with_its_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let stat = rustix::fs::stat(&path).unwrap();
+        let cache = HeadCache::new(10);
+        let bucket: Arc<str> = "bkt".into();
+        let info = ObjectInfo {
+            key: "k".into(),
+            size: 1,
+            last_modified: std::time::SystemTime::UNIX_EPOCH,
+            etag: "e".into(),
+            meta: Default::default(),
+            checksum: None,
+            parts: Vec::new(),
+            version_id: None,
+        };
+        cache.remember(&bucket, "k", Stamp::of(&stat), &info);
+        assert_eq!(cache.get(&bucket, "k", Stamp::of(&stat)), Some(info));
+        assert_eq!(cache.get(&bucket, "other", Stamp::of(&stat)), None);
+        let moved = Stamp { size: 2, ..Stamp::of(&stat) };
+        assert_eq!(cache.get(&bucket, "k", moved), None);
     }
 }
