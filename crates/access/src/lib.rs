@@ -31,11 +31,13 @@ pub mod policy;
 pub mod quota;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::policy::{BucketPolicy, PolicyAction};
 use isthmus_store::acl::{Acl, CannedAcl, GrantPermission, PublicAccessBlock};
-use isthmus_store::{AccessJudge, HeadRequest, Principal, RequestContext, Store, StoreError, StoreResult};
+use isthmus_store::{
+    AccessJudge, BucketConfig, HeadRequest, Principal, RequestContext, Store, StoreError, StoreResult,
+};
 
 /// Buckets each user may use besides its own: exact names, or prefixes ending in `*`. Clones
 /// share one table, so a gateway's administration changes what every door enforces at once.
@@ -106,7 +108,17 @@ pub struct Authorized<S: ?Sized> {
     root_owner: Option<String>,
     /// Hard quotas checked before writes (admission control, like the rights checked here).
     quotas: Option<Arc<crate::quota::Quotas>>,
+    /// Bucket policies as parsed, by bucket, with the settings version they were parsed from:
+    /// a policy is parsed when the bucket's settings change, not on every request it judges.
+    policies: Arc<Mutex<ParsedPolicies>>,
 }
+
+/// Parsed policies by bucket: (the settings version parsed, the policy).
+type ParsedPolicies = HashMap<String, (String, Arc<BucketPolicy>)>;
+
+/// Parsed policies kept at most (one per bucket that has a policy; beyond it, all are dropped
+/// and parsed again as requests come).
+const KEPT_POLICIES: usize = 4096;
 
 impl<S: Store> Authorized<S> {
     /// An in-process door's engine: it acts as the process (or as users it names itself) and
@@ -116,9 +128,56 @@ impl<S: Store> Authorized<S> {
     }
 }
 
+/// Whether the principal of `cx` is the recorded owner of a bucket with `settings` (true for
+/// a missing bucket: the call itself answers NoSuchBucket).
+fn owner_in(cx: &RequestContext, settings: Option<&BucketConfig>) -> bool {
+    match settings {
+        None => true,
+        Some(config) => cx.user_name().is_some_and(|user| config.owner.as_deref() == Some(user)),
+    }
+}
+
+/// A bucket's PublicAccessBlock (all off when it has none or is missing).
+fn block(settings: Option<&BucketConfig>) -> PublicAccessBlock {
+    settings.and_then(|config| config.public_access_block).unwrap_or_default()
+}
+
+/// Whether the ACL of a bucket with `settings` shares `access` with the principal of `cx`
+/// (never the owner's own access; a missing bucket passes).
+fn shared_by_acl(cx: &RequestContext, settings: Option<&BucketConfig>, access: Access) -> bool {
+    match settings {
+        _ if access == Access::Owner => false,
+        None => true,
+        Some(config) => acl_shares(cx, settings, &config.acl, access),
+    }
+}
+
+/// Whether `acl` (of a bucket with `settings` or of one of its objects) shares `access` with
+/// the principal of `cx`: by its canned ACL (unless the bucket ignores public ACLs) or by a
+/// grant to the user.
+fn acl_shares(cx: &RequestContext, settings: Option<&BucketConfig>, acl: &Acl, access: Access) -> bool {
+    let permission = match access {
+        Access::Read => GrantPermission::Read,
+        Access::Write => GrantPermission::Write,
+        Access::Owner => return false,
+    };
+    if cx.user_name().is_some_and(|user| acl.grants(user, permission)) {
+        return true;
+    }
+    // Public ACLs count as private where the bucket ignores them.
+    let canned =
+        if acl.canned.is_public() && block(settings).ignore_public_acls { CannedAcl::Private } else { acl.canned };
+    let signed = matches!(cx.principal, Principal::User { .. });
+    match (canned, access) {
+        (CannedAcl::PublicReadWrite, _) | (CannedAcl::PublicRead, Access::Read) => true,
+        (CannedAcl::AuthenticatedRead, Access::Read) => signed,
+        _ => false,
+    }
+}
+
 impl<S: Store + ?Sized> Authorized<S> {
     pub fn new(inner: Arc<S>, grants: BucketGrants) -> Self {
-        Self { inner, grants, root_owner: None, quotas: None }
+        Self { inner, grants, root_owner: None, quotas: None, policies: Arc::default() }
     }
 
     /// Whether the kernel, not this layer, decides the object access of `cx` in `bucket`: for a
@@ -159,83 +218,96 @@ impl<S: Store + ?Sized> Authorized<S> {
         &self.inner
     }
 
+    /// A bucket's settings as one decision reads them: once, so every rule of the decision
+    /// judges the same settings, and the backend is asked once rather than once per rule.
+    /// `None`: the bucket does not exist.
+    fn settings(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<BucketConfig>> {
+        match self.inner.bucket_config(cx, bucket) {
+            Ok(config) => Ok(Some(config)),
+            Err(StoreError::NoSuchBucket) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Whether `cx` uses `bucket` as its owner does whatever the bucket's settings say: the
+    /// process, root, and users the grants name.
+    fn uses_every_bucket(&self, cx: &RequestContext, bucket: &str) -> bool {
+        match &cx.principal {
+            Principal::Process | Principal::User { is_root: true, .. } => true,
+            Principal::User { name, .. } => self.grants.grants(name, bucket),
+            Principal::Anonymous => false,
+        }
+    }
+
     /// Whether the principal of `cx` may use `bucket` as its owner does (true for a missing
     /// bucket): the process, root, the owner and users the grants name.
     pub fn may_use(&self, cx: &RequestContext, bucket: &str) -> StoreResult<bool> {
-        let user = match &cx.principal {
-            Principal::Process | Principal::User { is_root: true, .. } => return Ok(true),
-            Principal::User { name, .. } => Some(name.as_str()),
-            Principal::Anonymous => None,
-        };
-        if user.is_some_and(|u| self.grants.grants(u, bucket)) {
+        if self.uses_every_bucket(cx, bucket) {
             return Ok(true);
         }
-        match self.inner.bucket_config(cx, bucket).map(|c| c.owner) {
-            Ok(owner) => Ok(user.is_some() && owner.as_deref() == user),
-            Err(StoreError::NoSuchBucket) => Ok(true),
-            Err(err) => Err(err),
-        }
+        Ok(owner_in(cx, self.settings(cx, bucket)?.as_ref()))
     }
 
     /// Whether the principal of `cx` may do `access` in `bucket`: as its owner, or as the
     /// bucket's canned ACL shares it with everyone (or every signed user).
     pub fn allowed(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
-        if access != Access::Owner && self.kernel_decides(cx, bucket) {
+        if (access != Access::Owner && self.kernel_decides(cx, bucket)) || self.uses_every_bucket(cx, bucket) {
             return Ok(true);
         }
-        if self.may_use(cx, bucket)? {
-            return Ok(true);
+        Ok(self.allowed_by(cx, bucket, self.settings(cx, bucket)?.as_ref(), access))
+    }
+
+    /// `allowed` for a principal judged by the bucket's `settings` (not one that uses every
+    /// bucket).
+    fn allowed_by(&self, cx: &RequestContext, bucket: &str, settings: Option<&BucketConfig>, access: Access) -> bool {
+        if owner_in(cx, settings) {
+            return true;
         }
-        let shared = self.shared_by_acl(cx, bucket, access)?;
+        let shared = shared_by_acl(cx, settings, access);
         if !shared {
             self.log_refusal(cx, bucket, if access == Access::Write { "write" } else { "read" });
         }
-        Ok(shared)
-    }
-
-    /// Whether the bucket's ACL shares `access` with the principal of `cx` (never the
-    /// owner's own access).
-    fn shared_by_acl(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<bool> {
-        if access == Access::Owner {
-            return Ok(false);
-        }
-        match self.inner.bucket_config(cx, bucket).map(|c| c.acl) {
-            Ok(acl) => self.acl_shares(cx, bucket, &acl, access),
-            Err(StoreError::NoSuchBucket) => Ok(true),
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Whether `acl` (of the bucket or of one of its objects) shares `access` with the
-    /// principal of `cx`: by its canned ACL (unless the bucket ignores public ACLs) or by a
-    /// grant to the user.
-    fn acl_shares(&self, cx: &RequestContext, bucket: &str, acl: &Acl, access: Access) -> StoreResult<bool> {
-        let permission = match access {
-            Access::Read => GrantPermission::Read,
-            Access::Write => GrantPermission::Write,
-            Access::Owner => return Ok(false),
-        };
-        if cx.user_name().is_some_and(|user| acl.grants(user, permission)) {
-            return Ok(true);
-        }
-        let signed = matches!(cx.principal, Principal::User { .. });
-        Ok(match (self.effective_acl(cx, bucket, acl.canned)?, access) {
-            (CannedAcl::PublicReadWrite, _) | (CannedAcl::PublicRead, Access::Read) => true,
-            (CannedAcl::AuthenticatedRead, Access::Read) => signed,
-            _ => false,
-        })
+        shared
     }
 
     /// `allowed`, as an AccessDenied error, and the bucket's owner is the one the request
     /// expects, if it names one.
     fn require(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
-        self.require_access(cx, bucket, access)?;
-        self.check_expected_owner(cx, bucket)
+        self.require_owned_by(cx, bucket, access, cx.expected_bucket_owner.as_deref())
     }
 
-    /// AccessDenied unless the bucket's owner is the one the request expects (if it names one).
-    fn check_expected_owner(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.check_owner_is(cx, bucket, cx.expected_bucket_owner.as_deref())
+    /// The source of a copy: readable, and owned by whom the request expects (if it says).
+    fn require_source(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
+        self.require_owned_by(cx, bucket, Access::Read, cx.expected_source_owner.as_deref())
+    }
+
+    /// `allowed`, as an AccessDenied error, and the bucket's owner (root's id for buckets
+    /// nobody recorded) is `expected` if that names one; the settings are read once for both.
+    fn require_owned_by(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        access: Access,
+        expected: Option<&str>,
+    ) -> StoreResult<()> {
+        let without_settings =
+            (access != Access::Owner && self.kernel_decides(cx, bucket)) || self.uses_every_bucket(cx, bucket);
+        if without_settings && expected.is_none() {
+            return Ok(());
+        }
+        let settings = self.settings(cx, bucket)?;
+        if !without_settings && !self.allowed_by(cx, bucket, settings.as_ref(), access) {
+            return Err(StoreError::AccessDenied);
+        }
+        self.owner_is(settings.as_ref(), expected)
+    }
+
+    /// AccessDenied unless a bucket with `settings` is owned by `expected` (root's id for
+    /// buckets nobody recorded), if that names one; a missing bucket passes.
+    fn owner_is(&self, settings: Option<&BucketConfig>, expected: Option<&str>) -> StoreResult<()> {
+        let (Some(expected), Some(config)) = (expected, settings) else { return Ok(()) };
+        let owner = config.owner.as_deref().or(self.root_owner.as_deref());
+        if owner == Some(expected) { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
     /// A GET or HEAD: of the latest version, as `require_read` says; of a named version, read
@@ -254,32 +326,6 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
     }
 
-    /// The source of a copy: readable, and owned by whom the request expects (if it says).
-    fn require_source(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.require_access(cx, bucket, Access::Read)?;
-        self.check_owner_is(cx, bucket, cx.expected_source_owner.as_deref())
-    }
-
-    /// AccessDenied unless `bucket`'s owner (root's id for buckets nobody recorded) is `expected`.
-    fn check_owner_is(&self, cx: &RequestContext, bucket: &str, expected: Option<&str>) -> StoreResult<()> {
-        let Some(expected) = expected else { return Ok(()) };
-        let owner = match self.inner.bucket_config(cx, bucket).map(|c| c.owner) {
-            Ok(owner) => owner.or_else(|| self.root_owner.clone()),
-            Err(StoreError::NoSuchBucket) => return Ok(()),
-            Err(err) => return Err(err),
-        };
-        if owner.as_deref() == Some(expected) { Ok(()) } else { Err(StoreError::AccessDenied) }
-    }
-
-    /// The bucket's PublicAccessBlock (all off when it has none or is missing).
-    fn block_of(&self, cx: &RequestContext, bucket: &str) -> StoreResult<PublicAccessBlock> {
-        match self.inner.bucket_config(cx, bucket).map(|c| c.public_access_block) {
-            Ok(block) => Ok(block.unwrap_or_default()),
-            Err(StoreError::NoSuchBucket) => Ok(PublicAccessBlock::default()),
-            Err(err) => Err(err),
-        }
-    }
-
     /// Writing an object that gets `acl`: write access, and the ACL not blocked.
     fn require_write(&self, cx: &RequestContext, bucket: &str, acl: Option<CannedAcl>) -> StoreResult<()> {
         self.require(cx, bucket, Access::Write)?;
@@ -288,48 +334,78 @@ impl<S: Store + ?Sized> Authorized<S> {
 
     /// AccessDenied when `acl` is public and the bucket blocks public ACLs.
     fn check_acl_allowed(&self, cx: &RequestContext, bucket: &str, acl: Option<CannedAcl>) -> StoreResult<()> {
-        if acl.is_some_and(CannedAcl::is_public) && self.block_of(cx, bucket)?.block_public_acls {
+        if acl.is_some_and(CannedAcl::is_public) && block(self.settings(cx, bucket)?.as_ref()).block_public_acls {
             return Err(StoreError::AccessDenied);
         }
         Ok(())
     }
 
-    /// An ACL as authorization sees it: public ones count as private when the bucket ignores them.
-    fn effective_acl(&self, cx: &RequestContext, bucket: &str, acl: CannedAcl) -> StoreResult<CannedAcl> {
-        if acl.is_public() && self.block_of(cx, bucket)?.ignore_public_acls {
-            return Ok(CannedAcl::Private);
+    /// The policy of a bucket with `settings`, parsed (once per settings version).
+    fn policy_of(&self, bucket: &str, config: &BucketConfig) -> StoreResult<Option<Arc<BucketPolicy>>> {
+        let Some(document) = &config.policy else { return Ok(None) };
+        let Some(version) = &config.version else {
+            return BucketPolicy::parse(bucket, document).map(Arc::new).map(Some);
+        };
+        let mut kept = self.policies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((kept_version, policy)) = kept.get(bucket)
+            && kept_version == version
+        {
+            return Ok(Some(policy.clone()));
         }
-        Ok(acl)
+        let policy = Arc::new(BucketPolicy::parse(bucket, document)?);
+        if kept.len() >= KEPT_POLICIES {
+            kept.clear();
+        }
+        kept.insert(bucket.to_string(), (version.clone(), policy.clone()));
+        Ok(Some(policy))
     }
 
     /// The bucket policy's verdict for a principal the owner rules do not allow (`None`: there
     /// is no policy, or no statement applies).
-    fn policy_verdict(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<Option<bool>> {
-        let Some(document) = self.inner.bucket_config(cx, bucket)?.policy else { return Ok(None) };
-        let policy = BucketPolicy::parse(bucket, &document)?;
-        let public_allows = !self.block_of(cx, bucket)?.restrict_public_buckets;
+    fn policy_verdict(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        settings: Option<&BucketConfig>,
+        action: PolicyAction<'_>,
+    ) -> StoreResult<Option<bool>> {
+        let config = settings.ok_or(StoreError::NoSuchBucket)?;
+        let Some(policy) = self.policy_of(bucket, config)? else { return Ok(None) };
+        let public_allows = !block(settings).restrict_public_buckets;
         Ok(policy.verdict(bucket, cx.user_name(), action, public_allows))
     }
 
     /// Reading (one object, or a listing): allowed by the bucket's owner rules; for others by
     /// its policy (an explicit Deny wins), its ACL, or for one object the object's own ACL.
+    /// The bucket's settings are read once for every rule.
     fn require_read(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<()> {
+        let expected = cx.expected_bucket_owner.as_deref();
         if self.kernel_decides(cx, bucket) {
-            if !is_superuser(cx) && self.policy_verdict(cx, bucket, action)? == Some(false) {
+            if is_superuser(cx) && expected.is_none() {
+                return Ok(());
+            }
+            let settings = self.settings(cx, bucket)?;
+            if !is_superuser(cx) && self.policy_verdict(cx, bucket, settings.as_ref(), action)? == Some(false) {
                 return Err(StoreError::AccessDenied);
             }
-            return self.check_expected_owner(cx, bucket);
+            return self.owner_is(settings.as_ref(), expected);
         }
-        if self.may_use(cx, bucket)? {
-            return self.check_expected_owner(cx, bucket);
+        let uses_every_bucket = self.uses_every_bucket(cx, bucket);
+        if uses_every_bucket && expected.is_none() {
+            return Ok(());
         }
-        match self.policy_verdict(cx, bucket, action)? {
+        let settings = self.settings(cx, bucket)?;
+        let settings = settings.as_ref();
+        if uses_every_bucket || owner_in(cx, settings) {
+            return self.owner_is(settings, expected);
+        }
+        match self.policy_verdict(cx, bucket, settings, action)? {
             Some(false) => return Err(StoreError::AccessDenied),
-            Some(true) => return self.check_expected_owner(cx, bucket),
+            Some(true) => return self.owner_is(settings, expected),
             None => {}
         }
-        if self.shared_by_acl(cx, bucket, Access::Read)? {
-            return self.check_expected_owner(cx, bucket);
+        if shared_by_acl(cx, settings, Access::Read) {
+            return self.owner_is(settings, expected);
         }
         let PolicyAction::GetObject { key } = action else { return Err(StoreError::AccessDenied) };
         let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
@@ -338,18 +414,12 @@ impl<S: Store + ?Sized> Authorized<S> {
             // Whether the key exists is not told to those who may not read it.
             Err(_) => return Err(StoreError::AccessDenied),
         };
-        if self.acl_shares(cx, bucket, &acl, Access::Read)? {
-            self.check_expected_owner(cx, bucket)
+        if acl_shares(cx, settings, &acl, Access::Read) {
+            self.owner_is(settings, expected)
         } else {
             self.log_refusal(cx, bucket, "read");
             Err(StoreError::AccessDenied)
         }
-    }
-
-    /// `allowed`, as an AccessDenied error (for the source of a copy, whose expected owner
-    /// S3 names in another header).
-    fn require_access(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
-        if self.allowed(cx, bucket, access)? { Ok(()) } else { Err(StoreError::AccessDenied) }
     }
 
     /// Whether the principal of `cx` is the recorded owner of an existing bucket (root owns
