@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod cosbench;
+pub mod doors;
 pub mod ior;
 pub mod latency;
 pub mod mdtest;

@@ -20,7 +20,7 @@ use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, SpawnedPr
 /// Shows what is running: on a terminal a bar of the operations done (of the expected number,
 /// when the workload knows it; a count and rate otherwise) with the elapsed time, cleared when
 /// the guard is dropped; otherwise one plain line.
-struct Progress(Option<(indicatif::ProgressBar, Arc<AtomicBool>, std::thread::JoinHandle<()>)>);
+pub(crate) struct Progress(Option<(indicatif::ProgressBar, Arc<AtomicBool>, std::thread::JoinHandle<()>)>);
 
 /// Starts a timed phase: waits for the other ranks, if any, then shows what runs (only rank 0
 /// speaks, so a many-rank run prints one line per phase; its bar counts its own operations).
@@ -34,7 +34,7 @@ fn start_phase(team: &mut Option<Team>, message: String, expected: Option<u64>) 
     Ok(announce(message, expected))
 }
 
-fn announce(message: String, expected: Option<u64>) -> Progress {
+pub(crate) fn announce(message: String, expected: Option<u64>) -> Progress {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{message}");
         return Progress(None);
@@ -176,6 +176,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if args.workload == BenchWorkload::Pools {
         return crate::bench_pools::run(&args);
     }
+    if args.workload == BenchWorkload::Doors {
+        return crate::bench_doors::run(&args);
+    }
     let mut team = Team::from_env(args.sync_dir.as_deref())?;
     // The IO500 workloads (mdtest, IOR, MD-Workbench) place every worker of every process as one
     // rank of the run, in one directory and bucket: mdtest-hard's directory and ior-hard's file
@@ -242,7 +245,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         | BenchWorkload::VpicIo
         | BenchWorkload::BdcatsIo
         | BenchWorkload::Eqsim
-        | BenchWorkload::Pools => (&[], &[]),
+        | BenchWorkload::Pools
+        | BenchWorkload::Doors => (&[], &[]),
     };
     let mut cosbench = Vec::new();
     if args.workload == BenchWorkload::Cosbench {

@@ -50,6 +50,12 @@ pub enum BenchWorkload {
     /// --layouts and --block-sizes, read back with ranged reads of each --read-sizes, beside
     /// raw files in the same run (--size default 128 MiB, --workers streams); in --pool-dir
     Pools,
+    /// Every door on the same objects in one run, with each transport's ceiling: stat and
+    /// open+read (POSIX), in-process, the local socket beside a bare Unix-socket echo, HTTP
+    /// signed and anonymous beside nginx serving the same files (when installed); HEAD and GET
+    /// of --size with each --workers count, then one --bulk-size object read and written with one
+    /// worker; p50/p99 latencies, a table, --json and --svg
+    Doors,
 }
 
 #[derive(Debug, Args)]
@@ -64,7 +70,7 @@ pub struct BenchArgs {
     /// included, with its % of POSIX)
     #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// compare: also draw "% of POSIX" as an SVG chart
+    /// compare: also draw "% of POSIX" as an SVG chart; doors: the latencies per door
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// mdtest: files each rank (worker) creates
@@ -173,6 +179,9 @@ pub struct BenchArgs {
     /// pools: sizes of the ranged reads that read each object back
     #[arg(long, default_value = "1MiB,128MiB", value_delimiter = ',', value_parser = parse_size)]
     pub read_sizes: Vec<u64>,
+    /// doors: the large object read and written once per door, for bandwidth (0: none)
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub bulk_size: u64,
     /// pools: also time reads on the first layout with one drive this many ms slow, with and
     /// without hedged reads
     #[arg(long)]

@@ -6,6 +6,7 @@ mod admin_client;
 mod array;
 mod bench;
 mod bench_arrays;
+mod bench_doors;
 mod bench_eqsim;
 mod bench_pools;
 mod bench_setup;
