@@ -124,6 +124,56 @@ def test_python_users_act_as_themselves_without_keys(node):
     assert (root / "shared" / "big" / "bob.bin").stat().st_uid == unix["bob"].pw_uid
 
 
+def _descriptors_of(path):
+    """This process's open descriptors on `path`."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == path:
+                found.append(int(name))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_large_get_hands_the_reader_its_file_and_only_to_whom_may_read_it(node):
+    """From 256 KiB a GET through the socket answers with a read-only descriptor of the
+    object's file, opened with the user's identity: the owner reads its own file directly, and
+    cannot write through it; another user is refused and holds no descriptor afterwards."""
+    srv, root, socket, unix = node
+    payload = os.urandom(1 << 20)
+    path = os.path.realpath(root / "shared" / "big" / "alice-private.bin")
+    ok, out = python_as("alice", socket, lambda store: store.put_object("shared", "big/alice-private.bin", payload))
+    assert ok, out
+    os.chmod(path, 0o600)
+
+    def alice_reads(store):
+        with store.open_object("shared", "big/alice-private.bin") as reader:
+            held = _descriptors_of(path)
+            data = reader.read()
+            refused = []
+            for fd in held:
+                try:
+                    os.write(fd, b"overwrite")
+                    refused.append(False)
+                except OSError as e:
+                    refused.append(e.errno == 9)  # EBADF: opened read-only
+        return len(held) == 1, data == payload, refused == [True]
+
+    assert python_as("alice", socket, alice_reads) == (True, "(True, True, True)")
+
+    def bob_tries(store):
+        try:
+            store.get_object("shared", "big/alice-private.bin")
+            return "read it"
+        except Exception as e:  # the refusal, as the binding raises it
+            return "AccessDenied" in str(e), _descriptors_of(path)
+
+    assert python_as("bob", socket, bob_tries) == (True, "(True, [])")
+    with open(path, "rb") as f:
+        assert f.read() == payload
+
+
 def test_a_peer_that_maps_to_no_user_is_refused(node):
     srv, root, socket, unix = node
     ok, out = python_as("nobody", socket, lambda store: store.list_buckets())

@@ -157,6 +157,9 @@ pub struct FileConfig {
     pub local_socket: Option<PathBuf>,
     /// Connections the local socket serves at once (each has a thread) [default: 256].
     pub local_socket_max_connections: Option<usize>,
+    /// Answer local-socket GETs of objects that are one file (256 KiB and more) with a
+    /// read-only descriptor of the file, which the peer reads itself [default: true].
+    pub local_socket_descriptors: Option<bool>,
     /// See `ServeArgs::select_max_bytes` (bytes) [default: 1 GiB].
     pub select_max_bytes: Option<u64>,
     /// Issuers whose bearer tokens (JWT) the gateway trusts (`[[token_issuers]]`).
@@ -213,6 +216,7 @@ pub struct ServeSettings {
     pub identity_refresh: std::time::Duration,
     pub local_socket: Option<PathBuf>,
     pub local_socket_max_connections: usize,
+    pub local_socket_descriptors: bool,
     pub select_max_bytes: u64,
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
     pub outbound_allow: Vec<isthmus_grid::AllowEntry>,
@@ -276,6 +280,7 @@ impl ServeSettings {
             identity_refresh: std::time::Duration::from_secs(file.identity_refresh_seconds.unwrap_or(300).max(1)),
             local_socket: args.local_socket.or(file.local_socket),
             local_socket_max_connections: file.local_socket_max_connections.unwrap_or(256).max(1),
+            local_socket_descriptors: file.local_socket_descriptors.unwrap_or(true),
             select_max_bytes: args
                 .select_max_bytes
                 .or(file.select_max_bytes)

@@ -68,7 +68,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     )?;
     watch_users_file(admin.clone())?;
     let local_socket = match &settings.local_socket {
-        Some(path) => Some(isthmus_local::LocalSocket::bind(path)?),
+        Some(path) => {
+            Some(isthmus_local::LocalSocket::bind(path)?.passing_descriptors(settings.local_socket_descriptors))
+        }
         None => None,
     };
 

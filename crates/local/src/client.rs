@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use crate::protocol::{
     CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, WireError, read_chunk_header, read_frame, read_u16,
     write_chunks, write_end, write_frame,
 };
+use crate::transport::{Inbox, spin_from_env};
 
 /// The socket path of a `unix:` address (`unix:///run/isthmus.sock` or `unix:/run/isthmus.sock`).
 pub fn socket_path(address: &str) -> Option<PathBuf> {
@@ -31,7 +32,7 @@ pub fn socket_path(address: &str) -> Option<PathBuf> {
 
 /// One connection, after its handshake.
 struct Connection {
-    reader: BufReader<UnixStream>,
+    reader: Inbox,
     writer: BufWriter<UnixStream>,
 }
 
@@ -55,7 +56,7 @@ impl Connection {
         // Room for a few chunks of a body in flight (best effort, capped by the kernel).
         let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 * CHUNK);
         let mut conn = Self {
-            reader: BufReader::with_capacity(CHUNK + 64, stream.try_clone().map_err(lost)?),
+            reader: Inbox::new(stream.try_clone().map_err(lost)?, CHUNK + 64, spin_from_env()),
             writer: BufWriter::with_capacity(CHUNK + 64, stream),
         };
         let user = conn.handshake().map_err(lost)??;
@@ -101,7 +102,9 @@ impl Shared {
         Connection::open(&self.path).map(|(conn, _)| conn)
     }
 
-    fn give_back(&self, conn: Connection) {
+    fn give_back(&self, mut conn: Connection) {
+        // A descriptor no reply asked for is not kept open.
+        while conn.reader.take_descriptor().is_some() {}
         let mut idle = self.idle.lock().expect("not poisoned");
         if idle.len() < 64 {
             idle.push(conn);
@@ -322,6 +325,41 @@ impl ObjectRead for LocalReader {
     }
 }
 
+/// A GET body read from the descriptor the gateway passed: the object's file, read here.
+struct PassedFile {
+    file: std::fs::File,
+    offset: u64,
+    remaining: u64,
+}
+
+impl Read for PassedFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.offset)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the object became shorter while it was read"));
+        }
+        self.offset += n as u64;
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+impl ObjectRead for PassedFile {
+    fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        use std::os::fd::AsFd;
+        Some((self.file.as_fd(), self.offset))
+    }
+}
+
 impl Store for LocalStore {
     fn list_buckets(&self, _cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
         expect!(self.call(&Request::ListBuckets), Reply::Buckets(b) => b)
@@ -382,6 +420,14 @@ impl Store for LocalStore {
                     reader.read(&mut [0u8; 1]).map_err(lost)?;
                 }
                 let body: BoxedReader = Box::new(reader);
+                Ok(GetResponse { info, body, range })
+            }
+            Ok(Reply::GetFile { info, range, offset, length }) => {
+                let file = conn.reader.take_descriptor();
+                self.shared.give_back(conn);
+                let file = file.ok_or_else(|| lost(io::Error::other("the gateway passed no descriptor")))?;
+                let body: BoxedReader =
+                    Box::new(PassedFile { file: std::fs::File::from(file), offset, remaining: length });
                 Ok(GetResponse { info, body, range })
             }
             Ok(other) => Err(unexpected(other)),

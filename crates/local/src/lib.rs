@@ -8,6 +8,7 @@
 pub mod client;
 pub mod protocol;
 pub mod server;
+pub mod transport;
 
 pub use client::{LocalStore, socket_path};
 pub use server::{LocalSocket, Peers};

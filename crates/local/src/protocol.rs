@@ -14,7 +14,10 @@
 //!            server: frame Result<Digests, WireError>, reads the decision,
 //!                    then (digests Ok) frame Result<Reply, WireError>
 //!   GetObject: server: frame Result<Reply::Get, WireError>, then chunks and end
-//!              (a read error midway: abort, then frame WireError)
+//!              (a read error midway: abort, then frame WireError);
+//!              from version 2, for an object that is a stretch of one file of at least
+//!              DESCRIPTOR_MIN bytes: frame Reply::GetFile sent with the file's descriptor
+//!              (SCM_RIGHTS, read-only), and no chunks: the client reads the file itself
 //!   others:  server: frame Result<Reply, WireError>
 //! frame      u32 length (little endian), MessagePack bytes
 //! chunk      u32 length (1..=CHUNK), bytes; end = u32 0; abort = u32::MAX
@@ -32,7 +35,12 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 pub const MAGIC: &[u8; 8] = b"ISTHMUS\0";
 /// The protocol versions this build speaks.
 pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 1;
+pub const VERSION_MAX: u16 = 2;
+/// The first version whose GETs may answer with a descriptor (`Reply::GetFile`).
+pub const VERSION_DESCRIPTORS: u16 = 2;
+/// Objects smaller than this are sent in the reply even where descriptors may be passed: a
+/// few kilobytes cost less to copy than the client's extra system calls to read a file.
+pub const DESCRIPTOR_MIN: u64 = 256 << 10;
 /// The largest body chunk.
 pub const CHUNK: usize = 1 << 20;
 /// The largest frame (a listing page of 1,000 keys with their metadata fits many times over).
@@ -137,6 +145,14 @@ pub enum Reply {
         range: Option<(u64, u64)>,
         length: u64,
     },
+    /// A GetObject from version 2: the bytes are `length` bytes at `offset` of the read-only
+    /// descriptor passed with this frame.
+    GetFile {
+        info: ObjectInfo,
+        range: Option<(u64, u64)>,
+        offset: u64,
+        length: u64,
+    },
     Deleted(DeleteOutcome),
     Page(ListPage),
     UploadId(String),
@@ -165,9 +181,16 @@ impl From<WireError> for StoreError {
 
 /// Writes `value` as one frame.
 pub fn write_frame(w: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
-    let bytes = rmp_serde::to_vec_named(value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    w.write_all(&u32::try_from(bytes.len()).map_err(|_| too_large())?.to_le_bytes())?;
-    w.write_all(&bytes)
+    w.write_all(&frame_bytes(value)?)
+}
+
+/// `value` as one frame's bytes, its length first.
+pub fn frame_bytes(value: &impl Serialize) -> io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; 4];
+    rmp_serde::encode::write_named(&mut bytes, value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let length = u32::try_from(bytes.len() - 4).map_err(|_| too_large())?;
+    bytes[..4].copy_from_slice(&length.to_le_bytes());
+    Ok(bytes)
 }
 
 /// Reads one frame.

@@ -3,7 +3,7 @@
 //! engine is synchronous; a node-local door has tens of clients, bounded by `max_connections`),
 //! every call run with the request's Unix identity like the HTTP door's.
 
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -14,9 +14,10 @@ use isthmus_store::identity::init_request_thread;
 use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
 
 use crate::protocol::{
-    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, WireError, read_chunk_header, read_frame, read_u16,
-    write_abort, write_chunks, write_end, write_frame,
+    CHUNK, Chunk, DESCRIPTOR_MIN, MAGIC, Reply, Request, VERSION_DESCRIPTORS, VERSION_MAX, VERSION_MIN, WireError,
+    frame_bytes, read_chunk_header, read_frame, read_u16, write_abort, write_chunks, write_end, write_frame,
 };
+use crate::transport::{Inbox, send_with_descriptor, spin_from_env};
 
 /// Who a peer's uid acts as.
 pub trait Peers: Send + Sync {
@@ -41,6 +42,7 @@ impl<F: Fn(u32) -> Option<RequestContext> + Send + Sync> Peers for F {
 pub struct LocalSocket {
     listener: UnixListener,
     path: PathBuf,
+    pass_descriptors: bool,
 }
 
 impl LocalSocket {
@@ -64,7 +66,16 @@ impl LocalSocket {
         let listener = UnixListener::bind(path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("cannot open {} to local users: {e}", path.display()))?;
-        Ok(Self { listener, path: path.to_path_buf() })
+        Ok(Self { listener, path: path.to_path_buf(), pass_descriptors: true })
+    }
+
+    /// Whether GETs of objects that are one file (from `DESCRIPTOR_MIN` bytes) answer peers
+    /// that speak version 2 with a read-only descriptor of the file, which the peer reads
+    /// itself at the file system's speed (default); otherwise every body is sent through the
+    /// socket.
+    pub fn passing_descriptors(mut self, pass: bool) -> Self {
+        self.pass_descriptors = pass;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -79,13 +90,14 @@ impl LocalSocket {
         std::thread::Builder::new()
             .name("isthmus-local-accept".into())
             .spawn(move || {
+                let pass_descriptors = self.pass_descriptors;
                 let _socket = self;
                 for stream in listener.incoming() {
                     let Ok(stream) = stream else { continue };
                     let (store, peers, open) = (store.clone(), peers.clone(), open.clone());
                     let spawned = std::thread::Builder::new().name("isthmus-local".into()).spawn(move || {
                         let full = open.fetch_add(1, Ordering::SeqCst) >= max_connections;
-                        if let Err(err) = serve_connection(stream, &*store, &*peers, full) {
+                        if let Err(err) = serve_connection(stream, &*store, &*peers, full, pass_descriptors) {
                             tracing::debug!(error = %err, "local connection ended");
                         }
                         open.fetch_sub(1, Ordering::SeqCst);
@@ -113,12 +125,18 @@ fn refuse(writer: &mut impl Write, code: &str, message: String) -> io::Result<()
     writer.flush()
 }
 
-fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, full: bool) -> io::Result<()> {
+fn serve_connection(
+    stream: UnixStream,
+    store: &dyn Store,
+    peers: &dyn Peers,
+    full: bool,
+    pass_descriptors: bool,
+) -> io::Result<()> {
     let uid = rustix::net::sockopt::socket_peercred(&stream)?.uid.as_raw();
     // Room for a few chunks of a body in flight (best effort: the kernel caps it at
     // net.core.rmem_max).
     let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4 * CHUNK);
-    let mut reader = BufReader::with_capacity(CHUNK + 64, stream.try_clone()?);
+    let mut reader = Inbox::new(stream.try_clone()?, CHUNK + 64, spin_from_env());
     let mut writer = BufWriter::with_capacity(CHUNK + 64, stream);
     let mut magic = [0u8; 8];
     reader.read_exact(&mut magic)?;
@@ -127,6 +145,7 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, fu
         return Err(io::Error::new(io::ErrorKind::InvalidData, "not an Isthmus client"));
     }
     let version = if lowest <= VERSION_MAX && highest >= VERSION_MIN { highest.min(VERSION_MAX) } else { 0 };
+    let passes = pass_descriptors && version >= VERSION_DESCRIPTORS;
     writer.write_all(MAGIC)?;
     writer.write_all(&version.to_le_bytes())?;
     if version == 0 {
@@ -194,7 +213,7 @@ fn serve_connection(stream: UnixStream, store: &dyn Store, peers: &dyn Peers, fu
                 }
             }
         }
-        handle(store, cx, request, &mut reader, &mut writer)?;
+        handle(store, cx, request, &mut reader, &mut writer, passes)?;
         writer.flush()?;
     }
 }
@@ -221,7 +240,8 @@ fn handle(
     cx: &RequestContext,
     request: Request,
     reader: &mut (impl Read + Send),
-    writer: &mut impl Write,
+    writer: &mut BufWriter<UnixStream>,
+    passes: bool,
 ) -> io::Result<()> {
     let reply =
         |writer: &mut _, result: StoreResult<Reply>| write_frame(writer, &result.map_err(|e| WireError::from(&e)));
@@ -238,7 +258,7 @@ fn handle(
         Request::UploadPart { bucket, key, upload_id, request } => {
             receive_body(store.upload_part(cx, &bucket, &key, &upload_id, &request), reader, writer)
         }
-        Request::GetObject { bucket, key, request } => send_body(store, cx, (&bucket, &key), &request, writer),
+        Request::GetObject { bucket, key, request } => send_body(store, cx, (&bucket, &key), &request, writer, passes),
         Request::HeadObject { bucket, key, request } => {
             reply(writer, store.head_object(cx, &bucket, &key, &request).map(Reply::Info))
         }
@@ -384,13 +404,16 @@ fn refuse_body(err: &StoreError, reader: &mut impl Read, writer: &mut impl Write
 }
 
 /// A GET: the description, then the bytes in chunks; a read error midway breaks the body off
-/// and is reported after it.
+/// and is reported after it. With `passes`, a large object that is one file is answered with
+/// the file's descriptor instead: opened by the engine call, so with the request's identity
+/// and read-only; the peer may read this object, and the descriptor reaches nothing else.
 fn send_body(
     store: &dyn Store,
     cx: &RequestContext,
     (bucket, key): (&str, &str),
     request: &isthmus_store::GetRequest,
-    writer: &mut impl Write,
+    writer: &mut BufWriter<UnixStream>,
+    passes: bool,
 ) -> io::Result<()> {
     let response = match store.get_object(cx, bucket, key, request) {
         Ok(response) => response,
@@ -398,6 +421,14 @@ fn send_body(
     };
     let mut body = response.body;
     let length = body.remaining();
+    if passes
+        && length >= DESCRIPTOR_MIN
+        && let Some((file, offset)) = body.file()
+    {
+        let reply = Reply::GetFile { info: response.info, range: response.range, offset, length };
+        writer.flush()?;
+        return send_with_descriptor(writer.get_ref(), &frame_bytes(&Ok::<_, WireError>(reply))?, file);
+    }
     write_frame(writer, &Ok::<_, WireError>(Reply::Get { info: response.info, range: response.range, length }))?;
     let mut buf = vec![0u8; CHUNK.min(usize::try_from(length).unwrap_or(CHUNK)).max(1)];
     let mut left = length;

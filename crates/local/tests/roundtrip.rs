@@ -17,10 +17,15 @@ fn cx() -> RequestContext {
 
 /// A gateway-side socket in `dir` that serves every peer whose uid is `allowed` as `user`.
 fn serve(dir: &std::path::Path, allowed: u32) -> (std::path::PathBuf, Arc<dyn Store>) {
+    serve_passing(dir, allowed, true)
+}
+
+/// `serve`, passing descriptors for large GETs or not.
+fn serve_passing(dir: &std::path::Path, allowed: u32, pass: bool) -> (std::path::PathBuf, Arc<dyn Store>) {
     let store: Arc<dyn Store> =
         Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
     let path = dir.join("isthmus.sock");
-    let socket = LocalSocket::bind(&path).unwrap();
+    let socket = LocalSocket::bind(&path).unwrap().passing_descriptors(pass);
     let resolve = move |uid: u32| (uid == allowed).then(|| RequestContext::user("local-user", true));
     socket.serve(store.clone(), Arc::new(resolve), 8).unwrap();
     (path, store)
@@ -165,4 +170,92 @@ fn a_live_socket_is_not_taken_over_and_a_stale_one_is_replaced() {
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
     assert!(LocalSocket::bind(&file).err().unwrap().contains("not a socket"));
+}
+
+/// Reads a GET's whole body and says whether it came as a passed descriptor.
+fn read_get(local: &LocalStore, key: &str, request: &GetRequest) -> (Vec<u8>, bool) {
+    let response = local.get_object(&cx(), "bkt", key, request).unwrap();
+    let passed = response.body.file().is_some();
+    let mut body = Vec::new();
+    { response.body }.read_to_end(&mut body).unwrap();
+    (body, passed)
+}
+
+#[test]
+fn a_large_get_hands_over_a_read_only_descriptor_and_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve(dir.path(), me());
+    let local = LocalStore::connect(&path).unwrap();
+    local.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    let big: Vec<u8> = (0..(2 << 20) + 7).map(|i| (i % 249) as u8).collect();
+    local.put_bytes(&cx(), "bkt", "big", &big, PutRequest::default()).unwrap();
+    local.put_bytes(&cx(), "bkt", "small", b"small stays in the reply", PutRequest::default()).unwrap();
+
+    let (whole, passed) = read_get(&local, "big", &GetRequest::default());
+    assert!(passed, "a 2 MiB object that is one file is read through its descriptor");
+    assert_eq!(whole, big);
+    // A range: only its bytes, from the right offset.
+    let range = isthmus_store::ByteRange::FromTo { first: 1 << 20, last: Some((3 << 19) - 1) };
+    let (part, passed) = read_get(&local, "big", &GetRequest { range: Some(range), ..Default::default() });
+    assert!(passed);
+    assert_eq!(part, big[1 << 20..3 << 19]);
+    let (small, passed) = read_get(&local, "small", &GetRequest::default());
+    assert!(!passed, "small objects come in the reply");
+    assert_eq!(small, b"small stays in the reply");
+
+    // The descriptor reads and nothing more: writing through it is refused by the kernel.
+    let response = local.get_object(&cx(), "bkt", "big", &GetRequest::default()).unwrap();
+    let (file, _) = response.body.file().unwrap();
+    assert_eq!(rustix::io::write(file, b"overwrite"), Err(rustix::io::Errno::BADF));
+    drop(response);
+    assert_eq!(std::fs::read(dir.path().join("data/bkt/big")).unwrap(), big);
+
+    // A descriptor taken before the object is replaced still reads the object it was given.
+    let response = local.get_object(&cx(), "bkt", "big", &GetRequest::default()).unwrap();
+    local.put_bytes(&cx(), "bkt", "big", &vec![9u8; 3 << 20], PutRequest::default()).unwrap();
+    let mut old = Vec::new();
+    { response.body }.read_to_end(&mut old).unwrap();
+    assert_eq!(old, big);
+    // And the connection it came on serves the next calls.
+    assert_eq!(local.head_object(&cx(), "bkt", "big", &Default::default()).unwrap().size, 3 << 20);
+}
+
+#[test]
+fn without_descriptors_and_for_version_1_peers_bodies_come_through_the_socket() {
+    use isthmus_local::protocol::{self, Chunk, MAGIC, Reply, Request, WireError};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve_passing(dir.path(), me(), false);
+    let local = LocalStore::connect(&path).unwrap();
+    local.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    let big: Vec<u8> = (0..(1 << 20) + 3).map(|i| (i % 253) as u8).collect();
+    local.put_bytes(&cx(), "bkt", "big", &big, PutRequest::default()).unwrap();
+    let (body, passed) = read_get(&local, "big", &GetRequest::default());
+    assert!(!passed, "the gateway was told not to pass descriptors");
+    assert_eq!(body, big);
+
+    // A peer that speaks only version 1 gets chunks from a gateway that passes descriptors.
+    let dir2 = tempfile::tempdir().unwrap();
+    let (path2, store2) = serve(dir2.path(), me());
+    store2.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    store2.put_bytes(&cx(), "bkt", "big", &big, PutRequest::default()).unwrap();
+    let mut stream = std::os::unix::net::UnixStream::connect(&path2).unwrap();
+    stream.write_all(MAGIC).unwrap();
+    stream.write_all(&[1, 0, 1, 0]).unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut magic = [0u8; 8];
+    reader.read_exact(&mut magic).unwrap();
+    assert_eq!(protocol::read_u16(&mut reader).unwrap(), 1);
+    let _user: Result<String, WireError> = protocol::read_frame(&mut reader).unwrap();
+    let get = Request::GetObject { bucket: "bkt".into(), key: "big".into(), request: GetRequest::default() };
+    protocol::write_frame(&mut stream, &get).unwrap();
+    let reply: Result<Reply, WireError> = protocol::read_frame(&mut reader).unwrap();
+    assert!(matches!(reply, Ok(Reply::Get { length, .. }) if length == big.len() as u64), "{reply:?}");
+    let mut got = Vec::new();
+    while let Chunk::Data(n) = protocol::read_chunk_header(&mut reader).unwrap() {
+        let start = got.len();
+        got.resize(start + n, 0);
+        reader.read_exact(&mut got[start..]).unwrap();
+    }
+    assert_eq!(got, big);
 }

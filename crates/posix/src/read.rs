@@ -145,4 +145,9 @@ impl ObjectRead for PosixReader {
     fn remaining(&self) -> u64 {
         self.remaining
     }
+
+    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        use std::os::fd::AsFd;
+        Some((self.file.as_fd(), self.offset))
+    }
 }

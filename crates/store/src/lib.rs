@@ -193,6 +193,14 @@ pub struct ListPage {
 pub trait ObjectRead: Read + Send + Sync {
     /// Bytes left to read.
     fn remaining(&self) -> u64;
+
+    /// The open file these bytes are read from, and the offset of the next one, when the object
+    /// is exactly a stretch of one file (the local door passes such a descriptor to its peer,
+    /// which then reads the file itself). `None` (the default) for anything else: a reader
+    /// that assembles, decodes or transforms its bytes must not name a file.
+    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        None
+    }
 }
 
 /// An object being written. Nothing is visible until `commit`; dropping it without commit
