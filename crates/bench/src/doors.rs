@@ -155,6 +155,7 @@ pub fn socket_bounds(rows: &[DoorRow]) -> Vec<String> {
     };
     let mut lines = Vec::new();
     let mut worker_counts: Vec<usize> = rows.iter().map(|r| r.workers).collect();
+    worker_counts.sort_unstable();
     worker_counts.dedup();
     for workers in worker_counts {
         let echo = find("echo", ECHO, workers);
