@@ -335,7 +335,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 
 /// Runs one probe, saying what runs.
 fn measure(probe: &Probe, workers: usize, duration: Duration) -> Result<DoorRow, String> {
-    let _progress = crate::bench::announce(
+    let _progress = crate::bench_setup::announce(
         format!(
             "{} {} through {}, {workers} workers",
             probe.op,
