@@ -136,7 +136,7 @@ fn serve_connection(
     // Room for a few chunks of a body in flight (best effort: the kernel caps it at
     // net.core.rmem_max).
     let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4 * CHUNK);
-    let mut reader = Inbox::new(stream.try_clone()?, CHUNK + 64, spin_from_env());
+    let mut reader = Inbox::refusing_descriptors(stream.try_clone()?, CHUNK + 64, spin_from_env());
     let mut writer = BufWriter::with_capacity(CHUNK + 64, stream);
     let mut magic = [0u8; 8];
     reader.read_exact(&mut magic)?;

@@ -74,6 +74,9 @@ pub struct Inbox {
     start: usize,
     end: usize,
     descriptors: VecDeque<OwnedFd>,
+    /// Whether received descriptors are kept for `take_descriptor` (a client, from its
+    /// gateway) or closed at once (the gateway: a peer must not fill its descriptor table).
+    keeps_descriptors: bool,
     spin: Duration,
     /// Waits to skip spinning after the last fruitless spin, and how many the next one skips.
     skip: u32,
@@ -84,13 +87,24 @@ pub struct Inbox {
 const MAX_BACKOFF: u32 = 64;
 
 impl Inbox {
+    /// A client's inbox: descriptors its gateway passes are kept for `take_descriptor`.
     pub fn new(stream: UnixStream, capacity: usize, spin: Duration) -> Self {
+        Self::with_descriptors(stream, capacity, spin, true)
+    }
+
+    /// The gateway's inbox: any descriptor a peer sends is closed as it arrives.
+    pub fn refusing_descriptors(stream: UnixStream, capacity: usize, spin: Duration) -> Self {
+        Self::with_descriptors(stream, capacity, spin, false)
+    }
+
+    fn with_descriptors(stream: UnixStream, capacity: usize, spin: Duration, keeps_descriptors: bool) -> Self {
         Self {
             stream,
             buf: vec![0u8; capacity.max(64)].into_boxed_slice(),
             start: 0,
             end: 0,
             descriptors: VecDeque::new(),
+            keeps_descriptors,
             spin,
             skip: 0,
             backoff: 0,
@@ -116,7 +130,7 @@ impl Inbox {
         {
             let deadline = Instant::now() + self.spin;
             loop {
-                match receive(&self.stream, &mut self.descriptors, into, RecvFlags::DONTWAIT) {
+                match self.receive(into, RecvFlags::DONTWAIT) {
                     Err(Errno::WOULDBLOCK | Errno::INTR) => {}
                     other => {
                         self.backoff = 0;
@@ -132,7 +146,7 @@ impl Inbox {
             self.skip = self.backoff;
         }
         loop {
-            match receive(&self.stream, &mut self.descriptors, into, RecvFlags::empty()) {
+            match self.receive(into, RecvFlags::empty()) {
                 Err(Errno::INTR) => {}
                 other => return other.map_err(io::Error::from),
             }
@@ -140,24 +154,29 @@ impl Inbox {
     }
 }
 
-/// One `recvmsg` into `into`; descriptors that came with the bytes go to `descriptors`
-/// (close-on-exec).
-fn receive(
-    stream: &UnixStream,
-    descriptors: &mut VecDeque<OwnedFd>,
-    into: &mut [u8],
-    flags: RecvFlags,
-) -> Result<usize, Errno> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(DESCRIPTORS_PER_RECEIVE))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let received =
-        rustix::net::recvmsg(stream, &mut [IoSliceMut::new(into)], &mut control, flags | RecvFlags::CMSG_CLOEXEC)?;
-    for message in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(passed) = message {
-            descriptors.extend(passed);
+impl Inbox {
+    /// One `recvmsg` into `into`; descriptors that came with the bytes (close-on-exec) are
+    /// kept or closed, as this inbox does.
+    fn receive(&mut self, into: &mut [u8], flags: RecvFlags) -> Result<usize, Errno> {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(DESCRIPTORS_PER_RECEIVE))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let received = rustix::net::recvmsg(
+            &self.stream,
+            &mut [IoSliceMut::new(into)],
+            &mut control,
+            flags | RecvFlags::CMSG_CLOEXEC,
+        )?;
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(passed) = message {
+                if self.keeps_descriptors {
+                    self.descriptors.extend(passed);
+                } else {
+                    passed.for_each(drop);
+                }
+            }
         }
+        Ok(received.bytes)
     }
-    Ok(received.bytes)
 }
 
 impl Read for Inbox {

@@ -1,7 +1,7 @@
 //! The local door end to end in one process: a real socket, a real `PosixStore` behind it, the
 //! client as a `Store`. Peers are told apart by uid (this process's own).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::sync::Arc;
 
 use isthmus_access::Authorized;
@@ -258,4 +258,47 @@ fn without_descriptors_and_for_version_1_peers_bodies_come_through_the_socket() 
         reader.read_exact(&mut got[start..]).unwrap();
     }
     assert_eq!(got, big);
+}
+
+/// This process's open descriptors.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[test]
+fn descriptors_a_peer_sends_the_gateway_are_closed_not_kept() {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsFd;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = serve(dir.path(), me());
+    let local = LocalStore::connect(&path).unwrap();
+    local.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    // A hostile peer: a valid handshake, then bytes that each carry descriptors.
+    let stream = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    (&stream).write_all(isthmus_local::protocol::MAGIC).unwrap();
+    (&stream).write_all(&[1, 0, 2, 0]).unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut greeting = [0u8; 10];
+    reader.read_exact(&mut greeting).unwrap();
+    let _user: Result<String, isthmus_local::protocol::WireError> =
+        isthmus_local::protocol::read_frame(&mut reader).unwrap();
+    let file = tempfile::tempfile().unwrap();
+    let before = open_descriptors();
+    // A frame announced large, whose bytes then come one at a time, each with descriptors.
+    (&stream).write_all(&(32u32 << 20).to_le_bytes()).unwrap();
+    for _ in 0..500 {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let fds = [file.as_fd(), file.as_fd(), file.as_fd(), file.as_fd()];
+        assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(&stream, &[std::io::IoSlice::new(&[0])], &mut control, SendFlags::NOSIGNAL).unwrap();
+    }
+    // The other client's calls still work, and the gateway (this process) holds none of the
+    // 2,000 descriptors sent (a few of the last receive may be open at the moment of counting).
+    local.put_bytes(&cx(), "bkt", "after", b"still served", PutRequest::default()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let after = open_descriptors();
+    assert!(after < before + 16, "the gateway kept descriptors a peer sent: {before} -> {after}");
+    drop(stream);
 }
