@@ -22,6 +22,7 @@ use crate::protocol::{
     write_chunks, write_end, write_frame,
 };
 use crate::transport::{Inbox, spin_from_env};
+use isthmus_store::file_stretch::FileStretch;
 
 /// The socket path of a `unix:` address (`unix:///run/isthmus.sock` or `unix:/run/isthmus.sock`).
 pub fn socket_path(address: &str) -> Option<PathBuf> {
@@ -325,41 +326,6 @@ impl ObjectRead for LocalReader {
     }
 }
 
-/// A GET body read from the descriptor the gateway passed: the object's file, read here.
-struct PassedFile {
-    file: std::fs::File,
-    offset: u64,
-    remaining: u64,
-}
-
-impl Read for PassedFile {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = self.file.read_at(&mut buf[..want], self.offset)?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the object became shorter while it was read"));
-        }
-        self.offset += n as u64;
-        self.remaining -= n as u64;
-        Ok(n)
-    }
-}
-
-impl ObjectRead for PassedFile {
-    fn remaining(&self) -> u64 {
-        self.remaining
-    }
-
-    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
-        use std::os::fd::AsFd;
-        Some((self.file.as_fd(), self.offset))
-    }
-}
-
 impl Store for LocalStore {
     fn list_buckets(&self, _cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
         expect!(self.call(&Request::ListBuckets), Reply::Buckets(b) => b)
@@ -426,8 +392,7 @@ impl Store for LocalStore {
                 let file = conn.reader.take_descriptor();
                 self.shared.give_back(conn);
                 let file = file.ok_or_else(|| lost(io::Error::other("the gateway passed no descriptor")))?;
-                let body: BoxedReader =
-                    Box::new(PassedFile { file: std::fs::File::from(file), offset, remaining: length });
+                let body: BoxedReader = Box::new(FileStretch::new(std::fs::File::from(file), offset, length));
                 Ok(GetResponse { info, body, range })
             }
             Ok(other) => Err(unexpected(other)),

@@ -1,12 +1,10 @@
 //! The read path of a `PosixStore`: HEAD and GET with conditions, ranges, part numbers and
-//! versions, and the reader that streams an object's bytes.
+//! versions; an object's bytes are a stretch of its file (`FileStretch`).
 
 use std::fs::File;
-use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{AtFlags, FileType, StatxFlags};
-use rustix::io::Errno;
 
 use super::current::{current_record, object_info, open_object};
 use super::head_cache::Stamp;
@@ -14,7 +12,7 @@ use super::versions::head_version;
 use super::{OpenBucket, PosixStore};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::{GetRequest, GetResponse, HeadRequest, MetadataMode, ObjectInfo, ObjectRead, RequestContext};
+use isthmus_store::{GetRequest, GetResponse, HeadRequest, MetadataMode, ObjectInfo, RequestContext};
 
 impl PosixStore {
     pub(super) fn read_object(
@@ -38,7 +36,7 @@ impl PosixStore {
             Some((first, last)) => (first, last - first + 1),
         };
         let file = File::from(fd);
-        Ok(GetResponse { info, body: Box::new(PosixReader { file, offset, remaining }), range })
+        Ok(GetResponse { info, body: Box::new(PosixReader::new(file, offset, remaining)), range })
     }
 
     pub(super) fn describe_object(
@@ -112,42 +110,5 @@ fn keeps_descriptions(open: &OpenBucket, path: &ObjectPath<'_>, version_id: Opti
     open.metadata == MetadataMode::Xattr && open.versioning.is_none() && version_id.is_none() && !path.is_dir()
 }
 
-/// Reads an object's bytes from an offset, up to a limit.
-pub struct PosixReader {
-    file: File,
-    offset: u64,
-    remaining: u64,
-}
-
-impl Read for PosixReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = loop {
-            match rustix::io::pread(&self.file, &mut buf[..want], self.offset) {
-                Err(Errno::INTR) => continue,
-                other => break other?,
-            }
-        };
-        if n == 0 {
-            // The file shrank under us (a POSIX writer truncated it).
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "object was truncated while being read"));
-        }
-        self.offset += n as u64;
-        self.remaining -= n as u64;
-        Ok(n)
-    }
-}
-
-impl ObjectRead for PosixReader {
-    fn remaining(&self) -> u64 {
-        self.remaining
-    }
-
-    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
-        use std::os::fd::AsFd;
-        Some((self.file.as_fd(), self.offset))
-    }
-}
+/// Reads an object's bytes from an offset, up to a limit: a stretch of its file.
+pub type PosixReader = isthmus_store::file_stretch::FileStretch;

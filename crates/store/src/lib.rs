@@ -17,6 +17,7 @@ pub mod context;
 pub mod door;
 pub mod error;
 pub mod facts;
+pub mod file_stretch;
 pub mod identity;
 pub mod key;
 pub mod multipart;
