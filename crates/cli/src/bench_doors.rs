@@ -21,15 +21,10 @@ use isthmus_posix::StoreOptions;
 use isthmus_store::acl::{Acl, CannedAcl};
 use isthmus_store::{BucketSettings, Durability, RequestContext};
 
-use crate::bench_setup::{BenchArgs, SpawnedProcess};
+use crate::bench_setup::{BenchArgs, SpawnedProcess, free_address};
 
 /// The size of an echo message: about a HEAD request's frame.
 const ECHO_MESSAGE: usize = 64;
-
-/// A free TCP port on 127.0.0.1.
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).map_err(|e| e.to_string())
-}
 
 /// Waits until `ready` holds (up to 10 s).
 fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
@@ -54,7 +49,7 @@ struct Gateway {
 }
 
 fn start_gateway(root: &Path, work: &Path, durability: Durability) -> Result<Gateway, String> {
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse().map_err(|e| format!("{e}"))?;
+    let address = free_address()?;
     let socket = work.join("gateway.sock");
     let user = isthmus_s3::User::generate("bench");
     let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
@@ -100,7 +95,7 @@ fn find_nginx() -> Option<PathBuf> {
 /// nginx serving `root` as static files on a free port (the same files the gateway serves:
 /// `/bucket/key` is the object's path under the root), or why not.
 fn start_nginx(nginx: &Path, root: &Path, work: &Path) -> Result<(SpawnedProcess, SocketAddr), String> {
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse().map_err(|e| format!("{e}"))?;
+    let address = free_address()?;
     let dir = work.join("nginx");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     // Workers run as root when the bench does (the data root is private to this user); as
@@ -159,9 +154,13 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let objects = args.objects.unwrap_or(1000).max(1);
     let base = args.baseline.clone().unwrap_or_else(|| PathBuf::from("."));
     std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
-    let root_dir = tempfile_dir(&base)?;
-    let work_dir = tempfile_dir(&std::env::temp_dir())?;
-    let (root, work) = (root_dir.0.clone(), work_dir.0.clone());
+    let temporary = |parent: &Path| {
+        let dir = tempfile::Builder::new().prefix(".isthmus-bench-doors-").tempdir_in(parent);
+        dir.map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))
+    };
+    let (root_dir, work_dir) = (temporary(&base)?, temporary(&std::env::temp_dir())?);
+    let root = std::fs::canonicalize(root_dir.path()).map_err(|e| e.to_string())?;
+    let work = work_dir.path().to_path_buf();
     eprintln!(
         "doors: {objects} objects of {} and one of {} in {}; for each of {:?} workers, {:?} per door and op \
          (HEAD and GET through 6 doors, an echo), then the large object read and written once per door",
@@ -251,52 +250,18 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if bulk_size > 0 {
         let bulk_keys = Arc::new(bulk_keys);
         let data = Arc::new(isthmus_bench::workload::payload(bulk_size));
-        let bulk = [
-            probe("get", doors::OPEN_READ, bulk_size, None, on(&posix, TargetOp::Get, &bulk_keys, &no_data)),
-            probe(
-                "get",
-                doors::IN_PROCESS,
-                bulk_size,
-                Some(doors::OPEN_READ),
-                on(&engine, TargetOp::Get, &bulk_keys, &no_data),
-            ),
-            probe(
-                "get",
-                doors::LOCAL_SOCKET,
-                bulk_size,
-                Some(doors::OPEN_READ),
-                on(&socket, TargetOp::Get, &bulk_keys, &no_data),
-            ),
-            probe(
-                "get",
-                doors::HTTP_SIGNED,
-                bulk_size,
-                Some(doors::OPEN_READ),
-                on(&http, TargetOp::Get, &bulk_keys, &no_data),
-            ),
-            probe("put", doors::WRITE_RENAME, bulk_size, None, on(&posix, TargetOp::Put, &bulk_keys, &data)),
-            probe(
-                "put",
-                doors::IN_PROCESS,
-                bulk_size,
-                Some(doors::WRITE_RENAME),
-                on(&engine, TargetOp::Put, &bulk_keys, &data),
-            ),
-            probe(
-                "put",
-                doors::LOCAL_SOCKET,
-                bulk_size,
-                Some(doors::WRITE_RENAME),
-                on(&socket, TargetOp::Put, &bulk_keys, &data),
-            ),
-            probe(
-                "put",
-                doors::HTTP_SIGNED,
-                bulk_size,
-                Some(doors::WRITE_RENAME),
-                on(&http, TargetOp::Put, &bulk_keys, &data),
-            ),
-        ];
+        // Per op: the raw POSIX ceiling, then the doors beside it.
+        let mut bulk = Vec::new();
+        for (op, target_op, ceiling, body) in
+            [("get", TargetOp::Get, doors::OPEN_READ, &no_data), ("put", TargetOp::Put, doors::WRITE_RENAME, &data)]
+        {
+            bulk.push(probe(op, ceiling, bulk_size, None, on(&posix, target_op, &bulk_keys, body)));
+            for (door, target) in
+                [(doors::IN_PROCESS, &engine), (doors::LOCAL_SOCKET, &socket), (doors::HTTP_SIGNED, &http)]
+            {
+                bulk.push(probe(op, door, bulk_size, Some(ceiling), on(target, target_op, &bulk_keys, body)));
+            }
+        }
         for probe in &bulk {
             rows.push(measure(probe, 1, args.duration)?);
         }
@@ -345,23 +310,4 @@ fn measure(probe: &Probe, workers: usize, duration: Duration) -> Result<DoorRow,
         None,
     );
     doors::measure(probe, workers, duration).map_err(|e| format!("{} {}: {e}", probe.op, probe.door))
-}
-
-/// A new directory under `parent`, removed (with what is in it) when dropped.
-struct TempDir(PathBuf);
-
-fn tempfile_dir(parent: &Path) -> Result<TempDir, String> {
-    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = format!(".isthmus-bench-doors-{}-{made}", std::process::id());
-    let path = parent.join(name);
-    std::fs::create_dir(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let path = std::fs::canonicalize(&path).map_err(|e| e.to_string())?;
-    Ok(TempDir(path))
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

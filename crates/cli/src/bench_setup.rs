@@ -204,12 +204,16 @@ impl Drop for SpawnedProcess {
     }
 }
 
+/// A free TCP address on 127.0.0.1 for a server the bench starts.
+pub(crate) fn free_address() -> Result<std::net::SocketAddr, String> {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())
+}
+
 pub(crate) fn spawn_gateway(
     root: &PathBuf,
     durability: Durability,
 ) -> Result<(SpawnedProcess, String, String, String), String> {
-    let port =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let port = free_address()?.port();
     let user = isthmus_s3::User::generate("bench");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let child = Command::new(exe)
