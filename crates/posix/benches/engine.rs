@@ -7,7 +7,6 @@ use std::hint::black_box;
 use std::io::Read;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use isthmus_posix::meta::MetaRecord;
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::key::ObjectPath;
 use isthmus_store::{Durability, GetRequest, PutRequest, Store};
@@ -45,7 +44,7 @@ fn metadata(c: &mut Criterion) {
         })
         .expect("the metadata record is an xattr on this file system");
     c.bench_function("metadata/decode", |b| {
-        b.iter(|| serde_json::from_slice::<MetaRecord>(black_box(&bytes)).unwrap())
+        b.iter(|| isthmus_posix::meta_codec::decode(black_box(&bytes)).unwrap())
     });
     c.bench_function("metadata/fgetxattr", |b| {
         let mut buf = [0u8; 4096];

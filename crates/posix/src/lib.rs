@@ -13,6 +13,7 @@ mod head_cache;
 pub(crate) mod list;
 mod locks;
 pub mod meta;
+pub mod meta_codec;
 pub mod multipart;
 mod options;
 pub(crate) mod read;

@@ -78,13 +78,13 @@ impl MetaStore<'_> {
             MetadataMode::Xattr => read_xattr(file)?,
             MetadataMode::Auto => read_xattr(file).or_else(|| self.read_sidecar(key))?,
         };
-        serde_json::from_slice(&bytes).ok()
+        crate::meta_codec::decode(&bytes)
     }
 
     /// Stores `record` for the object open as `file`. In auto mode a file system without
     /// xattr support falls back to the sidecar.
     pub fn save(&self, file: BorrowedFd<'_>, key: &str, record: &MetaRecord) -> StoreResult<()> {
-        let bytes = serde_json::to_vec(record).expect("metadata serializes");
+        let bytes = crate::meta_codec::encode(record);
         match self.mode {
             MetadataMode::Sidecar => self.write_sidecar(key, &bytes),
             MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty())?),
