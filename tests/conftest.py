@@ -34,6 +34,33 @@ def wait_until(predicate, timeout=10.0):
     return predicate()
 
 
+def staged_files(bucket_dir, pid=None, with_data=False):
+    """Writes in progress (or left behind) in a bucket: files in its staging area (file systems
+    without unnamed files), hidden `.isthmus.tmp*` names beside the objects, and, given the
+    gateway's `pid`, the unnamed (O_TMPFILE) files it holds open there, which Linux names
+    `<directory>/#<inode> (deleted)`. `with_data`: only those with bytes in them."""
+    bucket_dir = Path(os.path.realpath(bucket_dir))
+    staging = bucket_dir / ".isthmus" / "tmp"
+    named = (list(staging.iterdir()) if staging.exists() else []) + list(bucket_dir.rglob(".isthmus.tmp*"))
+    candidates = [(str(p), str(p)) for p in named]
+    for fd in os.listdir(f"/proc/{pid}/fd") if pid else []:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"{bucket_dir}/") and "/#" in target and target.endswith(" (deleted)"):
+            candidates.append((target, f"/proc/{pid}/fd/{fd}"))
+    found = []
+    for name, path in candidates:
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            continue
+        if size > 0 or not with_data:
+            found.append(name)
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import Server, make_client, wait_until
+from conftest import Server, make_client, staged_files, wait_until
 
 MiB = 1024 * 1024
 
@@ -50,11 +50,14 @@ def test_kill_during_put_keeps_the_old_version(tmp_path):
     chunk = os.urandom(MiB)
     for _ in range(8):  # 8 of 64 MiB, then the server dies mid-upload
         conn.send(chunk)
-    assert wait_until(lambda: any(p.stat().st_size > 0 for p in (root / "crash/.isthmus/tmp").iterdir()))
+    # The new bytes are staged in an unnamed file (O_TMPFILE) in the object's directory: the
+    # gateway holds it open, no name in the tree shows it.
+    assert wait_until(lambda: staged_files(root / "crash", srv.proc.pid, with_data=True))
     kill(srv)
     conn.close()
     assert (root / "crash/obj").read_bytes() == b"version one"
-    assert leftovers(root, "crash"), "the killed writer left its temporary file"
+    assert sorted(p.name for p in (root / "crash").iterdir()) == [".isthmus", "obj"]
+    assert leftovers(root, "crash") == [], "a killed writer of an unnamed file leaves nothing"
     srv = Server(root)
     try:
         s3 = make_client(srv.endpoint)

@@ -9,6 +9,8 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from conftest import staged_files
+
 
 def code(excinfo):
     return excinfo.value.response["Error"]["Code"]
@@ -192,7 +194,7 @@ def test_concurrent_writers_leave_one_whole_version(s3, bucket, server):
     body = got["Body"].read()
     assert body in payloads
     assert got["ETag"] == '"%s"' % hashlib.md5(body).hexdigest()
-    assert list((server.root / bucket / ".isthmus" / "tmp").iterdir()) == []
+    assert staged_files(server.root / bucket, server.proc.pid) == []
 
 
 def test_presigned_urls(s3, bucket):

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import Server, make_client
+from conftest import Server, make_client, staged_files
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_disk_full_is_insufficient_storage_and_leaves_nothing(small_fs):
                 break
         assert code == ("InsufficientStorage", 507), code
         assert 0 < stored < 20
-        assert list((srv.root / "full/.isthmus/tmp").iterdir()) == []
+        assert staged_files(srv.root / "full", srv.proc.pid) == []
         assert not (srv.root / f"full/blob{stored}").exists()
         # Reads keep working, and freeing space lets writes through again.
         assert s3.get_object(Bucket="full", Key="first")["Body"].read() == b"kept"
@@ -65,6 +65,6 @@ def test_unwritable_directory_is_access_denied(server, s3, bucket):
         assert e.value.response["Error"]["Code"] == "AccessDenied"
         assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
         assert s3.get_object(Bucket=bucket, Key="existing")["Body"].read() == b"readable"
-        assert list((target / ".isthmus" / "tmp").iterdir()) == []
+        assert staged_files(target, server.proc.pid) == []
     finally:
         subprocess.run(["chattr", "-i", str(target)], check=True)

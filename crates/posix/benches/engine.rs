@@ -43,9 +43,7 @@ fn metadata(c: &mut Criterion) {
             buf
         })
         .expect("the metadata record is an xattr on this file system");
-    c.bench_function("metadata/decode", |b| {
-        b.iter(|| isthmus_posix::meta_codec::decode(black_box(&bytes)).unwrap())
-    });
+    c.bench_function("metadata/decode", |b| b.iter(|| isthmus_posix::meta_codec::decode(black_box(&bytes)).unwrap()));
     c.bench_function("metadata/fgetxattr", |b| {
         let mut buf = [0u8; 4096];
         b.iter(|| rustix::fs::fgetxattr(&file, isthmus_posix::meta::XATTR_NAME, &mut buf).unwrap())

@@ -251,8 +251,11 @@ mod tests {
         let mut long_type = plain(EMPTY_ETAG);
         long_type.meta.content_type = Some("application/vnd.openxmlformats-officedocument.spreadsheetml".into());
         let mut composite = plain(EMPTY_ETAG);
-        composite.checksum =
-            Some(Checksum { algorithm: ChecksumAlgorithm::Crc32, value: "AAAAAA==-2".into(), kind: ChecksumType::Composite });
+        composite.checksum = Some(Checksum {
+            algorithm: ChecksumAlgorithm::Crc32,
+            value: "AAAAAA==-2".into(),
+            kind: ChecksumType::Composite,
+        });
         let mut not_canonical_base64 = plain(EMPTY_ETAG);
         not_canonical_base64.checksum = Some(checksum(ChecksumAlgorithm::Crc32, "NSRBwh=="));
         let records = [user, versioned, long_type, composite, not_canonical_base64, plain("ABCDEF")];
@@ -272,7 +275,19 @@ mod tests {
         let mut unknown_field = good.clone();
         unknown_field.push(9);
         let mut huge_length = good.clone();
-        huge_length.extend_from_slice(&[FIELD_CONTENT_TYPE, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        huge_length.extend_from_slice(&[
+            FIELD_CONTENT_TYPE,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x01,
+        ]);
         let mut overlong_varint = vec![COMPACT_V1, ETAG_MD5];
         overlong_varint.extend_from_slice(&[0u8; 16]);
         overlong_varint.extend_from_slice(&[0xff; 11]);

@@ -18,7 +18,6 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use super::completed;
-use super::file_ops::copy_file_contents;
 use super::locks::FileLock;
 use super::staging::StagedFile;
 use super::{PosixStore, modified};
@@ -384,7 +383,6 @@ impl PosixStore {
         request.meta = record.meta;
         request.checksum_algorithm = None;
         let mut writer = self.new_writer(bucket, key, request)?;
-        let mut offset = 0u64;
         for (info, name) in &chosen {
             let part = rustix::fs::openat(
                 &dir,
@@ -392,10 +390,8 @@ impl PosixStore {
                 OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
                 Mode::empty(),
             )?;
-            copy_file_contents(part.as_fd(), writer.staged.file.as_fd(), offset, info.size)?;
-            offset += info.size;
+            writer.append_copy(part.as_fd(), info.size)?;
         }
-        writer.staged.written = offset;
         writer.known_etag = Some(etag);
         writer.known_checksum = checksum;
         writer.known_parts = run_lengths(chosen.iter().map(|(info, _)| info.size));

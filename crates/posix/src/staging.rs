@@ -1,13 +1,17 @@
 //! Staged files: a temporary file on the object's file system, hashed (MD5) as it is written,
 //! renamed (or linked) into place when complete, and removed if dropped before.
 //!
-//! Two places to stage: the bucket's hidden staging directory (the gateway acting as itself),
-//! or, for a request with a Unix identity, the object's own directory (or its nearest existing
-//! ancestor): there the kernel checks the user's right to create a file where the object will
-//! be, the file gets the directory's inherited properties (default ACLs, set-gid group, project
-//! quota, Lustre striping) and the user's umask. That file is unnamed (`O_TMPFILE`) until it is
-//! linked into place, so a writer that dies leaves nothing; on file systems without
-//! `O_TMPFILE` it is a hidden `.isthmus.tmp.*` name in that directory, never listed.
+//! Where a write is staged: in the object's own directory (or its nearest existing ancestor),
+//! unnamed (`O_TMPFILE`) until it is linked into place, so a writer that dies leaves nothing.
+//! There the kernel checks a user's right to create a file where the object will be, the file
+//! gets the directory's inherited properties (default ACLs, set-gid group, project quota,
+//! Lustre striping) and the user's umask, and a new key costs one link in its directory: no
+//! rename from another directory, which ext4 serializes file-system wide (measured with two
+//! writers: 1,150 µs per create through a shared staging directory, 570 µs unnamed, 615 µs for
+//! a plain `open(O_CREAT)`). Where the file system has no `O_TMPFILE`, a request with a Unix
+//! identity stages under a hidden `.isthmus.tmp.*` name in that directory (never listed), and
+//! the gateway acting as itself in the bucket's hidden staging directory, whose leftovers are
+//! cleaned at start.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -61,9 +65,18 @@ impl StagedFile {
 
     /// Creates a new, empty file for an object whose directory is (or is beneath) `dir`, with
     /// the calling thread's identity and umask: unnamed where the file system supports it,
-    /// else under a hidden name. (One file system without `O_TMPFILE` turns unnamed files off
-    /// for the process: hidden names work everywhere.)
+    /// else under a hidden name.
     pub(crate) fn create_in_target(dir: OwnedFd) -> StoreResult<Self> {
+        match Self::create_unnamed(dir)? {
+            Ok(staged) => Ok(staged),
+            Err(dir) => Self::create_named(dir, hidden_name()),
+        }
+    }
+
+    /// Creates a new, empty, unnamed (`O_TMPFILE`) file in `dir`; gives `dir` back when the
+    /// file system has no unnamed files or `/proc` is missing to link one. (One file system
+    /// without `O_TMPFILE` turns unnamed files off for the process.)
+    pub(crate) fn create_unnamed(dir: OwnedFd) -> StoreResult<Result<Self, OwnedFd>> {
         use std::sync::atomic::{AtomicBool, Ordering};
         static UNNAMED_UNSUPPORTED: AtomicBool = AtomicBool::new(false);
         static PROC_FDS_PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -71,14 +84,21 @@ impl StagedFile {
         if linkable && !UNNAMED_UNSUPPORTED.load(Ordering::Relaxed) {
             let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
             match rustix::fs::openat(&dir, ".", flags, Mode::from_raw_mode(0o666)) {
-                Ok(file) => return Ok(Self::staged(dir, None, file)),
+                Ok(file) => return Ok(Ok(Self::staged(dir, None, file))),
                 Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
                     UNNAMED_UNSUPPORTED.store(true, Ordering::Relaxed);
                 }
                 Err(err) => return Err(err.into()),
             }
         }
-        Self::create_named(dir, hidden_name())
+        Ok(Err(dir))
+    }
+
+    /// Nothing to stage: a directory object has no bytes (its writer refuses any), so no file
+    /// is made for it. `dir` stands in for the file; it is never written, renamed or removed.
+    pub(crate) fn for_directory(dir: BorrowedFd<'_>) -> StoreResult<Self> {
+        let file = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+        Ok(Self::staged(rustix::io::fcntl_dupfd_cloexec(dir, 0)?, None, file))
     }
 
     fn staged(dir: OwnedFd, name: Option<String>, file: OwnedFd) -> Self {
@@ -191,16 +211,18 @@ impl StagedFile {
     }
 
     /// Renames the file to `leaf` in `parent`; after success nothing is removed on drop. An
-    /// unnamed file is linked: straight to `leaf` when it must not replace anything, else to a
-    /// hidden name that is then renamed over `leaf` (a link cannot replace).
+    /// unnamed file is linked straight to `leaf` (a new key: one directory operation); where
+    /// `leaf` exists and may be replaced, it is linked to a hidden name that is then renamed
+    /// over `leaf` (a link cannot replace).
     pub(crate) fn rename_into(&mut self, parent: BorrowedFd<'_>, leaf: &str, flags: RenameFlags) -> Result<(), Errno> {
         if self.unnamed {
             let fd_path = format!("{PROC_FDS}/{}", std::os::fd::AsRawFd::as_raw_fd(&self.file));
             let link = |name: &str| {
                 rustix::fs::linkat(rustix::fs::CWD, fd_path.as_str(), parent, name, AtFlags::SYMLINK_FOLLOW)
             };
-            if flags.contains(RenameFlags::NOREPLACE) {
-                return link(leaf);
+            match link(leaf) {
+                Err(Errno::EXIST) if !flags.contains(RenameFlags::NOREPLACE) => {}
+                done => return done,
             }
             let hidden = hidden_name();
             link(&hidden)?;

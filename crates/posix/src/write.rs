@@ -2,7 +2,7 @@
 //! rename, fsync parent; conditional writes serialised per key; deletes that take empty parent
 //! directories with them; server-side copies and tag updates.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
@@ -97,10 +97,7 @@ impl PosixWriter {
 
     fn commit_dir_object(mut self, path: &ObjectPath<'_>) -> StoreResult<ObjectInfo> {
         if self.staged.written > 0 {
-            return Err(StoreError::InvalidKey(format!(
-                "{:?}: a key ending in '/' is a directory and cannot hold data",
-                path.key()
-            )));
+            return Err(directory_with_data(path.key()));
         }
         let dir = match create_dirs_beneath(self.bucket.fd.as_fd(), &path.relative(), self.strict) {
             Ok(fd) => fd,
@@ -157,8 +154,24 @@ impl PosixWriter {
     }
 }
 
+impl PosixWriter {
+    /// Appends the first `len` bytes of `src` to the new object (a copy's source, a multipart
+    /// upload's parts), without hashing them: the caller knows the ETag.
+    pub(crate) fn append_copy(&mut self, src: BorrowedFd<'_>, len: u64) -> StoreResult<()> {
+        if self.key.ends_with('/') && len > 0 {
+            return Err(directory_with_data(&self.key));
+        }
+        copy_file_contents(src, self.staged.file.as_fd(), self.staged.written, len)?;
+        self.staged.written += len;
+        Ok(())
+    }
+}
+
 impl ObjectWrite for PosixWriter {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
+        if self.key.ends_with('/') && !bytes.is_empty() {
+            return Err(directory_with_data(&self.key));
+        }
         self.staged.write_all(bytes)
     }
 
@@ -223,6 +236,10 @@ impl ObjectWrite for PosixWriter {
     }
 }
 
+fn directory_with_data(key: &str) -> StoreError {
+    StoreError::InvalidKey(format!("{key:?}: a key ending in '/' is a directory and cannot hold data"))
+}
+
 /// An ETag for a write that wants no MD5: unique per write (a process-random value and a
 /// counter, hashed), so a conditional write never mistakes a later object for an earlier one
 /// (an ETag from the file's inode and mtime could repeat: inodes are reused and mtimes are
@@ -237,18 +254,25 @@ impl PosixStore {
         let open = self.bucket_fd(bucket)?;
         let path = ObjectPath::parse(key)?;
         request.meta.validate()?;
-        let staged = if isthmus_store::identity::is_switched() {
+        let staged = if path.is_dir() {
+            StagedFile::for_directory(open.fd.as_fd())?
+        } else if isthmus_store::identity::is_switched() {
             // A user's write: staged where the kernel checks that user's right to create it.
             let dir = nearest_existing_dir(open.fd.as_fd(), &path)?;
             StagedFile::create_in_target(dir).inspect_err(|err| {
                 tracing::debug!(key, error = %err, "could not create the object's file in its directory");
             })?
         } else {
-            let tmp = create_dirs_beneath(open.fd.as_fd(), TMP_DIR, false).map_err(|e| match e {
-                Errno::NOENT => StoreError::NoSuchBucket,
-                other => StoreError::io_at("create the staging directory", TMP_DIR, other),
-            })?;
-            StagedFile::create(tmp)?
+            match StagedFile::create_unnamed(nearest_existing_dir(open.fd.as_fd(), &path)?)? {
+                Ok(staged) => staged,
+                Err(_no_unnamed_files) => {
+                    let tmp = create_dirs_beneath(open.fd.as_fd(), TMP_DIR, false).map_err(|e| match e {
+                        Errno::NOENT => StoreError::NoSuchBucket,
+                        other => StoreError::io_at("create the staging directory", TMP_DIR, other),
+                    })?;
+                    StagedFile::create(tmp)?
+                }
+            }
         };
         let staged = staged
             .with_checksum(request.checksum_algorithm)
@@ -272,15 +296,13 @@ impl PosixStore {
     pub(super) fn remove_object(&self, cx: &RequestContext, open: &OpenBucket, key: &str) -> StoreResult<()> {
         let bucket_fd = open.fd.as_fd();
         let path = ObjectPath::parse(key)?;
-        let parent = match path.parent() {
-            None => open_dir_beneath(bucket_fd, "."),
-            Some(parent) => open_dir_beneath(bucket_fd, &parent),
-        };
-        let parent = match parent {
+        // A key at the top of the bucket is removed through the bucket's own handle.
+        let parent_dir = match path.parent().map(|parent| open_dir_beneath(bucket_fd, &parent)).transpose() {
             Ok(fd) => fd,
             Err(Errno::NOENT | Errno::NOTDIR | Errno::XDEV | Errno::LOOP) => return Ok(()),
             Err(err) => return Err(StoreError::io_at("open the object's directory", key, err)),
         };
+        let parent = parent_dir.as_ref().map_or(bucket_fd, |fd| fd.as_fd());
         let meta = self.meta_store(open, cx);
         if path.is_dir() {
             match rustix::fs::unlinkat(&parent, path.leaf(), AtFlags::REMOVEDIR) {
@@ -312,8 +334,9 @@ impl PosixStore {
         if self.strict() {
             rustix::fs::fsync(&parent).map_err(|e| StoreError::io_at("fsync the object's directory", key, e))?;
         }
-        drop(parent);
-        prune_empty_parents(&meta, &path);
+        if let Some(dir) = parent_dir {
+            prune_empty_parents(&meta, &path, dir);
+        }
         Ok(())
     }
 
@@ -340,14 +363,13 @@ impl PosixStore {
         meta.grants = Vec::new();
         let mut writer = self.new_writer(dst_bucket, dst_key, PutRequest { meta, ..PutRequest::default() })?;
         if !src_path.is_dir() {
-            copy_file_contents(src_fd.as_fd(), writer.staged.file.as_fd(), 0, src_info.size)?;
+            writer.append_copy(src_fd.as_fd(), src_info.size)?;
             let after =
                 rustix::fs::fstat(&src_fd).map_err(|e| StoreError::io_at("stat the copy source", src_key, e))?;
             if FileIdentity::of(&after) != FileIdentity::of(&src_stat) {
                 return Err(StoreError::SourceChanged);
             }
         }
-        writer.staged.written = src_info.size;
         writer.known_etag = Some(src_info.etag);
         writer.known_checksum = src_info.checksum;
         Box::new(writer).commit()
@@ -400,27 +422,26 @@ impl PosixStore {
 }
 
 /// Removes empty parent directories of a deleted key, up to the bucket, except directory
-/// objects, so that a prefix disappears with its last object as it does in S3.
-fn prune_empty_parents(meta: &MetaStore<'_>, path: &ObjectPath<'_>) {
+/// objects, so that a prefix disappears with its last object as it does in S3. `dir` is the
+/// key's directory, already open: each level is checked through the handle the level below
+/// opened, so a delete opens one directory per level it removes, not three.
+fn prune_empty_parents(meta: &MetaStore<'_>, path: &ObjectPath<'_>, mut dir: OwnedFd) {
     let bucket = meta.bucket;
     let segments = path.segments();
     for depth in (1..segments.len()).rev() {
-        let dir_rel = segments[..depth].join("/");
-        let dir_key = format!("{dir_rel}/");
-        if let Ok(dir_fd) = open_dir_beneath(bucket, &dir_rel)
-            && meta.load(dir_fd.as_fd(), &dir_key).is_some()
-        {
+        if meta.load(dir.as_fd(), &format!("{}/", segments[..depth].join("/"))).is_some() {
             return;
         }
-        let parent = if depth == 1 {
-            open_dir_beneath(bucket, ".")
-        } else {
-            open_dir_beneath(bucket, &segments[..depth - 1].join("/"))
-        };
-        let Ok(parent) = parent else { return };
-        // Not empty (another object arrived) or gone already: both are fine.
-        if rustix::fs::unlinkat(&parent, segments[depth - 1], AtFlags::REMOVEDIR).is_err() {
+        let name = segments[depth - 1];
+        if depth == 1 {
+            // Not empty (another object arrived) or gone already: both are fine.
+            let _ = rustix::fs::unlinkat(bucket, name, AtFlags::REMOVEDIR);
             return;
         }
+        let Ok(parent) = open_dir_beneath(bucket, &segments[..depth - 1].join("/")) else { return };
+        if rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR).is_err() {
+            return;
+        }
+        dir = parent;
     }
 }

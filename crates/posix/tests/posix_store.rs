@@ -66,7 +66,12 @@ fn put_is_a_plain_file_with_md5_etag_and_metadata() {
     assert_eq!(head.size, 8);
     assert_eq!(head.etag, info.etag);
     // No temporary file is left behind.
-    assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp")).unwrap().count(), 0);
+    assert!(staging_is_empty(dir.path()));
+}
+
+/// Whether the bucket's staging area holds nothing (absent: writes were staged unnamed).
+fn staging_is_empty(root: &std::path::Path) -> bool {
+    std::fs::read_dir(root.join("bkt/.isthmus/tmp")).map_or(true, |mut entries| entries.next().is_none())
 }
 
 #[test]
@@ -91,7 +96,10 @@ fn abandoned_writes_leave_nothing() {
     writer.write_all(b"half of the new").unwrap();
     drop(writer);
     assert_eq!(read_all(&store, "k", &GetRequest::default()), b"old");
-    assert_eq!(std::fs::read_dir(dir.path().join("bkt/.isthmus/tmp")).unwrap().count(), 0);
+    // The new bytes were staged unnamed: neither the bucket nor its staging area keeps a trace.
+    let names: Vec<_> = std::fs::read_dir(dir.path().join("bkt")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(staging_is_empty(dir.path()));
 }
 
 #[test]
@@ -128,6 +136,35 @@ fn directory_objects_and_pruning() {
     assert!(!dir.path().join("bkt/folder").exists());
     // Deleting what is not there succeeds.
     store.delete_object(&cx(), "bkt", "never/was", &Default::default()).unwrap();
+}
+
+#[test]
+fn directory_objects_refuse_bytes_from_a_put_a_copy_or_parts() {
+    let (dir, store) = store();
+    put(&store, "full", b"data");
+    put(&store, "empty", b"");
+    let refused = |result: Result<isthmus_store::ObjectInfo, StoreError>| {
+        assert!(matches!(result, Err(StoreError::InvalidKey(ref m)) if m.contains("cannot hold data")), "{result:?}");
+    };
+    refused(store.put_bytes(&cx(), "bkt", "d1/", b"bytes", PutRequest::default()));
+    refused(store.copy_object(&cx(), ("bkt", "full"), ("bkt", "d2/"), &CopyRequest::default()));
+    let id = store.create_multipart_upload(&cx(), "bkt", "d3/", PutRequest::default()).unwrap();
+    let mut part = store
+        .upload_part(&cx(), "bkt", "d3/", &id, &isthmus_store::PartRequest { part_number: 1, ..Default::default() })
+        .unwrap();
+    part.write_all(b"abc").unwrap();
+    let etag = part.commit().unwrap().etag;
+    let parts = [isthmus_store::CompletedPart { part_number: 1, etag: format!("\"{etag}\""), checksum: None }];
+    refused(store.complete_multipart_upload(&cx(), "bkt", "d3/", &id, &parts, PutRequest::default()));
+    for name in ["d1", "d2", "d3"] {
+        assert!(!dir.path().join("bkt").join(name).exists(), "{name}");
+    }
+    // An empty source copies to a directory object.
+    assert_eq!(
+        store.copy_object(&cx(), ("bkt", "empty"), ("bkt", "d4/"), &CopyRequest::default()).unwrap().etag,
+        md5_hex(b"")
+    );
+    assert!(dir.path().join("bkt/d4").is_dir());
 }
 
 #[cfg(unix)]
@@ -235,6 +272,7 @@ fn relaxed_durability_and_stale_temporaries() {
         PosixStore::open(dir.path(), StoreOptions { durability: Durability::Relaxed, ..Default::default() }).unwrap();
     store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
     store.put_bytes(&cx(), "bkt", "k", b"v", PutRequest::default()).unwrap();
+    std::fs::create_dir_all(dir.path().join("bkt/.isthmus/tmp")).unwrap();
     std::fs::write(dir.path().join("bkt/.isthmus/tmp/crashed-writer"), b"partial").unwrap();
     assert_eq!(store.clean_stale_temporaries(Duration::from_secs(3600)).unwrap(), 0);
     assert_eq!(store.clean_stale_temporaries(Duration::ZERO).unwrap(), 1);
@@ -636,10 +674,8 @@ fn leftovers_of_dead_writers_are_cleaned_at_once() {
     put(&store, "k", b"v");
     // This process's writer tag, as the engine names its own staged files.
     let tmp = dir.path().join("bkt/.isthmus/tmp");
-    let writer = store.put_object(&cx(), "bkt", "in-flight", PutRequest::default()).unwrap();
-    let staged = std::fs::read_dir(&tmp).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
-    drop(writer);
-    let host = staged.split('.').nth(1).unwrap().to_string();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let host = isthmus_posix::writer_names::unique_suffix().split('.').next().unwrap().to_string();
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = child.id();
     child.wait().unwrap();
