@@ -305,7 +305,7 @@ impl PosixStore {
         let parent = parent_dir.as_ref().map_or(bucket_fd, |fd| fd.as_fd());
         let meta = self.meta_store(open, cx);
         if path.is_dir() {
-            match rustix::fs::unlinkat(&parent, path.leaf(), AtFlags::REMOVEDIR) {
+            match rustix::fs::unlinkat(parent, path.leaf(), AtFlags::REMOVEDIR) {
                 Ok(()) => {}
                 Err(Errno::NOTEMPTY | Errno::EXIST) => {
                     // Still holds objects: it stops being a directory object, its children stay.
@@ -320,10 +320,10 @@ impl PosixStore {
                 Err(err) => return Err(StoreError::io_at("remove the directory object", key, err)),
             }
         } else {
-            match rustix::fs::unlinkat(&parent, path.leaf(), AtFlags::empty()) {
+            match rustix::fs::unlinkat(parent, path.leaf(), AtFlags::empty()) {
                 Ok(()) => {}
                 // A directory is not the object `key` (that would be `key/`): nothing to delete.
-                Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) if !matches!(rustix::fs::statat(&parent, path.leaf(), AtFlags::SYMLINK_NOFOLLOW), Ok(ref s) if is_file(s)) =>
+                Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) if !matches!(rustix::fs::statat(parent, path.leaf(), AtFlags::SYMLINK_NOFOLLOW), Ok(ref s) if is_file(s)) =>
                 {
                     return Ok(());
                 }
@@ -332,7 +332,7 @@ impl PosixStore {
         }
         meta.remove_sidecar(key);
         if self.strict() {
-            rustix::fs::fsync(&parent).map_err(|e| StoreError::io_at("fsync the object's directory", key, e))?;
+            rustix::fs::fsync(parent).map_err(|e| StoreError::io_at("fsync the object's directory", key, e))?;
         }
         if let Some(dir) = parent_dir {
             prune_empty_parents(&meta, &path, dir);
