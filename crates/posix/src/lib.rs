@@ -17,6 +17,7 @@ pub mod meta_codec;
 pub mod multipart;
 mod options;
 pub(crate) mod read;
+mod record;
 pub(crate) mod recovery;
 pub mod resolve;
 pub(crate) mod staging;

@@ -24,7 +24,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use isthmus_store::ObjectMeta;
 use isthmus_store::checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 
-use crate::meta::{FileIdentity, MetaRecord};
+use crate::record::{FileIdentity, MetaRecord};
 
 /// The largest record written in compact form: what ext4 keeps in a 256-byte inode.
 const INLINE_BUDGET: usize = 64;
@@ -207,7 +207,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::EMPTY_ETAG;
+    use crate::record::EMPTY_ETAG;
 
     fn plain(etag: &str) -> MetaRecord {
         MetaRecord {
