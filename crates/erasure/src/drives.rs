@@ -92,7 +92,13 @@ pub(crate) struct Drive {
     delay: Option<Duration>,
     /// When the drive was last reported slow in the log.
     reported_slow: Mutex<Option<Instant>>,
+    /// The drive's own I/O threads for shard reads and writes: a slow drive queues its own
+    /// jobs and holds no thread another drive's shards need.
+    pub(crate) lane: IoPool,
 }
+
+/// I/O threads per drive: two, so one shard's write overlaps the next one's on each drive.
+const LANE_THREADS: usize = 2;
 
 impl Drive {
     pub(crate) fn new(index: usize, path: PathBuf, pool: &str, drives: usize, options: StoreOptions) -> Self {
@@ -111,6 +117,7 @@ impl Drive {
             skipped: AtomicU64::new(0),
             delay,
             reported_slow: Mutex::new(None),
+            lane: IoPool::named(LANE_THREADS, &format!("isthmus-ec-d{index}")),
         }
     }
 
@@ -377,12 +384,17 @@ pub(crate) struct IoPool {
 
 impl IoPool {
     pub(crate) fn new(threads: usize) -> Self {
+        Self::named(threads, "isthmus-ec-io")
+    }
+
+    /// `threads` threads named `name-N`.
+    pub(crate) fn named(threads: usize, name: &str) -> Self {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         for n in 0..threads.max(1) {
             let receiver = receiver.clone();
             // Shard I/O is the gateway's: the drives are its own files.
-            isthmus_store::identity::spawn_gateway_thread(&format!("isthmus-ec-io-{n}"), move || {
+            isthmus_store::identity::spawn_gateway_thread(&format!("{name}-{n}"), move || {
                 loop {
                     let job = receiver.lock().expect("io queue lock").recv();
                     match job {

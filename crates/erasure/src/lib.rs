@@ -16,7 +16,7 @@ mod store;
 mod write;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 
 pub use drives::DriveState;
 pub use drives::write_atomically;
@@ -28,6 +28,9 @@ use isthmus_posix::StoreOptions;
 use isthmus_store::RequestContext;
 use isthmus_store::error::{StoreError, StoreResult};
 use manifest::Stored;
+
+/// The shortest wait for a manifest before one more drive is asked.
+const MANIFEST_HEDGE_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Default block size: each block of this many bytes becomes k + m shards.
 pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
@@ -90,7 +93,8 @@ pub(crate) struct Inner {
     name: String,
     config: ErasureConfig,
     layout: Layout,
-    drives: Vec<Drive>,
+    /// Shared with the jobs that run on their lanes.
+    drives: Vec<Arc<Drive>>,
     io: IoPool,
     options: StoreOptions,
     healer: heal::Healer,
@@ -113,8 +117,12 @@ impl ErasureStore {
     pub fn open(name: &str, config: ErasureConfig, options: StoreOptions) -> StoreResult<Self> {
         let layout = config.check()?;
         let n = config.drives.len();
-        let drives: Vec<Drive> =
-            config.drives.iter().enumerate().map(|(i, path)| Drive::new(i, path.clone(), name, n, options)).collect();
+        let drives: Vec<Arc<Drive>> = config
+            .drives
+            .iter()
+            .enumerate()
+            .map(|(i, path)| Arc::new(Drive::new(i, path.clone(), name, n, options)))
+            .collect();
         let mut formatted = 0;
         for drive in &drives {
             if drive.path.is_dir() && drive.is_formatted()? {
@@ -231,7 +239,7 @@ impl Inner {
     /// The drive that answers namespace questions (bucket lists, settings, listings): the
     /// first online one.
     fn namespace_drive(&self) -> StoreResult<Arc<isthmus_posix::PosixStore>> {
-        self.drives.iter().find_map(Drive::readable).ok_or_else(|| self.too_few("none"))
+        self.drives.iter().find_map(|d| d.readable()).ok_or_else(|| self.too_few("none"))
     }
 
     fn too_few(&self, answered: &str) -> StoreError {
@@ -244,19 +252,52 @@ impl Inner {
     }
 
     /// The current manifest of `bucket/key`: the latest of those m + 1 online drives hold.
-    /// `NoSuchBucket` when none of them has the bucket.
+    /// `NoSuchBucket` when none of them has the bucket. The m + 1 are asked at once on their
+    /// drives' lanes, slow drives last, and one more is asked whenever an answer is late (as
+    /// shard reads hedge): a slow or stalled drive does not hold up a HEAD, a GET or a commit.
     fn current(&self, bucket: &str, key: &str) -> StoreResult<Option<Stored>> {
-        let cx = RequestContext::process();
-        let mut answered = 0;
-        let mut buckets_missing = 0;
+        let quorum = self.meta_read_quorum();
+        let median = self.median_latency_us();
+        let mut order: Vec<usize> =
+            self.read_order(bucket, key).into_iter().filter(|&i| self.drives[i].readable().is_some()).collect();
+        order.sort_by_key(|&i| self.is_slow(&self.drives[i], median));
+        let (tx, rx) = mpsc::channel::<(usize, StoreResult<Option<Stored>>)>();
+        let ask = |index: usize| {
+            let drive = self.drives[index].clone();
+            let (tx, bucket, key) = (tx.clone(), bucket.to_string(), key.to_string());
+            self.drives[index].lane.spawn(move || {
+                let Some(store) = drive.readable() else {
+                    let _ = tx.send((index, Err(StoreError::InsufficientShards("offline".into()))));
+                    return;
+                };
+                let found = drive.timed(|| read_manifest(&store, &RequestContext::process(), &bucket, &key));
+                let _ = tx.send((index, found));
+            });
+        };
+        let mut next = 0;
+        while next < order.len() && next < quorum {
+            ask(order[next]);
+            next += 1;
+        }
+        let mut in_flight = next;
+        let wait = std::time::Duration::from_micros(median.unwrap_or(0).saturating_mul(3)).max(MANIFEST_HEDGE_WAIT);
+        let (mut answered, mut buckets_missing) = (0, 0);
         let mut latest: Option<Stored> = None;
-        for index in self.read_order(bucket, key) {
-            if answered == self.meta_read_quorum() {
-                break;
-            }
-            let drive = &self.drives[index];
-            let Some(store) = drive.readable() else { continue };
-            match drive.timed(|| read_manifest(&store, &cx, bucket, key)) {
+        while answered < quorum && in_flight > 0 {
+            let (index, found) = match rx.recv_timeout(wait) {
+                Ok(answer) => answer,
+                Err(_) => {
+                    // Late: one more drive (the late one may still answer).
+                    if next < order.len() {
+                        ask(order[next]);
+                        next += 1;
+                        in_flight += 1;
+                    }
+                    continue;
+                }
+            };
+            in_flight -= 1;
+            match found {
                 Ok(Some(stored)) => {
                     answered += 1;
                     if latest.as_ref().is_none_or(|l| stored.newer_than(l)) {
@@ -275,10 +316,17 @@ impl Inner {
                 }
                 // A manifest that does not parse is as good as missing (heal rewrites it).
                 Err(StoreError::InvalidArgument(_)) => answered += 1,
-                Err(err) => drive.failed("read a manifest", &err),
+                Err(err) => {
+                    self.drives[index].failed("read a manifest", &err);
+                    if next < order.len() {
+                        ask(order[next]);
+                        next += 1;
+                        in_flight += 1;
+                    }
+                }
             }
         }
-        if answered < self.meta_read_quorum() {
+        if answered < quorum {
             return Err(self.too_few(&answered.to_string()));
         }
         if buckets_missing == answered {

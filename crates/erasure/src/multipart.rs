@@ -336,7 +336,10 @@ impl ObjectWrite for PartWriter {
     }
 
     fn commit(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
-        let segment = self.segment.take().expect("a part writer has its segment until commit").finish()?;
+        // Shards left out of a part (a drive fell behind) are found by reads and by `isthmus
+        // heal`: the part has no key of its own to heal yet.
+        let (segment, _left_behind) =
+            self.segment.take().expect("a part writer has its segment until commit").finish()?;
         let digests = self.hashes.digests();
         let info = PartInfo {
             part_number: self.part_number,

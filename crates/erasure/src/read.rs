@@ -1,4 +1,5 @@
-//! Reading an erasure-coded object: each block from k good shards, asked of the fastest drives
+//! Reading an erasure-coded object: a range within fewer than k data shards of a block from
+//! those shards alone; otherwise each block from k good shards, asked of the fastest drives
 //! first (data shards preferred: no decoding), with one more shard asked whenever a drive is
 //! late against its peers' recent latency (a hedged read), and any shard that was missing or
 //! rotten reported to the healer. Fewer than k good shards is an error, never wrong bytes.
@@ -91,7 +92,7 @@ impl Inner {
             let drive_index = segment.drives[i];
             let (tx, file) = (tx.clone(), files[i].clone().expect("only open shards are asked"));
             let pool = self.clone();
-            self.io.spawn(move || {
+            self.drives[drive_index].lane.spawn(move || {
                 let drive = &pool.drives[drive_index];
                 let read = drive.timed(|| -> std::io::Result<Vec<u8>> {
                     let mut shard = vec![0u8; framed_len];
@@ -189,6 +190,65 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Bytes `from..to` of block `b` from only the data shards that hold them, when that is
+    /// fewer than k shards and each is on a drive that serves reads and is not slow: a ranged
+    /// read fetches what it needs, not the whole block. `None` (read the whole block, hedged,
+    /// decoding around what is bad) when a shard is missing, late, slow or rotten. Answers the
+    /// offset in the block of the bytes returned (the first shard's start).
+    pub(crate) fn read_span(
+        self: &Arc<Self>,
+        segment: &Segment,
+        files: &ShardFiles,
+        b: u64,
+        (from, to): (usize, usize),
+    ) -> Option<(usize, Vec<u8>)> {
+        let layout = segment.layout();
+        let block_len = segment.block_len(b);
+        let shard_len = layout.shard_len(block_len);
+        if from >= to || to > block_len {
+            return None;
+        }
+        let (first, last) = (from / shard_len, (to - 1) / shard_len);
+        if last + 1 - first >= layout.data {
+            return None;
+        }
+        let median = self.median_latency_us();
+        let needed: Vec<usize> = (first..=last).collect();
+        if needed.iter().any(|&i| files[i].is_none() || self.is_slow(&self.drives[segment.drives[i]], median)) {
+            return None;
+        }
+        let (framed_len, offset) = (segment.framed_len(b), segment.shard_offset(b));
+        let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
+        for &i in &needed {
+            let (tx, file, pool, drive_index) = (tx.clone(), files[i].clone()?, self.clone(), segment.drives[i]);
+            self.drives[drive_index].lane.spawn(move || {
+                let read = pool.drives[drive_index].timed(|| -> std::io::Result<Vec<u8>> {
+                    let mut shard = vec![0u8; framed_len];
+                    std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
+                    Ok(shard)
+                });
+                let _ = tx.send((i, read.ok()));
+            });
+        }
+        drop(tx);
+        // Twice the hedging wait: a late shard costs a whole-block read after this.
+        let deadline = Instant::now() + 2 * self.hedge_wait(median);
+        let mut shards: Vec<Option<Vec<u8>>> = vec![None; needed.len()];
+        for _ in &needed {
+            let (i, shard) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;
+            let shard = shard.filter(|s| unframe(s).is_some_and(|d| d.len() == shard_len))?;
+            shards[i - first] = Some(shard);
+        }
+        let mut bytes = Vec::with_capacity(needed.len() * shard_len);
+        for shard in shards {
+            bytes.extend_from_slice(&shard?[codec::FRAME_HEADER..]);
+        }
+        bytes.truncate(block_len - first * shard_len);
+        Some((first * shard_len, bytes))
+    }
+}
+
 /// The bytes `first..=last` of an erasure-coded object.
 pub(crate) struct EcReader {
     inner: Arc<Inner>,
@@ -240,13 +300,23 @@ impl EcReader {
         Ok(reader)
     }
 
-    /// Reads the block holding `self.position`.
+    /// Reads the bytes of the block holding `self.position` that the read still wants: from
+    /// the data shards holding them alone when it can (`read_span`), else the whole block.
     fn load(&mut self) -> StoreResult<()> {
         let mut start = 0u64;
         for (index, segment) in self.stored.manifest.segments.iter().enumerate() {
             if self.position < start + segment.size {
                 let b = (self.position - start) / segment.block_size;
                 let files = self.files[index].get_or_insert_with(|| self.inner.open_segment(&self.bucket, segment));
+                let block_start = start + b * segment.block_size;
+                let wanted = (
+                    (self.position - block_start) as usize,
+                    (self.end.min(block_start + segment.block_len(b) as u64) - block_start) as usize,
+                );
+                if let Some((offset, bytes)) = self.inner.read_span(segment, files, b, wanted) {
+                    self.block = Some((block_start + offset as u64, bytes));
+                    return Ok(());
+                }
                 let read = self.inner.read_block(segment, files, b, None)?;
                 if !read.bad.is_empty() && !self.reported {
                     self.reported = true;

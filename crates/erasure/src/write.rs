@@ -1,29 +1,63 @@
 //! Writing to an erasure-coded pool: a segment writer cuts the stream into blocks, encodes each
-//! into k + m shards and writes them to their drives in parallel (a drive that fails is left
-//! out, within the write quorum); the object writer keeps small objects inline and commits the
+//! into k + m shards and hands them to their drives' lanes, pipelined and waiting only for the
+//! write quorum (a drive that fails or falls too far behind is left out, within the quorum,
+//! for heal); the object writer keeps small objects inline and commits the
 //! manifest under the key's lock, checking the write's conditions against the current object.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 
 use md5::{Digest, Md5};
 
 use super::Inner;
 use super::codec;
-use super::drives::IoJob;
 use super::manifest::{Manifest, Segment, Stored, now_ns, random_id};
 use isthmus_store::checksum::Hasher;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::{Digests, ETagMatch, ObjectInfo, ObjectWrite, PutRequest};
 
-/// One segment being written: shard files on its drives, blocks encoded as they fill.
+/// Blocks each drive may have queued before the writer waits for it: the next block is
+/// encoded while the drives write the ones queued.
+const WINDOW: usize = 2;
+/// Bytes of shards a drive may have queued behind the write quorum before it is left out of
+/// the object (its shard then waits for heal): what a slow drive may hold in memory per write.
+const MAX_LAG_BYTES: usize = 16 << 20;
+
+/// What a drive's I/O lane reports back to the segment writer.
+enum Done {
+    Wrote(usize, std::io::Result<()>),
+    Synced(usize, std::io::Result<()>),
+}
+
+/// A shard's writes in flight, shared with the jobs that run them: with strict durability the
+/// last write of a finished segment syncs its file, also after the writer has returned.
+#[derive(Default)]
+struct LaneState {
+    pending: AtomicUsize,
+    finished: AtomicBool,
+}
+
+/// One segment being written: shard files on its drives, blocks encoded as they fill and
+/// handed to each drive's own I/O lane without waiting, so encoding overlaps the writes. The
+/// writer waits only for the write quorum: a drive that falls behind it by more than
+/// `MAX_LAG_BYTES` is left out (heal rebuilds its shard); drives merely late finish in the
+/// background.
 pub(crate) struct SegmentWriter {
     inner: Arc<Inner>,
     bucket: String,
     segment: Segment,
-    /// Shard i's file (`None` once its drive failed).
+    /// Shard i's file (`None` once its drive failed or fell too far behind).
     files: Vec<Option<Arc<File>>>,
+    lanes: Vec<Arc<LaneState>>,
+    /// Writes of shard i not yet reported back.
+    pending: Vec<usize>,
+    synced: Vec<bool>,
+    /// Shards left out because their drive fell behind.
+    left_behind: usize,
+    done_tx: mpsc::Sender<Done>,
+    done_rx: mpsc::Receiver<Done>,
     buffer: Vec<u8>,
     blocks: u64,
 }
@@ -48,11 +82,19 @@ impl SegmentWriter {
             .collect();
         let block_size = inner.config.block_size;
         let layout = inner.layout;
+        let shards = drives.len();
+        let (done_tx, done_rx) = mpsc::channel();
         let mut writer = Self {
             inner: inner.clone(),
             bucket: bucket.to_string(),
             segment: Segment { data_id, size: 0, block_size, data: layout.data, parity: layout.parity, drives },
             files,
+            lanes: (0..shards).map(|_| Arc::default()).collect(),
+            pending: vec![0; shards],
+            synced: vec![false; shards],
+            left_behind: 0,
+            done_tx,
+            done_rx,
             buffer: Vec::with_capacity(block_size as usize),
             blocks: 0,
         };
@@ -92,52 +134,117 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Encodes the buffered block and writes its shards, one job per drive.
+    /// Encodes the buffered block, hands its shards to the drives' lanes, and waits until the
+    /// write quorum has room for the next one.
     fn flush_block(&mut self) -> StoreResult<()> {
         let shards = codec::encode(self.inner.layout, &self.buffer)?;
         self.buffer.clear();
         let offset = self.segment.shard_offset(self.blocks);
-        let mut shards: Vec<Option<Vec<u8>>> = shards.into_iter().map(Some).collect();
-        self.on_every_file("write a shard", |i, file| {
-            let shard = shards[i].take().expect("one job per shard");
-            Box::new(move || file.write_all_at(&shard, offset))
-        });
+        for (i, shard) in shards.into_iter().enumerate() {
+            if self.files[i].is_some() {
+                self.submit_write(i, shard, offset);
+            }
+        }
         self.blocks += 1;
+        self.keep_up()
+    }
+
+    fn submit_write(&mut self, i: usize, shard: Vec<u8>, offset: u64) {
+        let file = self.files[i].clone().expect("only live shards are written");
+        let (lane, tx, inner) = (self.lanes[i].clone(), self.done_tx.clone(), self.inner.clone());
+        let (drive, strict) = (self.segment.drives[i], self.inner.strict());
+        self.pending[i] += 1;
+        lane.pending.fetch_add(1, Ordering::SeqCst);
+        self.inner.drives[drive].lane.spawn(move || {
+            let wrote = inner.drives[drive].timed(|| file.write_all_at(&shard, offset));
+            drop(shard);
+            if let Err(err) = &wrote {
+                inner.drives[drive].failed("write a shard", err);
+            }
+            let ok = wrote.is_ok();
+            let _ = tx.send(Done::Wrote(i, wrote));
+            if lane.pending.fetch_sub(1, Ordering::SeqCst) == 1 && ok && strict && lane.finished.load(Ordering::SeqCst)
+            {
+                sync_shard(&inner, drive, &file, i, &tx);
+            }
+        });
+    }
+
+    fn submit_sync(&self, i: usize) {
+        let Some(file) = self.files[i].clone() else { return };
+        let (tx, inner, drive) = (self.done_tx.clone(), self.inner.clone(), self.segment.drives[i]);
+        self.inner.drives[drive].lane.spawn(move || sync_shard(&inner, drive, &file, i, &tx));
+    }
+
+    fn absorb(&mut self, done: Done) {
+        match done {
+            Done::Wrote(i, result) => {
+                self.pending[i] -= 1;
+                if result.is_err() {
+                    self.files[i] = None;
+                }
+            }
+            Done::Synced(i, Ok(())) => self.synced[i] = true,
+            Done::Synced(i, Err(_)) => self.files[i] = None,
+        }
+    }
+
+    /// Waits until `ready` holds for a write quorum of live shards, absorbing what the lanes
+    /// report; fails when too few shards are left to make a quorum.
+    fn wait_for_quorum(&mut self, ready: impl Fn(&Self, usize) -> bool) -> StoreResult<()> {
+        let quorum = self.inner.shard_write_quorum();
+        loop {
+            while let Ok(done) = self.done_rx.try_recv() {
+                self.absorb(done);
+            }
+            let live = (0..self.files.len()).filter(|&i| self.files[i].is_some());
+            if live.filter(|&i| ready(self, i)).count() >= quorum {
+                return Ok(());
+            }
+            self.check_quorum()?;
+            let done = self.done_rx.recv().expect("the writer holds a sender");
+            self.absorb(done);
+        }
+    }
+
+    /// Back-pressure after a block: the quorum must have room for the next one; a drive that
+    /// has fallen `MAX_LAG_BYTES` behind is left out of this object.
+    fn keep_up(&mut self) -> StoreResult<()> {
+        self.wait_for_quorum(|w, i| w.pending[i] < WINDOW)?;
+        let shard_bytes = self.segment.framed_len(0).max(1);
+        let max_lag = (MAX_LAG_BYTES / shard_bytes).max(WINDOW + 2);
+        for i in 0..self.files.len() {
+            if self.files[i].is_some() && self.pending[i] >= max_lag {
+                let drive = &self.inner.drives[self.segment.drives[i]];
+                tracing::info!(pool = %self.inner.name, drive = %drive.path.display(), behind = self.pending[i],
+                    "a drive fell behind a write; its shard is left for heal");
+                self.files[i] = None;
+                self.left_behind += 1;
+            }
+        }
         self.check_quorum()
     }
 
-    /// Writes the last block and makes the shards durable; the segment as the manifest
-    /// records it.
-    pub(crate) fn finish(mut self) -> StoreResult<Segment> {
+    /// Writes the last block and waits until a write quorum of shards is written (and, with
+    /// strict durability, synced); the segment as the manifest records it, and whether shards
+    /// were left out for heal. Shards still being written finish in the background.
+    pub(crate) fn finish(mut self) -> StoreResult<(Segment, bool)> {
         if !self.buffer.is_empty() {
             self.flush_block()?;
         }
-        if self.inner.strict() {
-            self.on_every_file("sync a shard", |_, file| Box::new(move || file.sync_all()));
-            self.check_quorum()?;
-        }
-        self.files.clear();
-        Ok(std::mem::replace(&mut self.segment, Segment::empty()))
-    }
-
-    /// Runs one job per live shard file on the I/O threads (timed on its drive); a file whose
-    /// job fails is dropped, its drive reported.
-    fn on_every_file(&mut self, what: &str, mut job: impl FnMut(usize, Arc<File>) -> IoJob<std::io::Result<()>>) {
-        let jobs: Vec<IoJob<(usize, std::io::Result<()>)>> = (0..self.files.len())
-            .filter_map(|i| self.files[i].clone().map(|file| (i, file)))
-            .map(|(i, file)| {
-                let run = job(i, file);
-                let inner = self.inner.clone();
-                let drive = self.segment.drives[i];
-                Box::new(move || (i, inner.drives[drive].timed(run))) as IoJob<(usize, std::io::Result<()>)>
-            })
-            .collect();
-        for (i, result) in self.inner.io.run_all(jobs) {
-            if let Err(err) = result {
-                self.inner.drives[self.segment.drives[i]].failed(what, &err);
-                self.files[i] = None;
+        let strict = self.inner.strict();
+        for i in 0..self.files.len() {
+            if self.files[i].is_some() {
+                self.lanes[i].finished.store(true, Ordering::SeqCst);
+                if strict && self.lanes[i].pending.load(Ordering::SeqCst) == 0 {
+                    self.submit_sync(i);
+                }
             }
         }
+        self.wait_for_quorum(|w, i| w.pending[i] == 0 && (!strict || w.synced[i]))?;
+        let left_behind = self.left_behind > 0;
+        self.files.clear();
+        Ok((std::mem::replace(&mut self.segment, Segment::empty()), left_behind))
     }
 
     /// Removes what was written (an abandoned write).
@@ -147,6 +254,15 @@ impl SegmentWriter {
         }
         self.files.clear();
     }
+}
+
+/// Syncs a shard file on its drive's lane and reports it.
+fn sync_shard(inner: &Inner, drive: usize, file: &File, i: usize, tx: &mpsc::Sender<Done>) {
+    let synced = inner.drives[drive].timed(|| file.sync_all());
+    if let Err(err) = &synced {
+        inner.drives[drive].failed("sync a shard", err);
+    }
+    let _ = tx.send(Done::Synced(i, synced));
 }
 
 impl Drop for SegmentWriter {
@@ -250,9 +366,12 @@ impl ObjectWrite for EcWriter {
 
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
         let this = *self;
-        let (segments, inline) = match this.segment {
-            Some(segment) => (vec![segment.finish()?], Vec::new()),
-            None => (Vec::new(), this.inline),
+        let (segments, inline, left_behind) = match this.segment {
+            Some(segment) => {
+                let (segment, left_behind) = segment.finish()?;
+                (vec![segment], Vec::new(), left_behind)
+            }
+            None => (Vec::new(), this.inline, false),
         };
         let size = segments.iter().map(|s| s.size).sum::<u64>() + inline.len() as u64;
         let stored = Stored {
@@ -269,7 +388,11 @@ impl ObjectWrite for EcWriter {
             },
             inline,
         };
-        this.inner.commit(&this.bucket, &this.key, stored, &this.request, true)
+        let info = this.inner.commit(&this.bucket, &this.key, stored, &this.request, true)?;
+        if left_behind {
+            this.inner.healer.request(&this.bucket, &this.key);
+        }
+        Ok(info)
     }
 }
 
