@@ -18,6 +18,8 @@ use isthmus_store::error::{StoreError, StoreResult};
 
 /// The shortest wait before a hedged read: below this, a drive is never called late.
 const MIN_HEDGE_WAIT: Duration = Duration::from_millis(2);
+/// The shortest wait for the shards of a ranged read before the whole block is read instead.
+const SPAN_WAIT: Duration = Duration::from_millis(100);
 /// A drive that reads go around still gets one read in this many, so its latency is known
 /// again when it recovers.
 const PROBE_EVERY: u64 = 16;
@@ -232,8 +234,9 @@ impl Inner {
             });
         }
         drop(tx);
-        // Twice the hedging wait: a late shard costs a whole-block read after this.
-        let deadline = Instant::now() + 2 * self.hedge_wait(median);
+        // A late shard costs a whole-block read after this, so the wait is long (queued reads
+        // of busy drives are late by the hedging measure); it only bounds a stalled drive.
+        let deadline = Instant::now() + (8 * self.hedge_wait(median)).max(SPAN_WAIT);
         let mut shards: Vec<Option<Vec<u8>>> = vec![None; needed.len()];
         for _ in &needed {
             let (i, shard) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;

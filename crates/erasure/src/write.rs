@@ -8,6 +8,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use md5::{Digest, Md5};
 
@@ -21,9 +22,14 @@ use isthmus_store::{Digests, ETagMatch, ObjectInfo, ObjectWrite, PutRequest};
 /// Blocks each drive may have queued before the writer waits for it: the next block is
 /// encoded while the drives write the ones queued.
 const WINDOW: usize = 2;
-/// Bytes of shards a drive may have queued behind the write quorum before it is left out of
-/// the object (its shard then waits for heal): what a slow drive may hold in memory per write.
+/// Bytes of shards a drive may have queued behind the write quorum before, if it is slow or
+/// stalled, it is left out of the object (its shard then waits for heal).
 const MAX_LAG_BYTES: usize = 16 << 20;
+/// How many times the lag bound a drive that is not (yet) known slow may fall behind before
+/// the writer waits for it: the memory bound.
+const HARD_LAG: usize = 4;
+/// A drive that finished no write for this long while behind is stalled.
+const STALL: Duration = Duration::from_secs(1);
 
 /// What a drive's I/O lane reports back to the segment writer.
 enum Done {
@@ -41,7 +47,7 @@ struct LaneState {
 
 /// One segment being written: shard files on its drives, blocks encoded as they fill and
 /// handed to each drive's own I/O lane without waiting, so encoding overlaps the writes. The
-/// writer waits only for the write quorum: a drive that falls behind it by more than
+/// writer waits for the write quorum: a slow or stalled drive that falls behind it by more than
 /// `MAX_LAG_BYTES` is left out (heal rebuilds its shard); drives merely late finish in the
 /// background.
 pub(crate) struct SegmentWriter {
@@ -53,6 +59,8 @@ pub(crate) struct SegmentWriter {
     lanes: Vec<Arc<LaneState>>,
     /// Writes of shard i not yet reported back.
     pending: Vec<usize>,
+    /// When shard i's drive last finished a write (or the segment began).
+    progress: Vec<Instant>,
     synced: Vec<bool>,
     /// Shards left out because their drive fell behind.
     left_behind: usize,
@@ -91,6 +99,7 @@ impl SegmentWriter {
             files,
             lanes: (0..shards).map(|_| Arc::default()).collect(),
             pending: vec![0; shards],
+            progress: vec![Instant::now(); shards],
             synced: vec![false; shards],
             left_behind: 0,
             done_tx,
@@ -180,6 +189,7 @@ impl SegmentWriter {
         match done {
             Done::Wrote(i, result) => {
                 self.pending[i] -= 1;
+                self.progress[i] = Instant::now();
                 if result.is_err() {
                     self.files[i] = None;
                 }
@@ -207,22 +217,41 @@ impl SegmentWriter {
         }
     }
 
-    /// Back-pressure after a block: the quorum must have room for the next one; a drive that
-    /// has fallen `MAX_LAG_BYTES` behind is left out of this object.
+    /// Back-pressure after a block: the quorum must have room for the next one, and no drive
+    /// may hold more than `HARD_LAG` times the lag bound. A drive past the lag bound that is
+    /// slow against its peers, or has finished nothing for `STALL`, is left out of this object
+    /// (heal rebuilds its shard); one merely busy, like its peers, is waited for.
     fn keep_up(&mut self) -> StoreResult<()> {
-        self.wait_for_quorum(|w, i| w.pending[i] < WINDOW)?;
+        let quorum = self.inner.shard_write_quorum();
         let shard_bytes = self.segment.framed_len(0).max(1);
         let max_lag = (MAX_LAG_BYTES / shard_bytes).max(WINDOW + 2);
-        for i in 0..self.files.len() {
-            if self.files[i].is_some() && self.pending[i] >= max_lag {
+        loop {
+            while let Ok(done) = self.done_rx.try_recv() {
+                self.absorb(done);
+            }
+            let median = self.inner.median_latency_us();
+            for i in 0..self.files.len() {
+                if self.files[i].is_none() || self.pending[i] < max_lag {
+                    continue;
+                }
                 let drive = &self.inner.drives[self.segment.drives[i]];
-                tracing::info!(pool = %self.inner.name, drive = %drive.path.display(), behind = self.pending[i],
-                    "a drive fell behind a write; its shard is left for heal");
-                self.files[i] = None;
-                self.left_behind += 1;
+                if self.inner.is_slow(drive, median) || self.progress[i].elapsed() > STALL {
+                    tracing::info!(pool = %self.inner.name, drive = %drive.path.display(), behind = self.pending[i],
+                        "a drive fell behind a write; its shard is left for heal");
+                    self.files[i] = None;
+                    self.left_behind += 1;
+                }
+            }
+            self.check_quorum()?;
+            let live: Vec<usize> = (0..self.files.len()).filter(|&i| self.files[i].is_some()).collect();
+            let room = live.iter().filter(|&&i| self.pending[i] < WINDOW).count() >= quorum;
+            if room && live.iter().all(|&i| self.pending[i] < HARD_LAG * max_lag) {
+                return Ok(());
+            }
+            if let Ok(done) = self.done_rx.recv_timeout(Duration::from_millis(100)) {
+                self.absorb(done);
             }
         }
-        self.check_quorum()
     }
 
     /// Writes the last block and waits until a write quorum of shards is written (and, with
