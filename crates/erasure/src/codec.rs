@@ -41,35 +41,37 @@ fn crc(bytes: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
-fn framed(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FRAME_HEADER + data.len());
-    out.extend_from_slice(&crc(data).to_le_bytes());
-    out.extend_from_slice(data);
-    out
-}
-
 /// A framed shard's data, if its checksum holds.
 pub fn unframe(shard: &[u8]) -> Option<&[u8]> {
     let (header, data) = shard.split_at_checked(FRAME_HEADER)?;
     (u32::from_le_bytes(header.try_into().ok()?) == crc(data)).then_some(data)
 }
 
-/// The k + m framed shards of one block (data shards first).
+/// The k + m framed shards of one block (data shards first). Each data shard is copied from
+/// the block once, straight into its frame; parity is encoded from the framed data shards.
 pub fn encode(layout: Layout, block: &[u8]) -> StoreResult<Vec<Vec<u8>>> {
     let shard_len = layout.shard_len(block.len());
-    let mut data: Vec<Vec<u8>> = (0..layout.data)
+    let framed_shard = |bytes: &[u8]| {
+        let mut shard = Vec::with_capacity(FRAME_HEADER + shard_len);
+        shard.extend_from_slice(&[0; FRAME_HEADER]);
+        shard.extend_from_slice(bytes);
+        shard.resize(FRAME_HEADER + shard_len, 0);
+        shard
+    };
+    let mut shards: Vec<Vec<u8>> = (0..layout.data)
         .map(|i| {
             let start = (i * shard_len).min(block.len());
             let end = ((i + 1) * shard_len).min(block.len());
-            let mut shard = block[start..end].to_vec();
-            shard.resize(shard_len, 0);
-            shard
+            framed_shard(&block[start..end])
         })
         .collect();
-    let parity = reed_solomon_simd::encode(layout.data, layout.parity, &data)
+    let parity = reed_solomon_simd::encode(layout.data, layout.parity, shards.iter().map(|s| &s[FRAME_HEADER..]))
         .map_err(|e| StoreError::InvalidArgument(format!("erasure encoding failed: {e}")))?;
-    let mut shards: Vec<Vec<u8>> = data.drain(..).map(|d| framed(&d)).collect();
-    shards.extend(parity.iter().map(|p| framed(p)));
+    shards.extend(parity.iter().map(|p| framed_shard(p)));
+    for shard in &mut shards {
+        let checksum = crc(&shard[FRAME_HEADER..]);
+        shard[..FRAME_HEADER].copy_from_slice(&checksum.to_le_bytes());
+    }
     Ok(shards)
 }
 
