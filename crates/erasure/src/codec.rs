@@ -1,14 +1,56 @@
 //! The erasure code of an erasure-coded pool: a block of an object is cut into k data shards
-//! and m parity shards (Reed-Solomon, `reed-solomon-simd`), each framed with a CRC-32C of its
-//! bytes so a shard that rotted on its drive is known bad on every read. Any k good shards give
-//! the block back; fewer is an error, never wrong bytes.
+//! and m parity shards (Reed-Solomon, `reed-solomon-simd`), each framed with CRC-32Cs of its
+//! bytes so a shard that rotted on its drive is known bad on every read: one per 64 KiB chunk
+//! (`Framing::Chunked`, what writes use), so that a read of part of a shard checks just the
+//! chunks it reads, or one for the whole shard (`Framing::Whole`, segments written before).
+//! Any k good shards give the block back; fewer is an error, never wrong bytes.
 
 use isthmus_store::error::{StoreError, StoreResult};
 
 /// Shard sizes are a multiple of this (the codec works on 64-byte lanes).
 const SHARD_ALIGN: usize = 64;
-/// Bytes of a shard's frame before its data: the CRC-32C.
-pub const FRAME_HEADER: usize = 4;
+/// Bytes of one CRC-32C in a frame's header.
+const CRC_LEN: usize = 4;
+/// The bytes each CRC of a chunked frame covers.
+pub const CHUNK: usize = 64 << 10;
+
+/// How a shard's bytes are checked: a header of CRC-32Cs before the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Framing {
+    /// One CRC over the whole shard.
+    #[default]
+    Whole,
+    /// One CRC per `CHUNK` bytes of the shard (the last chunk may be shorter).
+    Chunked,
+}
+
+impl Framing {
+    /// The header's length before a shard of `shard_len` data bytes.
+    pub fn header_len(self, shard_len: usize) -> usize {
+        match self {
+            Self::Whole => CRC_LEN,
+            Self::Chunked => CRC_LEN * shard_len.div_ceil(CHUNK).max(1),
+        }
+    }
+
+    /// The bytes each CRC covers.
+    fn chunk(self, shard_len: usize) -> usize {
+        match self {
+            Self::Whole => shard_len.max(1),
+            Self::Chunked => CHUNK,
+        }
+    }
+
+    /// Whether `data`, the shard's bytes from chunk `first` on (whole chunks, the shard's last
+    /// one possibly short), matches `crcs`, the header's entries from `first` on.
+    pub fn verify(self, crcs: &[u8], data: &[u8], shard_len: usize) -> bool {
+        let chunk = self.chunk(shard_len);
+        !data.is_empty()
+            && crcs.len() == CRC_LEN * data.len().div_ceil(chunk)
+            && data.chunks(chunk).zip(crcs.chunks(CRC_LEN)).all(|(bytes, stored)| crc(bytes).to_le_bytes() == stored)
+    }
+}
 
 /// k data shards and m parity shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,21 +83,22 @@ fn crc(bytes: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
-/// A framed shard's data, if its checksum holds.
-pub fn unframe(shard: &[u8]) -> Option<&[u8]> {
-    let (header, data) = shard.split_at_checked(FRAME_HEADER)?;
-    (u32::from_le_bytes(header.try_into().ok()?) == crc(data)).then_some(data)
+/// A framed shard's data, if its checksums hold.
+pub fn unframe(framing: Framing, shard: &[u8], shard_len: usize) -> Option<&[u8]> {
+    let (header, data) = shard.split_at_checked(framing.header_len(shard_len))?;
+    (data.len() == shard_len && framing.verify(header, data, shard_len)).then_some(data)
 }
 
 /// The k + m framed shards of one block (data shards first). Each data shard is copied from
 /// the block once, straight into its frame; parity is encoded from the framed data shards.
-pub fn encode(layout: Layout, block: &[u8]) -> StoreResult<Vec<Vec<u8>>> {
+pub fn encode(layout: Layout, block: &[u8], framing: Framing) -> StoreResult<Vec<Vec<u8>>> {
     let shard_len = layout.shard_len(block.len());
+    let header = framing.header_len(shard_len);
     let framed_shard = |bytes: &[u8]| {
-        let mut shard = Vec::with_capacity(FRAME_HEADER + shard_len);
-        shard.extend_from_slice(&[0; FRAME_HEADER]);
+        let mut shard = Vec::with_capacity(header + shard_len);
+        shard.resize(header, 0);
         shard.extend_from_slice(bytes);
-        shard.resize(FRAME_HEADER + shard_len, 0);
+        shard.resize(header + shard_len, 0);
         shard
     };
     let mut shards: Vec<Vec<u8>> = (0..layout.data)
@@ -65,12 +108,15 @@ pub fn encode(layout: Layout, block: &[u8]) -> StoreResult<Vec<Vec<u8>>> {
             framed_shard(&block[start..end])
         })
         .collect();
-    let parity = reed_solomon_simd::encode(layout.data, layout.parity, shards.iter().map(|s| &s[FRAME_HEADER..]))
+    let parity = reed_solomon_simd::encode(layout.data, layout.parity, shards.iter().map(|s| &s[header..]))
         .map_err(|e| StoreError::InvalidArgument(format!("erasure encoding failed: {e}")))?;
     shards.extend(parity.iter().map(|p| framed_shard(p)));
+    let chunk = framing.chunk(shard_len);
     for shard in &mut shards {
-        let checksum = crc(&shard[FRAME_HEADER..]);
-        shard[..FRAME_HEADER].copy_from_slice(&checksum.to_le_bytes());
+        let (crcs, data) = shard.split_at_mut(header);
+        for (stored, bytes) in crcs.chunks_mut(CRC_LEN).zip(data.chunks(chunk)) {
+            stored.copy_from_slice(&crc(bytes).to_le_bytes());
+        }
     }
     Ok(shards)
 }
@@ -83,12 +129,12 @@ pub struct Decoded {
 
 /// The block of `block_len` bytes from its framed shards (`None` for a shard that could not
 /// be read). Shards whose checksum fails count as missing.
-pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize) -> StoreResult<Decoded> {
+pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize, framing: Framing) -> StoreResult<Decoded> {
     let shard_len = layout.shard_len(block_len);
     let mut good: Vec<Option<&[u8]>> = Vec::with_capacity(layout.shards());
     let mut bad = Vec::new();
     for (index, shard) in shards.iter().enumerate().take(layout.shards()) {
-        match shard.as_deref().and_then(unframe).filter(|d| d.len() == shard_len) {
+        match shard.as_deref().and_then(|s| unframe(framing, s, shard_len)) {
             Some(data) => good.push(Some(data)),
             None => {
                 good.push(None);
@@ -136,18 +182,24 @@ mod tests {
 
     #[test]
     fn any_k_shards_give_the_block_back() {
-        for (k, m) in [(4, 2), (8, 2), (16, 2), (2, 1)] {
+        for (k, m, framing) in [
+            (4, 2, Framing::Whole),
+            (4, 2, Framing::Chunked),
+            (8, 2, Framing::Chunked),
+            (16, 2, Framing::Whole),
+            (2, 1, Framing::Chunked),
+        ] {
             let layout = Layout::new(k, m).unwrap();
-            for len in [0, 1, 1000, 1 << 20] {
+            for len in [0, 1, 1000, 1 << 20, (1 << 20) + 100] {
                 let original = block(len);
-                let shards = encode(layout, &original).unwrap();
+                let shards = encode(layout, &original, framing).unwrap();
                 assert_eq!(shards.len(), k + m);
                 // Lose m shards, data ones first: the worst case.
                 let mut some: Vec<Option<Vec<u8>>> = shards.into_iter().map(Some).collect();
                 for lost in some.iter_mut().take(m) {
                     *lost = None;
                 }
-                let decoded = decode(layout, &some, len).unwrap();
+                let decoded = decode(layout, &some, len, framing).unwrap();
                 assert_eq!(decoded.block, original, "{k}+{m}, {len} bytes");
                 assert_eq!(decoded.bad, (0..m).collect::<Vec<_>>());
             }
@@ -156,16 +208,45 @@ mod tests {
 
     #[test]
     fn rotten_shards_are_found_and_too_many_are_an_error() {
+        for framing in [Framing::Whole, Framing::Chunked] {
+            rot_is_found(framing);
+        }
+    }
+
+    fn rot_is_found(framing: Framing) {
         let layout = Layout::new(4, 2).unwrap();
-        let original = block(100_000);
-        let mut shards: Vec<Option<Vec<u8>>> = encode(layout, &original).unwrap().into_iter().map(Some).collect();
+        let original = block(1_000_000);
+        let mut shards: Vec<Option<Vec<u8>>> =
+            encode(layout, &original, framing).unwrap().into_iter().map(Some).collect();
         shards[1].as_mut().unwrap()[100] ^= 0x40; // bitrot in a data shard
         shards[5].as_mut().unwrap()[7] ^= 1; // and in a parity shard
-        let decoded = decode(layout, &shards, original.len()).unwrap();
+        let decoded = decode(layout, &shards, original.len(), framing).unwrap();
         assert_eq!(decoded.block, original);
         assert_eq!(decoded.bad, vec![1, 5]);
         shards[2] = None; // m + 1 lost
-        let err = decode(layout, &shards, original.len()).err().expect("three of six lost");
+        let err = decode(layout, &shards, original.len(), framing).err().expect("three of six lost");
         assert!(err.to_string().contains("3 of 6"), "{err}");
+    }
+
+    #[test]
+    fn a_chunked_frame_checks_any_run_of_its_chunks_alone() {
+        let layout = Layout::new(2, 1).unwrap();
+        let original = block(7 * CHUNK + 5000);
+        let shard_len = layout.shard_len(original.len());
+        let mut shard = encode(layout, &original, Framing::Chunked).unwrap().swap_remove(0);
+        let header = Framing::Chunked.header_len(shard_len);
+        assert_eq!(header, 4 * shard_len.div_ceil(CHUNK));
+        let (crcs, data) = shard.split_at(header);
+        // Chunk 1 alone, and chunk 1 to the shard's short last chunk.
+        assert!(Framing::Chunked.verify(&crcs[4..8], &data[CHUNK..2 * CHUNK], shard_len));
+        assert!(Framing::Chunked.verify(&crcs[4..], &data[CHUNK..], shard_len));
+        // A table entry too few, a short run, or one flipped byte: not good.
+        assert!(!Framing::Chunked.verify(&crcs[4..8], &data[CHUNK..], shard_len));
+        assert!(!Framing::Chunked.verify(&crcs[4..8], &data[CHUNK..CHUNK + 100], shard_len));
+        shard[header + CHUNK + 7] ^= 1;
+        let (crcs, data) = shard.split_at(header);
+        assert!(!Framing::Chunked.verify(&crcs[4..8], &data[CHUNK..2 * CHUNK], shard_len));
+        assert!(Framing::Chunked.verify(&crcs[..4], &data[..CHUNK], shard_len), "the other chunks still check out");
+        assert!(unframe(Framing::Chunked, &shard, shard_len).is_none());
     }
 }

@@ -112,7 +112,7 @@ impl Inner {
         (0..segment.blocks()).all(|b| {
             let mut framed = vec![0u8; segment.framed_len(b)];
             drive.timed(|| file.read_exact_at(&mut framed, segment.shard_offset(b))).is_ok()
-                && codec::unframe(&framed).is_some()
+                && codec::unframe(segment.framing, &framed, segment.shard_len(b)).is_some()
         })
     }
 
@@ -129,7 +129,7 @@ impl Inner {
             let files = self.open_segment(bucket, segment);
             for b in 0..segment.blocks() {
                 let block = self.read_block(segment, &files, b, Some(i))?.block;
-                let shard = codec::encode(segment.layout(), &block)?.swap_remove(i);
+                let shard = codec::encode(segment.layout(), &block, segment.framing)?.swap_remove(i);
                 file.write_all_at(&shard, segment.shard_offset(b))
                     .map_err(|e| StoreError::io("write a shard", &staged, e))?;
             }

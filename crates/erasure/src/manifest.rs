@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::{FRAME_HEADER, Layout};
+use super::codec::{Framing, Layout};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::{Checksum, ObjectInfo, ObjectMeta};
 
@@ -22,6 +22,14 @@ pub(crate) struct Segment {
     pub(crate) data: usize,
     pub(crate) parity: usize,
     pub(crate) drives: Vec<usize>,
+    /// How the shards' bytes are checked (segments written before chunked frames have none
+    /// recorded: one CRC per shard).
+    #[serde(default, skip_serializing_if = "is_whole")]
+    pub(crate) framing: Framing,
+}
+
+fn is_whole(framing: &Framing) -> bool {
+    *framing == Framing::Whole
 }
 
 impl Segment {
@@ -40,12 +48,23 @@ impl Segment {
 
     /// Where block `b`'s framed shard starts in each shard file.
     pub(crate) fn shard_offset(&self, b: u64) -> u64 {
-        b * (FRAME_HEADER + self.layout().shard_len(self.block_size as usize)) as u64
+        let shard_len = self.layout().shard_len(self.block_size as usize);
+        b * (self.framing.header_len(shard_len) + shard_len) as u64
+    }
+
+    /// The data length of block `b`'s shards.
+    pub(crate) fn shard_len(&self, b: u64) -> usize {
+        self.layout().shard_len(self.block_len(b))
+    }
+
+    /// The header length (CRCs) of block `b`'s shards.
+    pub(crate) fn header_len(&self, b: u64) -> usize {
+        self.framing.header_len(self.shard_len(b))
     }
 
     /// The framed length of block `b`'s shards.
     pub(crate) fn framed_len(&self, b: u64) -> usize {
-        FRAME_HEADER + self.layout().shard_len(self.block_len(b))
+        self.header_len(b) + self.shard_len(b)
     }
 
     /// The size of every complete shard file of this segment.
@@ -166,11 +185,24 @@ mod tests {
 
     #[test]
     fn segment_geometry() {
-        let s = Segment { data_id: "d".into(), size: 10_000, block_size: 4096, data: 4, parity: 2, drives: vec![] };
+        let s = Segment {
+            data_id: "d".into(),
+            size: 10_000,
+            block_size: 4096,
+            data: 4,
+            parity: 2,
+            drives: vec![],
+            framing: Framing::Whole,
+        };
         assert_eq!(s.blocks(), 3);
         assert_eq!(s.block_len(2), 10_000 - 8192);
-        assert_eq!(s.shard_offset(1), (FRAME_HEADER + 1024) as u64);
-        assert_eq!(s.framed_len(2), FRAME_HEADER + 512);
-        assert_eq!(s.shard_file_len(), 2 * (FRAME_HEADER + 1024) as u64 + (FRAME_HEADER + 512) as u64);
+        assert_eq!(s.shard_offset(1), (4 + 1024) as u64);
+        assert_eq!(s.framed_len(2), 4 + 512);
+        assert_eq!(s.shard_file_len(), 2 * (4 + 1024) as u64 + (4 + 512) as u64);
+        // Chunked: a CRC per 64 KiB of each shard (1 MiB blocks over 4: 256 KiB shards).
+        let c = Segment { size: (3 << 20) + 100, block_size: 1 << 20, framing: Framing::Chunked, ..s };
+        assert_eq!(c.header_len(0), 16);
+        assert_eq!(c.shard_offset(2), 2 * (16 + (256 << 10)) as u64);
+        assert_eq!(c.framed_len(3), 4 + 64);
     }
 }

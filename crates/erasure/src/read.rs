@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::Inner;
-use super::codec::{self, unframe};
+use super::codec::{self, Framing, unframe};
 use super::manifest::{Segment, Stored};
 use isthmus_store::ObjectRead;
 use isthmus_store::error::{StoreError, StoreResult};
@@ -72,6 +72,7 @@ impl Inner {
         let block_len = segment.block_len(b);
         let framed_len = segment.framed_len(b);
         let offset = segment.shard_offset(b);
+        let (framing, shard_len) = (segment.framing, segment.shard_len(b));
         // Data shards first (no decoding), then parity; drives offline are not asked; slow
         // drives go last, except for an occasional probe.
         let mut order: Vec<usize> = (0..layout.shards()).filter(|&i| Some(i) != skip && files[i].is_some()).collect();
@@ -102,7 +103,7 @@ impl Inner {
                     Ok(shard)
                 });
                 let good = match read {
-                    Ok(shard) => unframe(&shard).is_some().then_some(shard),
+                    Ok(shard) => unframe(framing, &shard, shard_len).is_some().then_some(shard),
                     Err(err) => {
                         if err.kind() != std::io::ErrorKind::NotFound && err.kind() != std::io::ErrorKind::UnexpectedEof
                         {
@@ -177,7 +178,7 @@ impl Inner {
             }
         }
         // Shards never asked for count as missing for the decoder, not as bad.
-        let decoded = codec::decode(layout, &shards, block_len);
+        let decoded = codec::decode(layout, &shards, block_len, framing);
         if !bad.is_empty() {
             tracing::debug!(pool = %self.name, data_id = %segment.data_id, block = b, ?bad, "bad shards found on read");
         }
@@ -195,19 +196,20 @@ impl Inner {
 impl Inner {
     /// Bytes `from..to` of block `b` from only the data shards that hold them, when that is
     /// fewer than k shards and each is on a drive that serves reads and is not slow: a ranged
-    /// read fetches what it needs, not the whole block. `None` (read the whole block, hedged,
-    /// decoding around what is bad) when a shard is missing, late, slow or rotten. Answers the
-    /// offset in the block of the bytes returned (the first shard's start).
+    /// read fetches what it needs, not the whole block. With chunked frames only the 64 KiB
+    /// chunks holding the range are read and checked; with whole-shard frames each needed
+    /// shard is read whole. `None` (read the whole block, hedged, decoding around what is bad)
+    /// when a shard is missing, late, slow or rotten.
     pub(crate) fn read_span(
         self: &Arc<Self>,
         segment: &Segment,
         files: &ShardFiles,
         b: u64,
         (from, to): (usize, usize),
-    ) -> Option<(usize, Vec<u8>)> {
+    ) -> Option<Vec<u8>> {
         let layout = segment.layout();
         let block_len = segment.block_len(b);
-        let shard_len = layout.shard_len(block_len);
+        let shard_len = segment.shard_len(b);
         if from >= to || to > block_len {
             return None;
         }
@@ -216,39 +218,51 @@ impl Inner {
             return None;
         }
         let median = self.median_latency_us();
-        let needed: Vec<usize> = (first..=last).collect();
-        if needed.iter().any(|&i| files[i].is_none() || self.is_slow(&self.drives[segment.drives[i]], median)) {
+        if (first..=last).any(|i| files[i].is_none() || self.is_slow(&self.drives[segment.drives[i]], median)) {
             return None;
         }
-        let (framed_len, offset) = (segment.framed_len(b), segment.shard_offset(b));
+        let (framing, header, offset) = (segment.framing, segment.header_len(b), segment.shard_offset(b));
+        let chunk = match framing {
+            Framing::Chunked => codec::CHUNK,
+            Framing::Whole => shard_len,
+        };
         let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
-        for &i in &needed {
+        for i in first..=last {
+            // The shard's bytes the range needs, widened to whole chunks.
+            let (lo, hi) = (from.max(i * shard_len) - i * shard_len, to.min((i + 1) * shard_len) - i * shard_len);
+            let (c0, c1) = (lo / chunk, (hi - 1) / chunk);
+            let data_at = c0 * chunk;
+            let data_len = ((c1 + 1) * chunk).min(shard_len) - data_at;
             let (tx, file, pool, drive_index) = (tx.clone(), files[i].clone()?, self.clone(), segment.drives[i]);
             self.drives[drive_index].lane.spawn(move || {
                 let read = pool.drives[drive_index].timed(|| -> std::io::Result<Vec<u8>> {
-                    let mut shard = vec![0u8; framed_len];
-                    std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
-                    Ok(shard)
+                    use std::os::unix::fs::FileExt;
+                    let mut crcs = vec![0u8; 4 * (c1 + 1 - c0)];
+                    file.read_exact_at(&mut crcs, offset + 4 * c0 as u64)?;
+                    let mut data = vec![0u8; data_len];
+                    file.read_exact_at(&mut data, offset + (header + data_at) as u64)?;
+                    Ok(framing
+                        .verify(&crcs, &data, shard_len)
+                        .then(|| data[lo - data_at..hi - data_at].to_vec())
+                        .unwrap_or_default())
                 });
-                let _ = tx.send((i, read.ok()));
+                let _ = tx.send((i, read.ok().filter(|bytes| !bytes.is_empty())));
             });
         }
         drop(tx);
         // A late shard costs a whole-block read after this, so the wait is long (queued reads
         // of busy drives are late by the hedging measure); it only bounds a stalled drive.
         let deadline = Instant::now() + (8 * self.hedge_wait(median)).max(SPAN_WAIT);
-        let mut shards: Vec<Option<Vec<u8>>> = vec![None; needed.len()];
-        for _ in &needed {
-            let (i, shard) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;
-            let shard = shard.filter(|s| unframe(s).is_some_and(|d| d.len() == shard_len))?;
-            shards[i - first] = Some(shard);
+        let mut pieces: Vec<Option<Vec<u8>>> = vec![None; last + 1 - first];
+        for _ in first..=last {
+            let (i, piece) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;
+            pieces[i - first] = Some(piece?);
         }
-        let mut bytes = Vec::with_capacity(needed.len() * shard_len);
-        for shard in shards {
-            bytes.extend_from_slice(&shard?[codec::FRAME_HEADER..]);
+        let mut bytes = Vec::with_capacity(to - from);
+        for piece in pieces {
+            bytes.extend_from_slice(&piece?);
         }
-        bytes.truncate(block_len - first * shard_len);
-        Some((first * shard_len, bytes))
+        Some(bytes)
     }
 }
 
@@ -316,8 +330,8 @@ impl EcReader {
                     (self.position - block_start) as usize,
                     (self.end.min(block_start + segment.block_len(b) as u64) - block_start) as usize,
                 );
-                if let Some((offset, bytes)) = self.inner.read_span(segment, files, b, wanted) {
-                    self.block = Some((block_start + offset as u64, bytes));
+                if let Some(bytes) = self.inner.read_span(segment, files, b, wanted) {
+                    self.block = Some((self.position, bytes));
                     return Ok(());
                 }
                 let read = self.inner.read_block(segment, files, b, None)?;

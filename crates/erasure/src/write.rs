@@ -95,7 +95,15 @@ impl SegmentWriter {
         let mut writer = Self {
             inner: inner.clone(),
             bucket: bucket.to_string(),
-            segment: Segment { data_id, size: 0, block_size, data: layout.data, parity: layout.parity, drives },
+            segment: Segment {
+                data_id,
+                size: 0,
+                block_size,
+                data: layout.data,
+                parity: layout.parity,
+                drives,
+                framing: codec::Framing::Chunked,
+            },
             files,
             lanes: (0..shards).map(|_| Arc::default()).collect(),
             pending: vec![0; shards],
@@ -146,7 +154,7 @@ impl SegmentWriter {
     /// Encodes the buffered block, hands its shards to the drives' lanes, and waits until the
     /// write quorum has room for the next one.
     fn flush_block(&mut self) -> StoreResult<()> {
-        let shards = codec::encode(self.inner.layout, &self.buffer)?;
+        let shards = codec::encode(self.inner.layout, &self.buffer, self.segment.framing)?;
         self.buffer.clear();
         let offset = self.segment.shard_offset(self.blocks);
         for (i, shard) in shards.into_iter().enumerate() {
@@ -304,7 +312,15 @@ impl Drop for SegmentWriter {
 
 impl Segment {
     fn empty() -> Self {
-        Self { data_id: String::new(), size: 0, block_size: 1, data: 0, parity: 0, drives: Vec::new() }
+        Self {
+            data_id: String::new(),
+            size: 0,
+            block_size: 1,
+            data: 0,
+            parity: 0,
+            drives: Vec::new(),
+            framing: codec::Framing::Whole,
+        }
     }
 }
 

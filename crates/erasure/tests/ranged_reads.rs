@@ -13,8 +13,12 @@ use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store};
 const BLOCK: u64 = 64 << 10;
 
 fn store(dir: &Path) -> (ErasureStore, Vec<PathBuf>) {
+    store_with_blocks(dir, BLOCK)
+}
+
+fn store_with_blocks(dir: &Path, block_size: u64) -> (ErasureStore, Vec<PathBuf>) {
     let paths: Vec<PathBuf> = (0..6).map(|i| dir.join(format!("d{i}"))).collect();
-    let config = ErasureConfig { block_size: BLOCK, inline_limit: 4096, ..ErasureConfig::new(paths.clone(), 4, 2) };
+    let config = ErasureConfig { block_size, inline_limit: 4096, ..ErasureConfig::new(paths.clone(), 4, 2) };
     let store = ErasureStore::open("ec", config, StoreOptions::default()).unwrap();
     store.create_bucket(&RequestContext::process(), "bkt", &Default::default()).unwrap();
     (store, paths)
@@ -32,12 +36,12 @@ fn range(store: &ErasureStore, first: u64, last: u64) -> Vec<u8> {
     bytes
 }
 
-/// Ranges of every shape over an object of 5.5 blocks (a shard is 16 KiB).
-fn ranges(size: u64) -> Vec<(u64, u64)> {
-    let shard = BLOCK / 4;
+/// Ranges of every shape over an object of 5.5 blocks (a shard is a quarter block).
+fn ranges(size: u64, block: u64) -> Vec<(u64, u64)> {
+    let shard = block / 4;
     let mut out = vec![(0, 0), (0, 99), (5, shard - 1), (shard - 10, shard + 10), (shard, 3 * shard - 1)];
-    out.extend([(BLOCK - 1, BLOCK), (BLOCK + 7, 2 * BLOCK + 300), (3 * shard + 1, BLOCK + shard)]);
-    out.extend([(5 * BLOCK, size - 1), (size - 1, size - 1), (0, size - 1), (4 * BLOCK + 100, 5 * BLOCK + 20)]);
+    out.extend([(block - 1, block), (block + 7, 2 * block + 300), (3 * shard + 1, block + shard)]);
+    out.extend([(5 * block, size - 1), (size - 1, size - 1), (0, size - 1), (4 * block + 100, 5 * block + 20)]);
     let mut seed = 12345u64;
     for _ in 0..200 {
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -50,12 +54,15 @@ fn ranges(size: u64) -> Vec<(u64, u64)> {
 
 #[test]
 fn every_range_reads_byte_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store(dir.path());
-    let object = pattern((5 * BLOCK + BLOCK / 2) as usize);
-    store.put_bytes(&RequestContext::process(), "bkt", "obj", &object, PutRequest::default()).unwrap();
-    for (first, last) in ranges(object.len() as u64) {
-        assert!(range(&store, first, last) == object[first as usize..=last as usize], "{first}-{last}");
+    // Shards of 16 KiB (one checksum each) and of 256 KiB (four 64 KiB chunks, read alone).
+    for block in [BLOCK, 1 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = store_with_blocks(dir.path(), block);
+        let object = pattern((5 * block + block / 2) as usize);
+        store.put_bytes(&RequestContext::process(), "bkt", "obj", &object, PutRequest::default()).unwrap();
+        for (first, last) in ranges(object.len() as u64, block) {
+            assert!(range(&store, first, last) == object[first as usize..=last as usize], "{block}: {first}-{last}");
+        }
     }
 }
 
