@@ -227,13 +227,13 @@ impl Inner {
             Framing::Whole => shard_len,
         };
         let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
-        for i in first..=last {
+        for (i, file) in files.iter().enumerate().take(last + 1).skip(first) {
             // The shard's bytes the range needs, widened to whole chunks.
             let (lo, hi) = (from.max(i * shard_len) - i * shard_len, to.min((i + 1) * shard_len) - i * shard_len);
             let (c0, c1) = (lo / chunk, (hi - 1) / chunk);
             let data_at = c0 * chunk;
             let data_len = ((c1 + 1) * chunk).min(shard_len) - data_at;
-            let (tx, file, pool, drive_index) = (tx.clone(), files[i].clone()?, self.clone(), segment.drives[i]);
+            let (tx, file, pool, drive_index) = (tx.clone(), file.clone()?, self.clone(), segment.drives[i]);
             self.drives[drive_index].lane.spawn(move || {
                 let read = pool.drives[drive_index].timed(|| -> std::io::Result<Vec<u8>> {
                     use std::os::unix::fs::FileExt;
@@ -241,10 +241,12 @@ impl Inner {
                     file.read_exact_at(&mut crcs, offset + 4 * c0 as u64)?;
                     let mut data = vec![0u8; data_len];
                     file.read_exact_at(&mut data, offset + (header + data_at) as u64)?;
-                    Ok(framing
-                        .verify(&crcs, &data, shard_len)
-                        .then(|| data[lo - data_at..hi - data_at].to_vec())
-                        .unwrap_or_default())
+                    // A piece that fails its check is answered empty: not good.
+                    Ok(if framing.verify(&crcs, &data, shard_len) {
+                        data[lo - data_at..hi - data_at].to_vec()
+                    } else {
+                        Vec::new()
+                    })
                 });
                 let _ = tx.send((i, read.ok().filter(|bytes| !bytes.is_empty())));
             });
