@@ -2,6 +2,7 @@
 //! pieces, so every figure for S3 or the embedded engine has its raw POSIX baseline from the
 //! same run. `report` turns results into a table with ratios, and JSON.
 
+pub mod boxplot;
 pub mod compare;
 pub mod cosbench;
 pub mod doors;

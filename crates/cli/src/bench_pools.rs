@@ -67,6 +67,8 @@ pub struct PoolRow {
     /// Writes on erasure pools: aggregate / (k/(k+m) x the raw write aggregate).
     pub ratio_of_ideal: Option<f64>,
     pub errors: usize,
+    /// Each stream's seconds (the box plots, and any statistic a reader wants).
+    pub stream_seconds: Vec<f64>,
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -109,6 +111,7 @@ fn row(
     run: (Vec<f64>, f64, usize),
 ) -> PoolRow {
     let (mut times, wall, errors) = run;
+    let stream_seconds = times.clone();
     let n = times.len().max(1) as f64;
     let mean = times.iter().sum::<f64>() / n;
     let sigma = (times.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n).sqrt();
@@ -136,6 +139,7 @@ fn row(
         aggregate_mib_s: mib(size) * times.len() as f64 / wall.max(1e-9),
         ratio_of_ideal: None,
         errors,
+        stream_seconds,
     }
 }
 
@@ -239,8 +243,10 @@ fn pool_table(pools: &[PoolUnderTest]) -> String {
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let dirs: Vec<PathBuf> =
         if args.pool_dir.is_empty() { vec![PathBuf::from("./bench-pools")] } else { args.pool_dir.clone() };
-    let size = if args.size == [4096] { 128 << 20 } else { args.size[0] };
-    let streams = args.workers.first().copied().unwrap_or(4).max(1);
+    // Unless told otherwise, CERN's shape scaled to one machine: 64 concurrent streams (theirs:
+    // 80 of 2 GiB) of 32 MiB each. (The shared defaults of --size and --workers mean "not given".)
+    let size = if args.size == [4096] { 32 << 20 } else { args.size[0] };
+    let streams = if args.workers == [4] { 64 } else { args.workers.first().copied().unwrap_or(64).max(1) };
     let layouts = args.layouts.iter().map(|l| parse_layout(l)).collect::<Result<Vec<_>, _>>()?;
     let strict = args.durability == Durability::Strict;
     let mut pools = Vec::new();
@@ -348,6 +354,18 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         eprintln!("{}: done", pool.name);
     }
     print_table(&rows);
+    if let Some(path) = &args.svg {
+        let groups: Vec<(String, Vec<f64>)> = rows
+            .iter()
+            .map(|r| {
+                let read =
+                    r.read_size.map(|b| format!(" {} reads", isthmus_bench::units::format_size(b))).unwrap_or_default();
+                (format!("{} {}{read}", r.pool, r.op), r.stream_seconds.clone())
+            })
+            .collect();
+        let title = format!("{streams} streams of {} MiB: seconds per stream", size >> 20);
+        isthmus_bench::boxplot::write_svg(&title, &groups, path)?;
+    }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;

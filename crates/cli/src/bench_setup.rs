@@ -72,7 +72,8 @@ pub struct BenchArgs {
     /// included, with its % of POSIX)
     #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// compare: also draw "% of POSIX" as an SVG chart; doors: the latencies per door
+    /// compare: also draw "% of POSIX" as an SVG chart; doors: the latencies per door; pools:
+    /// box plots of the seconds per stream of every row
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// mdtest: files each rank (worker) creates
