@@ -97,6 +97,9 @@ pub(crate) struct Drive {
     pub(crate) lane: IoPool,
 }
 
+/// The smallest I/O size latencies are reckoned by: below it an I/O's fixed cost dominates.
+const LATENCY_FLOOR: usize = 256 << 10;
+
 /// I/O threads per drive: two, so one shard's write overlaps the next one's on each drive.
 const LANE_THREADS: usize = 2;
 
@@ -240,14 +243,22 @@ impl Drive {
         *self.checked.lock().expect("drive check lock") = None;
     }
 
-    /// Runs one I/O on the drive, timing it (with the injected delay, if any).
+    /// Runs one I/O on the drive (with the injected delay, if any), not counted in its latency.
     pub(crate) fn timed<T>(&self, io: impl FnOnce() -> T) -> T {
-        let started = Instant::now();
         if let Some(delay) = self.delay {
             std::thread::sleep(delay);
         }
-        let out = io();
-        self.latency.record(started.elapsed());
+        io()
+    }
+
+    /// Runs one shard read or write of `bytes` on the drive and counts its time in the drive's
+    /// latency, per MiB (I/Os under `LATENCY_FLOOR` count as that much): drives compare on the
+    /// speed of their bytes, not on which happened to serve the larger shards.
+    pub(crate) fn timed_io<T>(&self, bytes: usize, io: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = self.timed(io);
+        let per_mib = started.elapsed().as_secs_f64() * f64::from(1 << 20) / bytes.max(LATENCY_FLOOR) as f64;
+        self.latency.record(Duration::from_secs_f64(per_mib));
         out
     }
 

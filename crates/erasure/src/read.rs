@@ -52,11 +52,12 @@ impl Inner {
             .collect()
     }
 
-    /// How long a shard read may take before one more shard is asked for: three times the
-    /// pool's typical latency, at least `MIN_HEDGE_WAIT`.
-    fn hedge_wait(&self, median_us: Option<u64>) -> Duration {
-        let typical = median_us.unwrap_or(0);
-        Duration::from_micros(typical.saturating_mul(3)).max(MIN_HEDGE_WAIT)
+    /// How long a read of `bytes` may take before one more shard is asked for: three times
+    /// the pool's typical latency for that many bytes (latencies are kept per MiB), at least
+    /// `MIN_HEDGE_WAIT`.
+    fn hedge_wait(&self, median_us_per_mib: Option<u64>, bytes: usize) -> Duration {
+        let typical = median_us_per_mib.unwrap_or(0) as f64 * bytes as f64 / f64::from(1 << 20);
+        Duration::from_micros((3.0 * typical) as u64).max(MIN_HEDGE_WAIT)
     }
 
     /// Block `b` of `segment` from its open shard `files`: k good shards, asked in the best
@@ -97,7 +98,7 @@ impl Inner {
             let pool = self.clone();
             self.drives[drive_index].lane.spawn(move || {
                 let drive = &pool.drives[drive_index];
-                let read = drive.timed(|| -> std::io::Result<Vec<u8>> {
+                let read = drive.timed_io(framed_len, || -> std::io::Result<Vec<u8>> {
                     let mut shard = vec![0u8; framed_len];
                     std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
                     Ok(shard)
@@ -130,7 +131,7 @@ impl Inner {
         let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards()];
         let mut good = 0;
         let hedge = self.config.hedged_reads;
-        let wait = self.hedge_wait(median);
+        let wait = self.hedge_wait(median, framed_len);
         let mut deadline = Instant::now() + wait;
         while good < layout.data {
             if in_flight == 0 && next >= order.len() && probe.is_none() {
@@ -195,7 +196,7 @@ impl Inner {
 
 impl Inner {
     /// Bytes `from..to` of block `b` from only the data shards that hold them, when that is
-    /// fewer than k shards and each is on a drive that serves reads: a ranged
+    /// fewer than k shards and each is on a drive that serves reads and is not slow: a ranged
     /// read fetches what it needs, not the whole block. With chunked frames only the 64 KiB
     /// chunks holding the range are read and checked; with whole-shard frames each needed
     /// shard is read whole. `None` (read the whole block, hedged, decoding around what is bad)
@@ -217,11 +218,9 @@ impl Inner {
         if last + 1 - first >= layout.data {
             return None;
         }
-        // A drive slow against its peers is still asked: going around it means reading k
-        // shards of the whole block, which costs more than waiting for one (the wait is
-        // bounded below; a stalled drive then gets the whole-block read, hedged).
+        // A drive much slower than its peers (per MiB) is read around, with the whole block.
         let median = self.median_latency_us();
-        if files[first..=last].iter().any(Option::is_none) {
+        if (first..=last).any(|i| files[i].is_none() || self.is_slow(&self.drives[segment.drives[i]], median)) {
             return None;
         }
         let (framing, header, offset) = (segment.framing, segment.header_len(b), segment.shard_offset(b));
@@ -238,7 +237,7 @@ impl Inner {
             let data_len = ((c1 + 1) * chunk).min(shard_len) - data_at;
             let (tx, file, pool, drive_index) = (tx.clone(), file.clone()?, self.clone(), segment.drives[i]);
             self.drives[drive_index].lane.spawn(move || {
-                let read = pool.drives[drive_index].timed(|| -> std::io::Result<Vec<u8>> {
+                let read = pool.drives[drive_index].timed_io(data_len, || -> std::io::Result<Vec<u8>> {
                     use std::os::unix::fs::FileExt;
                     let mut crcs = vec![0u8; 4 * (c1 + 1 - c0)];
                     file.read_exact_at(&mut crcs, offset + 4 * c0 as u64)?;
@@ -257,7 +256,7 @@ impl Inner {
         drop(tx);
         // A late shard costs a whole-block read after this, so the wait is long (queued reads
         // of busy drives are late by the hedging measure); it only bounds a stalled drive.
-        let deadline = Instant::now() + (8 * self.hedge_wait(median)).max(SPAN_WAIT);
+        let deadline = Instant::now() + (8 * self.hedge_wait(median, to - from)).max(SPAN_WAIT);
         let mut pieces: Vec<Option<Vec<u8>>> = vec![None; last + 1 - first];
         for _ in first..=last {
             let (i, piece) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;

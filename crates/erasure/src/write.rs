@@ -173,7 +173,7 @@ impl SegmentWriter {
         self.pending[i] += 1;
         lane.pending.fetch_add(1, Ordering::SeqCst);
         self.inner.drives[drive].lane.spawn(move || {
-            let wrote = inner.drives[drive].timed(|| file.write_all_at(&shard, offset));
+            let wrote = inner.drives[drive].timed_io(shard.len(), || file.write_all_at(&shard, offset));
             drop(shard);
             if let Err(err) = &wrote {
                 inner.drives[drive].failed("write a shard", err);
