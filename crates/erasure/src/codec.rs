@@ -143,8 +143,10 @@ pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize, fram
         }
     }
     good.resize(layout.shards(), None);
-    let mut data: Vec<Option<Vec<u8>>> = good[..layout.data].iter().map(|s| s.map(<[u8]>::to_vec)).collect();
-    if data.iter().any(Option::is_none) {
+    // Missing data shards, rebuilt from parity; present ones are copied once, into the block.
+    let mut restored: std::collections::BTreeMap<usize, Vec<u8>> = std::collections::BTreeMap::new();
+    let missing = good[..layout.data].iter().filter(|s| s.is_none()).count();
+    if missing > 0 {
         let available = good.iter().filter(|s| s.is_some()).count();
         if available < layout.data {
             return Err(StoreError::InsufficientShards(format!(
@@ -156,17 +158,25 @@ pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize, fram
         let originals = good[..layout.data].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s)));
         // Exactly as many recovery shards as originals are missing: each one more makes the
         // decoder's work larger for nothing (a hedged read may have brought extra ones).
-        let missing = data.iter().filter(|d| d.is_none()).count();
         let recovery = good[layout.data..].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s))).take(missing);
-        let restored = reed_solomon_simd::decode(layout.data, layout.parity, originals, recovery)
-            .map_err(|e| StoreError::InsufficientShards(format!("reconstruction failed: {e}")))?;
-        for (index, shard) in restored {
-            data[index] = Some(shard);
-        }
+        restored = reed_solomon_simd::decode(layout.data, layout.parity, originals, recovery)
+            .map_err(|e| StoreError::InsufficientShards(format!("reconstruction failed: {e}")))?
+            .into_iter()
+            .collect();
     }
     let mut block = Vec::with_capacity(shard_len * layout.data);
-    for shard in data {
-        block.extend_from_slice(&shard.expect("every data shard present or restored"));
+    for (index, shard) in good[..layout.data].iter().enumerate() {
+        match shard {
+            Some(bytes) => block.extend_from_slice(bytes),
+            None => block.extend_from_slice(
+                restored
+                    .get(&index)
+                    .ok_or_else(|| StoreError::InsufficientShards("a data shard was not rebuilt".into()))?,
+            ),
+        }
+        if block.len() >= block_len {
+            break;
+        }
     }
     block.truncate(block_len);
     Ok(Decoded { block, bad })

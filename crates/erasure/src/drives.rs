@@ -255,7 +255,14 @@ impl Drive {
     /// latency, per MiB (I/Os under `LATENCY_FLOOR` count as that much): drives compare on the
     /// speed of their bytes, not on which happened to serve the larger shards.
     pub(crate) fn timed_io<T>(&self, bytes: usize, io: impl FnOnce() -> T) -> T {
-        let started = Instant::now();
+        self.timed_io_since(Instant::now(), bytes, io)
+    }
+
+    /// As `timed_io`, counting from `asked` (when the I/O was queued on the drive's lane): a
+    /// read's latency is what its reader waits, queue included, so hedging compares a late
+    /// answer with typical answers, not with typical service times.
+    pub(crate) fn timed_io_since<T>(&self, asked: Instant, bytes: usize, io: impl FnOnce() -> T) -> T {
+        let started = asked;
         let out = self.timed(io);
         let per_mib = started.elapsed().as_secs_f64() * f64::from(1 << 20) / bytes.max(LATENCY_FLOOR) as f64;
         self.latency.record(Duration::from_secs_f64(per_mib));

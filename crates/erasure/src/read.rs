@@ -95,10 +95,10 @@ impl Inner {
         let ask = |i: usize| {
             let drive_index = segment.drives[i];
             let (tx, file) = (tx.clone(), files[i].clone().expect("only open shards are asked"));
-            let pool = self.clone();
+            let (pool, asked) = (self.clone(), Instant::now());
             self.drives[drive_index].lane.spawn(move || {
                 let drive = &pool.drives[drive_index];
-                let read = drive.timed_io(framed_len, || -> std::io::Result<Vec<u8>> {
+                let read = drive.timed_io_since(asked, framed_len, || -> std::io::Result<Vec<u8>> {
                     let mut shard = vec![0u8; framed_len];
                     std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
                     Ok(shard)
@@ -240,8 +240,9 @@ impl Inner {
             let data_at = c0 * chunk;
             let data_len = ((c1 + 1) * chunk).min(shard_len) - data_at;
             let (tx, file, pool, drive_index) = (tx.clone(), file.clone()?, self.clone(), segment.drives[i]);
+            let asked = Instant::now();
             self.drives[drive_index].lane.spawn(move || {
-                let read = pool.drives[drive_index].timed_io(data_len, || -> std::io::Result<Vec<u8>> {
+                let read = pool.drives[drive_index].timed_io_since(asked, data_len, || -> std::io::Result<Vec<u8>> {
                     use std::os::unix::fs::FileExt;
                     let mut crcs = vec![0u8; 4 * (c1 + 1 - c0)];
                     file.read_exact_at(&mut crcs, offset + 4 * c0 as u64)?;
