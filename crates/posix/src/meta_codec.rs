@@ -15,9 +15,11 @@
 //! The compact form, version 1 (all integers LEB128 varints unless sized):
 //! `0x01`, ETag kind (`0`: 16 MD5 bytes; `1`: 16 MD5 bytes then the part count N of an `…-N`
 //! ETag), inode, size, mtime in ns (zigzag), then optional fields, each a tag byte:
-//! `1` content type (length, UTF-8), `2` full-object checksum (algorithm byte, length, digest bytes). Decoding is strict: anything malformed, truncated or unknown is no record (the
-//! caller then recomputes the ETag, as for a file written outside the gateway); the attribute
-//! is written by whoever can write the file, so it is untrusted input.
+//! `1` content type (length, UTF-8), `2` full-object checksum (algorithm byte, length, digest bytes),
+//! `3` a common content type (one byte: its index in `KNOWN_CONTENT_TYPES`). Decoding is
+//! strict: anything malformed, truncated or unknown is no record (the caller then recomputes
+//! the ETag, as for a file written outside the gateway); the attribute is written by whoever
+//! can write the file, so it is untrusted input.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -33,6 +35,12 @@ const ETAG_MD5: u8 = 0;
 const ETAG_MD5_PARTS: u8 = 1;
 const FIELD_CONTENT_TYPE: u8 = 1;
 const FIELD_CHECKSUM: u8 = 2;
+const FIELD_KNOWN_CONTENT_TYPE: u8 = 3;
+/// Content types clients send without being asked (the aws CLI: application/octet-stream for
+/// files it cannot guess, S3's own default binary/octet-stream), stored as their index: a
+/// byte instead of up to 25. Fixed here: stored records outlive any reordering.
+const KNOWN_CONTENT_TYPES: [&str; 4] =
+    ["application/octet-stream", "binary/octet-stream", "text/plain", "application/x-directory"];
 
 /// The attribute bytes of `record`: compact when it can be and fits the inode, else JSON.
 pub fn encode(record: &MetaRecord) -> Vec<u8> {
@@ -76,8 +84,13 @@ fn encode_compact(record: &MetaRecord) -> Option<Vec<u8>> {
     let mtime = i64::try_from(record.identity.mtime_ns).ok()?;
     put_varint(&mut out, ((mtime << 1) ^ (mtime >> 63)) as u64);
     if let Some(content_type) = &record.meta.content_type {
-        out.push(FIELD_CONTENT_TYPE);
-        put_bytes(&mut out, content_type.as_bytes());
+        match KNOWN_CONTENT_TYPES.iter().position(|known| known == content_type) {
+            Some(index) => out.extend_from_slice(&[FIELD_KNOWN_CONTENT_TYPE, index as u8]),
+            None => {
+                out.push(FIELD_CONTENT_TYPE);
+                put_bytes(&mut out, content_type.as_bytes());
+            }
+        }
     }
     if let Some(checksum) = &record.checksum {
         if checksum.kind != ChecksumType::FullObject {
@@ -116,6 +129,10 @@ fn decode_compact(bytes: &[u8]) -> Option<MetaRecord> {
         match tag {
             FIELD_CONTENT_TYPE if record.meta.content_type.is_none() => {
                 record.meta.content_type = Some(std::str::from_utf8(input.sized()?).ok()?.to_owned());
+            }
+            FIELD_KNOWN_CONTENT_TYPE if record.meta.content_type.is_none() => {
+                let known = KNOWN_CONTENT_TYPES.get(usize::from(input.byte()?))?;
+                record.meta.content_type = Some((*known).to_owned());
             }
             FIELD_CHECKSUM if record.checksum.is_none() => {
                 let algorithm = algorithm_of(input.byte()?)?;
@@ -230,11 +247,17 @@ mod tests {
         let mut sdk_default = plain("9b2cf535f27731c974343645a3985328-12");
         sdk_default.meta.content_type = Some("binary/octet-stream".into());
         sdk_default.checksum = Some(checksum(ChecksumAlgorithm::Crc32, "NSRBwg=="));
+        // The aws CLI on a file whose type it cannot guess, with its default CRC32.
+        let mut aws_cli = plain(EMPTY_ETAG);
+        aws_cli.meta.content_type = Some("application/octet-stream".into());
+        aws_cli.checksum = Some(checksum(ChecksumAlgorithm::Crc32, "vmEoQw=="));
+        let mut unusual_type = plain(EMPTY_ETAG);
+        unusual_type.meta.content_type = Some("text/csv".into());
         let mut crc64 = plain(EMPTY_ETAG);
         crc64.checksum = Some(checksum(ChecksumAlgorithm::Crc64nvme, "AAAAAAAAAAA="));
         let mut negative_time = plain(EMPTY_ETAG);
         negative_time.identity.mtime_ns = -1_000_000_001;
-        for record in [plain(EMPTY_ETAG), sdk_default, crc64, negative_time] {
+        for record in [plain(EMPTY_ETAG), sdk_default, aws_cli, unusual_type, crc64, negative_time] {
             let bytes = encode(&record);
             assert_eq!(bytes[0], COMPACT_V1, "{record:?}");
             assert!(bytes.len() <= INLINE_BUDGET, "{} bytes", bytes.len());
@@ -293,9 +316,13 @@ mod tests {
         overlong_varint.extend_from_slice(&[0xff; 11]);
         let mut bad_utf8 = good.clone();
         bad_utf8.extend_from_slice(&[FIELD_CONTENT_TYPE, 2, 0xc3, 0x28]);
+        let mut unknown_type_index = good.clone();
+        unknown_type_index.extend_from_slice(&[FIELD_KNOWN_CONTENT_TYPE, 200]);
         let mut twice = good.clone();
         twice.extend_from_slice(&[FIELD_CONTENT_TYPE, 1, b'a', FIELD_CONTENT_TYPE, 1, b'b']);
-        for bytes in [unknown_field, huge_length, overlong_varint, bad_utf8, twice, vec![COMPACT_V1, 7]] {
+        for bytes in
+            [unknown_field, huge_length, overlong_varint, bad_utf8, unknown_type_index, twice, vec![COMPACT_V1, 7]]
+        {
             assert_eq!(decode(&bytes), None, "{bytes:?}");
         }
     }
