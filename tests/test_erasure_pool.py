@@ -3,6 +3,7 @@ directories by LocationConstraint, objects of every shape read byte-exact (also 
 gone), m + 1 drives lost is a clear 503, `isthmus heal` rebuilds replaced drives, kill -9 during
 writes leaves only whole objects, and a slow drive is reported and read around."""
 
+import base64
 import hashlib
 import os
 import random
@@ -17,7 +18,7 @@ import boto3.s3.transfer
 import botocore.exceptions
 import pytest
 
-from conftest import Server, binary, make_client
+from conftest import ACCESS_KEY, SECRET_KEY, Server, binary, make_client
 
 BUCKET = "ec-bucket"
 
@@ -224,3 +225,44 @@ def test_writes_acknowledged_around_a_stalled_drive_survive_a_kill(pool):
     time.sleep(1.2)
     for key in acknowledged:
         assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == objects[key], key
+
+
+def test_an_etag_unique_pool_still_verifies_content_md5(tmp_path):
+    """`etag = "unique"` skips the MD5 of each write, but never a digest the client declared:
+    a wrong Content-MD5 is refused (nothing stored), a right one is verified and becomes the
+    ETag; other ETags are marked as no MD5; the aws CLI's multipart upload completes."""
+    root = tmp_path / "data"
+    write_pools(root, tmp_path / "drives")
+    table = root / ".isthmus" / "pools.toml"
+    table.write_text(table.read_text() + 'etag = "unique"\n')
+    srv = Server(root)
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "ec"})
+        data = body("u", 1, 700_000)
+        digest = hashlib.md5(data).digest()
+        wrong = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            s3.put_object(Bucket=BUCKET, Key="u", Body=data, ContentMD5=wrong)
+        assert refused.value.response["Error"]["Code"] == "BadDigest"
+        with pytest.raises(botocore.exceptions.ClientError):
+            s3.head_object(Bucket=BUCKET, Key="u")
+        etag = s3.put_object(Bucket=BUCKET, Key="u", Body=data, ContentMD5=base64.b64encode(digest).decode())["ETag"]
+        assert etag.strip('"') == digest.hex()
+        plain = s3.put_object(Bucket=BUCKET, Key="p", Body=data)["ETag"].strip('"')
+        assert plain.endswith("-1") and plain != digest.hex()
+        assert s3.get_object(Bucket=BUCKET, Key="p")["Body"].read() == data
+        big = tmp_path / "big"
+        big.write_bytes(body("big", 1, 12 << 20))
+        aws = shutil.which("aws")
+        assert aws, "the aws CLI is not installed: run the README's test command, which installs it"
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "aws-config")}
+        done = subprocess.run([aws, "--endpoint-url", srv.endpoint, "s3", "cp", str(big), f"s3://{BUCKET}/big"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        head = s3.head_object(Bucket=BUCKET, Key="big")
+        assert head["ETag"].strip('"').endswith("-2") and head["ContentLength"] == 12 << 20
+        assert s3.get_object(Bucket=BUCKET, Key="big")["Body"].read() == big.read_bytes()
+    finally:
+        srv.stop()

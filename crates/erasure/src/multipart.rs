@@ -181,7 +181,10 @@ impl Inner {
             upload_id: upload_id.to_string(),
             part_number: request.part_number,
             segment: Some(SegmentWriter::create(self, bucket, drives)?),
-            hashes: StreamHashes::new(true, algorithm),
+            hashes: StreamHashes::new(
+                StreamHashes::wants_md5(self.config.etag, request.md5_required, false),
+                algorithm,
+            ),
         }))
     }
 
@@ -327,8 +330,8 @@ struct PartWriter {
 
 impl ObjectWrite for PartWriter {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
-        self.hashes.update(bytes);
-        self.segment.as_mut().expect("a part writer has its segment until commit").write(bytes)
+        let segment = self.segment.as_mut().expect("a part writer has its segment until commit");
+        self.hashes.update_while(bytes, || segment.write(bytes))
     }
 
     fn digests(&self) -> Digests {
@@ -343,7 +346,7 @@ impl ObjectWrite for PartWriter {
         let digests = self.hashes.digests();
         let info = PartInfo {
             part_number: self.part_number,
-            etag: self.hashes.etag(),
+            etag: self.hashes.part_etag(),
             size: segment.size,
             last_modified: std::time::SystemTime::now(),
             checksum: digests.checksum.clone(),

@@ -331,9 +331,18 @@ pub(crate) struct StreamHashes {
     checksum: Option<Hasher>,
 }
 
+/// Writes at least this large are hashed on a second thread while the writer encodes them.
+const HASH_ASIDE: usize = 256 << 10;
+
 impl StreamHashes {
     pub(crate) fn new(md5: bool, algorithm: Option<isthmus_store::ChecksumAlgorithm>) -> Self {
         Self { md5: md5.then(Md5::new), checksum: algorithm.map(Hasher::new) }
+    }
+
+    /// Whether a write computes the MD5: when the door verifies one, or when the ETag is the
+    /// MD5 (the pool's policy, unless the writer wants no MD5 ETag).
+    pub(crate) fn wants_md5(policy: crate::EtagPolicy, md5_required: bool, etag_without_md5: bool) -> bool {
+        md5_required || (policy == crate::EtagPolicy::Md5 && !etag_without_md5)
     }
 
     pub(crate) fn update(&mut self, bytes: &[u8]) {
@@ -345,6 +354,21 @@ impl StreamHashes {
         }
     }
 
+    /// Hashes `bytes` while `write` runs: on a second thread for a large buffer (MD5 alone
+    /// costs about what encoding does; the two overlap instead of adding up), inline otherwise.
+    pub(crate) fn update_while<R: Send>(&mut self, bytes: &[u8], write: impl FnOnce() -> R + Send) -> R {
+        if bytes.len() < HASH_ASIDE || (self.md5.is_none() && self.checksum.is_none()) {
+            self.update(bytes);
+            return write();
+        }
+        std::thread::scope(|scope| {
+            let hasher = scope.spawn(|| self.update(bytes));
+            let result = write();
+            hasher.join().expect("hashing does not panic");
+            result
+        })
+    }
+
     pub(crate) fn digests(&self) -> Digests {
         Digests {
             md5: self.md5.as_ref().map(|m| m.clone().finalize().into()),
@@ -352,11 +376,21 @@ impl StreamHashes {
         }
     }
 
-    /// The ETag: the MD5 in hex, or (without MD5) a tag unique to this write.
+    /// An object's ETag: the MD5 in hex, or (without MD5) a tag unique to this write, marked
+    /// "-1" like a multipart ETag so that clients do not take it for an MD5.
     pub(crate) fn etag(&self) -> String {
         match &self.md5 {
             Some(md5) => hex::encode(md5.clone().finalize()),
             None => format!("{}-1", random_id()),
+        }
+    }
+
+    /// A part's ETag: the MD5 in hex, or 32 random hex digits (a multipart upload's ETag is
+    /// the MD5 of its parts' ETags as bytes, so a part's must be 16 bytes of hex).
+    pub(crate) fn part_etag(&self) -> String {
+        match &self.md5 {
+            Some(md5) => hex::encode(md5.clone().finalize()),
+            None => random_id(),
         }
     }
 }
@@ -374,7 +408,8 @@ pub(crate) struct EcWriter {
 
 impl EcWriter {
     pub(crate) fn new(inner: &Arc<Inner>, bucket: &str, key: &str, request: PutRequest) -> Self {
-        let hashes = StreamHashes::new(!request.etag_without_md5, request.checksum_algorithm);
+        let md5 = StreamHashes::wants_md5(inner.config.etag, request.md5_required, request.etag_without_md5);
+        let hashes = StreamHashes::new(md5, request.checksum_algorithm);
         Self {
             inner: inner.clone(),
             bucket: bucket.to_string(),
@@ -389,10 +424,10 @@ impl EcWriter {
 
 impl ObjectWrite for EcWriter {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
-        self.hashes.update(bytes);
         if let Some(segment) = &mut self.segment {
-            return segment.write(bytes);
+            return self.hashes.update_while(bytes, || segment.write(bytes));
         }
+        self.hashes.update(bytes);
         if (self.inline.len() + bytes.len()) as u64 <= self.inner.config.inline_limit {
             self.inline.extend_from_slice(bytes);
             return Ok(());

@@ -70,6 +70,8 @@ struct PoolEntry {
     block_size: Option<ByteSize>,
     inline_limit: Option<ByteSize>,
     hedged_reads: Option<bool>,
+    /// An erasure pool's ETags: "md5" (default) or "unique".
+    etag: Option<String>,
 }
 
 impl PoolEntry {
@@ -93,13 +95,21 @@ impl PoolEntry {
         if let Some(hedged) = self.hedged_reads {
             config.hedged_reads = hedged;
         }
+        if let Some(etag) = &self.etag {
+            config.etag = isthmus_erasure::EtagPolicy::parse(etag)?;
+        }
         Ok(config)
     }
 
     /// The directory of a posix pool (a relative path is relative to `root`).
     fn posix_path(&self, root: &Path) -> Result<PathBuf, String> {
-        if self.drives.is_some() || self.data.is_some() || self.parity.is_some() || self.block_size.is_some() {
-            return Err("drives, data, parity and block_size belong to erasure pools".into());
+        if self.drives.is_some()
+            || self.data.is_some()
+            || self.parity.is_some()
+            || self.block_size.is_some()
+            || self.etag.is_some()
+        {
+            return Err("drives, data, parity, block_size and etag belong to erasure pools".into());
         }
         self.path.as_ref().map(|p| root.join(p)).ok_or_else(|| "a posix pool has a path".into())
     }
@@ -375,5 +385,30 @@ mod tests {
         assert_eq!(err.s3_code(), "InvalidLocationConstraint");
         assert!(err.to_string().contains("archive"));
         assert!(Pools::new(vec![pool("default")], "nvme").is_err());
+    }
+
+    #[test]
+    fn an_erasure_pool_etag_policy_is_read_and_a_wrong_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = |extra: &str, kind: &str| {
+            let place = if kind == "erasure" {
+                "drives = [\"d0\", \"d1\", \"d2\"]\ndata = 2\nparity = 1"
+            } else {
+                "path = \"p\""
+            };
+            std::fs::create_dir_all(dir.path().join(".isthmus")).unwrap();
+            std::fs::write(
+                dir.path().join(POOLS_FILE),
+                format!("[[pool]]\nname = \"ec\"\nkind = \"{kind}\"\n{place}\n{extra}\n"),
+            )
+            .unwrap();
+            open_root_with_pools(dir.path(), StoreOptions::default())
+        };
+        let stores = table("etag = \"unique\"", "erasure").unwrap();
+        assert_eq!(stores.erasure[0].1.config().etag, isthmus_erasure::EtagPolicy::Unique);
+        let err = table("etag = \"sha1\"", "erasure").err().unwrap().to_string();
+        assert!(err.contains("etag = \"md5\"") && err.contains("\"sha1\""), "{err}");
+        let err = table("etag = \"unique\"", "posix").err().unwrap().to_string();
+        assert!(err.contains("belong to erasure pools"), "{err}");
     }
 }

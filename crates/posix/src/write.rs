@@ -277,7 +277,7 @@ impl PosixStore {
         let staged = staged
             .with_checksum(request.checksum_algorithm)
             .with_early_writeback(self.strict())
-            .without_md5(request.etag_without_md5);
+            .without_md5(request.etag_without_md5 && !request.md5_required);
         Ok(PosixWriter {
             root_fd: self.root_fd.clone(),
             bucket: open,

@@ -100,7 +100,8 @@ fn part_checksums_are_computed_whatever_the_upload_declared() {
     let (_dir, store) = store();
     store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
     let id = store.create_multipart_upload(&cx(), "bkt", "plain", PutRequest::default()).unwrap();
-    let request = PartRequest { part_number: 1, checksum_algorithm: Some(ChecksumAlgorithm::Crc32), size_hint: None };
+    let request =
+        PartRequest { part_number: 1, checksum_algorithm: Some(ChecksumAlgorithm::Crc32), ..PartRequest::default() };
     let mut writer = store.upload_part(&cx(), "bkt", "plain", &id, &request).unwrap();
     writer.write_all(b"hello").unwrap();
     let checksum = writer.digests().checksum.expect("the declared algorithm is computed");

@@ -63,13 +63,28 @@ impl Declared {
         Ok(Self { content_md5, algorithm, value: from_value.map(|(_, v)| v), trailers })
     }
 
+    /// Whether the client declared a Content-MD5 (the writer must compute the MD5).
+    pub fn declares_md5(&self) -> bool {
+        self.content_md5.is_some()
+    }
+
     /// Compares what the client declared with what was received. Runs after the whole body
     /// (and so its trailers) arrived, before commit.
     pub fn check(&self, digests: &Digests) -> StoreResult<()> {
-        if let (Some(expected), Some(got)) = (self.content_md5, digests.md5)
-            && expected != got
-        {
-            return Err(StoreError::BadDigest("The Content-MD5 you specified did not match what we received.".into()));
+        match (self.content_md5, digests.md5) {
+            (Some(expected), Some(got)) if expected != got => {
+                return Err(StoreError::BadDigest(
+                    "The Content-MD5 you specified did not match what we received.".into(),
+                ));
+            }
+            // The writer was asked for the MD5 (`md5_required`); a declared digest is never
+            // let through unchecked.
+            (Some(_), None) => {
+                return Err(StoreError::Io(std::io::Error::other(
+                    "the Content-MD5 could not be verified: no MD5 was computed",
+                )));
+            }
+            _ => {}
         }
         let Some(algorithm) = self.algorithm else {
             return Ok(());

@@ -91,7 +91,12 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
     // Every checksum the client sends is computed and verified, whether or not the upload was
     // created with a checksum algorithm.
     let size_hint = input.content_length.and_then(|n| u64::try_from(n).ok());
-    let request = PartRequest { part_number: number, checksum_algorithm: declared.algorithm, size_hint };
+    let request = PartRequest {
+        part_number: number,
+        checksum_algorithm: declared.algorithm,
+        size_hint,
+        md5_required: declared.declares_md5(),
+    };
     let info = write_object(gw, &cx, body, declared, Placement::Write, move |store, cx| {
         store.upload_part(cx, &bucket, &key, &upload_id, &request)
     })
@@ -279,7 +284,7 @@ pub async fn upload_part_copy(
     let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     // Copies the bytes: always on the blocking pool.
-    let request = PartRequest { part_number: number, checksum_algorithm: None, size_hint: None };
+    let request = PartRequest { part_number: number, ..PartRequest::default() };
     let info = gw
         .long(&cx, move |store, cx| {
             store.upload_part_copy(cx, &bucket, &key, &upload_id, &request, (&src_bucket, &src_key), &source_request)

@@ -27,6 +27,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         checksum_algorithm: declared.algorithm,
         checksum_type: isthmus_store::ChecksumType::FullObject,
         etag_without_md5: false,
+        md5_required: declared.declares_md5(),
         size_hint: input.content_length.and_then(|n| u64::try_from(n).ok()),
         meta: isthmus_store::ObjectMeta {
             tags,

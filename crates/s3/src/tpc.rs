@@ -280,7 +280,7 @@ fn store_pulled(
     bytes: &mut dyn std::io::Read,
 ) -> Result<bool, String> {
     cx.run_as(|| {
-        let request = PutRequest { size_hint: Some(info.size), ..PutRequest::default() };
+        let request = PutRequest { size_hint: Some(info.size), md5_required: true, ..PutRequest::default() };
         let mut writer = store.put_object(cx, bucket, key, request)?;
         let mut verifier = tpc::Verifier::new(&info.digests);
         let mut buf = vec![0u8; 1 << 20];

@@ -122,6 +122,10 @@ pub struct PutRequest {
     /// write, suffixed "-1" like a multipart ETag so clients do not take it for an MD5.
     #[serde(default)]
     pub etag_without_md5: bool,
+    /// The door verifies the MD5 of the bytes (the client sent Content-MD5, or a third-party
+    /// copy checks one): the writer computes it even where the pool's ETag policy would not.
+    #[serde(default)]
+    pub md5_required: bool,
     /// The object's size when the door knows it before the data (Content-Length): quotas
     /// refuse a write that cannot fit before any byte is written.
     pub size_hint: Option<u64>,
@@ -262,6 +266,9 @@ pub struct PartRequest {
     pub checksum_algorithm: Option<ChecksumAlgorithm>,
     /// The part's size when the door knows it before the data (see `PutRequest::size_hint`).
     pub size_hint: Option<u64>,
+    /// The door verifies the part's MD5 (see `PutRequest::md5_required`).
+    #[serde(default)]
+    pub md5_required: bool,
 }
 
 /// A ListParts page request.
