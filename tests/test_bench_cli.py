@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import binary
 
 
@@ -174,7 +176,7 @@ def test_pools_table_on_erasure_layouts_beside_raw_files(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads(out.read_text())
-    pools = ["raw", "ec4p2-64k", "ec4p2-1024k", "ec2p1-64k", "ec2p1-1024k", "ec4p2-64k-slow-hedged", "ec4p2-64k-slow-unhedged"]
+    pools = ["raw", "plain", "ec4p2-64k", "ec4p2-1024k", "ec2p1-64k", "ec2p1-1024k", "ec4p2-64k-slow-hedged", "ec4p2-64k-slow-unhedged"]
     # Per pool: a write, then a read per read size; 3 streams through 2 engines, none failed.
     assert [(row["pool"], row["op"], row["read_size"]) for row in rows] == [
         (pool, op, size) for pool in pools for op, size in [("write", None), ("read", 100 << 10), ("read", 1 << 20)]
@@ -183,8 +185,52 @@ def test_pools_table_on_erasure_layouts_beside_raw_files(tmp_path):
     assert all(row["p99_seconds"] <= row["max_seconds"] and row["aggregate_mib_s"] > 0 for row in rows)
     writes = [row for row in rows if row["op"] == "write" and row["pool"] != "raw"]
     assert all(row["ratio_of_ideal"] > 0 for row in writes)
+    assert all(row["fill_percent"] is None for row in rows)
     assert "MiB/s per stream" in r.stdout and "of ideal" in r.stdout
     # Every stream's time is kept; the box plots name every row.
     assert all(len(row["stream_seconds"]) == 3 and max(row["stream_seconds"]) == row["max_seconds"] for row in rows)
     svg = (tmp_path / "pools.svg").read_text()
     assert "ec4p2-64k-slow-hedged write" in svg and "raw read" in svg
+
+
+def test_pools_fill_levels_on_a_file_system_of_their_own(tmp_path):
+    """CERN's Figure 6: writes timed again with the pool's file system filled to each level
+    (a tmpfs of 256 MiB here); the filler is removed; a directory that is not a mount point
+    is refused before anything is written."""
+    refused = subprocess.run(
+        [str(binary()), "bench", "pools", "--pool-dir", str(tmp_path / "a"), "--layouts", "2+1", "--fill-levels", "50"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert refused.returncode == 1 and "not a mount point" in refused.stderr, refused.stderr
+    assert not (tmp_path / "a" / "raw").exists()
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(fs)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        out = tmp_path / "fill.json"
+        r = subprocess.run(
+            [str(binary()), "bench", "pools", "--pool-dir", str(fs), "--layouts", "2+1", "--block-sizes", "1MiB",
+             "--read-sizes", "1MiB", "--size", "2MiB", "--workers", "2", "--fill-levels", "30,60",
+             "--durability", "relaxed", "--json", str(out)],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows = json.loads(out.read_text())
+        filled = [row for row in rows if row["fill_percent"] is not None]
+        assert [(row["pool"], row["op"]) for row in filled] == [
+            (pool, "write") for _ in range(2) for pool in ["raw", "plain", "ec2p1-1024k"]
+        ]
+        levels = [row["fill_percent"] for row in filled[::3]]
+        assert 30 <= levels[0] < 36 and 60 <= levels[1] < 66, levels
+        for level in range(2):
+            raw, plain, ec = filled[3 * level: 3 * level + 3]
+            assert all(row["errors"] == 0 and row["streams"] == 2 for row in (raw, plain, ec))
+            # The ideal of a 2+1 pool is 2/3 of the raw bandwidth at the same level.
+            assert ec["ratio_of_ideal"] == pytest.approx(ec["aggregate_mib_s"] / (raw["aggregate_mib_s"] * 2 / 3))
+            assert plain["ratio_of_ideal"] == pytest.approx(plain["aggregate_mib_s"] / raw["aggregate_mib_s"])
+        assert f"write at {levels[1]:.0f} % full" in r.stdout
+        assert not (fs / "fill").exists(), "the filler is removed"
+    finally:
+        subprocess.run(["umount", str(fs)], capture_output=True)

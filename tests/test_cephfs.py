@@ -10,6 +10,7 @@ The short variant runs in CI; `ISTHMUS_CEPHFS_FULL=1` runs larger objects and mo
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ import boto3.s3.transfer
 import botocore.exceptions
 import pytest
 
-from conftest import Server, make_client
+from conftest import Server, binary, make_client
 
 pytestmark = pytest.mark.posix_only
 
@@ -201,3 +202,28 @@ def test_conditional_writes_race_correctly_across_gateways(gateways, bucket):
     assert not failures, failures
     final = int(s3a.get_object(Bucket=bucket, Key="race/counter")["Body"].read())
     assert final == len(workers) * increments
+
+
+def test_bench_pools_native_cephfs_beside_the_gateway(mounts, tmp_path):
+    """The short variant of `scripts/cephfs bench` (CERN's Table 3): raw files on the two
+    mounts beside the same streams through a gateway on each mount, with an erasure pool whose
+    drives are on the CephFS; every stream succeeds and the ratios come from the rows."""
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "pools.json"
+    size, streams = (16 << 20, 8) if FULL else (2 << 20, 2)
+    r = subprocess.run(
+        [str(binary()), "bench", "pools", "--pool-dir", str(mounts[0] / name), "--pool-dir", str(mounts[1] / name),
+         "--via-gateway", "--layouts", "2+1", "--block-sizes", "1MiB", "--read-sizes", "1MiB",
+         "--size", f"{size >> 20}MiB", "--workers", str(streams), "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {(row["pool"], row["op"]): row for row in json.loads(out.read_text())}
+    for pool in ["raw", "plain", "ec2p1-1024k", "plain via gateway", "ec2p1-1024k via gateway"]:
+        for op in ["write", "read"]:
+            row = rows[(pool, op)]
+            assert row["errors"] == 0 and row["streams"] == streams and row["engines"] == 2, row
+    raw = rows[("raw", "write")]["aggregate_mib_s"]
+    through = rows[("plain via gateway", "write")]
+    assert through["ratio_of_ideal"] == pytest.approx(through["aggregate_mib_s"] / raw)
+    shutil.rmtree(mounts[0] / name, ignore_errors=True)

@@ -4,7 +4,9 @@
 //! --block-sizes block size, beside raw files on the same file system in the same run: average
 //! stream time, sigma, rate per stream, p99 and maximum, aggregate bandwidth, and a write's
 //! bandwidth as a ratio of the ideal k/(k+m) x the raw bandwidth. With --slow-drive-ms, one
-//! drive of the first layout is slowed and reads are timed with and without hedging.
+//! drive of the first layout is slowed and reads are timed with and without hedging. The
+//! data root's plain pool (objects as files) runs the same streams. With --fill-levels, writes
+//! are timed again with the file system filled to each level (CERN's Figure 6).
 //!
 //! Several --pool-dir directories (one shared file system mounted at several places, such as
 //! two ceph-fuse mounts of one CephFS) each get their own engine, as that many gateways would:
@@ -45,7 +47,37 @@ struct PoolUnderTest {
     block_size: u64,
     hedged: bool,
     slow: bool,
+    /// The data root's plain pool (objects as files), not raw files.
+    posix: bool,
 }
+
+impl PoolUnderTest {
+    /// Raw files, the plain (posix) pool, or an erasure layout.
+    fn layout_label(&self) -> String {
+        match (self.layout.data, self.posix) {
+            (0, true) => "posix".into(),
+            (0, false) => "raw".into(),
+            (k, _) => format!("{k}+{}", self.layout.parity),
+        }
+    }
+
+    /// Bytes on the drives per byte of object.
+    fn expansion(&self) -> f64 {
+        match self.layout.data {
+            0 => 1.0,
+            k => (k + self.layout.parity) as f64 / k as f64,
+        }
+    }
+
+    /// A bench pool of no erasure layout: raw files, or the data root's plain pool.
+    fn unencoded(name: &str) -> Self {
+        let (layout, posix) = (Layout { data: 0, parity: 0 }, name == PLAIN);
+        Self { name: name.into(), layout, block_size: 0, hedged: false, slow: false, posix }
+    }
+}
+
+/// The bucket (and row name) of the data root's plain pool: objects as files, no erasure code.
+const PLAIN: &str = "plain";
 
 /// One row of the table.
 #[derive(Debug, Clone, Serialize)]
@@ -67,8 +99,20 @@ pub struct PoolRow {
     /// Writes on erasure pools: aggregate / (k/(k+m) x the raw write aggregate).
     pub ratio_of_ideal: Option<f64>,
     pub errors: usize,
+    /// With --fill-levels: how full the file system was (percent) when the streams started.
+    pub fill_percent: Option<f64>,
     /// Each stream's seconds (the box plots, and any statistic a reader wants).
     pub stream_seconds: Vec<f64>,
+}
+
+impl PoolRow {
+    /// The operation, and how full the file system was for the fill-level rows.
+    fn op_label(&self) -> String {
+        match self.fill_percent {
+            Some(fill) => format!("{} at {fill:.0} % full", self.op),
+            None => self.op.to_string(),
+        }
+    }
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -120,11 +164,7 @@ fn row(
     let p99 = isthmus_bench::streams::p99(&times);
     PoolRow {
         pool: pool.name.clone(),
-        layout: if pool.layout.data == 0 {
-            "raw".into()
-        } else {
-            format!("{}+{}", pool.layout.data, pool.layout.parity)
-        },
+        layout: pool.layout_label(),
         block_size: pool.block_size,
         op,
         read_size,
@@ -139,6 +179,7 @@ fn row(
         aggregate_mib_s: mib(size) * times.len() as f64 / wall.max(1e-9),
         ratio_of_ideal: None,
         errors,
+        fill_percent: None,
         stream_seconds,
     }
 }
@@ -222,13 +263,13 @@ fn read_object(store: &dyn Store, bucket: &str, key: &str, size: u64, read_size:
 
 /// The pool table for the pools under test; drives relative to the root, so every mount of a
 /// shared file system finds them through itself.
-fn pool_table(pools: &[PoolUnderTest]) -> String {
+fn pool_table(pools: &[PoolUnderTest], etag: &str) -> String {
     let mut text = String::from("# written by isthmus bench pools\n");
     for pool in pools {
         let drives: Vec<String> =
             (0..pool.layout.data + pool.layout.parity).map(|d| format!("\"../drives/{}/d{d}\"", pool.name)).collect();
         text += &format!(
-            "[[pool]]\nname = \"{}\"\nkind = \"erasure\"\ndrives = [{}]\ndata = {}\nparity = {}\nblock_size = {}\nhedged_reads = {}\n",
+            "[[pool]]\nname = \"{}\"\nkind = \"erasure\"\ndrives = [{}]\ndata = {}\nparity = {}\nblock_size = {}\nhedged_reads = {}\netag = \"{etag}\"\n",
             pool.name,
             drives.join(", "),
             pool.layout.data,
@@ -246,7 +287,11 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     // Unless told otherwise, CERN's shape scaled to one machine: 64 concurrent streams (theirs:
     // 80 of 2 GiB) of 32 MiB each. (The shared defaults of --size and --workers mean "not given".)
     let size = if args.size == [4096] { 32 << 20 } else { args.size[0] };
-    let streams = if args.workers == [4] { 64 } else { args.workers.first().copied().unwrap_or(64).max(1) };
+    let streams = match (args.streams, args.workers.as_slice()) {
+        (Some(n), _) => n.max(1),
+        (None, [4]) => 64,
+        (None, workers) => workers.first().copied().unwrap_or(64).max(1),
+    };
     let layouts = args.layouts.iter().map(|l| parse_layout(l)).collect::<Result<Vec<_>, _>>()?;
     let strict = args.durability == Durability::Strict;
     let mut pools = Vec::new();
@@ -258,6 +303,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
                 block_size,
                 hedged: true,
                 slow: false,
+                posix: false,
             });
         }
     }
@@ -275,83 +321,73 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         // SAFETY: no other thread runs yet: the engines and streams start below.
         unsafe { std::env::set_var("ISTHMUS_EC_SLOW_DRIVES", slow.join(",")) };
     }
+    if !args.fill_levels.is_empty() {
+        crate::bench_fill::check_own_file_system(&dirs[0])?;
+    }
     let root_of = |dir: &Path| dir.join("root");
     std::fs::create_dir_all(root_of(&dirs[0]).join(".isthmus")).map_err(|e| e.to_string())?;
-    std::fs::write(root_of(&dirs[0]).join(isthmus_pools::POOLS_FILE), pool_table(&pools)).map_err(|e| e.to_string())?;
+    std::fs::write(root_of(&dirs[0]).join(isthmus_pools::POOLS_FILE), pool_table(&pools, &args.etag))
+        .map_err(|e| e.to_string())?;
     let options = StoreOptions { durability: args.durability, ..StoreOptions::default() };
     let engines: Vec<Arc<dyn Store>> = dirs
         .iter()
         .map(|d| isthmus_pools::open_root(&root_of(d), options).map_err(|e| format!("{}: {e}", d.display())))
         .collect::<Result<_, _>>()?;
     let cx = RequestContext::process();
-    for pool in &pools {
-        match engines[0].create_bucket(&cx, &pool.name, &CreateBucketRequest { location: Some(pool.name.clone()) }) {
+    // Every erasure pool's bucket is placed in it; the plain pool's is the data root's.
+    let buckets = pools.iter().map(|p| (p.name.clone(), Some(p.name.clone()))).chain([(PLAIN.to_string(), None)]);
+    for (bucket, location) in buckets {
+        match engines[0].create_bucket(&cx, &bucket, &CreateBucketRequest { location }) {
             Ok(()) | Err(StoreError::BucketAlreadyOwnedByYou) => {}
-            Err(err) => return Err(format!("bucket {}: {err}", pool.name)),
+            Err(err) => return Err(format!("bucket {bucket}: {err}")),
         }
     }
-    let n = engines.len();
     println!(
-        "isthmus bench pools: {streams} streams of {} MiB through {n} engine(s) on {}; durability {:?}",
+        "isthmus bench pools: {streams} streams of {} MiB through {} engine(s) on {}; durability {:?}; ETags {}",
         size >> 20,
+        engines.len(),
         dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
-        args.durability
+        args.durability,
+        args.etag
     );
-    let chunk = chunk();
-    let mut rows = Vec::new();
-    // The raw baseline: files on the same file system(s), written and read the same way.
-    let raw = PoolUnderTest {
-        name: "raw".into(),
-        layout: Layout { data: 0, parity: 0 },
-        block_size: 0,
-        hedged: false,
-        slow: false,
-    };
-    // Stream i's file, through mount `via` (streams write through their own, read through the
-    // next, as with the engines).
-    let raw_path = |i: usize, via: usize| dirs[via % n].join("raw").join(format!("stream{i}"));
-    for d in &dirs {
-        std::fs::create_dir_all(d.join("raw")).map_err(|e| e.to_string())?;
-    }
-    let write = timed(streams, |i| write_raw(&raw_path(i, i), size, strict, &chunk));
-    let raw_write = row(&raw, "write", None, n, size, write);
-    let raw_write_mib_s = raw_write.aggregate_mib_s;
-    rows.push(raw_write);
-    for &read_size in &args.read_sizes {
-        let read = timed(streams, |i| read_raw(&raw_path(i, i + 1), size, read_size));
-        rows.push(row(&raw, "read", Some(read_size), n, size, read));
-    }
-    for d in &dirs {
-        let _ = std::fs::remove_dir_all(d.join("raw"));
-    }
-    for pool in &pools {
-        // Stream i's object starts on drive i (mod N) in every pool, so pools compare on the
-        // same placement: which drive holds which shard decides how many blocks a slow drive
-        // forces to be decoded (with a hash of the name alone, two pools differ by chance).
-        let drives = pool.layout.data + pool.layout.parity;
-        let keys: Vec<String> = (0..streams)
-            .map(|i| {
-                (0..)
-                    .map(|j| format!("stream{i}-{j}"))
-                    .find(|k| isthmus_erasure::ErasureStore::placement_start(&pool.name, k, drives) == i % drives)
-                    .expect("some name lands on each drive")
-            })
-            .collect();
-        let key = |i: usize| keys[i].clone();
-        let write = timed(streams, |i| write_object(&*engines[i % n], &pool.name, &key(i), size, &chunk));
-        let mut written = row(pool, "write", None, n, size, write);
-        let k = pool.layout.data as f64;
-        written.ratio_of_ideal =
-            Some(written.aggregate_mib_s / (k / (k + pool.layout.parity as f64) * raw_write_mib_s));
-        rows.push(written);
-        for &read_size in &args.read_sizes {
-            let read = timed(streams, |i| read_object(&*engines[(i + 1) % n], &pool.name, &key(i), size, read_size));
-            rows.push(row(pool, "read", Some(read_size), n, size, read));
-        }
-        for i in 0..streams {
-            let _ = engines[0].delete_object(&cx, &pool.name, &key(i), &Default::default());
-        }
+    let bench = Streams { dirs: &dirs, engines: &engines, streams, size, strict, chunk: chunk() };
+    let plain = PoolUnderTest::unencoded(PLAIN);
+    let mut rows = bench.raw(&args.read_sizes, None)?;
+    let raw_write_mib_s = rows[0].aggregate_mib_s;
+    for pool in std::iter::once(&plain).chain(&pools) {
+        rows.extend(bench.pool(pool, &args.read_sizes, raw_write_mib_s, None));
         eprintln!("{}: done", pool.name);
+    }
+    if args.via_gateway {
+        // One gateway per mount, on the same data root, as a site would run them.
+        let gateways = dirs
+            .iter()
+            .map(|d| crate::bench_setup::spawn_gateway(&root_of(d), args.durability))
+            .collect::<Result<Vec<_>, _>>()?;
+        let targets = gateways
+            .iter()
+            .map(|(_, endpoint, key, secret)| (endpoint.as_str(), key.as_str(), secret.as_str()))
+            .collect::<Vec<_>>();
+        for pool in std::iter::once(&plain).chain(pools.first()) {
+            rows.extend(bench.via_gateway(pool, &targets, raw_write_mib_s)?);
+            eprintln!("{} via the gateway: done", pool.name);
+        }
+    }
+    if !args.fill_levels.is_empty() {
+        let mut filler = crate::bench_fill::Filler::new(&dirs[0])?;
+        let widest = pools.iter().map(PoolUnderTest::expansion).fold(1.0, f64::max);
+        // Room for the streams' shards with a tenth to spare (block rounding, manifests).
+        let headroom = (streams as f64 * size as f64 * widest * 1.1) as u64 + (64 << 20);
+        for &level in &args.fill_levels {
+            let filled = filler.fill_to(level, headroom)?.percent();
+            eprintln!("filled to {filled:.1} %");
+            let raw = bench.raw(&[], Some(filled))?;
+            let raw_write_mib_s = raw[0].aggregate_mib_s;
+            rows.extend(raw);
+            for pool in std::iter::once(&plain).chain(pools.iter().filter(|p| !p.slow)) {
+                rows.extend(bench.pool(pool, &[], raw_write_mib_s, Some(filled)));
+            }
+        }
     }
     print_table(&rows);
     if let Some(path) = &args.svg {
@@ -360,7 +396,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             .map(|r| {
                 let read =
                     r.read_size.map(|b| format!(" {} reads", isthmus_bench::units::format_size(b))).unwrap_or_default();
-                (format!("{} {}{read}", r.pool, r.op), r.stream_seconds.clone())
+                (format!("{} {}{read}", r.pool, r.op_label()), r.stream_seconds.clone())
             })
             .collect();
         let title = format!("{streams} streams of {} MiB: seconds per stream", size >> 20);
@@ -371,6 +407,116 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// What every row's streams share: where they write, through which engines, how many, how
+/// large.
+struct Streams<'a> {
+    dirs: &'a [PathBuf],
+    engines: &'a [Arc<dyn Store>],
+    streams: usize,
+    size: u64,
+    strict: bool,
+    chunk: Vec<u8>,
+}
+
+impl Streams<'_> {
+    /// Stream i's raw file, through mount `via` (streams write through their own mount and
+    /// read through the next, as with the engines).
+    fn raw_path(&self, i: usize, via: usize) -> PathBuf {
+        self.dirs[via % self.dirs.len()].join("raw").join(format!("stream{i}"))
+    }
+
+    /// The raw baseline: files on the same file system(s), written and read the same way; the
+    /// write row first.
+    fn raw(&self, read_sizes: &[u64], fill: Option<f64>) -> Result<Vec<PoolRow>, String> {
+        let raw = PoolUnderTest::unencoded("raw");
+        let n = self.engines.len();
+        for d in self.dirs {
+            std::fs::create_dir_all(d.join("raw")).map_err(|e| e.to_string())?;
+        }
+        let write = timed(self.streams, |i| write_raw(&self.raw_path(i, i), self.size, self.strict, &self.chunk));
+        let mut rows = vec![row(&raw, "write", None, n, self.size, write)];
+        for &read_size in read_sizes {
+            let read = timed(self.streams, |i| read_raw(&self.raw_path(i, i + 1), self.size, read_size));
+            rows.push(row(&raw, "read", Some(read_size), n, self.size, read));
+        }
+        for d in self.dirs {
+            let _ = std::fs::remove_dir_all(d.join("raw"));
+        }
+        rows.iter_mut().for_each(|r| r.fill_percent = fill);
+        Ok(rows)
+    }
+
+    /// A pool's rows: its streams write their objects (the ratio to the ideal against
+    /// `raw_write_mib_s`), read them back with each of `read_sizes`, and delete them.
+    fn pool(&self, pool: &PoolUnderTest, read_sizes: &[u64], raw_write_mib_s: f64, fill: Option<f64>) -> Vec<PoolRow> {
+        let (n, size, cx) = (self.engines.len(), self.size, RequestContext::process());
+        // Stream i's object starts on drive i (mod N) in every pool, so pools compare on the
+        // same placement: which drive holds which shard decides how many blocks a slow drive
+        // forces to be decoded (with a hash of the name alone, two pools differ by chance).
+        let drives = pool.layout.data + pool.layout.parity;
+        let keys: Vec<String> = (0..self.streams)
+            .map(|i| match drives {
+                0 => format!("stream{i}"),
+                _ => (0..)
+                    .map(|j| format!("stream{i}-{j}"))
+                    .find(|k| isthmus_erasure::ErasureStore::placement_start(&pool.name, k, drives) == i % drives)
+                    .expect("some name lands on each drive"),
+            })
+            .collect();
+        let engine = |i: usize| &*self.engines[i % n];
+        let write = timed(self.streams, |i| write_object(engine(i), &pool.name, &keys[i], size, &self.chunk));
+        let mut written = row(pool, "write", None, n, size, write);
+        // The ideal: k/(k+m) of the raw bandwidth (all of it for a plain pool).
+        written.ratio_of_ideal = Some(written.aggregate_mib_s / (raw_write_mib_s / pool.expansion()));
+        let mut rows = vec![written];
+        for &read_size in read_sizes {
+            let read = timed(self.streams, |i| read_object(engine(i + 1), &pool.name, &keys[i], size, read_size));
+            rows.push(row(pool, "read", Some(read_size), n, size, read));
+        }
+        for key in &keys {
+            let _ = self.engines[0].delete_object(&cx, &pool.name, key, &Default::default());
+        }
+        rows.iter_mut().for_each(|r| r.fill_percent = fill);
+        rows
+    }
+}
+
+impl Streams<'_> {
+    /// A pool's rows through S3 gateways (stream i through `gateways[i % n]`, reading back
+    /// through the next): each object one PUT of the whole object and one GET, streamed.
+    fn via_gateway(
+        &self,
+        pool: &PoolUnderTest,
+        gateways: &[(&str, &str, &str)],
+        raw_write_mib_s: f64,
+    ) -> Result<Vec<PoolRow>, String> {
+        use isthmus_bench::target::{S3Target, Target};
+        let targets = gateways
+            .iter()
+            .map(|(endpoint, key, secret)| S3Target::new(endpoint, &pool.name, key, secret).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = targets.len();
+        let via = PoolUnderTest { name: format!("{} via gateway", pool.name), ..pool.clone() };
+        let body = isthmus_bench::workload::payload(self.size);
+        let key = |i: usize| format!("gateway-stream{i}");
+        let connect = |i: usize| targets[i % n].connect().map_err(|e| e.to_string());
+        let write = timed(self.streams, |i| connect(i)?.put(&key(i), &body).map_err(|e| e.to_string()));
+        let mut written = row(&via, "write", None, n, self.size, write);
+        written.ratio_of_ideal = Some(written.aggregate_mib_s / (raw_write_mib_s / pool.expansion()));
+        let read = timed(self.streams, |i| match connect(i + 1)?.get(&key(i)) {
+            Ok(got) if got == self.size => Ok(()),
+            Ok(got) => Err(format!("GET {}: {got} bytes", key(i))),
+            Err(e) => Err(e.to_string()),
+        });
+        let rows = vec![written, row(&via, "read", None, n, self.size, read)];
+        let mut connection = connect(0)?;
+        for i in 0..self.streams {
+            let _ = connection.delete(&key(i));
+        }
+        Ok(rows)
+    }
 }
 
 fn print_table(rows: &[PoolRow]) {
@@ -401,7 +547,7 @@ fn print_table(rows: &[PoolRow]) {
             r.pool.clone(),
             r.layout.clone(),
             size(r.block_size),
-            r.op.to_string(),
+            r.op_label(),
             r.read_size.map_or("-".into(), size),
             format!("{}{}", r.streams, if r.errors > 0 { format!(" ({} failed)", r.errors) } else { String::new() }),
             format!("{:.3}", r.mean_seconds),

@@ -169,6 +169,10 @@ pub struct BenchArgs {
     /// eqsim: times each pattern runs on each target (the median is reported)
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// pools: concurrent streams, each one object [default: 64] (--workers other than its
+    /// default of 4 also sets it, as before)
+    #[arg(long)]
+    pub streams: Option<usize>,
     /// pools: where the pools' drives and the raw baseline go (repeat it for several mounts of
     /// one shared file system: an engine each, streams alternate) [default: ./bench-pools]
     #[arg(long)]
@@ -189,6 +193,19 @@ pub struct BenchArgs {
     /// without hedged reads
     #[arg(long)]
     pub slow_drive_ms: Option<u64>,
+    /// pools: the erasure pools' ETags (the pool table's `etag` key): the MD5 of each object,
+    /// or a tag unique to each write, which spares the MD5's CPU
+    #[arg(long, default_value = "md5", value_parser = ["md5", "unique"])]
+    pub etag: String,
+    /// pools: also time writes with the file system of the first --pool-dir filled to each of
+    /// these levels, in percent (it must be a mount point of its own: a loop-mounted image)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub fill_levels: Vec<u32>,
+    /// pools: also run the plain pool and the first erasure pool through S3 gateways the bench
+    /// starts, one per --pool-dir (each object one PUT and one GET): the native file system
+    /// against access through the frontend, CERN's Table 3
+    #[arg(long)]
+    pub via_gateway: bool,
 }
 
 /// The environment variable through which `--ranks` hands the gateway it started to its ranks:

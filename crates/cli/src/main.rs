@@ -8,6 +8,7 @@ mod bench;
 mod bench_arrays;
 mod bench_doors;
 mod bench_eqsim;
+mod bench_fill;
 mod bench_pools;
 mod bench_setup;
 mod config;
