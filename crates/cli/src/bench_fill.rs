@@ -64,6 +64,19 @@ impl Filler {
         Ok(Self { dir, files: 0 })
     }
 
+    /// Checks before anything is written that the file system, filled to the highest of
+    /// `levels`, still has `headroom` bytes for the streams.
+    pub(crate) fn check_room(dir: &Path, levels: &[u32], headroom: u64) -> Result<(), String> {
+        let Some(&highest) = levels.iter().max() else { return Ok(()) };
+        let usage = Usage::of(dir)?;
+        let target = (usage.total as f64 * f64::from(highest) / 100.0) as u64;
+        let left = usage.available.saturating_sub(target.saturating_sub(usage.used));
+        if left < headroom {
+            return Err(room_error(highest, left, headroom));
+        }
+        Ok(())
+    }
+
     /// Adds filler until the file system is `percent` full, leaving `headroom` bytes free for
     /// what the bench writes next; returns the level reached.
     pub(crate) fn fill_to(&mut self, percent: u32, headroom: u64) -> Result<Usage, String> {
@@ -78,12 +91,7 @@ impl Filler {
         }
         let mut missing = target - usage.used;
         if usage.available < missing.saturating_add(headroom) {
-            return Err(format!(
-                "--fill-levels {percent}: at {percent} % full the file system has {} MiB left and the streams need \
-                 {} MiB: give fewer --workers, a smaller --size, lower levels or a larger file system",
-                usage.available.saturating_sub(missing) >> 20,
-                headroom >> 20
-            ));
+            return Err(room_error(percent, usage.available.saturating_sub(missing), headroom));
         }
         while missing > 0 {
             let len = missing.min(FILLER_FILE);
@@ -100,6 +108,15 @@ impl Drop for Filler {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn room_error(percent: u32, left: u64, headroom: u64) -> String {
+    format!(
+        "--fill-levels {percent}: at {percent} % full the file system has {} MiB left and the streams need {} MiB: \
+         give fewer --streams, a smaller --size, lower levels or a larger file system",
+        left >> 20,
+        headroom >> 20
+    )
 }
 
 /// A file of `len` bytes whose blocks are allocated.

@@ -321,8 +321,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         // SAFETY: no other thread runs yet: the engines and streams start below.
         unsafe { std::env::set_var("ISTHMUS_EC_SLOW_DRIVES", slow.join(",")) };
     }
+    // Room for the streams' shards with a tenth to spare (block rounding, manifests).
+    let widest = pools.iter().map(PoolUnderTest::expansion).fold(1.0, f64::max);
+    let headroom = (streams as f64 * size as f64 * widest * 1.1) as u64 + (64 << 20);
     if !args.fill_levels.is_empty() {
         crate::bench_fill::check_own_file_system(&dirs[0])?;
+        crate::bench_fill::Filler::check_room(&dirs[0], &args.fill_levels, headroom)?;
     }
     let root_of = |dir: &Path| dir.join("root");
     std::fs::create_dir_all(root_of(&dirs[0]).join(".isthmus")).map_err(|e| e.to_string())?;
@@ -338,7 +342,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let buckets = pools.iter().map(|p| (p.name.clone(), Some(p.name.clone()))).chain([(PLAIN.to_string(), None)]);
     for (bucket, location) in buckets {
         match engines[0].create_bucket(&cx, &bucket, &CreateBucketRequest { location }) {
-            Ok(()) | Err(StoreError::BucketAlreadyOwnedByYou) => {}
+            // Left by an earlier run in the same directory (an erasure pool says "exists": whose
+            // it is, is for the S3 door to judge).
+            Ok(()) | Err(StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists) => {}
             Err(err) => return Err(format!("bucket {bucket}: {err}")),
         }
     }
@@ -375,9 +381,6 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     }
     if !args.fill_levels.is_empty() {
         let mut filler = crate::bench_fill::Filler::new(&dirs[0])?;
-        let widest = pools.iter().map(PoolUnderTest::expansion).fold(1.0, f64::max);
-        // Room for the streams' shards with a tenth to spare (block rounding, manifests).
-        let headroom = (streams as f64 * size as f64 * widest * 1.1) as u64 + (64 << 20);
         for &level in &args.fill_levels {
             let filled = filler.fill_to(level, headroom)?.percent();
             eprintln!("filled to {filled:.1} %");

@@ -90,7 +90,9 @@ pub(crate) struct Drive {
     pub(crate) skipped: AtomicU64,
     /// A delay added to every I/O (`ISTHMUS_EC_SLOW_DRIVES`, for fault tests).
     delay: Option<Duration>,
-    /// When the drive was last reported slow in the log.
+    /// Since when the drive has been judged slow without a break, and when it was last
+    /// reported slow in the log.
+    slow_since: Mutex<Option<Instant>>,
     reported_slow: Mutex<Option<Instant>>,
     /// The drive's own I/O threads for shard reads and writes: a slow drive queues its own
     /// jobs and holds no thread another drive's shards need.
@@ -99,6 +101,9 @@ pub(crate) struct Drive {
 
 /// The smallest I/O size latencies are reckoned by: below it an I/O's fixed cost dominates.
 const LATENCY_FLOOR: usize = 256 << 10;
+
+/// How long a drive must stay much slower than its peers before the log says so.
+const SUSTAINED_SLOW: Duration = Duration::from_secs(2);
 
 /// I/O threads per drive: two, so one shard's write overlaps the next one's on each drive.
 const LANE_THREADS: usize = 2;
@@ -119,6 +124,7 @@ impl Drive {
             errors: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
             delay,
+            slow_since: Mutex::new(None),
             reported_slow: Mutex::new(None),
             lane: IoPool::named(LANE_THREADS, &format!("isthmus-ec-d{index}")),
         }
@@ -269,8 +275,29 @@ impl Drive {
         out
     }
 
-    /// Logs (at most once a minute) that this drive is much slower than its peers.
-    pub(crate) fn report_slow(&self, mean_us: u64, peers_us: u64) {
+    /// Notes a judgment of whether this drive is much slower than its peers (mean `mean_us`
+    /// per MiB against their median `peers_us`). Reads go around a slow drive at once; the log
+    /// says so (at most once a minute) only once the drive has been slow without a break for
+    /// `SUSTAINED_SLOW`: under many streams a busy healthy drive is slow for a moment now and
+    /// then (its queue), which is no news to an operator.
+    pub(crate) fn judged_slow(&self, slow: bool, mean_us: u64, peers_us: u64) {
+        let since = {
+            let mut since = self.slow_since.lock().expect("slow judgment lock");
+            match (slow, *since) {
+                (false, _) => {
+                    *since = None;
+                    return;
+                }
+                (true, None) => {
+                    *since = Some(Instant::now());
+                    return;
+                }
+                (true, Some(at)) => at,
+            }
+        };
+        if since.elapsed() < SUSTAINED_SLOW {
+            return;
+        }
         let mut reported = self.reported_slow.lock().expect("slow report lock");
         if reported.is_some_and(|at| at.elapsed() < Duration::from_secs(60)) {
             return;
@@ -281,6 +308,7 @@ impl Drive {
             drive = %self.path.display(),
             mean_ms = mean_us as f64 / 1000.0,
             peers_ms = peers_us as f64 / 1000.0,
+            slow_for_s = since.elapsed().as_secs_f64(),
             "erasure drive is much slower than its peers: reads go around it (see `isthmus pool status`)"
         );
     }
@@ -390,21 +418,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8], sync: bool) -> StoreResult<()
 }
 
 type Job = Box<dyn FnOnce() + Send>;
-/// A job that answers a value.
-pub(crate) type IoJob<T> = Box<dyn FnOnce() -> T + Send>;
 
-/// Threads that run drive I/O (shard reads and writes, manifest writes) in parallel, so a
-/// block's shards on k + m drives are read or written at once and a slow drive holds up only
-/// its own job.
+/// Threads that run one drive's I/O (its lane: shard reads and writes, manifest reads and
+/// writes): the k + m drives of a block work at once and a slow drive holds up only its own
+/// jobs.
 pub(crate) struct IoPool {
     sender: Mutex<Option<mpsc::Sender<Job>>>,
 }
 
 impl IoPool {
-    pub(crate) fn new(threads: usize) -> Self {
-        Self::named(threads, "isthmus-ec-io")
-    }
-
     /// `threads` threads named `name-N`.
     pub(crate) fn named(threads: usize, name: &str) -> Self {
         let (sender, receiver) = mpsc::channel::<Job>();
@@ -432,24 +454,6 @@ impl IoPool {
         if let Some(sender) = sender.as_ref() {
             let _ = sender.send(Box::new(job));
         }
-    }
-
-    /// Runs every job on the I/O threads and returns their results in order.
-    pub(crate) fn run_all<T: Send + 'static>(&self, jobs: Vec<IoJob<T>>) -> Vec<T> {
-        let (tx, rx) = mpsc::channel();
-        let count = jobs.len();
-        for (i, job) in jobs.into_iter().enumerate() {
-            let tx = tx.clone();
-            self.spawn(move || {
-                let _ = tx.send((i, job()));
-            });
-        }
-        drop(tx);
-        let mut out: Vec<Option<T>> = (0..count).map(|_| None).collect();
-        for (i, value) in rx {
-            out[i] = Some(value);
-        }
-        out.into_iter().map(|v| v.expect("every I/O job answers")).collect()
     }
 }
 

@@ -23,7 +23,7 @@ pub use drives::write_atomically;
 pub use heal::{DriveReport, HealReport};
 
 use codec::Layout;
-use drives::{Drive, IoPool};
+use drives::Drive;
 use isthmus_posix::StoreOptions;
 use isthmus_store::RequestContext;
 use isthmus_store::error::{StoreError, StoreResult};
@@ -31,6 +31,9 @@ use manifest::Stored;
 
 /// The shortest wait for a manifest before one more drive is asked.
 const MANIFEST_HEDGE_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The least time drives that have not yet written a record get once the write quorum has it.
+const MANIFEST_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Default block size: each block of this many bytes becomes k + m shards.
 pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
@@ -124,7 +127,6 @@ pub(crate) struct Inner {
     layout: Layout,
     /// Shared with the jobs that run on their lanes.
     drives: Vec<Arc<Drive>>,
-    io: IoPool,
     options: StoreOptions,
     healer: heal::Healer,
 }
@@ -169,13 +171,11 @@ impl ErasureStore {
         for drive in &drives {
             drive.refresh(true);
         }
-        let threads = (2 * n).clamp(8, 64);
         let inner = Arc::new_cyclic(|weak| Inner {
             name: name.to_string(),
             config,
             layout,
             drives,
-            io: IoPool::new(threads),
             options,
             healer: heal::Healer::start(weak.clone()),
         });
@@ -249,9 +249,7 @@ impl Inner {
             return false;
         };
         let slow = mean > 2_000 && mean > 4 * median.max(1);
-        if slow {
-            drive.report_slow(mean, median);
-        }
+        drive.judged_slow(slow, mean, median);
         slow
     }
 
@@ -375,22 +373,36 @@ impl Inner {
     }
 
     /// Writes `stored` as `bucket/key`'s manifest on every drive that takes writes, in
-    /// parallel; fails unless `meta_write_quorum` took it.
+    /// parallel on the drives' lanes; fails unless `meta_write_quorum` took it. Once the
+    /// quorum has it, the other drives get `MANIFEST_GRACE` (or 4x the typical latency) to
+    /// answer; one still writing then finishes in the background and the key is handed to the
+    /// healer (a read meets the quorum's record whatever a late drive holds): a stalled drive
+    /// holds up no commit.
     fn write_manifests(&self, bucket: &str, key: &str, stored: &Stored) -> StoreResult<usize> {
         let bytes = Arc::new(stored.encode());
-        let jobs: Vec<drives::IoJob<(usize, StoreResult<()>)>> = self
-            .drives
-            .iter()
-            .filter_map(|d| d.writable().map(|store| (d.index, store)))
-            .map(|(index, store)| {
-                let (bucket, key, bytes) = (bucket.to_string(), key.to_string(), bytes.clone());
-                Box::new(move || (index, write_manifest(&store, &bucket, &key, &bytes)))
-                    as drives::IoJob<(usize, StoreResult<()>)>
-            })
-            .collect();
-        let mut written = 0;
+        let (tx, rx) = mpsc::channel::<(usize, StoreResult<()>)>();
+        let mut asked = 0;
+        for drive in self.drives.iter() {
+            let Some(store) = drive.writable() else { continue };
+            asked += 1;
+            let (tx, on, bucket, key, bytes) =
+                (tx.clone(), drive.clone(), bucket.to_string(), key.to_string(), bytes.clone());
+            drive.lane.spawn(move || {
+                let _ = tx.send((on.index, on.timed(|| write_manifest(&store, &bucket, &key, &bytes))));
+            });
+        }
+        drop(tx);
+        let grace = std::time::Duration::from_micros(self.median_latency_us().unwrap_or(0).saturating_mul(4))
+            .max(MANIFEST_GRACE);
+        let (mut written, mut answered, mut until) = (0, 0, None::<std::time::Instant>);
         let mut first_error = None;
-        for (index, result) in self.io.run_all(jobs) {
+        while answered < asked {
+            let answer = match until {
+                None => rx.recv().ok(),
+                Some(at) => rx.recv_timeout(at.saturating_duration_since(std::time::Instant::now())).ok(),
+            };
+            let Some((index, result)) = answer else { break };
+            answered += 1;
             match result {
                 Ok(()) => written += 1,
                 Err(err) => {
@@ -403,6 +415,12 @@ impl Inner {
                     first_error.get_or_insert(err);
                 }
             }
+            if written >= self.meta_write_quorum() && until.is_none() {
+                until = Some(std::time::Instant::now() + grace);
+            }
+        }
+        if answered < asked && written >= self.meta_write_quorum() {
+            self.healer.request(bucket, key);
         }
         if written >= self.meta_write_quorum() {
             return Ok(written);
