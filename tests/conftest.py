@@ -78,6 +78,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "posix_only: the test looks at objects as files on the data root (file/object duality)"
     )
+    config.addinivalue_line(
+        "markers", "heavy: needs a heavy fixture (a CephFS cluster, a browser): only `scripts/test --full` runs it"
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import Server, binary, make_client
 
-pytestmark = pytest.mark.posix_only
+pytestmark = [pytest.mark.posix_only, pytest.mark.heavy]
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "cephfs"
 FULL = os.environ.get("ISTHMUS_CEPHFS_FULL") == "1"
@@ -47,7 +47,7 @@ def mounts(tmp_path_factory):
     if not os.path.exists("/dev/fuse"):
         pytest.skip("/dev/fuse is missing: ceph-fuse cannot mount here")
     if shutil.which("ceph-mon") is None or shutil.which("ceph-fuse") is None:
-        pytest.skip("ceph is not installed: scripts/cephfs install (scripts/test does)")
+        pytest.skip("ceph is not installed: scripts/cephfs install (scripts/test --full does)")
     # One more try in a fresh directory if a cluster fails to start (the script says why): a
     # start-up race of Ceph 16 under load ("wrong fsid") failed CI twice before scripts/cephfs
     # placed the OSDs in the CRUSH map itself.
