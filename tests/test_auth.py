@@ -105,3 +105,39 @@ def test_insecure_credentials_file_is_refused(tmp_path):
     result = subprocess.run([str(binary()), "serve", "--root", str(root), "--address", "127.0.0.1:0"], capture_output=True, text=True, env=env, timeout=20)
     assert result.returncode == 1
     assert "chmod 600" in result.stderr
+
+
+def test_refusals_answer_access_denied_and_log_one_info_line_naming_the_rule(tmp_path):
+    """A refused request gets S3's "Access Denied" (never words about the file system) and the
+    log one INFO line with who was refused and which rule refused; client mistakes are never
+    logged as ERROR."""
+    config = tmp_path / "isthmus.toml"
+    config.write_text('[[users]]\naccess_key = "bob"\nsecret_key = "bob-secret-0123456"\n')
+    srv = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="private")
+        s3.put_object(Bucket="private", Key="k", Body=b"v")
+        anonymous = requests.get(f"{srv.endpoint}/private/k", timeout=10)
+        assert anonymous.status_code == 403 and "<Message>Access Denied</Message>" in anonymous.text, anonymous.text
+        assert requests.get(f"{srv.endpoint}/", timeout=10).status_code == 403
+        bob = make_client(srv.endpoint, access_key="bob", secret_key="bob-secret-0123456")
+        with pytest.raises(ClientError) as e:
+            bob.get_object(Bucket="private", Key="k")
+        assert code(e) == "AccessDenied" and e.value.response["Error"]["Message"] == "Access Denied"
+        with pytest.raises(ClientError) as e:
+            bob.put_bucket_acl(Bucket="private", ACL="public-read")
+        assert code(e) == "AccessDenied"
+        with pytest.raises(ClientError):
+            make_client(srv.endpoint, secret_key="wrong-secret-key-000").list_buckets()
+        assert requests.get(f"{srv.endpoint}/private/k", timeout=10).headers.get("x-isthmus-refused") is None
+        log = srv.output()
+        refused = [line for line in log.splitlines() if "refused" in line and " INFO " in line]
+        assert any('who="anonymous"' in line and "/private/k" in line and "ACL grants read" in line for line in refused), log
+        assert any('who="anonymous"' in line and "path=/ " in line for line in refused), log
+        assert any('who="bob"' in line and "/private/k" in line and "ACL grants read" in line for line in refused), log
+        assert any('who="bob"' in line and "only the bucket's owner" in line for line in refused), log
+        assert any("SignatureDoesNotMatch" in line for line in refused), log
+        assert " ERROR " not in log, log
+    finally:
+        srv.stop()

@@ -63,7 +63,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     /// Each principal sees the buckets it may use.
     fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
         if cx.principal == Principal::Anonymous {
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::denied("anonymous requests may not list buckets"));
         }
         let mut visible = Vec::new();
         for bucket in self.inner.list_buckets(cx)? {
@@ -82,7 +82,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()> {
         cx.require_scope(ScopeAccess::Create, bucket, "")?;
         if cx.principal == Principal::Anonymous {
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::denied("anonymous requests may not create buckets"));
         }
         match self.inner.create_bucket(cx, bucket, request) {
             Ok(()) => {
@@ -144,18 +144,18 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         }
         let changed = current.changed(config);
         if changed.owner && !is_superuser(cx) {
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::denied("only root may give a bucket to another owner"));
         }
         let block = config.public_access_block.unwrap_or_default();
         if changed.acl && config.acl.canned.is_public() && block.block_public_acls {
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::denied("the bucket's public access block refuses public ACLs"));
         }
         if changed.policy
             && let Some(document) = &config.policy
             && BucketPolicy::parse(bucket, document)?.is_public()
             && block.block_public_policy
         {
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::denied("the bucket's public access block refuses public policies"));
         }
         let checked = BucketConfig { version: current.version, ..config.clone() };
         self.inner.set_bucket_config(cx, bucket, &checked)

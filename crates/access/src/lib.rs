@@ -142,6 +142,12 @@ fn block(settings: Option<&BucketConfig>) -> PublicAccessBlock {
     settings.and_then(|config| config.public_access_block).unwrap_or_default()
 }
 
+/// `allowed` for a principal judged by the bucket's `settings` (not one that uses every
+/// bucket): its owner, or a grant of the bucket's ACL.
+fn allowed_by(cx: &RequestContext, settings: Option<&BucketConfig>, access: Access) -> bool {
+    owner_in(cx, settings) || shared_by_acl(cx, settings, access)
+}
+
 /// Whether the ACL of a bucket with `settings` shares `access` with the principal of `cx`
 /// (never the owner's own access; a missing bucket passes).
 fn shared_by_acl(cx: &RequestContext, settings: Option<&BucketConfig>, access: Access) -> bool {
@@ -191,16 +197,6 @@ impl<S: Store + ?Sized> Authorized<S> {
         cx.identity.is_some()
             && matches!(cx.principal, Principal::User { .. })
             && self.inner.bucket_facts(cx, bucket).is_ok_and(|facts| facts.access == AccessJudge::Kernel)
-    }
-
-    /// Logs a refusal this layer made for a signed user where Unix identities are on (the
-    /// kernel's own refusals are the file system's to log).
-    fn log_refusal(&self, cx: &RequestContext, bucket: &str, what: &str) {
-        if cx.identity.is_some()
-            && let Some(user) = cx.user_name()
-        {
-            tracing::info!(user, bucket, what, "refused by the gateway (the bucket's files are not the users' own)");
-        }
     }
 
     /// Refuses writes past `quotas` (none configured: no checks).
@@ -254,20 +250,7 @@ impl<S: Store + ?Sized> Authorized<S> {
         if (access != Access::Owner && self.kernel_decides(cx, bucket)) || self.uses_every_bucket(cx, bucket) {
             return Ok(true);
         }
-        Ok(self.allowed_by(cx, bucket, self.settings(cx, bucket)?.as_ref(), access))
-    }
-
-    /// `allowed` for a principal judged by the bucket's `settings` (not one that uses every
-    /// bucket).
-    fn allowed_by(&self, cx: &RequestContext, bucket: &str, settings: Option<&BucketConfig>, access: Access) -> bool {
-        if owner_in(cx, settings) {
-            return true;
-        }
-        let shared = shared_by_acl(cx, settings, access);
-        if !shared {
-            self.log_refusal(cx, bucket, if access == Access::Write { "write" } else { "read" });
-        }
-        shared
+        Ok(allowed_by(cx, self.settings(cx, bucket)?.as_ref(), access))
     }
 
     /// `allowed`, as an AccessDenied error, and the bucket's owner is the one the request
@@ -296,8 +279,13 @@ impl<S: Store + ?Sized> Authorized<S> {
             return Ok(());
         }
         let settings = self.settings(cx, bucket)?;
-        if !without_settings && !self.allowed_by(cx, bucket, settings.as_ref(), access) {
-            return Err(StoreError::AccessDenied);
+        if !without_settings && !allowed_by(cx, settings.as_ref(), access) {
+            return Err(StoreError::denied(match access {
+                Access::Owner => "only the bucket's owner may do this".to_string(),
+                Access::Read | Access::Write => {
+                    format!("the bucket's ACL does not grant {access:?} and the requester does not own the bucket")
+                }
+            }));
         }
         self.owner_is(settings.as_ref(), expected)
     }
@@ -307,7 +295,13 @@ impl<S: Store + ?Sized> Authorized<S> {
     fn owner_is(&self, settings: Option<&BucketConfig>, expected: Option<&str>) -> StoreResult<()> {
         let (Some(expected), Some(config)) = (expected, settings) else { return Ok(()) };
         let owner = config.owner.as_deref().or(self.root_owner.as_deref());
-        if owner == Some(expected) { Ok(()) } else { Err(StoreError::AccessDenied) }
+        if owner == Some(expected) {
+            Ok(())
+        } else {
+            Err(StoreError::denied(
+                "the bucket's owner is not the one the request expects (x-amz-expected-bucket-owner)",
+            ))
+        }
     }
 
     /// A GET or HEAD: of the latest version, as `require_read` says; of a named version, read
@@ -335,7 +329,7 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// AccessDenied when `acl` is public and the bucket blocks public ACLs.
     fn check_acl_allowed(&self, cx: &RequestContext, bucket: &str, acl: Option<CannedAcl>) -> StoreResult<()> {
         if acl.is_some_and(CannedAcl::is_public) && block(self.settings(cx, bucket)?.as_ref()).block_public_acls {
-            return Err(StoreError::AccessDenied);
+            return Err(StoreError::denied("the bucket's public access block refuses public ACLs"));
         }
         Ok(())
     }
@@ -386,7 +380,7 @@ impl<S: Store + ?Sized> Authorized<S> {
             }
             let settings = self.settings(cx, bucket)?;
             if !is_superuser(cx) && self.policy_verdict(cx, bucket, settings.as_ref(), action)? == Some(false) {
-                return Err(StoreError::AccessDenied);
+                return Err(StoreError::denied("the bucket policy denies it"));
             }
             return self.owner_is(settings.as_ref(), expected);
         }
@@ -400,25 +394,25 @@ impl<S: Store + ?Sized> Authorized<S> {
             return self.owner_is(settings, expected);
         }
         match self.policy_verdict(cx, bucket, settings, action)? {
-            Some(false) => return Err(StoreError::AccessDenied),
+            Some(false) => return Err(StoreError::denied("the bucket policy denies it")),
             Some(true) => return self.owner_is(settings, expected),
             None => {}
         }
         if shared_by_acl(cx, settings, Access::Read) {
             return self.owner_is(settings, expected);
         }
-        let PolicyAction::GetObject { key } = action else { return Err(StoreError::AccessDenied) };
+        let not_shared = "neither the bucket policy nor the bucket's or the object's ACL grants read";
+        let PolicyAction::GetObject { key } = action else { return Err(StoreError::denied(not_shared)) };
         let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
             Ok(info) => info.meta.object_acl(),
             Err(StoreError::WouldBlock) => return Err(StoreError::WouldBlock),
             // Whether the key exists is not told to those who may not read it.
-            Err(_) => return Err(StoreError::AccessDenied),
+            Err(_) => return Err(StoreError::denied(not_shared)),
         };
         if acl_shares(cx, settings, &acl, Access::Read) {
             self.owner_is(settings, expected)
         } else {
-            self.log_refusal(cx, bucket, "read");
-            Err(StoreError::AccessDenied)
+            Err(StoreError::denied(not_shared))
         }
     }
 

@@ -78,9 +78,12 @@ pub(crate) fn open_engine(
 }
 
 fn init_logging(level: &str, format: config::LogFormat) {
-    // ISTHMUS_LOG (a tracing filter) wins; otherwise our crates log at `level`, libraries at warn.
-    let filter = std::env::var("ISTHMUS_LOG")
-        .unwrap_or_else(|_| format!("warn,isthmus={level},isthmus_s3={level},isthmus_store={level}"));
+    // ISTHMUS_LOG (a tracing filter) wins; otherwise our crates log at `level`, libraries at
+    // warn. The protocol layer logs every error answer at ERROR, client mistakes included: the
+    // door logs them itself (refusals at INFO, server errors at WARN, internal ones at ERROR).
+    let filter = std::env::var("ISTHMUS_LOG").unwrap_or_else(|_| {
+        format!("warn,s3s::ops=off,isthmus={level},isthmus_s3={level},isthmus_store={level},isthmus_access={level}")
+    });
     let builder = tracing_subscriber::fmt().with_env_filter(EnvFilter::new(filter)).with_writer(std::io::stderr);
     match format {
         config::LogFormat::Json => builder.json().with_current_span(true).init(),

@@ -309,7 +309,7 @@ impl Pools {
     /// `PLACEMENT_TTL`, then asked again), else the first that has it (the default pool first).
     fn find_holder(&self, cx: &RequestContext, bucket: &str) -> StoreResult<usize> {
         let holds = |index: usize| match self.pools[index].store.head_bucket(cx, bucket) {
-            Ok(()) | Err(StoreError::AccessDenied) => Ok(true),
+            Ok(()) | Err(StoreError::AccessDenied | StoreError::Denied(_)) => Ok(true),
             Err(StoreError::NoSuchBucket | StoreError::InvalidBucketName(_)) => Ok(false),
             Err(err) => Err(err),
         };

@@ -15,11 +15,20 @@ pub fn s3_error(err: StoreError) -> S3Error {
             tracing::error!(error = %err, "internal error");
             "We encountered an internal error. Please try again.".to_string()
         }
+        // S3's words; which rule refused goes to the log (see `REFUSED_HEADER`).
+        StoreError::AccessDenied | StoreError::Denied(_) => "Access Denied".to_string(),
         other => other.to_string(),
     };
     let mut s3 = S3Error::with_message(code, message);
     if let Ok(status) = hyper::StatusCode::from_u16(err.http_status()) {
         s3.set_status_code(status);
+    }
+    if let Some(why) = err.refusal_reason()
+        && let Ok(value) = hyper::header::HeaderValue::from_str(&why)
+    {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(REFUSED_HEADER, value);
+        s3.set_headers(headers);
     }
     // S3 says which delete marker answered, so clients can tell "deleted" from "never was".
     if let StoreError::LatestIsDeleteMarker { version_id } | StoreError::VersionIsDeleteMarker { version_id } = &err {
@@ -31,6 +40,16 @@ pub fn s3_error(err: StoreError) -> S3Error {
         s3.set_headers(headers);
     }
     s3
+}
+
+/// Carries why a request was refused from where it was refused to the log line the server
+/// writes for it; taken out of the response before it is sent (`take_refusal`).
+pub const REFUSED_HEADER: &str = "x-isthmus-refused";
+
+/// Why the response's request was refused, if a rule said so; removed from the response.
+pub fn take_refusal(resp: &mut s3s::HttpResponse) -> Option<String> {
+    let why = resp.headers_mut().remove(REFUSED_HEADER)?;
+    Some(why.to_str().unwrap_or("(not text)").to_string())
 }
 
 /// A blocking-pool task that panicked or was cancelled.

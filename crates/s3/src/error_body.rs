@@ -78,6 +78,18 @@ fn as_s3_post_condition_failure(body: String, status: &mut hyper::StatusCode) ->
     body.replacen(FAILED, "<Code>AccessDenied</Code><Message>Invalid according to Policy: Policy condition", 1)
 }
 
+/// The code and message of an error response's body.
+pub fn code_and_message(resp: &s3s::HttpResponse) -> Option<(String, String)> {
+    let bytes = resp.body().bytes()?;
+    let body = std::str::from_utf8(&bytes).ok()?;
+    let element = |name: &str| {
+        let start = body.find(&format!("<{name}>"))? + name.len() + 2;
+        let end = start + body[start..].find(&format!("</{name}>"))?;
+        Some(body[start..end].to_string())
+    };
+    Some((element("Code")?, element("Message").unwrap_or_default()))
+}
+
 /// Completes the body of an error response in place.
 pub fn complete(resp: &mut s3s::HttpResponse, request_id: &str) {
     if resp.status().as_u16() < 300 {

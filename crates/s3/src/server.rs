@@ -234,6 +234,7 @@ impl LoggedService {
         Box::pin(
             async move {
                 let start = Instant::now();
+                let requester = crate::access_log::user_of(&req);
                 let (req, body_finished) = crate::expect::track(req);
                 let asks_attributes = crate::attributes::is_attributes_request(&req);
                 let req = crate::post_filename::substitute(req).await.map_err(s3s::HttpError::new)?;
@@ -250,8 +251,16 @@ impl LoggedService {
                             resp.headers_mut().insert("x-amz-request-id", value);
                         }
                         let status = resp.status().as_u16();
+                        let why = crate::error::take_refusal(&mut resp);
                         if status >= 500 {
                             tracing::warn!(status, elapsed_us, "done");
+                        } else if status == 401 || status == 403 {
+                            // One line per refused request: who, and which rule refused (or
+                            // the error the client got, when no rule said more).
+                            let (code, message) = crate::error_body::code_and_message(&resp).unwrap_or_default();
+                            let who = if requester.is_empty() { "anonymous" } else { requester.as_str() };
+                            let why = why.unwrap_or(message);
+                            tracing::info!(status, who, code, why, "refused");
                         } else {
                             tracing::debug!(status, elapsed_us, "done");
                         }

@@ -46,8 +46,14 @@ pub enum StoreError {
     SourceChanged,
     #[error("There is not enough space left on the file system")]
     InsufficientStorage,
-    #[error("The gateway is not permitted to access this path on the file system")]
+    /// The file system refused the request's identity (Unix permissions), or a door refused
+    /// without naming a rule.
+    #[error("Access Denied")]
     AccessDenied,
+    /// An authorization rule refused the request: why, in words, for the gateway's log (the S3
+    /// door answers S3's plain "Access Denied").
+    #[error("Access Denied: {0}")]
+    Denied(String),
     /// A bearer token (or the temporary credentials made from one) does not grant this request:
     /// an AccessDenied that says which scope it needed.
     #[error("Access denied: the token's scopes do not grant {0}")]
@@ -171,7 +177,7 @@ impl StoreError {
             Self::InvalidRange { .. } => "InvalidRange",
             Self::SourceChanged => "PreconditionFailed",
             Self::InsufficientStorage => "InsufficientStorage",
-            Self::AccessDenied | Self::OutOfScope(_) => "AccessDenied",
+            Self::AccessDenied | Self::Denied(_) | Self::OutOfScope(_) => "AccessDenied",
             // The code Ceph RGW answers for a quota, which S3 itself does not have.
             Self::QuotaExceeded(_) => "QuotaExceeded",
             Self::NoSuchUpload => "NoSuchUpload",
@@ -256,7 +262,7 @@ impl StoreError {
             Self::InsufficientStorage => 507,
             Self::InsufficientShards(_) => 503,
             Self::NotImplemented(_) => 501,
-            Self::AccessDenied | Self::OutOfScope(_) | Self::QuotaExceeded(_) => 403,
+            Self::AccessDenied | Self::Denied(_) | Self::OutOfScope(_) | Self::QuotaExceeded(_) => 403,
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,
             Self::Remote { status, .. } => *status,
         }
@@ -264,6 +270,21 @@ impl StoreError {
 }
 
 impl StoreError {
+    /// A refusal by an authorization rule, saying which (see `Denied`).
+    pub fn denied(why: impl Into<String>) -> Self {
+        Self::Denied(why.into())
+    }
+
+    /// Why the request was refused, for the log, if this is a refusal.
+    pub fn refusal_reason(&self) -> Option<String> {
+        match self {
+            Self::AccessDenied => Some("the file system's permissions refused the request's identity".into()),
+            Self::Denied(why) => Some(why.clone()),
+            Self::OutOfScope(scope) => Some(format!("the token's scopes do not grant {scope}")),
+            _ => None,
+        }
+    }
+
     /// An I/O error of `operation` on `path`. Errors that have an S3 meaning (no space, no
     /// permission) become that error; the others keep the operation and path for the logs.
     pub fn io(operation: &'static str, path: &std::path::Path, err: io::Error) -> Self {
