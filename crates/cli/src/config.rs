@@ -22,17 +22,18 @@ pub struct ServeArgs {
     pub address: Option<SocketAddr>,
     /// strict: fsync data and directory entry before acknowledging a write; relaxed: leave it
     /// to the file system [default: strict]
-    #[arg(long)]
+    #[arg(long, value_parser = listed::<Durability>(&["strict", "relaxed"]))]
     pub durability: Option<Durability>,
     /// Where object metadata lives: auto, xattr or sidecar [default: auto]
-    #[arg(long)]
+    #[arg(long, value_parser = listed::<MetadataMode>(&["auto", "xattr", "sidecar"]))]
     pub metadata: Option<MetadataMode>,
     /// Files written outside the gateway up to this many bytes get the MD5 of their content as
     /// ETag; larger ones an ETag derived from their identity [default: 1048576]
     #[arg(long)]
     pub etag_md5_limit: Option<u64>,
-    /// Log level: error, warn, info, debug (debug logs every request) [default: info]
-    #[arg(long)]
+    /// Log level: error, warn, info (also one line per refused request), debug (every request)
+    /// [default: info]
+    #[arg(long, value_parser = listed::<String>(&["error", "warn", "info", "debug", "trace"]))]
     pub log_level: Option<String>,
     /// Log format: text (human-readable) or json (one object per line) [default: text]
     #[arg(long)]
@@ -303,9 +304,45 @@ impl ServeSettings {
     }
 }
 
+/// A flag value parser that accepts exactly `values` (listed in `--help` as possible values)
+/// and turns the chosen one into a `T`.
+fn listed<T>(values: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::fmt::Debug,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|value: String| value.parse::<T>().expect("every listed value parses"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn every_listed_flag_value_parses_and_others_are_refused_with_the_list() {
+        use clap::Parser;
+        for durability in ["strict", "relaxed"] {
+            let parsed = Serve::try_parse_from(["serve", "--durability", durability]).unwrap();
+            assert_eq!(parsed.args.durability, Some(durability.parse().unwrap()));
+        }
+        for metadata in ["auto", "xattr", "sidecar"] {
+            Serve::try_parse_from(["serve", "--metadata", metadata]).unwrap();
+        }
+        for level in ["error", "warn", "info", "debug", "trace"] {
+            let parsed = Serve::try_parse_from(["serve", "--log-level", level]).unwrap();
+            assert_eq!(parsed.args.log_level.as_deref(), Some(level));
+        }
+        let refused = Serve::try_parse_from(["serve", "--durability", "fast"]).err().unwrap().to_string();
+        assert!(refused.contains("possible values: strict, relaxed"), "{refused}");
+    }
 
     #[test]
     fn flags_override_file_and_file_overrides_defaults() {
