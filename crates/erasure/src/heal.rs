@@ -128,7 +128,7 @@ impl Inner {
             let file = std::fs::File::create(&staged).map_err(|e| StoreError::io("create a shard", &staged, e))?;
             let files = self.open_segment(bucket, segment);
             for b in 0..segment.blocks() {
-                let block = self.read_block(segment, &files, b, Some(i))?.block;
+                let block = self.read_block(segment, &files, b, Some(i), &None)?.block;
                 let shard = codec::encode(segment.layout(), &block, segment.framing)?.swap_remove(i);
                 file.write_all_at(&shard, segment.shard_offset(b))
                     .map_err(|e| StoreError::io("write a shard", &staged, e))?;

@@ -68,6 +68,7 @@ impl Inner {
         files: &ShardFiles,
         b: u64,
         skip: Option<usize>,
+        object: &ReadFor,
     ) -> StoreResult<BlockRead> {
         let layout = segment.layout();
         let block_len = segment.block_len(b);
@@ -95,7 +96,7 @@ impl Inner {
         let ask = |i: usize| {
             let drive_index = segment.drives[i];
             let (tx, file) = (tx.clone(), files[i].clone().expect("only open shards are asked"));
-            let (pool, asked) = (self.clone(), Instant::now());
+            let (pool, asked, object) = (self.clone(), Instant::now(), object.clone());
             self.drives[drive_index].lane.spawn(move || {
                 let drive = &pool.drives[drive_index];
                 let read = drive.timed_io_since(asked, framed_len, || -> std::io::Result<Vec<u8>> {
@@ -104,7 +105,11 @@ impl Inner {
                     Ok(shard)
                 });
                 let good = match read {
-                    Ok(shard) => unframe(framing, &shard, shard_len).is_some().then_some(shard),
+                    Ok(shard) if unframe(framing, &shard, shard_len).is_some() => Some(shard),
+                    Ok(_) => {
+                        report_rot(&pool, &object);
+                        None
+                    }
                     Err(err) => {
                         if err.kind() != std::io::ErrorKind::NotFound && err.kind() != std::io::ErrorKind::UnexpectedEof
                         {
@@ -207,6 +212,7 @@ impl Inner {
         files: &ShardFiles,
         b: u64,
         (from, to): (usize, usize),
+        object: &ReadFor,
     ) -> Option<Vec<u8>> {
         let layout = segment.layout();
         let block_len = segment.block_len(b);
@@ -240,6 +246,7 @@ impl Inner {
             let data_at = c0 * chunk;
             let data_len = ((c1 + 1) * chunk).min(shard_len) - data_at;
             let (tx, file, pool, drive_index) = (tx.clone(), file.clone()?, self.clone(), segment.drives[i]);
+            let object = object.clone();
             let asked = Instant::now();
             self.drives[drive_index].lane.spawn(move || {
                 let read = pool.drives[drive_index].timed_io_since(asked, data_len, || -> std::io::Result<Vec<u8>> {
@@ -252,6 +259,7 @@ impl Inner {
                     Ok(if framing.verify(&crcs, &data, shard_len) {
                         data[lo - data_at..hi - data_at].to_vec()
                     } else {
+                        report_rot(&pool, &object);
                         Vec::new()
                     })
                 });
@@ -275,6 +283,17 @@ impl Inner {
     }
 }
 
+/// The object a read is for (bucket, key): a lane that finds a rotten shard asks the healer
+/// itself, also when the reader no longer waits for that lane's answer (a hedged read that
+/// had k good shards first, a span read past its deadline). `None` for the healer's own reads.
+pub(crate) type ReadFor = Option<Arc<(String, String)>>;
+
+fn report_rot(pool: &Inner, object: &ReadFor) {
+    if let Some(object) = object {
+        pool.healer.request(&object.0, &object.1);
+    }
+}
+
 /// The bytes `first..=last` of an erasure-coded object.
 pub(crate) struct EcReader {
     inner: Arc<Inner>,
@@ -290,6 +309,8 @@ pub(crate) struct EcReader {
     /// readable to the end of this read.
     files: Vec<Option<ShardFiles>>,
     reported: bool,
+    /// `bucket/key`, for the lanes to report rot with.
+    object: ReadFor,
 }
 
 impl EcReader {
@@ -319,6 +340,7 @@ impl EcReader {
             block: None,
             files,
             reported: false,
+            object: Some(Arc::new((bucket.to_string(), key.to_string()))),
         };
         if position < end && !reader.stored.manifest.inline {
             reader.load()?;
@@ -339,11 +361,11 @@ impl EcReader {
                     (self.position - block_start) as usize,
                     (self.end.min(block_start + segment.block_len(b) as u64) - block_start) as usize,
                 );
-                if let Some(bytes) = self.inner.read_span(segment, files, b, wanted) {
+                if let Some(bytes) = self.inner.read_span(segment, files, b, wanted, &self.object) {
                     self.block = Some((self.position, bytes));
                     return Ok(());
                 }
-                let read = self.inner.read_block(segment, files, b, None)?;
+                let read = self.inner.read_block(segment, files, b, None, &self.object)?;
                 if !read.bad.is_empty() && !self.reported {
                     self.reported = true;
                     self.inner.healer.request(&self.bucket, &self.key);
