@@ -225,6 +225,7 @@ mod tests {
             succ_ratio: 1.0,
             p50_ms: 1.0,
             p90_ms: 1.0,
+            p95_ms: 1.0,
             p99_ms: 1.0,
             latency_histogram: None,
         };

@@ -149,6 +149,7 @@ impl Report {
                 "Succ-Ratio",
                 "p50 ms",
                 "p90 ms",
+                "95%-ResTime ms",
                 "p99 ms",
             ]);
             for r in &self.cosbench {
@@ -165,6 +166,7 @@ impl Report {
                     format!("{:.2} %", r.succ_ratio * 100.0),
                     format!("{:.3}", r.p50_ms),
                     format!("{:.3}", r.p90_ms),
+                    format!("{:.3}", r.p95_ms),
                     format!("{:.3}", r.p99_ms),
                 ]);
             }

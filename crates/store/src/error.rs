@@ -47,8 +47,9 @@ pub enum StoreError {
     #[error("There is not enough space left on the file system")]
     InsufficientStorage,
     /// The file system refused the request's identity (Unix permissions), or a door refused
-    /// without naming a rule.
-    #[error("Access Denied")]
+    /// without naming a rule. (The S3 door answers S3's plain "Access Denied"; in-process
+    /// callers read why.)
+    #[error("Access Denied: not permitted by the file system's permissions")]
     AccessDenied,
     /// An authorization rule refused the request: why, in words, for the gateway's log (the S3
     /// door answers S3's plain "Access Denied").
@@ -278,7 +279,7 @@ impl StoreError {
     /// Why the request was refused, for the log, if this is a refusal.
     pub fn refusal_reason(&self) -> Option<String> {
         match self {
-            Self::AccessDenied => Some("the file system's permissions refused the request's identity".into()),
+            Self::AccessDenied => Some("not permitted by the file system's permissions".into()),
             Self::Denied(why) => Some(why.clone()),
             Self::OutOfScope(scope) => Some(format!("the token's scopes do not grant {scope}")),
             _ => None,
