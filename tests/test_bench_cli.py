@@ -234,3 +234,21 @@ def test_pools_fill_levels_on_a_file_system_of_their_own(tmp_path):
         assert not (fs / "fill").exists(), "the filler is removed"
     finally:
         subprocess.run(["umount", str(fs)], capture_output=True)
+
+
+def test_single_operations_say_what_they_will_do_first(tmp_path):
+    """`isthmus bench` (single operations) states its plan before running: the timed phases
+    of --duration, and the objects it fills first, which --duration does not bound."""
+    root = tmp_path / "root"
+    root.mkdir()
+    r = subprocess.run(
+        [str(binary()), "bench", "--ops", "get,list", "--duration", "200ms", "--objects", "20", "--list-objects", "30",
+         "--target", f"embedded://{root}", "--baseline", str(tmp_path / "b"), "--durability", "relaxed"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    plan = next(line for line in r.stderr.splitlines() if line.startswith("isthmus bench:"))
+    # get and list on two targets (the POSIX baseline and in-process): four timed phases.
+    assert "4 timed phase(s) of 0.2 s" in plan and "about 1 s" in plan, plan
+    assert "fill 20 x 4KiB objects" in plan and "list fills 30 objects" in plan and "not bounded" in plan, plan
+    assert r.stderr.index(plan) < r.stderr.index("running"), "the plan comes before the first phase"

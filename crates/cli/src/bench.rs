@@ -72,6 +72,37 @@ fn default_objects(size: u64) -> usize {
     ((1u64 << 30) / size.max(1)).clamp(16, 2000) as usize
 }
 
+/// What the single-operation workload will do, said before it starts: how many timed phases
+/// of --duration, and the objects it fills first, which take as long as they take (the
+/// listing's 100,000 by default: minutes, whatever --duration says).
+fn ops_plan(args: &BenchArgs, targets: usize) -> String {
+    let timed: usize = args.ops.iter().map(|&op| if op == Op::List { 1 } else { args.size.len() }).sum();
+    let phases = timed * args.workers.len() * targets;
+    let seconds = (phases as f64 * args.duration.as_secs_f64()).ceil();
+    let mut plan = format!(
+        "isthmus bench: {phases} timed phase(s) of {:.1} s each on {targets} target(s): about {seconds} s of timed work",
+        args.duration.as_secs_f64()
+    );
+    if args.ops.iter().any(|op| matches!(op, Op::Get | Op::Head | Op::Delete)) {
+        let fills: Vec<String> = args
+            .size
+            .iter()
+            .map(|&size| {
+                let objects = args.objects.unwrap_or_else(|| default_objects(size));
+                format!("{objects} x {}", isthmus_bench::units::format_size(size))
+            })
+            .collect();
+        plan += &format!("; first, get/head/delete fill {} objects per target", fills.join(", "));
+    }
+    if args.ops.contains(&Op::List) {
+        plan += &format!(
+            "; list fills {} objects per target before it is timed (--list-objects: this fill is not bounded by --duration)",
+            args.list_objects
+        );
+    }
+    plan
+}
+
 fn compare(args: &BenchArgs) -> Result<(), String> {
     if args.results.is_empty() {
         return Err("bench compare needs result files: isthmus bench compare a.json b.json".into());
@@ -315,6 +346,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 results.extend(run.run_synced(target.as_ref(), &mut team).map_err(fail)?);
             }
         }
+    }
+    if args.workload == BenchWorkload::Ops {
+        eprintln!("{}", ops_plan(&args, targets.len()));
     }
     for &size in if args.workload == BenchWorkload::Ops { &args.size[..] } else { &[] } {
         for target in &targets {
