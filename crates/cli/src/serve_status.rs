@@ -55,7 +55,8 @@ pub fn status_extras(
 }
 
 /// Per-drive figures of the erasure-coded pools for `/metrics`: state, reads, errors, mean
-/// read latency, and whether reads go around a drive for being slow.
+/// read latency, and whether reads go around a drive for being slow; and each pool's heal
+/// backlog and repairs.
 pub fn drive_metrics(pools: &[(String, Arc<isthmus_erasure::ErasureStore>)]) -> String {
     use std::fmt::Write as _;
     if pools.is_empty() {
@@ -89,6 +90,18 @@ pub fn drive_metrics(pools: &[(String, Arc<isthmus_erasure::ErasureStore>)]) -> 
                 };
                 let _ = writeln!(out, "{name}{{pool=\"{pool}\",drive=\"{}\"}} {value}", drive.path.display());
             }
+        }
+    }
+    let heal = [
+        ("isthmus_pool_heal_queue", "gauge", "Objects waiting for the background healer of an erasure-coded pool."),
+        ("isthmus_pool_heal_repaired_total", "counter", "Objects the background healer found damaged and repaired."),
+    ];
+    for (index, (name, kind, help)) in heal.iter().enumerate() {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+        for (pool, store) in pools {
+            let (queued, repaired) = store.heal_backlog();
+            let value = if index == 0 { queued as u64 } else { repaired };
+            let _ = writeln!(out, "{name}{{pool=\"{pool}\"}} {value}");
         }
     }
     out

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak, mpsc};
 use std::time::{Duration, SystemTime};
 
@@ -26,19 +26,31 @@ const QUEUE: usize = 1024;
 /// The background healer: heals objects reads found damaged.
 pub(crate) struct Healer {
     queue: Mutex<Option<mpsc::SyncSender<(String, String)>>>,
+    /// Objects queued and not yet looked at, and objects it found damaged and repaired.
+    counts: Arc<HealCounts>,
+}
+
+#[derive(Default)]
+pub(crate) struct HealCounts {
+    pub(crate) queued: AtomicUsize,
+    pub(crate) repaired: AtomicU64,
 }
 
 impl Healer {
     pub(crate) fn start(inner: Weak<Inner>) -> Self {
         let (tx, rx) = mpsc::sync_channel::<(String, String)>(QUEUE);
+        let counts = Arc::new(HealCounts::default());
+        let seen = counts.clone();
         // The gateway's own work: it may be started by a read switched to a user's identity.
         let _ = isthmus_store::identity::spawn_gateway_thread("isthmus-ec-heal", move || {
             loop {
                 match rx.recv_timeout(Duration::from_secs(60)) {
                     Ok((bucket, key)) => {
+                        seen.queued.fetch_sub(1, Ordering::Relaxed);
                         let Some(inner) = inner.upgrade() else { return };
                         match inner.heal_object(&bucket, &key) {
                             Ok(healed) if healed.shards + healed.manifests > 0 => {
+                                seen.repaired.fetch_add(1, Ordering::Relaxed);
                                 tracing::info!(pool = %inner.name, bucket, key, shards = healed.shards, manifests = healed.manifests, "healed on read");
                             }
                             Ok(_) => {}
@@ -56,14 +68,23 @@ impl Healer {
                 }
             }
         });
-        Self { queue: Mutex::new(Some(tx)) }
+        Self { queue: Mutex::new(Some(tx)), counts }
     }
 
     /// Asks for `bucket/key` to be healed soon.
     pub(crate) fn request(&self, bucket: &str, key: &str) {
         if let Some(tx) = self.queue.lock().expect("heal queue lock").as_ref() {
-            let _ = tx.try_send((bucket.to_string(), key.to_string()));
+            // Counted before it is sent, so the healer never takes the count below zero.
+            self.counts.queued.fetch_add(1, Ordering::Relaxed);
+            if tx.try_send((bucket.to_string(), key.to_string())).is_err() {
+                self.counts.queued.fetch_sub(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Objects waiting for the background healer, and objects it repaired since the start.
+    pub(crate) fn backlog(&self) -> (usize, u64) {
+        (self.counts.queued.load(Ordering::Relaxed), self.counts.repaired.load(Ordering::Relaxed))
     }
 }
 
@@ -395,6 +416,12 @@ impl ErasureStore {
     /// The pool's drives: state, latency, errors.
     pub fn drive_reports(&self) -> Vec<DriveReport> {
         self.inner.drive_reports()
+    }
+
+    /// Objects waiting for the background healer (reads found them damaged, or a write left a
+    /// drive behind), and objects it repaired since the pool was opened.
+    pub fn heal_backlog(&self) -> (usize, u64) {
+        self.inner.healer.backlog()
     }
 
     /// Heals one object now (what a read that found a bad shard asks the background healer).
