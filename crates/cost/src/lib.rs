@@ -1,18 +1,22 @@
 //! `isthmus cost`: what a storage deployment costs over time, in the cloud (pay-as-you-go) and
 //! on premises (buy and run), with the break-even month, its sensitivity to the main inputs,
-//! and cost per unit of measured performance.
+//! and cost per unit of measured performance, under the published equations or the project's
+//! refinement of them (`CostModel`).
 
 pub mod model;
 pub mod perf;
 pub mod report;
 
-pub use model::{Cloud, CloudPrices, CloudUsage, Comparison, LoadBalancer, OnPrem, Scenario};
+pub use model::{Cloud, CloudPrices, CloudUsage, Comparison, CostModel, LoadBalancer, OnPrem, Scenario};
+pub use report::{KeyFigures, YearTotal, key_figures, preset_key_figures};
 
-/// Errors of scenario loading.
+/// Errors of scenario loading and model choice.
 #[derive(Debug, thiserror::Error)]
 pub enum CostError {
     #[error("unknown preset {0:?}: use budget, standard or high")]
     UnknownPreset(String),
+    #[error("unknown cost model {0:?}: use paper or refined")]
+    UnknownModel(String),
     #[error("{path}: {message}")]
     Scenario { path: String, message: String },
 }

@@ -1,11 +1,62 @@
 //! The cost model: cloud pay-as-you-go (unit price × quantity per month, summed over services)
 //! against on-premises (CapEx once, OpEx per month, maintenance as an annual rate of the
-//! hardware cost, depreciation as the hardware's replacement cycle), month by month.
+//! hardware cost, depreciation), month by month, under the published equations or the
+//! project's refinement of them (`CostModel`).
 
 use serde::{Deserialize, Serialize};
 
+use crate::CostError;
+
 /// Hours in an average month (8760 / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;
+
+/// Which equations price the load balancer and the hardware's depreciation; every other term is
+/// the same in both.
+///
+/// The published equations are the default so that `isthmus cost` reproduces the paper's
+/// figures; the refinement is kept as an explicit choice because it prices what AWS and a
+/// hardware budget actually charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CostModel {
+    /// As published: the load balancer is priced on the data it processes only
+    /// (cost_ELB = price per GB processed × GB processed per month × months, eq. 5), and
+    /// depreciation is a yearly percentage of CapEx added to the on-premises total
+    /// (rate × CapEx per year, counted monthly as rate × CapEx / 12, eq. 9 and Table 7).
+    #[default]
+    Paper,
+    /// The refinement: the load balancer is also billed for every hour it runs (ALB or NLB
+    /// hourly price × 730 h a month), and depreciation is a replacement cycle: the hardware
+    /// is bought again every 1/rate years.
+    Refined,
+}
+
+impl CostModel {
+    pub const ALL: [CostModel; 2] = [CostModel::Paper, CostModel::Refined];
+    /// The names of `ALL`, in order, as written on the command line and in JSON.
+    pub const NAMES: &'static [&'static str] = &["paper", "refined"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CostModel::Paper => "paper",
+            CostModel::Refined => "refined",
+        }
+    }
+}
+
+impl std::str::FromStr for CostModel {
+    type Err = CostError;
+
+    fn from_str(s: &str) -> Result<Self, CostError> {
+        Self::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| CostError::UnknownModel(s.into()))
+    }
+}
+
+impl std::fmt::Display for CostModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Cloud unit prices in USD. Defaults are the figures used in the literature the project
 /// starts from (AWS us-east-1); every one can be edited in a scenario file.
@@ -32,11 +83,11 @@ pub struct CloudPrices {
     pub s3_read_requests_per_1000: f64,
     /// Data transfer out to the internet, per GB.
     pub transfer_out_gb: f64,
-    /// Application load balancer, per hour.
+    /// Application load balancer, per hour (refined model only).
     pub alb_hour: f64,
-    /// Network load balancer, per hour.
+    /// Network load balancer, per hour (refined model only).
     pub nlb_hour: f64,
-    /// Load balancer data processing, per GB.
+    /// Load balancer data processing, per GB: the published ELB price (eq. 5), in both models.
     pub lb_data_processing_gb: f64,
 }
 
@@ -60,7 +111,8 @@ impl Default for CloudPrices {
     }
 }
 
-/// Which load balancer fronts the cloud deployment.
+/// Which load balancer fronts the cloud deployment; it selects the hourly price of the refined
+/// model (the published model prices only the data processed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LoadBalancer {
@@ -105,8 +157,10 @@ pub struct BillLine {
 }
 
 impl Cloud {
-    /// The monthly bill, line by line (lines with zero quantity left out).
-    pub fn bill(&self) -> Vec<BillLine> {
+    /// The monthly bill under `model`, line by line (lines with zero quantity left out). The
+    /// two models differ only in the load balancer's hourly line, which the published ELB term
+    /// (price per GB processed × GB processed, eq. 5) does not have.
+    pub fn bill(&self, model: CostModel) -> Vec<BillLine> {
         let (p, u) = (&self.prices, &self.usage);
         let first_tier_gb = 50_000.0;
         let s3_first = u.s3_standard_gb.min(first_tier_gb);
@@ -116,7 +170,10 @@ impl Cloud {
             LoadBalancer::Alb => p.alb_hour,
             LoadBalancer::Nlb => p.nlb_hour,
         };
-        let lb_hours = if u.load_balancer == LoadBalancer::None { 0.0 } else { HOURS_PER_MONTH };
+        let lb_hours = match (model, u.load_balancer) {
+            (CostModel::Paper, _) | (CostModel::Refined, LoadBalancer::None) => 0.0,
+            (CostModel::Refined, LoadBalancer::Alb | LoadBalancer::Nlb) => HOURS_PER_MONTH,
+        };
         let lines = [
             ("FSx for Lustre HDD (GB-month)", u.fsx_hdd_gb, p.fsx_hdd_gb_month),
             ("FSx for Lustre SSD (GB-month)", u.fsx_ssd_gb, p.fsx_ssd_gb_month),
@@ -143,8 +200,8 @@ impl Cloud {
             .collect()
     }
 
-    pub fn monthly(&self) -> f64 {
-        self.bill().iter().map(|l| l.monthly_usd).sum()
+    pub fn monthly(&self, model: CostModel) -> f64 {
+        self.bill(model).iter().map(|l| l.monthly_usd).sum()
     }
 
     /// The same services for `factor` times the data (capacity and traffic scale together).
@@ -187,8 +244,8 @@ pub struct OnPrem {
     pub licences_monthly_usd: f64,
     /// Annual maintenance, as a fraction of the hardware cost.
     pub maintenance_rate: f64,
-    /// Annual depreciation, as a fraction of the hardware cost: the hardware is bought again
-    /// every 1/rate years (0: never within the horizon).
+    /// Annual depreciation rate. Published model: this fraction of CapEx is a cost every year
+    /// (Table 7). Refined model: the hardware is bought again every 1/rate years (0: never).
     pub depreciation_rate: f64,
     /// Usable capacity, for cost per TB-month.
     pub capacity_tb: f64,
@@ -251,32 +308,59 @@ impl OnPrem {
             + self.maintenance_monthly_usd()
     }
 
-    /// Months the hardware lasts, from the depreciation rate.
+    /// The published depreciation (eq. 9, Table 7), per month: rate × CapEx a year, spread over
+    /// its twelve months. Decision: it is not capped at CapEx (a rate × years above 1 keeps
+    /// counting), because the published equation has no cap; the presets stay below it within
+    /// 5 years (High: 10 % a year).
+    pub fn paper_depreciation_monthly_usd(&self) -> f64 {
+        self.depreciation_rate * self.capex_usd() / 12.0
+    }
+
+    /// Months the hardware lasts in the refined model, from the depreciation rate.
     pub fn lifetime_months(&self) -> Option<u32> {
         (self.depreciation_rate > 0.0).then(|| (12.0 / self.depreciation_rate).round().max(1.0) as u32)
     }
 
-    /// Total paid by the end of month `m` (1-based): CapEx once, OpEx every month, and the
-    /// hardware again at the start of each new lifetime.
-    pub fn cumulative_usd(&self, m: u32) -> f64 {
-        let replacements = self.lifetime_months().map_or(0, |life| (m.saturating_sub(1)) / life);
-        self.capex_usd() + f64::from(m) * self.opex_monthly_usd() + f64::from(replacements) * self.hardware_usd()
+    /// Total paid by the end of month `m` (1-based): CapEx once and OpEx every month, plus
+    /// depreciation as `model` counts it: rate × CapEx / 12 every month (paper), or the
+    /// hardware bought again at the start of each new lifetime (refined).
+    pub fn cumulative_usd(&self, m: u32, model: CostModel) -> f64 {
+        let depreciation = match model {
+            CostModel::Paper => f64::from(m) * self.paper_depreciation_monthly_usd(),
+            CostModel::Refined => {
+                let replacements = self.lifetime_months().map_or(0, |life| (m.saturating_sub(1)) / life);
+                f64::from(replacements) * self.hardware_usd()
+            }
+        };
+        self.capex_usd() + f64::from(m) * self.opex_monthly_usd() + depreciation
     }
 
-    /// The published form, kept for comparison: Σ_{k=1..m} (CapEx / k + OpEx). It divides CapEx
-    /// by the month index inside the sum, so the CapEx counted grows with the harmonic series
-    /// (about CapEx × ln m) instead of being paid once.
+    /// The published form of the on-premises total, kept for comparison:
+    /// Σ_{k=1..m} (CapEx / k + OpEx + rate × CapEx / 12). It divides CapEx by the month index
+    /// inside the sum, so the CapEx counted grows with the harmonic series (about CapEx × ln m)
+    /// instead of being paid once. Decision: it always carries the published depreciation,
+    /// whatever the model chosen, because it is the paper's equation; beside the paper model's
+    /// total it differs only in how CapEx is counted.
     pub fn published_cumulative_usd(&self, m: u32) -> f64 {
-        (1..=m).map(|k| self.capex_usd() / f64::from(k) + self.opex_monthly_usd()).sum()
+        let monthly = self.opex_monthly_usd() + self.paper_depreciation_monthly_usd();
+        (1..=m).map(|k| self.capex_usd() / f64::from(k) + monthly).sum()
     }
 
-    /// Cost of running the deployment for one month, with the hardware spread over its lifetime
-    /// (or over `horizon_months` when it is never replaced).
-    pub fn amortised_monthly_usd(&self, horizon_months: u32) -> f64 {
-        let spread = self.lifetime_months().unwrap_or(horizon_months).max(1);
-        self.hardware_usd() / f64::from(spread)
-            + self.facilities_cost_usd / f64::from(horizon_months.max(1))
-            + self.opex_monthly_usd()
+    /// Cost of running the deployment for one month over `horizon_months`. Paper: the total
+    /// at the horizon spread evenly over it (CapEx / horizon + OpEx + depreciation). Refined:
+    /// the hardware spread over its lifetime (or the horizon when it is never replaced), the
+    /// facilities over the horizon, plus OpEx.
+    pub fn amortised_monthly_usd(&self, horizon_months: u32, model: CostModel) -> f64 {
+        let horizon = horizon_months.max(1);
+        match model {
+            CostModel::Paper => self.cumulative_usd(horizon, model) / f64::from(horizon),
+            CostModel::Refined => {
+                let spread = self.lifetime_months().unwrap_or(horizon).max(1);
+                self.hardware_usd() / f64::from(spread)
+                    + self.facilities_cost_usd / f64::from(horizon)
+                    + self.opex_monthly_usd()
+            }
+        }
     }
 }
 
@@ -292,9 +376,10 @@ pub struct Scenario {
     pub onprem: OnPrem,
 }
 
-/// Month-by-month comparison.
+/// Month-by-month comparison under one model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    pub model: CostModel,
     pub months: Vec<MonthRow>,
     /// First month at whose end the on-premises total is not above the cloud total.
     pub break_even_month: Option<u32>,
@@ -309,22 +394,22 @@ pub struct MonthRow {
 }
 
 impl Scenario {
-    pub fn compare(&self, months: u32) -> Comparison {
-        let cloud_monthly = self.cloud.monthly();
+    pub fn compare(&self, months: u32, model: CostModel) -> Comparison {
+        let cloud_monthly = self.cloud.monthly(model);
         let rows: Vec<MonthRow> = (1..=months)
             .map(|m| MonthRow {
                 month: m,
                 cloud_cumulative_usd: cloud_monthly * f64::from(m),
-                onprem_cumulative_usd: self.onprem.cumulative_usd(m),
+                onprem_cumulative_usd: self.onprem.cumulative_usd(m, model),
                 onprem_published_formula_usd: self.onprem.published_cumulative_usd(m),
             })
             .collect();
         let break_even_month = rows.iter().find(|r| r.onprem_cumulative_usd <= r.cloud_cumulative_usd).map(|r| r.month);
-        Comparison { months: rows, break_even_month }
+        Comparison { model, months: rows, break_even_month }
     }
 
-    /// Break-even month when one input is multiplied by each factor.
-    pub fn sensitivity(&self, months: u32, factors: &[f64]) -> Vec<Sensitivity> {
+    /// Break-even month under `model` when one input is multiplied by each factor.
+    pub fn sensitivity(&self, months: u32, factors: &[f64], model: CostModel) -> Vec<Sensitivity> {
         let mut out = Vec::new();
         for &factor in factors {
             let mut electricity = self.clone();
@@ -338,7 +423,11 @@ impl Scenario {
             for (input, scenario) in
                 [("electricity price", electricity), ("staff cost", staff), ("data volume", volume)]
             {
-                out.push(Sensitivity { input, factor, break_even_month: scenario.compare(months).break_even_month });
+                out.push(Sensitivity {
+                    input,
+                    factor,
+                    break_even_month: scenario.compare(months, model).break_even_month,
+                });
             }
         }
         out

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Scenario;
+use crate::model::{CostModel, Scenario};
 
 /// The parts of an `isthmus bench` JSON report this needs.
 #[derive(Debug, Deserialize)]
@@ -35,13 +35,13 @@ pub struct PerfCost {
 
 /// Figures measured on one node are taken per node: each node runs a gateway over the shared
 /// file system, as in the scale-out layout, so the deployment delivers `nodes` times as much.
-pub fn perf_costs(scenario: &Scenario, report: &BenchReport, horizon_months: u32) -> Vec<PerfCost> {
+pub fn perf_costs(scenario: &Scenario, report: &BenchReport, horizon_months: u32, model: CostModel) -> Vec<PerfCost> {
     let mut kinds: Vec<&str> = report.results.iter().map(|r| r.kind.as_str()).collect();
     kinds.sort_unstable();
     kinds.dedup();
     let nodes = f64::from(scenario.onprem.nodes.max(1));
-    let onprem_monthly = scenario.onprem.amortised_monthly_usd(horizon_months);
-    let cloud_monthly = scenario.cloud.monthly();
+    let onprem_monthly = scenario.onprem.amortised_monthly_usd(horizon_months, model);
+    let cloud_monthly = scenario.cloud.monthly(model);
     let per = |cost: f64, amount: f64| (amount > 0.0).then(|| cost / amount);
     kinds
         .into_iter()

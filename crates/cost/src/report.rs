@@ -1,23 +1,30 @@
-//! Presenting a comparison: the terminal table, the JSON document and the SVG chart of
-//! cumulative cost with the break-even month marked.
+//! Presenting a comparison: the terminal table, the JSON document, the SVG chart of
+//! cumulative cost with the break-even month marked, and the key figures of the presets under
+//! both models for other reports to quote.
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::model::{BillLine, Comparison, Scenario, Sensitivity};
+use crate::model::{BillLine, Comparison, CostModel, Scenario, Sensitivity};
 use crate::perf::PerfCost;
+use crate::{CostError, PRESETS, preset};
 
 /// Everything `isthmus cost` reports, as written with `--json`.
 #[derive(Debug, Serialize)]
 pub struct CostReport<'a> {
     pub scenario: &'a Scenario,
     pub months: u32,
+    /// The equations used: `paper` (as published) or `refined`.
+    pub model: CostModel,
     pub cloud_bill: Vec<BillLine>,
     pub cloud_monthly_usd: f64,
     pub onprem_capex_usd: f64,
     pub onprem_opex_monthly_usd: f64,
     pub onprem_electricity_monthly_usd: f64,
+    /// Paper model: rate × CapEx / 12, added every month.
+    pub onprem_depreciation_monthly_usd: Option<f64>,
+    /// Refined model: months after which the hardware is bought again.
     pub onprem_lifetime_months: Option<u32>,
     pub comparison: Comparison,
     pub sensitivity: Vec<Sensitivity>,
@@ -28,26 +35,38 @@ pub struct CostReport<'a> {
 pub const SENSITIVITY_FACTORS: [f64; 3] = [0.5, 1.0, 2.0];
 
 impl<'a> CostReport<'a> {
-    pub fn new(scenario: &'a Scenario, months: u32, performance: Vec<PerfCost>) -> Self {
+    pub fn new(scenario: &'a Scenario, months: u32, model: CostModel, performance: Vec<PerfCost>) -> Self {
+        let onprem = &scenario.onprem;
         Self {
             scenario,
             months,
-            cloud_bill: scenario.cloud.bill(),
-            cloud_monthly_usd: scenario.cloud.monthly(),
-            onprem_capex_usd: scenario.onprem.capex_usd(),
-            onprem_opex_monthly_usd: scenario.onprem.opex_monthly_usd(),
-            onprem_electricity_monthly_usd: scenario.onprem.electricity_monthly_usd(),
-            onprem_lifetime_months: scenario.onprem.lifetime_months(),
-            comparison: scenario.compare(months),
-            sensitivity: scenario.sensitivity(months, &SENSITIVITY_FACTORS),
+            model,
+            cloud_bill: scenario.cloud.bill(model),
+            cloud_monthly_usd: scenario.cloud.monthly(model),
+            onprem_capex_usd: onprem.capex_usd(),
+            onprem_opex_monthly_usd: onprem.opex_monthly_usd(),
+            onprem_electricity_monthly_usd: onprem.electricity_monthly_usd(),
+            onprem_depreciation_monthly_usd: (model == CostModel::Paper)
+                .then(|| onprem.paper_depreciation_monthly_usd()),
+            onprem_lifetime_months: onprem.lifetime_months().filter(|_| model == CostModel::Refined),
+            comparison: scenario.compare(months, model),
+            sensitivity: scenario.sensitivity(months, &SENSITIVITY_FACTORS, model),
             performance,
         }
     }
 
     pub fn table(&self) -> String {
         let usd = |x: f64| format!("{x:.0}");
+        let equations = match self.model {
+            CostModel::Paper => {
+                "paper: the published equations (load balancer priced per GB processed, depreciation a yearly percentage of CapEx)"
+            }
+            CostModel::Refined => {
+                "refined: load balancer also billed per hour, hardware bought again every 1/depreciation rate years"
+            }
+        };
         let mut out = format!(
-            "Scenario {} ({} TB), {} months\n\nCloud, per month: {} USD\n",
+            "Scenario {} ({} TB), {} months, model {equations}\n\nCloud, per month: {} USD\n",
             self.scenario.name,
             self.scenario.data_tb,
             self.months,
@@ -65,12 +84,20 @@ impl<'a> CostReport<'a> {
             ]);
         }
         out.push_str(&bill.to_string());
+        let depreciation = match (self.onprem_depreciation_monthly_usd, self.onprem_lifetime_months) {
+            (Some(d), _) if d > 0.0 => format!(
+                ", depreciation {} USD/month ({} % of CapEx a year)",
+                usd(d),
+                self.scenario.onprem.depreciation_rate * 100.0
+            ),
+            (_, Some(m)) => format!(", hardware replaced every {m} months"),
+            _ => String::new(),
+        };
         out.push_str(&format!(
-            "\n\nOn premises: CapEx {} USD, OpEx {} USD/month (electricity {}){}\n\n",
+            "\n\nOn premises: CapEx {} USD, OpEx {} USD/month (electricity {}){depreciation}\n\n",
             usd(self.onprem_capex_usd),
             usd(self.onprem_opex_monthly_usd),
             usd(self.onprem_electricity_monthly_usd),
-            self.onprem_lifetime_months.map_or(String::new(), |m| format!(", hardware replaced every {m} months"))
         ));
         let mut months = Table::new();
         months.load_preset(UTF8_FULL_CONDENSED);
@@ -135,11 +162,15 @@ impl<'a> CostReport<'a> {
                     opt(p.cloud_usd_per_gib_s_month),
                 ]);
             }
-            let per_tb = self.scenario.onprem.amortised_monthly_usd(self.months)
+            let per_tb = self.scenario.onprem.amortised_monthly_usd(self.months, self.model)
                 / self.scenario.onprem.capacity_tb.max(f64::MIN_POSITIVE);
             let cloud_per_tb = self.cloud_monthly_usd / self.scenario.data_tb.max(f64::MIN_POSITIVE);
+            let spread = match self.model {
+                CostModel::Paper => "CapEx spread over the horizon, depreciation added",
+                CostModel::Refined => "hardware spread over its lifetime or the horizon",
+            };
             out.push_str(&format!(
-                "\n\nPrice and performance (hardware spread over its lifetime or the horizon): on premises {per_tb:.2} USD per TB-month, cloud {cloud_per_tb:.2} USD per TB-month\n"
+                "\n\nPrice and performance ({spread}): on premises {per_tb:.2} USD per TB-month, cloud {cloud_per_tb:.2} USD per TB-month\n"
             ));
             out.push_str(&perf.to_string());
         }
@@ -154,7 +185,10 @@ impl<'a> CostReport<'a> {
         let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
             root.fill(&WHITE)?;
             let mut chart = ChartBuilder::on(&root)
-                .caption(format!("Cumulative cost: {} scenario", self.scenario.name), ("sans-serif", 22))
+                .caption(
+                    format!("Cumulative cost: {} scenario, {} model", self.scenario.name, self.model),
+                    ("sans-serif", 22),
+                )
                 .margin(20)
                 .x_label_area_size(40)
                 .y_label_area_size(90)
@@ -180,4 +214,62 @@ impl<'a> CostReport<'a> {
         };
         draw().map_err(|e| format!("cannot draw {}: {e}", path.display()))
     }
+}
+
+/// The years at which `key_figures` gives cumulative totals; the break-even month is sought
+/// within the last of them.
+pub const KEY_FIGURE_YEARS: [u32; 3] = [1, 3, 5];
+
+/// The headline figures of one scenario under one model, for reports that set presets and
+/// models side by side (`isthmus bench reproduce lustre-minio`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeyFigures {
+    pub scenario: String,
+    pub model: CostModel,
+    pub cloud_monthly_usd: f64,
+    pub onprem_capex_usd: f64,
+    /// First month within `KEY_FIGURE_YEARS`' last year at whose end on premises has cost no
+    /// more than the cloud (None: the cloud stays cheaper).
+    pub break_even_month: Option<u32>,
+    /// Cumulative totals at the end of each of `KEY_FIGURE_YEARS`.
+    pub totals: Vec<YearTotal>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct YearTotal {
+    pub years: u32,
+    pub cloud_usd: f64,
+    pub onprem_usd: f64,
+}
+
+/// The key figures of `scenario` under `model`.
+pub fn key_figures(scenario: &Scenario, model: CostModel) -> KeyFigures {
+    let horizon_years = KEY_FIGURE_YEARS[KEY_FIGURE_YEARS.len() - 1];
+    let comparison = scenario.compare(horizon_years * 12, model);
+    let totals = KEY_FIGURE_YEARS
+        .iter()
+        .map(|&years| {
+            let row = &comparison.months[(years * 12 - 1) as usize];
+            YearTotal { years, cloud_usd: row.cloud_cumulative_usd, onprem_usd: row.onprem_cumulative_usd }
+        })
+        .collect();
+    KeyFigures {
+        scenario: scenario.name.clone(),
+        model,
+        cloud_monthly_usd: scenario.cloud.monthly(model),
+        onprem_capex_usd: scenario.onprem.capex_usd(),
+        break_even_month: comparison.break_even_month,
+        totals,
+    }
+}
+
+/// The key figures of every shipped preset (budget, standard, high) under every model
+/// (paper, then refined), preset by preset.
+pub fn preset_key_figures() -> Result<Vec<KeyFigures>, CostError> {
+    let mut out = Vec::new();
+    for (name, _) in PRESETS {
+        let scenario = preset(name)?;
+        out.extend(CostModel::ALL.into_iter().map(|model| key_figures(&scenario, model)));
+    }
+    Ok(out)
 }
