@@ -61,7 +61,11 @@ pub enum BenchWorkload {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// A published study reproduced by one command (`isthmus bench reproduce --help`)
+    #[command(subcommand)]
+    pub study: Option<BenchStudy>,
     /// The workload
     #[arg(value_enum, default_value = "ops")]
     pub workload: BenchWorkload,
@@ -206,6 +210,15 @@ pub struct BenchArgs {
     /// against access through the frontend, CERN's Table 3
     #[arg(long)]
     pub via_gateway: bool,
+}
+
+/// `isthmus bench reproduce <study>`: the experiments of a published study, with the paper's
+/// figures beside ours in a report.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchStudy {
+    /// Reproduce a published study: run its experiments and write a report (Markdown tables and
+    /// SVG figures) with the paper's numbers beside ours and a sentence on each difference
+    Reproduce(crate::reproduce::ReproduceArgs),
 }
 
 /// The environment variable through which `--ranks` hands the gateway it started to its ranks:

@@ -17,6 +17,7 @@ mod copy;
 mod cost;
 mod pool;
 mod region;
+mod reproduce;
 mod serve;
 mod serve_status;
 
@@ -103,7 +104,10 @@ fn main() {
         }
         Command::Bench(args) => {
             init_logging("warn", config::LogFormat::Text);
-            bench::run(*args)
+            match args.study {
+                Some(bench_setup::BenchStudy::Reproduce(study)) => reproduce::run(study),
+                None => bench::run(*args),
+            }
         }
         Command::Cost(args) => cost::run(args),
         Command::Region(args) => {
