@@ -306,7 +306,7 @@ impl ServeSettings {
 
 /// A flag value parser that accepts exactly `values` (listed in `--help` as possible values)
 /// and turns the chosen one into a `T`.
-fn listed<T>(values: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+pub(crate) fn listed<T>(values: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
 where
     T: std::str::FromStr + Clone + Send + Sync + 'static,
     T::Err: std::fmt::Debug,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use isthmus_cost::CostModel;
 use isthmus_cost::perf::{BenchReport, perf_costs};
 use isthmus_cost::report::CostReport;
 
@@ -17,6 +18,11 @@ pub struct CostArgs {
     /// Months to model
     #[arg(long, default_value_t = 60)]
     pub months: u32,
+    /// The equations: paper (as published: load balancer priced per GB processed, depreciation
+    /// a yearly percentage of CapEx) or refined (load balancer also billed per hour, hardware
+    /// bought again every 1/depreciation rate years)
+    #[arg(long, default_value = "paper", value_parser = crate::config::listed::<CostModel>(CostModel::NAMES))]
+    pub model: CostModel,
     /// Print the whole report as JSON instead of tables
     #[arg(long)]
     pub json: bool,
@@ -44,10 +50,10 @@ pub fn run(args: CostArgs) -> Result<(), String> {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let report: BenchReport = serde_json::from_str(&text)
                 .map_err(|e| format!("{} is not an `isthmus bench --json` result: {e}", path.display()))?;
-            perf_costs(&scenario, &report, args.months)
+            perf_costs(&scenario, &report, args.months, args.model)
         }
     };
-    let report = CostReport::new(&scenario, args.months, performance);
+    let report = CostReport::new(&scenario, args.months, args.model, performance);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {
