@@ -40,15 +40,15 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
 
 /// The gateway for the run: HTTP on a free port and a local socket, its root user mapped to
 /// this process's uid (so the socket serves this process as root).
-struct Gateway {
+pub(crate) struct Gateway {
     _process: SpawnedProcess,
-    address: SocketAddr,
-    socket: PathBuf,
-    access_key: String,
-    secret_key: String,
+    pub(crate) address: SocketAddr,
+    pub(crate) socket: PathBuf,
+    pub(crate) access_key: String,
+    pub(crate) secret_key: String,
 }
 
-fn start_gateway(root: &Path, work: &Path, durability: Durability) -> Result<Gateway, String> {
+pub(crate) fn start_gateway(root: &Path, work: &Path, durability: Durability) -> Result<Gateway, String> {
     let address = free_address()?;
     let socket = work.join("gateway.sock");
     let user = isthmus_s3::User::generate("bench");

@@ -2,9 +2,19 @@
 //! at a quick or a full size, and a report (Markdown tables and SVG figures) with the paper's
 //! figures beside ours and a sentence on each difference.
 
+mod cephfs_ec;
+mod lustre_minio;
+mod report;
+mod runner;
+mod s3_hpc;
+
 use std::path::PathBuf;
+use std::time::Instant;
 
 use clap::Args;
+
+use report::StudyReport;
+use runner::Runner;
 
 /// The studies Isthmus starts from (see DESIGN.md, "Why it exists").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,6 +49,124 @@ pub struct ReproduceArgs {
     pub dir: Option<PathBuf>,
 }
 
+impl Study {
+    /// The name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            Study::LustreMinio => "lustre-minio",
+            Study::S3Hpc => "s3-hpc",
+            Study::CephfsEc => "cephfs-ec",
+            Study::PdcXf => "pdc-xf",
+        }
+    }
+
+    /// The report's title, the paper, and what of it is quoted beside our figures.
+    fn header(self) -> (&'static str, &'static str) {
+        match self {
+            Study::LustreMinio => (
+                "MinIO as an S3 gateway on Lustre: COSBench, mdtest and cost",
+                "The study of HPC storage integrated with the cloud that compared Lustre behind a MinIO S3 gateway \
+                 with Ceph RGW and JuiceFS using COSBench and mdtest, and cloud with on-premises cost \
+                 (ProQuest document 3214124306).",
+            ),
+            Study::S3Hpc => (
+                "The S3 API for HPC workloads: IO500 and MD-Workbench",
+                "Frank Gadban and Julian Kunkel, \"Analyzing the Performance of the S3 Object Storage API for HPC \
+                 Workloads\", Applied Sciences 11(18), 8540, 2021 (doi:10.3390/app11188540).",
+            ),
+            Study::CephfsEc => (
+                "Erasure-coded layouts on high-density disk servers",
+                "CERN's evaluation of erasure coding in CephFS on high-density commodity disk servers (EC 4+2, \
+                 8+2, 16+2; object sizes; one slow disk).",
+            ),
+            Study::PdcXf => (
+                "PDC-XF: regions, asynchronous transfers and consistency",
+                "Jean Luca Bez, Houjun Tang, Chen Wang and Suren Byna, \"Data Management in the Continuum: \
+                 Cross-facility Object-based Data Transfers\", SBAC-PAD 2025.",
+            ),
+        }
+    }
+}
+
+/// What every report says of the published figures it sets beside ours.
+const PUBLISHED_NOTE: &str = "The paper's figures beside ours are those this project quotes from it (DESIGN.md \
+    and the paper's abstract); its full tables are not in this repository, so where a table's values are \
+    missing the report says so and gives our figures with the file system measured in the same run as the \
+    reference. Every figure of ours is computed from the JSON results in this directory.";
+
 pub fn run(args: ReproduceArgs) -> Result<(), String> {
-    Err(format!("{:?}: not reproduced yet", args.study))
+    let study = args.study;
+    let out = args.out.unwrap_or_else(|| PathBuf::from(format!("reproduce-{}", study.name())));
+    let (data, remove_data) = match args.dir {
+        Some(dir) => (dir, false),
+        None => (out.join("data"), true),
+    };
+    let mut runner = Runner::new(out.clone(), data.clone(), args.quick)?;
+    let (title, source) = study.header();
+    let size = if args.quick { "quick" } else { "full" };
+    let mut report = StudyReport {
+        title: title.into(),
+        source: format!("Paper: {source}"),
+        published_note: PUBLISHED_NOTE.into(),
+        scale: format!(
+            "Run: `isthmus bench reproduce {}{}` ({size} size) on {}, {} cores, data in {}.",
+            study.name(),
+            if args.quick { " --quick" } else { "" },
+            hostname(),
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            data.display()
+        ),
+        ..StudyReport::default()
+    };
+    let started = Instant::now();
+    let result = match study {
+        Study::LustreMinio => lustre_minio::run(&mut runner, &mut report),
+        Study::CephfsEc => cephfs_ec::run(&mut runner, &mut report),
+        Study::S3Hpc => s3_hpc::run(&mut runner, &mut report),
+        Study::PdcXf => Err(format!("{}: not reproduced yet", study.name())),
+    };
+    if remove_data {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+    result?;
+    report.commands = runner.commands;
+    let path = out.join("report.md");
+    std::fs::write(&path, report.markdown()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!(
+        "isthmus bench reproduce {}: report written to {} ({} sections, {:.0} s)",
+        study.name(),
+        path.display(),
+        report.sections.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, FromArgMatches};
+
+    use crate::bench_setup::{BenchArgs, BenchStudy, BenchWorkload};
+
+    fn parse(words: &[&str]) -> Result<BenchArgs, clap::Error> {
+        let command = BenchArgs::augment_args(clap::Command::new("bench"));
+        BenchArgs::from_arg_matches(&command.try_get_matches_from(words)?)
+    }
+
+    #[test]
+    fn reproduce_is_a_subcommand_beside_the_workloads() {
+        let args = parse(&["bench", "reproduce", "s3-hpc", "--quick"]).expect("parses");
+        let Some(BenchStudy::Reproduce(study)) = args.study else { panic!("not the reproduce subcommand") };
+        assert_eq!(study.study, super::Study::S3Hpc);
+        assert!(study.quick);
+        let workload = parse(&["bench", "io500", "--workers", "2"]).expect("parses");
+        assert!(workload.study.is_none());
+        assert_eq!(workload.workload, BenchWorkload::Io500);
+        let unknown = parse(&["bench", "reproduce", "nonsense"]).expect_err("refused");
+        assert!(unknown.to_string().contains("lustre-minio"), "{unknown}");
+    }
 }
