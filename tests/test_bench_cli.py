@@ -83,15 +83,24 @@ def test_compare_result_files(tmp_path):
 
 
 def test_ranks_run_as_processes_and_merge(tmp_path):
-    stdout, report = bench(tmp_path, "mdtest-easy", "--ranks", "2", "--workers", "2", "--files", "25")
+    stdout, report = bench(tmp_path, "mdtest-easy", "--ranks", "2", "--workers", "2", "--files", "25",
+                           "--mdtest-iterations", "2", "--mdtest-bytes", "3901")
     assert "2 ranks, results merged" in stdout
     rows = {(r["kind"], r["op"]): r for r in report["results"]}
-    # Directory phases first (rename only on POSIX: S3 has none), then the file phases.
-    phases = ("mkdir", "statdir", "rmdir", "put", "head", "get", "delete")
-    assert set(rows) == {(k, op) for k in ("posix", "s3", "embedded") for op in phases} | {("posix", "rename")}
+    # Directory phases first (on S3 the rename is a copy then a delete), then the file phases.
+    phases = ("mkdir", "statdir", "rename", "rmdir", "put", "head", "get", "delete")
+    assert set(rows) == {(k, op) for k in ("posix", "s3", "embedded") for op in phases}
     for r in rows.values():
-        assert r["errors"] == 0 and r["workers"] == 4 and r["ops"] == 2 * 2 * 25, r
-    assert "mdtest-easy dir rename" in stdout and "mdtest-easy dir create" in stdout
+        # Two iterations of 2 processes x 2 workers x 25 items.
+        assert r["errors"] == 0 and r["workers"] == 4 and r["ops"] == 2 * 2 * 2 * 25, r
+        stats = r["iterations"]
+        assert len(stats["rates"]) == 2 and stats["nodes"] == 1 and stats["mean_ms"] > 0, stats
+        assert stats["min_ops_per_s"] <= stats["mean_ops_per_s"] <= stats["max_ops_per_s"]
+        assert stats["mean_ops_per_s_per_node"] == pytest.approx(stats["mean_ops_per_s"])
+    # mdtest -w 3901 -e 3901: every file written with 3901 bytes and read back whole.
+    assert rows[("s3", "get")]["bytes"] == 2 * 2 * 2 * 25 * 3901
+    assert "mdtest-easy dir rename (copy+delete)" in stdout and "mdtest-easy dir create" in stdout
+    assert "Table 5" in stdout
     # The sync directory with barriers and per-rank reports is gone afterwards.
     assert not [p for p in (tmp_path / "root" / ".isthmus").iterdir() if p.name.startswith("bench-sync")]
 

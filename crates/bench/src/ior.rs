@@ -1,5 +1,6 @@
-//! IOR, in the two forms the IO500 defines: `easy` (a file per process, 2 MiB transfers) and
-//! `hard` (one shared file, 47008-byte transfers interleaved across processes). A write phase,
+//! IOR, in the forms the IO500 defines: `easy` (a file per process, 2 MiB transfers), `hard`
+//! (one shared file, 47008-byte transfers interleaved across processes) and `rnd4K` (one shared
+//! file, 4 KiB transfers at random offsets, IO500's ior-rnd4K). A write phase,
 //! then a read phase in which each rank reads another rank's data (IOR's -C), each timed on
 //! its own; files are removed afterwards, untimed. On object targets every transfer is one
 //! object keyed by its offset, as IOR's S3 backend maps a file.
@@ -15,12 +16,17 @@ use crate::workload::{Op, OpResult, Tally, on_workers, payload, result_of};
 /// The IO500 transfer sizes.
 pub const EASY_TRANSFER: u64 = 2 << 20;
 pub const HARD_TRANSFER: u64 = 47_008;
+pub const RND_TRANSFER: u64 = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IorVariant {
     Easy,
     Hard,
+    /// IO500's ior-rnd4K: every rank writes, then reads, 4 KiB transfers at random offsets of
+    /// one shared file.
+    #[serde(rename = "rnd4K")]
+    Rnd4k,
 }
 
 impl IorVariant {
@@ -28,6 +34,7 @@ impl IorVariant {
         match self {
             Self::Easy => "ior-easy",
             Self::Hard => "ior-hard",
+            Self::Rnd4k => "ior-rnd4K",
         }
     }
 
@@ -35,16 +42,38 @@ impl IorVariant {
         match self {
             Self::Easy => EASY_TRANSFER,
             Self::Hard => HARD_TRANSFER,
+            Self::Rnd4k => RND_TRANSFER,
         }
     }
 
-    /// The file rank `rank` writes, and the offset of its `i`-th transfer.
-    pub fn place(self, rank: usize, ranks: usize, i: usize) -> (String, u64) {
+    /// Whether all ranks write one shared file.
+    pub fn shared(self) -> bool {
+        self != Self::Easy
+    }
+
+    /// The file rank `rank` (of `ranks`, each doing `transfers`) writes, and the offset of its
+    /// `i`-th transfer.
+    pub fn place(self, rank: usize, ranks: usize, transfers: usize, i: usize) -> (String, u64) {
         match self {
             Self::Easy => (format!("ior-easy/file.{rank}"), i as u64 * EASY_TRANSFER),
             Self::Hard => ("ior-hard/shared".to_string(), (i * ranks + rank) as u64 * HARD_TRANSFER),
+            Self::Rnd4k => {
+                let slots = (ranks * transfers) as u64;
+                ("ior-rnd4K/shared".to_string(), scatter(i as u64 * ranks as u64 + rank as u64, slots) * RND_TRANSFER)
+            }
         }
     }
+}
+
+/// Slot `x` of `n` sent to a pseudo-random slot, each slot exactly once: the affine map
+/// x -> (x * A + n / 3) mod n with A a large prime not dividing n. Decision: a permutation
+/// rather than independent random offsets, so every 4 KiB block is written once and read back
+/// (as IOR's -z visits each block of the file once), computed per transfer without a table.
+fn scatter(x: u64, n: u64) -> u64 {
+    const PRIMES: [u64; 3] = [2_654_435_761, 2_246_822_519, 3_266_489_917];
+    let n = n.max(1);
+    let a = PRIMES.into_iter().find(|p| n % p != 0).unwrap_or(1);
+    ((u128::from(x) * u128::from(a) + u128::from(n / 3)) % u128::from(n)) as u64
 }
 
 /// One IOR run: `transfers` transfers per rank.
@@ -60,7 +89,7 @@ impl Ior {
     /// progress bar.
     pub fn expected_operations(&self) -> u64 {
         let ranks = self.ranks.max(1) as u64;
-        let removals = if self.variant == IorVariant::Easy { ranks } else { 1 };
+        let removals = if self.variant.shared() { 1 } else { ranks };
         2 * ranks * self.transfers as u64 + removals
     }
 
@@ -86,7 +115,7 @@ impl Ior {
             let mut t = Tally::new();
             let mut file = String::new();
             for i in 0..transfers {
-                let (key, offset) = variant.place(rank, ranks, i);
+                let (key, offset) = variant.place(rank, ranks, transfers, i);
                 let started = Instant::now();
                 t.record(started, conn.write_at(&key, offset, &data).map(|()| (size, 0)));
                 file = key;
@@ -105,7 +134,7 @@ impl Ior {
             let mut t = Tally::new();
             let owner = (rank + 1) % ranks;
             for i in 0..transfers {
-                let (key, offset) = variant.place(owner, ranks, i);
+                let (key, offset) = variant.place(owner, ranks, transfers, i);
                 let started = Instant::now();
                 t.record(started, conn.read_at(&key, offset, size as usize).map(|n| (n, 0)));
             }
@@ -119,13 +148,12 @@ impl Ior {
         on_workers(target, workers, |w, conn| {
             let rank = span.rank(w);
             let mut t = Tally::new();
-            let offsets: Vec<u64> = (0..transfers).map(|i| variant.place(rank, ranks, i).1).collect();
-            let (key, _) = variant.place(rank, ranks, 0);
-            if variant == IorVariant::Easy || rank == 0 {
-                let all: Vec<u64> = if variant == IorVariant::Hard {
-                    (0..transfers * ranks).map(|i| i as u64 * HARD_TRANSFER).collect()
+            let (key, _) = variant.place(rank, ranks, transfers, 0);
+            if !variant.shared() || rank == 0 {
+                let all: Vec<u64> = if variant.shared() {
+                    (0..transfers * ranks).map(|i| i as u64 * size).collect()
                 } else {
-                    offsets
+                    (0..transfers).map(|i| variant.place(rank, ranks, transfers, i).1).collect()
                 };
                 t.record(Instant::now(), conn.remove_file(&key, &all).map(|()| (0, 0)));
             }
@@ -135,44 +163,6 @@ impl Ior {
     }
 }
 
-/// The IO500-style score of one target's results: sqrt(geomean(bandwidths in GiB/s) ×
-/// geomean(metadata rates in kIOPS)). Not an official IO500 result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Io500Score {
-    pub kind: String,
-    pub bandwidth_gib_s: f64,
-    pub metadata_kiops: f64,
-    pub score: f64,
-}
-
-fn geomean(values: &[f64]) -> f64 {
-    if values.is_empty() || values.iter().any(|v| *v <= 0.0) {
-        return 0.0;
-    }
-    (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp()
-}
-
-/// Scores every target that ran the IOR and mdtest phases.
-pub fn io500_scores(results: &[OpResult]) -> Vec<Io500Score> {
-    let mut kinds: Vec<&str> = results.iter().map(|r| r.kind.as_str()).collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    kinds
-        .into_iter()
-        .map(|kind| {
-            let mine = || results.iter().filter(move |r| r.kind == kind);
-            let bw: Vec<f64> =
-                mine().filter(|r| r.workload.starts_with("ior-")).map(|r| r.mib_per_s / 1024.0).collect();
-            let md: Vec<f64> = mine()
-                .filter(|r| r.workload.starts_with("mdtest-") && !r.op.is_directory_op())
-                .map(|r| r.ops_per_s / 1000.0)
-                .collect();
-            let (b, m) = (geomean(&bw), geomean(&md));
-            Io500Score { kind: kind.to_string(), bandwidth_gib_s: b, metadata_kiops: m, score: (b * m).sqrt() }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,8 +170,23 @@ mod tests {
 
     #[test]
     fn hard_transfers_interleave_and_easy_ones_do_not() {
-        assert_eq!(IorVariant::Hard.place(1, 4, 2), ("ior-hard/shared".to_string(), 9 * HARD_TRANSFER));
-        assert_eq!(IorVariant::Easy.place(3, 4, 2), ("ior-easy/file.3".to_string(), 2 * EASY_TRANSFER));
+        assert_eq!(IorVariant::Hard.place(1, 4, 10, 2), ("ior-hard/shared".to_string(), 9 * HARD_TRANSFER));
+        assert_eq!(IorVariant::Easy.place(3, 4, 10, 2), ("ior-easy/file.3".to_string(), 2 * EASY_TRANSFER));
+    }
+
+    #[test]
+    fn random_transfers_cover_the_shared_file_once_out_of_order() {
+        let (ranks, transfers) = (3, 100);
+        let mut offsets: Vec<u64> = (0..ranks)
+            .flat_map(|rank| (0..transfers).map(move |i| IorVariant::Rnd4k.place(rank, ranks, transfers, i).1))
+            .collect();
+        let written = offsets.clone();
+        offsets.sort_unstable();
+        // Every 4 KiB block of the file exactly once...
+        assert_eq!(offsets, (0..300).map(|s| s * RND_TRANSFER).collect::<Vec<_>>());
+        // ...in an order far from sequential: most steps jump by more than one block.
+        let jumps = written.windows(2).filter(|w| w[0].abs_diff(w[1]) > RND_TRANSFER).count();
+        assert!(jumps > 250, "{jumps}");
     }
 
     #[test]
@@ -189,11 +194,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = PosixTarget { dir: dir.path().join("t"), sync: false };
         target.prepare().unwrap();
-        for variant in [IorVariant::Easy, IorVariant::Hard] {
+        for variant in [IorVariant::Easy, IorVariant::Hard, IorVariant::Rnd4k] {
             let run = Ior { variant, ranks: 2, transfers: 3 };
             let results = run.run(&target).unwrap();
             // Writes and reads, then one removal per file (one shared file for hard).
-            let files = if variant == IorVariant::Easy { 2 } else { 1 };
+            let files = if variant.shared() { 1 } else { 2 };
             assert_eq!(run.expected_operations(), results.iter().map(|r| r.ops).sum::<u64>() + files);
             assert_eq!(
                 results.iter().map(|r| (r.op, r.ops, r.errors)).collect::<Vec<_>>(),
@@ -206,6 +211,7 @@ mod tests {
         // Files are removed after the run.
         assert!(std::fs::read_dir(dir.path().join("t/ior-easy")).unwrap().next().is_none());
         assert!(!dir.path().join("t/ior-hard/shared").exists());
+        assert!(!dir.path().join("t/ior-rnd4K/shared").exists());
     }
 
     #[test]
@@ -215,7 +221,7 @@ mod tests {
         target.prepare().unwrap();
         let mut conn = target.connect().unwrap();
         for (rank, i) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
-            let (key, offset) = IorVariant::Hard.place(rank, 2, i);
+            let (key, offset) = IorVariant::Hard.place(rank, 2, 2, i);
             conn.write_at(&key, offset, &[rank as u8 + 1; HARD_TRANSFER as usize]).unwrap();
         }
         conn.close_file("ior-hard/shared").unwrap();
@@ -223,22 +229,5 @@ mod tests {
         assert_eq!(bytes.len() as u64, 4 * HARD_TRANSFER);
         assert_eq!(bytes[HARD_TRANSFER as usize], 2);
         assert_eq!(bytes[2 * HARD_TRANSFER as usize], 1);
-    }
-
-    #[test]
-    fn score_is_the_root_of_the_two_geometric_means() {
-        let r = |workload: &str, mib: f64, ops: f64| {
-            crate::workload::sample_result("posix", workload, Op::Put, ops, mib, 0.0)
-        };
-        let results = [
-            r("ior-easy", 1024.0, 0.0),
-            r("ior-hard", 4096.0, 0.0),
-            r("mdtest-easy", 0.0, 1000.0),
-            r("mdtest-hard", 0.0, 16000.0),
-        ];
-        let score = &io500_scores(&results)[0];
-        assert!((score.bandwidth_gib_s - 2.0).abs() < 1e-9); // geomean(1, 4)
-        assert!((score.metadata_kiops - 4.0).abs() < 1e-9); // geomean(1, 16)
-        assert!((score.score - 8f64.sqrt()).abs() < 1e-9);
     }
 }

@@ -3,6 +3,7 @@
 //! its slowest rank, latency percentiles come from the ranks' histograms added together).
 
 use crate::cosbench::StageReport;
+use crate::phase_stats::PhaseStats;
 use crate::report::Report;
 use crate::streams::StreamsResult;
 use crate::team::Team;
@@ -49,6 +50,8 @@ fn merge_phase(phases: &[&OpResult]) -> OpResult {
         merged.max_us = latency.max();
         merged.latency_histogram = crate::latency::encode(&latency);
     }
+    // Node counts are set once all phases are merged (`merge`), from the ranks' hosts.
+    merged.iterations = crate::phase_stats::add_rates(phases).map(|rates| PhaseStats::new(rates, 0.0, 1));
     merged
 }
 
@@ -60,11 +63,21 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, String> {
     let same_phase = |a: &OpResult, b: &OpResult| {
         (&a.workload, &a.kind, a.op, a.object_size) == (&b.workload, &b.kind, b.op, b.object_size)
     };
+    // A node is a host: ranks on the same host name share one.
+    let mut hosts: Vec<&str> = reports.iter().map(|r| r.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let mut results = merge_rows(&reports, |r| &r.results, same_phase, merge_phase)?;
+    for r in &mut results {
+        if let Some(stats) = &r.iterations {
+            r.iterations = Some(stats.recount(r, hosts.len()));
+        }
+    }
     Ok(Report {
         started_unix: reports.iter().map(|r| r.started_unix).min().unwrap_or(first.started_unix),
         host: first.host.clone(),
         durability: first.durability.clone(),
-        results: merge_rows(&reports, |r| &r.results, same_phase, merge_phase)?,
+        results,
         streams: merge_rows(
             &reports,
             |r| &r.streams,
@@ -121,6 +134,23 @@ mod tests {
         assert!(
             merge(vec![report(vec![result(Op::Put, 1, 1.0, 1)]), report(vec![result(Op::Get, 1, 1.0, 1)])]).is_err()
         );
+    }
+
+    #[test]
+    fn iterations_add_up_and_nodes_are_distinct_hosts() {
+        let with_rates = |rates: Vec<f64>| OpResult {
+            iterations: Some(PhaseStats::new(rates, 0.0, 1)),
+            ..result(Op::Put, 10, 1.0, 1)
+        };
+        let on = |host: &str, rates: Vec<f64>| Report {
+            host: host.into(),
+            ..crate::report::sample_report(vec![with_rates(rates)])
+        };
+        let merged =
+            merge(vec![on("a", vec![10.0, 20.0]), on("b", vec![30.0, 40.0]), on("a", vec![5.0, 5.0])]).unwrap();
+        let stats = merged.results[0].iterations.as_ref().unwrap();
+        assert_eq!(stats.rates, [45.0, 65.0]);
+        assert_eq!((stats.nodes, stats.mean_ops_per_s, stats.mean_ops_per_s_per_node), (2, 55.0, 27.5));
     }
 
     #[test]

@@ -62,6 +62,8 @@ pub fn phase_name(r: &OpResult) -> String {
         return r.op.to_string();
     }
     let phase = match r.op {
+        // IO500's find: files looked at per second, matches in `keys`.
+        Op::Find => return "find".into(),
         Op::Put if r.workload.starts_with("ior") => "write",
         Op::Put if r.workload == "md-workbench-precreate" => return r.workload.clone(),
         Op::Put => "create",
@@ -71,10 +73,50 @@ pub fn phase_name(r: &OpResult) -> String {
         Op::List => "list",
         Op::Mkdir => "dir create",
         Op::StatDir => "dir stat",
+        // S3 has no rename: object targets copy the folder object and delete the old one.
+        Op::Rename if r.kind != "posix" => "dir rename (copy+delete)",
         Op::Rename => "dir rename",
         Op::Rmdir => "dir remove",
     };
     format!("{} {phase}", r.workload)
+}
+
+/// mdtest's summary of the phases run over iterations, as Table 5 of Gadban & Kunkel (2021)
+/// gives it: max, min, mean and standard deviation of the rate, mean time per operation, and
+/// the mean rate per node; empty when no result has iterations.
+pub fn iterations_table(results: &[OpResult]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header([
+        "phase",
+        "target",
+        "iterations",
+        "max ops/s",
+        "min ops/s",
+        "mean ops/s",
+        "std dev",
+        "mean ms/op",
+        "nodes",
+        "mean ops/s per node",
+    ]);
+    let mut any = false;
+    for r in results {
+        let Some(s) = &r.iterations else { continue };
+        any = true;
+        table.add_row([
+            phase_name(r),
+            r.kind.clone(),
+            s.rates.len().to_string(),
+            format!("{:.0}", s.max_ops_per_s),
+            format!("{:.0}", s.min_ops_per_s),
+            format!("{:.0}", s.mean_ops_per_s),
+            format!("{:.0}", s.stddev_ops_per_s),
+            format!("{:.3}", s.mean_ms),
+            s.nodes.to_string(),
+            format!("{:.0}", s.mean_ops_per_s_per_node),
+        ]);
+    }
+    if any { table.to_string() } else { String::new() }
 }
 
 impl Report {
@@ -89,7 +131,11 @@ impl Report {
                 ratio_to_posix(&self.results, r).map_or_else(|| "-".to_string(), |x| format!("{:.1} %", x * 100.0));
             table.add_row([
                 phase_name(r),
-                if r.op == Op::List || r.op.is_directory_op() { "-".into() } else { format_size(r.object_size) },
+                if matches!(r.op, Op::List | Op::Find) || r.op.is_directory_op() {
+                    "-".into()
+                } else {
+                    format_size(r.object_size)
+                },
                 r.workers.to_string(),
                 r.kind.clone(),
                 format!("{:.0}", r.ops_per_s),
@@ -102,6 +148,11 @@ impl Report {
             ]);
         }
         let mut out = if self.results.is_empty() { String::new() } else { table.to_string() };
+        let iterations = iterations_table(&self.results);
+        if !iterations.is_empty() {
+            out.push_str("\nover the iterations (mdtest's summary, Table 5's form):\n");
+            out.push_str(&iterations);
+        }
         if !self.streams.is_empty() {
             let mut streams = Table::new();
             streams.load_preset(UTF8_FULL_CONDENSED);

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use rustix::fs::{Mode, OFlags};
 
@@ -79,9 +79,24 @@ pub trait Connection: Send {
         self.delete(&directory_key(key))
     }
 
-    /// Renames the directory `from` to `to`, where `Target::renames` says the target can.
-    fn rename_dir(&mut self, from: &str, _to: &str) -> BenchResult<()> {
-        Err(BenchError::Setup(format!("cannot rename {from}: S3 has no rename operation")))
+    /// Renames the directory `from` to `to`. S3 has no rename: object targets copy the
+    /// directory object server-side (CopyObject) and delete the old one, two requests, which
+    /// reports label "rename (copy+delete)".
+    fn rename_dir(&mut self, from: &str, to: &str) -> BenchResult<()> {
+        self.copy(&directory_key(from), &directory_key(to))?;
+        self.delete(&directory_key(from))
+    }
+
+    /// Walks every file under the directory `prefix` (a key prefix on object targets, one LIST
+    /// after another), giving `seen` each file's name (its last path component), size and
+    /// modification time, as find does (IO500's find phase).
+    fn walk(&mut self, prefix: &str, _seen: &mut dyn FnMut(&str, u64, SystemTime)) -> BenchResult<()> {
+        Err(BenchError::Setup(format!("cannot walk {prefix}: this target cannot list")))
+    }
+
+    /// Copies the object `from` to `to` on the server (S3 CopyObject).
+    fn copy(&mut self, from: &str, _to: &str) -> BenchResult<()> {
+        Err(BenchError::Setup(format!("cannot copy {from}: this target has no server-side copy")))
     }
 }
 
@@ -105,11 +120,6 @@ pub trait Target: Send + Sync {
     fn connect(&self) -> BenchResult<Box<dyn Connection>>;
     /// Removes what the run created.
     fn cleanup(&self) -> BenchResult<()>;
-    /// Whether connections can rename directories: S3 has no rename (a copy and a delete per
-    /// object is not one), so only POSIX targets run mdtest's rename phase.
-    fn renames(&self) -> bool {
-        false
-    }
 }
 
 const READ_BUF: usize = 1 << 20;
@@ -229,6 +239,34 @@ impl Connection for PosixConnection {
         Ok((count, None))
     }
 
+    fn walk(&mut self, prefix: &str, seen: &mut dyn FnMut(&str, u64, SystemTime)) -> BenchResult<()> {
+        // As pfind: readdir, then a stat of each entry (for its type, size and time).
+        let mut pending = vec![self.dir.join(prefix.trim_end_matches('/'))];
+        while let Some(dir) = pending.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                other => other?,
+            };
+            for entry in entries {
+                let entry = entry?;
+                let name = entry.file_name();
+                if name.as_encoded_bytes().starts_with(b".") {
+                    continue;
+                }
+                let meta = match std::fs::symlink_metadata(entry.path()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    other => other?,
+                };
+                if meta.is_dir() {
+                    pending.push(entry.path());
+                } else {
+                    seen(&name.to_string_lossy(), meta.len(), meta.modified()?);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn write_at(&mut self, key: &str, offset: u64, data: &[u8]) -> BenchResult<()> {
         use std::os::unix::fs::FileExt;
         let file = self.file(key, true)?;
@@ -315,9 +353,6 @@ impl Target for PosixTarget {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }
-    }
-    fn renames(&self) -> bool {
-        true
     }
 }
 
@@ -433,10 +468,57 @@ impl Connection for S3Connection {
         self.drain(resp).map(drop)
     }
 
+    fn copy(&mut self, from: &str, to: &str) -> BenchResult<()> {
+        use rusty_s3::S3Action;
+        // CopyObject is a PUT naming its source in x-amz-copy-source, which is signed too.
+        let source = format!("/{}/{}", self.bucket.name(), encode_key(from));
+        let mut action = self.bucket.put_object(Some(&self.credentials), to);
+        action.headers_mut().insert("x-amz-copy-source", source.clone());
+        let url = action.sign(SIGN_FOR);
+        let resp = self.agent.put(url.as_str()).header("x-amz-copy-source", &source).send_empty().map_err(http_err)?;
+        let resp = check(resp, "COPY")?;
+        self.drain(resp).map(drop)
+    }
+
     fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
         let page = self.list_v2(prefix, after, max)?.ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
         Ok((page.contents.len(), page.next_continuation_token))
     }
+
+    fn walk(&mut self, prefix: &str, seen: &mut dyn FnMut(&str, u64, SystemTime)) -> BenchResult<()> {
+        let prefix = format!("{}/", prefix.trim_end_matches('/'));
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .list_v2(&prefix, token.as_deref(), 1000)?
+                .ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
+            for object in &page.contents {
+                let modified = object
+                    .last_modified
+                    .as_deref()
+                    .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                // A folder object (`name/`) is a directory, not a file.
+                if let Some(name) = object.key.rsplit('/').next().filter(|n| !n.is_empty()) {
+                    seen(name, object.size.unwrap_or(0), modified);
+                }
+            }
+            match page.next_continuation_token {
+                Some(next) => token = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+/// `key` percent-encoded for x-amz-copy-source, slashes kept.
+fn encode_key(key: &str) -> String {
+    key.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 impl S3Connection {
@@ -583,6 +665,12 @@ impl Connection for EngineConnection {
         Ok(())
     }
 
+    fn copy(&mut self, from: &str, to: &str) -> BenchResult<()> {
+        let request = isthmus_store::CopyRequest::default();
+        self.store.copy_object(&self.cx, (&self.bucket, from), (&self.bucket, to), &request)?;
+        Ok(())
+    }
+
     fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
         let request = isthmus_store::ListRequest {
             prefix: prefix.to_string(),
@@ -592,6 +680,27 @@ impl Connection for EngineConnection {
         };
         let page = self.store.list_objects(&self.cx, &self.bucket, &request)?;
         Ok((page.objects.len() + page.common_prefixes.len(), page.next_marker))
+    }
+
+    fn walk(&mut self, prefix: &str, seen: &mut dyn FnMut(&str, u64, SystemTime)) -> BenchResult<()> {
+        let mut request = isthmus_store::ListRequest {
+            prefix: format!("{}/", prefix.trim_end_matches('/')),
+            delimiter: None,
+            start_after: None,
+            max_keys: 1000,
+        };
+        loop {
+            let page = self.store.list_objects(&self.cx, &self.bucket, &request)?;
+            for object in &page.objects {
+                if let Some(name) = object.key.rsplit('/').next().filter(|n| !n.is_empty()) {
+                    seen(name, object.size, object.last_modified);
+                }
+            }
+            match page.next_marker.filter(|_| page.is_truncated) {
+                Some(next) => request.start_after = Some(next),
+                None => return Ok(()),
+            }
+        }
     }
 }
 

@@ -25,6 +25,8 @@ pub enum Op {
     StatDir,
     Rename,
     Rmdir,
+    /// IO500's find: walk the mdtest trees and match files (`find`).
+    Find,
 }
 
 impl Op {
@@ -60,6 +62,7 @@ impl std::fmt::Display for Op {
             Self::StatDir => "statdir",
             Self::Rename => "rename",
             Self::Rmdir => "rmdir",
+            Self::Find => "find",
         };
         f.write_str(name)
     }
@@ -105,6 +108,10 @@ pub struct OpResult {
     /// Every latency (µs) as an encoded HdrHistogram, for exact percentiles across ranks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_histogram: Option<String>,
+    /// mdtest: the phase over its iterations (max, min, mean, standard deviation of the rate,
+    /// mean ms per operation, per node); the rates above are then the iterations' mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<crate::phase_stats::PhaseStats>,
 }
 
 fn default_workload() -> String {
@@ -158,6 +165,23 @@ impl Tally {
             Ok((bytes, keys)) => {
                 self.ops += 1;
                 self.bytes += bytes;
+                self.keys += keys;
+                let _ = self.latency.record(started.elapsed().as_micros().max(1) as u64);
+            }
+            Err(err) => {
+                self.errors += 1;
+                self.first_error.get_or_insert_with(|| err.to_string());
+            }
+        }
+    }
+
+    /// Records one call that did `count` operations (a walk looking at `count` files) and
+    /// returned `keys` (the files it matched); its latency is the call's.
+    pub(crate) fn record_many(&mut self, started: Instant, count: u64, outcome: BenchResult<u64>) {
+        count_done(count);
+        match outcome {
+            Ok(keys) => {
+                self.ops += count;
                 self.keys += keys;
                 let _ = self.latency.record(started.elapsed().as_micros().max(1) as u64);
             }
@@ -267,7 +291,9 @@ impl Workload {
             }
             Op::List => populate(target, workers, self.objects.max(1), 0, |i| format!("{}o{i:08}", list_prefix()))?,
             Op::Put => {}
-            op => return Err(BenchError::Setup(format!("{op} is an mdtest phase, not a workload of its own"))),
+            op => {
+                return Err(BenchError::Setup(format!("{op} is an mdtest or IO500 phase, not a workload of its own")));
+            }
         }
         let data = Arc::new(payload(if self.op == Op::Put { size } else { 0 }));
         let objects = self.objects.max(1);
@@ -295,7 +321,7 @@ impl Workload {
                         (0, keys as u64)
                     }),
                     // Refused before the workers started.
-                    Op::Mkdir | Op::StatDir | Op::Rename | Op::Rmdir => break,
+                    Op::Mkdir | Op::StatDir | Op::Rename | Op::Rmdir | Op::Find => break,
                 };
                 t.record(started, outcome);
                 n += 1;
@@ -336,6 +362,7 @@ pub(crate) fn sample_result(
         p99_us: 2,
         max_us: 3,
         latency_histogram: None,
+        iterations: None,
     }
 }
 
@@ -369,5 +396,6 @@ pub(crate) fn result_of(
         p99_us: tally.latency.value_at_quantile(0.99),
         max_us: tally.latency.max(),
         latency_histogram: crate::latency::encode(&tally.latency),
+        iterations: None,
     }
 }

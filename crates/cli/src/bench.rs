@@ -326,12 +326,12 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 results.extend(run.run_synced(target.as_ref(), &mut team).map_err(fail)?);
             }
             for &variant in mdtests {
+                let io500 = args.workload == BenchWorkload::Io500;
                 let run = Mdtest {
-                    variant,
-                    ranks,
-                    files_per_rank: args.files,
-                    stonewall: args.stonewall,
-                    directories: !args.files_only && args.workload != BenchWorkload::Io500,
+                    directories: !args.files_only && !io500,
+                    bytes: args.mdtest_bytes.unwrap_or(variant.default_bytes()),
+                    iterations: if io500 { 1 } else { args.mdtest_iterations.max(1) },
+                    ..Mdtest::io500(variant, ranks, args.files, args.stonewall)
                 };
                 let _progress = start_phase(
                     &mut team,
@@ -341,7 +341,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         args.files,
                         target.describe()
                     ),
-                    Some(run.expected_operations(target.as_ref())),
+                    Some(run.expected_operations()),
                 )?;
                 results.extend(run.run_synced(target.as_ref(), &mut team).map_err(fail)?);
             }

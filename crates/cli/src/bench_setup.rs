@@ -83,6 +83,16 @@ pub struct BenchArgs {
     /// mdtest: files each rank (worker) creates
     #[arg(long, default_value_t = 1000)]
     pub files: usize,
+    /// mdtest: bytes written to each file at create and read back (mdtest -w/-e; the paper ran
+    /// -w 3901 -e 3901) [default: the IO500's, 0 for mdtest-easy, 3901 for mdtest-hard]
+    #[arg(long, value_parser = parse_size)]
+    pub mdtest_bytes: Option<u64>,
+    /// mdtest: times every phase runs (mdtest -i); each phase is reported over them (max, min,
+    /// mean, standard deviation, mean ms per operation, per node). A flag of its own rather
+    /// than --repeat, whose default of 3 is eqsim's, so one mdtest run stays one iteration as
+    /// in mdtest; io500 always runs one, as the IO500 does
+    #[arg(long, default_value_t = 1)]
+    pub mdtest_iterations: usize,
     /// cosbench: the workload file (or give it after `cosbench`)
     #[arg(long)]
     pub cosbench: Option<PathBuf>,
