@@ -353,6 +353,12 @@ impl Transfers {
         self.shared.budget.lock().unwrap_or_else(|e| e.into_inner()).peak
     }
 
+    /// The bytes of the transfer buffer held now (session writes copied and not yet written,
+    /// reads finished and not yet waited for): what a report samples against `buffer_bytes`.
+    pub fn buffer_in_use(&self) -> u64 {
+        self.shared.budget.lock().unwrap_or_else(|e| e.into_inner()).used
+    }
+
     /// Registers the batch as in flight, refusing overlaps where one side writes.
     fn register<'a>(&self, batch: impl Iterator<Item = &'a Transfer>) -> Result<Vec<u64>, ArrayError> {
         let mut inflight = self.shared.inflight.lock().unwrap_or_else(|e| e.into_inner());

@@ -20,6 +20,9 @@ pub mod target;
 pub mod team;
 pub mod units;
 pub mod vpic;
+pub mod vpic_cache;
+pub mod vpic_report;
+pub mod vpic_write;
 pub mod workload;
 
 pub use io500::{Io500Score, io500_scores};

@@ -5,8 +5,9 @@
 //! The baseline writes one file per property with `pwrite` (fsync per step when durable); the
 //! arrays are one Zarr array per property, `steps x (ranks * particles)` chunked
 //! `1 x particles` (a rank's step is one whole chunk, never read-merge-written), moved with
-//! transfers at strong or session consistency. Reported per target: total time, time in start
-//! and in wait (the I/O a rank saw), bandwidth over that time, and the I/O hidden behind compute.
+//! transfers in one of the modes of `vpic_write` (writes) or at strong or session consistency
+//! (reads). Reported per target: the client time breakdown (transfer, wait, flush, compute),
+//! bandwidth over the exposed I/O, the close overhead and the transfer buffer in use over time.
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -17,6 +18,8 @@ use isthmus_array::{
     ArraySpec, Consistency, DataType, Direction, Location, Region, Transfer, TransferOptions, Transfers, ZarrArray,
 };
 
+use crate::vpic_cache::CacheUsage;
+pub use crate::vpic_write::VpicMode;
 use crate::{BenchError, BenchResult};
 
 /// The properties of a VPIC particle (h5bench: x, y, z, id1, id2, px, py, pz).
@@ -45,38 +48,71 @@ pub struct VpicParams {
 pub enum VpicTarget {
     /// Raw files in a directory, one per property.
     Posix { dir: PathBuf },
-    /// Zarr arrays at a location, moved with transfers at a consistency.
-    Arrays { location: Location, label: String, consistency: Consistency },
+    /// Zarr arrays at a location, moved with transfers in a mode.
+    Arrays { location: Location, label: String, mode: VpicMode },
 }
 
 impl VpicTarget {
     pub fn describe(&self) -> String {
         match self {
             VpicTarget::Posix { dir } => format!("posix {}", dir.display()),
-            VpicTarget::Arrays { label, consistency, .. } => {
-                format!("{label} ({})", if *consistency == Consistency::Strong { "strong" } else { "session" })
-            }
+            VpicTarget::Arrays { label, mode, .. } => format!("{label} ({})", mode.name()),
+        }
+    }
+
+    /// `posix`, or the mode's name (`strong`, `session`, `session-per-step`).
+    pub fn mode_name(&self) -> &'static str {
+        match self {
+            VpicTarget::Posix { .. } => "posix",
+            VpicTarget::Arrays { mode, .. } => mode.name(),
         }
     }
 }
 
-/// What one phase on one target measured (times are the slowest rank's; start and wait the
-/// mean over ranks).
+/// What one phase on one target measured: the slowest rank's total, the mean over ranks of
+/// each part of the client time (PDC-XF's Figures 8 and 10), every rank's breakdown, and the
+/// transfer buffer in use over time (its Figure 7; writes to arrays only).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VpicResult {
     pub workload: String,
     pub target: String,
+    /// `posix`, `strong`, `session` or `session-per-step` (see `VpicMode`).
+    pub mode: String,
     pub bytes: u64,
     pub total_s: f64,
+    /// Time in emulated computation (measured, mean over ranks).
     pub compute_s: f64,
-    pub start_s: f64,
+    /// Time in the calls that start transfers (a strong write's whole I/O; a session write's
+    /// copy and any back-pressure), or in `pwrite`/`pread` on the baseline.
+    pub transfer_s: f64,
+    /// Time waiting for started transfers before the end of the run.
     pub wait_s: f64,
+    /// Time in the run's consistency point: the flush at close and the waits after it.
+    pub flush_s: f64,
+    /// `flush_s` over `total_s`: the overhead of finishing transfers at close (Figure 3b).
+    pub close_overhead: f64,
+    /// Every rank's breakdown, in rank order.
+    pub ranks: Vec<RankBreakdown>,
+    /// The transfer buffer in use, sampled (this process's ranks), for array writes.
+    pub cache: Option<CacheUsage>,
+}
+
+/// One rank's client time, seconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct RankBreakdown {
+    pub total_s: f64,
+    pub transfer_s: f64,
+    pub wait_s: f64,
+    pub flush_s: f64,
+    pub compute_s: f64,
+    /// What is left: creating transfers, preparing buffers, the loop itself.
+    pub other_s: f64,
 }
 
 impl VpicResult {
-    /// The I/O time a rank saw (blocked in start or wait).
+    /// The I/O time a rank saw (blocked in start, wait or flush).
     pub fn exposed_s(&self) -> f64 {
-        self.start_s + self.wait_s
+        self.transfer_s + self.wait_s + self.flush_s
     }
 
     /// Bytes over the exposed I/O time, MiB/s.
@@ -89,29 +125,55 @@ impl VpicResult {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RankTimes {
     pub total: Duration,
-    pub start: Duration,
+    pub transfer: Duration,
     pub wait: Duration,
+    pub flush: Duration,
+    pub compute: Duration,
 }
 
 impl RankTimes {
+    /// How many numbers `to_nanos` gives per rank.
+    pub const NANOS: usize = 5;
+
     /// As nanoseconds, for gathering across processes.
-    pub fn to_nanos(self) -> [u64; 3] {
-        [self.total, self.start, self.wait].map(|d| d.as_nanos() as u64)
+    pub fn to_nanos(self) -> [u64; Self::NANOS] {
+        [self.total, self.transfer, self.wait, self.flush, self.compute].map(|d| d.as_nanos() as u64)
     }
 
     pub fn from_nanos(nanos: &[u64]) -> Self {
-        let [total, start, wait] = [0, 1, 2].map(|i| Duration::from_nanos(nanos.get(i).copied().unwrap_or(0)));
-        Self { total, start, wait }
+        let [total, transfer, wait, flush, compute] =
+            [0, 1, 2, 3, 4].map(|i| Duration::from_nanos(nanos.get(i).copied().unwrap_or(0)));
+        Self { total, transfer, wait, flush, compute }
+    }
+
+    /// Sleeps the emulated computation, counted as compute.
+    pub(crate) fn compute(&mut self, time: Duration) {
+        let began = Instant::now();
+        std::thread::sleep(time);
+        self.compute += began.elapsed();
+    }
+
+    fn breakdown(&self) -> RankBreakdown {
+        let s = |d: Duration| d.as_secs_f64();
+        let parts = self.transfer + self.wait + self.flush + self.compute;
+        RankBreakdown {
+            total_s: s(self.total),
+            transfer_s: s(self.transfer),
+            wait_s: s(self.wait),
+            flush_s: s(self.flush),
+            compute_s: s(self.compute),
+            other_s: s(self.total.saturating_sub(parts)),
+        }
     }
 }
 
-fn values(rank: usize, step: u64, property: usize, particles: u64) -> Vec<u8> {
+pub(crate) fn values(rank: usize, step: u64, property: usize, particles: u64) -> Vec<u8> {
     let base = (step * 1000 + rank as u64 * 10 + property as u64) as f32;
     (0..particles).flat_map(|i| (base + i as f32 * 1e-3).to_le_bytes()).collect()
 }
 
 /// Runs this process's ranks as threads; each gets its global rank index.
-fn run_ranks(
+pub(crate) fn run_ranks(
     params: &VpicParams,
     rank: impl Fn(usize) -> BenchResult<RankTimes> + Sync,
 ) -> BenchResult<Vec<RankTimes>> {
@@ -129,21 +191,36 @@ fn run_ranks(
 }
 
 /// The result of a phase from the timings of every rank of the run.
-pub fn summarize(workload: &str, target: &VpicTarget, params: &VpicParams, times: &[RankTimes]) -> VpicResult {
-    let n = times.len().max(1) as f64;
+pub fn summarize(
+    workload: &str,
+    target: &VpicTarget,
+    params: &VpicParams,
+    times: &[RankTimes],
+    cache: Option<CacheUsage>,
+) -> VpicResult {
+    let ranks: Vec<RankBreakdown> = times.iter().map(RankTimes::breakdown).collect();
+    let n = ranks.len().max(1) as f64;
+    let mean = |part: fn(&RankBreakdown) -> f64| ranks.iter().map(part).sum::<f64>() / n;
+    let total_s = ranks.iter().map(|r| r.total_s).fold(0.0, f64::max);
+    let flush_s = mean(|r| r.flush_s);
     VpicResult {
         workload: workload.to_string(),
         target: target.describe(),
+        mode: target.mode_name().to_string(),
         bytes: params.total_ranks as u64 * params.steps * params.particles * 4 * PROPERTIES.len() as u64,
-        total_s: times.iter().map(|t| t.total.as_secs_f64()).fold(0.0, f64::max),
-        compute_s: params.compute.as_secs_f64() * params.steps as f64,
-        start_s: times.iter().map(|t| t.start.as_secs_f64()).sum::<f64>() / n,
-        wait_s: times.iter().map(|t| t.wait.as_secs_f64()).sum::<f64>() / n,
+        total_s,
+        compute_s: mean(|r| r.compute_s),
+        transfer_s: mean(|r| r.transfer_s),
+        wait_s: mean(|r| r.wait_s),
+        flush_s,
+        close_overhead: flush_s / total_s.max(1e-9),
+        ranks,
+        cache,
     }
 }
 
 /// The arrays of a run (created by `prepare`).
-fn open_arrays(location: &Location) -> BenchResult<Vec<Arc<ZarrArray>>> {
+pub(crate) fn open_arrays(location: &Location) -> BenchResult<Vec<Arc<ZarrArray>>> {
     PROPERTIES
         .iter()
         .map(|p| ZarrArray::open(location, &format!("vpic/{p}")).map(Arc::new))
@@ -183,15 +260,16 @@ pub fn prepare(params: &VpicParams, target: &VpicTarget) -> BenchResult<()> {
     }
 }
 
-/// `vpic-io`: every rank of this process writes its particles' 8 properties per step.
-pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTimes>> {
-    let times = match target {
+/// `vpic-io`: every rank of this process writes its particles' 8 properties per step. Array
+/// targets also answer the transfer buffer in use over the run.
+pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<(Vec<RankTimes>, Option<CacheUsage>)> {
+    match target {
         VpicTarget::Posix { dir } => {
             let files: Vec<std::fs::File> = PROPERTIES
                 .iter()
                 .map(|p| std::fs::OpenOptions::new().write(true).open(property_file(dir, p)))
                 .collect::<Result<_, _>>()?;
-            run_ranks(params, |rank| {
+            let times = run_ranks(params, |rank| {
                 let (began, mut times) = (Instant::now(), RankTimes::default());
                 for step in 0..params.steps {
                     let io = Instant::now();
@@ -202,54 +280,20 @@ pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTi
                             file.sync_data()?;
                         }
                     }
-                    times.start += io.elapsed();
-                    std::thread::sleep(params.compute);
+                    times.transfer += io.elapsed();
+                    times.compute(params.compute);
                 }
                 times.total = began.elapsed();
                 Ok(times)
-            })?
+            })?;
+            Ok((times, None))
         }
-        VpicTarget::Arrays { location, consistency, .. } => {
+        VpicTarget::Arrays { location, mode, .. } => {
             let arrays = open_arrays(location)?;
-            run_ranks(params, |rank| {
-                let session = session(params, *consistency)?;
-                let (began, mut times) = (Instant::now(), RankTimes::default());
-                let mut in_flight: Vec<Transfer> = Vec::new();
-                for step in 0..params.steps {
-                    let data: Vec<Vec<u8>> =
-                        (0..PROPERTIES.len()).map(|p| values(rank, step, p, params.particles)).collect();
-                    let region = Region::new(vec![step, rank as u64 * params.particles], vec![1, params.particles]);
-                    let transfers: Vec<Transfer> = arrays
-                        .iter()
-                        .map(|a| session.create(a, region.clone(), Direction::Write))
-                        .collect::<Result<_, _>>()
-                        .map_err(array_error)?;
-                    let io = Instant::now();
-                    let batch: Vec<(&Transfer, Option<&[u8]>)> =
-                        transfers.iter().zip(&data).map(|(t, d)| (t, Some(d.as_slice()))).collect();
-                    session.start_all(&batch).map_err(array_error)?;
-                    times.start += io.elapsed();
-                    // The previous step's writes must be done before this step's buffers are
-                    // reused (h5bench waits the same way).
-                    let io = Instant::now();
-                    for t in in_flight.drain(..) {
-                        session.wait(&t, None).map_err(array_error)?;
-                    }
-                    times.wait += io.elapsed();
-                    in_flight = transfers;
-                    std::thread::sleep(params.compute);
-                }
-                let io = Instant::now();
-                for t in in_flight.drain(..) {
-                    session.wait(&t, None).map_err(array_error)?;
-                }
-                times.wait += io.elapsed();
-                times.total = began.elapsed();
-                Ok(times)
-            })?
+            let (times, cache) = crate::vpic_write::write_arrays(params, &arrays, *mode)?;
+            Ok((times, Some(cache)))
         }
-    };
-    Ok(times)
+    }
 }
 
 /// `bdcats-io`: every rank of this process reads back its particles, property by property.
@@ -268,17 +312,17 @@ pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTim
                         file.read_exact_at(&mut buf, offset)?;
                         check(&buf, rank, step, p, params.particles)?;
                     }
-                    times.start += io.elapsed();
-                    std::thread::sleep(params.compute);
+                    times.transfer += io.elapsed();
+                    times.compute(params.compute);
                 }
                 times.total = began.elapsed();
                 Ok(times)
             })?
         }
-        VpicTarget::Arrays { location, consistency, .. } => {
+        VpicTarget::Arrays { location, mode, .. } => {
             let arrays = open_arrays(location)?;
             run_ranks(params, |rank| {
-                let session = session(params, *consistency)?;
+                let session = session(params, mode.consistency())?;
                 let (began, mut times) = (Instant::now(), RankTimes::default());
                 let mut buf = vec![0u8; params.particles as usize * 4];
                 // Reads are started one step ahead: step t+1 is in flight while t is used.
@@ -292,7 +336,7 @@ pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTim
                     let io = Instant::now();
                     let batch: Vec<(&Transfer, Option<&[u8]>)> = transfers.iter().map(|t| (t, None)).collect();
                     session.start_all(&batch).map_err(array_error)?;
-                    times.start += io.elapsed();
+                    times.transfer += io.elapsed();
                     Ok(transfers)
                 };
                 let mut next = start_step(0, &mut times)?;
@@ -307,7 +351,7 @@ pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTim
                     if step + 1 < params.steps {
                         next = start_step(step + 1, &mut times)?;
                     }
-                    std::thread::sleep(params.compute);
+                    times.compute(params.compute);
                 }
                 times.total = began.elapsed();
                 Ok(times)
@@ -317,12 +361,12 @@ pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTim
     Ok(times)
 }
 
-fn session(params: &VpicParams, consistency: Consistency) -> BenchResult<Transfers> {
+pub(crate) fn session(params: &VpicParams, consistency: Consistency) -> BenchResult<Transfers> {
     let options = TransferOptions { threads: params.threads, consistency, ..TransferOptions::default() };
     Transfers::new(options).map_err(array_error)
 }
 
-fn array_error(err: isthmus_array::ArrayError) -> BenchError {
+pub(crate) fn array_error(err: isthmus_array::ArrayError) -> BenchError {
     BenchError::Setup(format!("array: {err}"))
 }
 
@@ -333,40 +377,4 @@ fn check(buf: &[u8], rank: usize, step: u64, property: usize, particles: u64) ->
         return Err(BenchError::Setup(format!("rank {rank} step {step} property {property}: wrong data read back")));
     }
     Ok(())
-}
-
-/// The results as a table: bandwidth over exposed I/O, % of the POSIX baseline of the same
-/// workload, and the I/O hidden behind compute (a session run against the strong run of the
-/// same target).
-pub fn table(results: &[VpicResult]) -> String {
-    let mut table = comfy_table::Table::new();
-    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
-        "workload",
-        "target",
-        "total s",
-        "compute s",
-        "in start s",
-        "in wait s",
-        "MiB/s (exposed I/O)",
-        "% of POSIX",
-        "hidden s",
-    ]);
-    for r in results {
-        let posix = results.iter().find(|p| p.workload == r.workload && p.target.starts_with("posix"));
-        let strong = r.target.strip_suffix(" (session)").and_then(|label| {
-            results.iter().find(|s| s.workload == r.workload && s.target == format!("{label} (strong)"))
-        });
-        table.add_row([
-            r.workload.clone(),
-            r.target.clone(),
-            format!("{:.3}", r.total_s),
-            format!("{:.3}", r.compute_s),
-            format!("{:.3}", r.start_s),
-            format!("{:.3}", r.wait_s),
-            format!("{:.1}", r.bandwidth_mib_s()),
-            posix.map_or("-".into(), |p| format!("{:.0} %", 100.0 * r.bandwidth_mib_s() / p.bandwidth_mib_s())),
-            strong.map_or("-".into(), |s| format!("{:.3}", (s.exposed_s() - r.exposed_s()).max(0.0))),
-        ]);
-    }
-    table.to_string()
 }

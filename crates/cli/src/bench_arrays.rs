@@ -1,6 +1,7 @@
 //! `isthmus bench vpic-io` and `bdcats-io`: the particle workloads on the raw POSIX baseline and
 //! on Zarr arrays, in-process (`--target embedded:///path`) and through a gateway (`--serve` or
-//! `--target http://...`), each array target at strong and at session consistency. Ranks are
+//! `--target http://...`), each array target in PDC-XF's strong and session modes (or the modes
+//! `ISTHMUS_VPIC_MODES` names). `--svg` draws the transfer buffer in use over time. Ranks are
 //! `--workers` threads in each of the run's processes (`--ranks`, or mpirun/srun with
 //! `--sync-dir`): rank 0 prepares, barriers start each phase together, timings are gathered.
 
@@ -8,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use isthmus_access::Authorized;
-use isthmus_array::{Consistency, Location, RemoteEndpoint};
+use isthmus_array::{Location, RemoteEndpoint};
 use isthmus_bench::Team;
-use isthmus_bench::vpic::{self, RankTimes, VpicParams, VpicResult, VpicTarget};
+use isthmus_bench::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
+use isthmus_bench::vpic_cache::CacheUsage;
 use isthmus_posix::StoreOptions;
 use isthmus_store::{Durability, RequestContext, Store};
 
@@ -80,7 +82,7 @@ fn gather(team: &mut Option<Team>, mine: Vec<RankTimes>) -> Result<Vec<RankTimes
     let Some(team) = team else { return Ok(mine) };
     let flat: Vec<u64> = mine.iter().flat_map(|t| t.to_nanos()).collect();
     let all = team.all_gather(&flat).map_err(|e| e.to_string())?;
-    Ok(all.chunks(3).map(RankTimes::from_nanos).collect())
+    Ok(all.chunks(RankTimes::NANOS).map(RankTimes::from_nanos).collect())
 }
 
 pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
@@ -112,9 +114,10 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
     }
     let baseline = args.baseline.clone().unwrap_or_else(|| data_root.join(".isthmus").join("bench-posix"));
     let mut targets = vec![VpicTarget::Posix { dir: baseline }];
+    let modes = modes()?;
     for (label, location) in array_locations(args, &endpoints)? {
-        for consistency in [Consistency::Strong, Consistency::Session] {
-            targets.push(VpicTarget::Arrays { location: location.clone(), label: label.clone(), consistency });
+        for &mode in &modes {
+            targets.push(VpicTarget::Arrays { location: location.clone(), label: label.clone(), mode });
         }
     }
     let name = workload_name(args.workload);
@@ -131,13 +134,14 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
             vpic::write(&untimed, target).map_err(context)?;
             barrier(&mut team)?;
         }
-        let mine = match args.workload {
+        let (mine, cache) = match args.workload {
             BenchWorkload::VpicIo => vpic::write(&params, target),
-            _ => vpic::read(&params, target),
+            _ => vpic::read(&params, target).map(|times| (times, None)),
         }
         .map_err(context)?;
         let all = gather(&mut team, mine)?;
-        results.push(vpic::summarize(name, target, &VpicParams { ranks: all.len(), ..params.clone() }, &all));
+        // With several processes the cache samples are this process's (rank 0's) sessions.
+        results.push(vpic::summarize(name, target, &VpicParams { ranks: all.len(), ..params.clone() }, &all, cache));
     }
     barrier(&mut team)?;
     if rank != 0 {
@@ -146,11 +150,27 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
     if let VpicTarget::Posix { dir } = &targets[0] {
         let _ = std::fs::remove_dir_all(dir);
     }
-    println!("{}", vpic::table(&results));
+    println!("{}", isthmus_bench::vpic_report::table(&results));
     if let Some(path) = &args.json {
         write_json(path, &params, &results)?;
     }
+    if let Some(path) = &args.svg {
+        let runs: Vec<(String, &CacheUsage)> =
+            results.iter().filter_map(|r| r.cache.as_ref().map(|c| (r.target.clone(), c))).collect();
+        let title = format!("{name}: transfer buffer in use per session (sampled every 10 ms) against its bound");
+        isthmus_bench::vpic_cache::write_svg(&title, &runs, path)?;
+    }
     Ok(())
+}
+
+/// The array modes to run: PDC-XF's strong and session unless `ISTHMUS_VPIC_MODES` names others
+/// (comma-separated: strong, session, session-per-step). An environment variable, not a flag:
+/// the bench's flags live in a file this part does not own.
+fn modes() -> Result<Vec<VpicMode>, String> {
+    match std::env::var("ISTHMUS_VPIC_MODES") {
+        Ok(list) => list.split(',').map(str::parse).collect(),
+        Err(_) => Ok(VpicMode::PAPER.to_vec()),
+    }
 }
 
 fn workload_name(workload: BenchWorkload) -> &'static str {
@@ -161,6 +181,7 @@ fn write_json(path: &PathBuf, params: &VpicParams, results: &[VpicResult]) -> Re
     let document = serde_json::json!({
         "particles": params.particles, "steps": params.steps, "ranks": params.total_ranks,
         "compute_s": params.compute.as_secs_f64(), "results": results,
+        "consistency_gains": isthmus_bench::vpic_report::consistency_gains(results),
     });
     std::fs::write(path, serde_json::to_vec_pretty(&document).unwrap_or_default())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
