@@ -7,6 +7,7 @@
 
 mod array;
 pub mod backend;
+mod chunk_reads;
 mod chunks;
 mod pool;
 mod region;
@@ -20,7 +21,7 @@ pub mod transfer;
 
 pub use array::{Location, ZarrArray, create_group, remove_node};
 pub use region::{Region, RegionError};
-pub use region_copy::{CopyMode, CopyReport, copy_region};
+pub use region_copy::{CopyMode, CopyReport, CopyTimes, copy_region};
 pub use remote::{RemoteEndpoint, S3Storage};
 pub use select::{Expr, Selection, Slabs, parse_selection};
 pub use spec::{ArraySpec, Codec, DataType};

@@ -5,8 +5,10 @@
 //! already there from the same source version. The array's `zarr.json` goes first: the copy is
 //! at once an array whose other chunks read as the fill value. Or, with `AsNewArray`, the region
 //! becomes an array of its own shape, decoded and written through the transfer machinery.
+//! Each copy times its phases (PDC-XF's Figure 9 breakdown of a migration).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use zarrs::storage::StoreKey;
@@ -39,6 +41,46 @@ pub struct CopyReport {
     pub absent: u64,
     /// Bytes sent (encoded chunks and metadata).
     pub bytes: u64,
+    /// Where the time went.
+    pub times: CopyTimes,
+}
+
+/// A copy's time by phase. Chunks move `threads` at a time, so `read`, `check` and `write` are
+/// thread time summed over the chunks (their sum can pass `wall`); `plan` and `metadata` run
+/// alone. Reading the source, or writing the destination, includes the network when that side
+/// is a remote endpoint (a push's writes are the upload and the other site's commit, a pull's
+/// reads the download).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CopyTimes {
+    /// Opening the source array and cutting the region into chunks (or making the new array).
+    pub plan: Duration,
+    /// Writing the array's `zarr.json` at the destination.
+    pub metadata: Duration,
+    /// Reading chunks from the source (with a new array: reading and decoding the region).
+    pub read: Duration,
+    /// Asking the destination which chunks it already has from the same source version.
+    pub check: Duration,
+    /// Writing chunks at the destination, verified (with a new array: encoding them too).
+    pub write: Duration,
+    /// The whole copy.
+    pub wall: Duration,
+}
+
+/// Thread time summed across a pool.
+#[derive(Default)]
+struct Summed(AtomicU64);
+
+impl Summed {
+    fn time<T>(&self, work: impl FnOnce() -> T) -> T {
+        let began = Instant::now();
+        let out = work();
+        self.0.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
+    }
+
+    fn total(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// Copies `selection` of the array at `source`/`source_path` to `target`/`target_path`, with
@@ -54,19 +96,24 @@ pub fn copy_region(
     threads: usize,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<CopyReport, ArrayError> {
+    let began = Instant::now();
     let array = ZarrArray::open(source, source_path)?;
+    let opened = began.elapsed();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .start_handler(|_| crate::reset_thread_identity())
         .build()
         .map_err(|e| ArrayError::Transfer(format!("cannot start the copy pool: {e}")))?;
-    match mode {
+    let mut report = match mode {
         CopyMode::Chunks => pool.install(|| copy_chunks(&array, target, target_path, region, progress)),
         CopyMode::AsNewArray { chunks, inner_chunks, codecs } => pool.install(|| {
             let layout = (chunks.clone(), inner_chunks.clone(), codecs.clone());
             copy_as_new_array(&array, target, target_path, region, layout, progress)
         }),
-    }
+    }?;
+    report.times.plan += opened;
+    report.times.wall = began.elapsed();
+    Ok(report)
 }
 
 fn copy_chunks(
@@ -76,13 +123,19 @@ fn copy_chunks(
     region: &Region,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<CopyReport, ArrayError> {
+    let mut times = CopyTimes::default();
+    let began = Instant::now();
     let extent = array.checked(region, array.region_bytes(region)?)?;
     let pieces = chunks::pieces(array.inner(), &extent)?;
     let destination = target.chunk_store()?;
+    times.plan = began.elapsed();
     // The metadata first, as the source has it (a resumed copy writes it again: it is small).
+    let began = Instant::now();
     let metadata = serde_json::to_vec_pretty(&array.metadata()).map_err(|e| ArrayError::Spec(e.to_string()))?;
     let metadata_key = StoreKey::new(format!("{}/zarr.json", target_path.trim_matches('/')))?;
     destination.put_copy(&metadata_key, &metadata, "metadata")?;
+    times.metadata = began.elapsed();
+    let (read, check, write) = (Summed::default(), Summed::default(), Summed::default());
     let total = pieces.len() as u64;
     let (sent, skipped, absent, bytes, done) = (
         AtomicU64::new(0),
@@ -98,15 +151,15 @@ fn copy_chunks(
         // The chunk key relative to the array, then placed under the target's path.
         let relative = key.as_str().strip_prefix(&source_prefix).unwrap_or(key.as_str()).trim_start_matches('/');
         let target_key = StoreKey::new(format!("{target_prefix}/{relative}"))?;
-        match array.store().get_tagged(&key)? {
+        match read.time(|| array.store().get_tagged(&key))? {
             None => {
                 absent.fetch_add(1, Ordering::Relaxed);
             }
             Some((value, tag)) => {
-                if destination.copied_from(&target_key)?.as_deref() == Some(tag.as_str()) {
+                if check.time(|| destination.copied_from(&target_key))?.as_deref() == Some(tag.as_str()) {
                     skipped.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    destination.put_copy(&target_key, &value, &tag)?;
+                    write.time(|| destination.put_copy(&target_key, &value, &tag))?;
                     sent.fetch_add(1, Ordering::Relaxed);
                     bytes.fetch_add(value.len() as u64, Ordering::Relaxed);
                 }
@@ -121,6 +174,7 @@ fn copy_chunks(
         skipped: skipped.into_inner(),
         absent: absent.into_inner(),
         bytes: bytes.into_inner(),
+        times: CopyTimes { read: read.total(), check: check.total(), write: write.total(), ..times },
     })
 }
 
@@ -143,28 +197,35 @@ fn copy_as_new_array(
     spec.dimension_names = stored["dimension_names"]
         .as_array()
         .map(|names| names.iter().map(|n| n.as_str().unwrap_or_default().to_string()).collect());
+    let began = Instant::now();
     let copy = match ZarrArray::open(target, target_path) {
         Ok(existing) if existing.shape() == shape.as_slice() => existing,
         Ok(_) => return Err(ArrayError::Exists(format!("{target_path} (with another shape)"))),
         Err(ArrayError::NotFound(_)) => ZarrArray::create(target, target_path, &spec)?,
         Err(err) => return Err(err),
     };
+    let metadata = began.elapsed();
     // Slab by slab along the first dimension, a chunk row of the new array at a time.
     let rows = shape.first().copied().unwrap_or(0);
     let step = chunk_shape.first().copied().unwrap_or(1).max(1);
     let total = rows.div_ceil(step);
     let mut report = CopyReport { chunks: total, ..CopyReport::default() };
+    report.times.metadata = metadata;
     let stride = region.stride.clone().unwrap_or_else(|| vec![1; shape.len()]);
     for (index, first) in (0..rows).step_by(step as usize).enumerate() {
         let take = step.min(rows - first);
         let mut slab = region.clone();
         slab.offset[0] += first * stride[0];
         slab.count[0] = take;
+        let began = Instant::now();
         let data = array.read_vec(&slab)?;
+        report.times.read += began.elapsed();
         let mut at = Region::new(vec![0; shape.len()], shape.clone());
         at.offset[0] = first;
         at.count[0] = take;
+        let began = Instant::now();
         copy.write(&at, &data)?;
+        report.times.write += began.elapsed();
         report.sent += 1;
         report.bytes += data.len() as u64;
         progress(index as u64 + 1, total);

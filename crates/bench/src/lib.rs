@@ -5,6 +5,7 @@
 pub mod boxplot;
 pub mod compare;
 pub mod cosbench;
+pub mod density;
 pub mod doors;
 pub mod find;
 pub mod io500;
@@ -12,7 +13,9 @@ pub mod ior;
 pub mod latency;
 pub mod mdtest;
 pub mod mdworkbench;
+pub mod pdc_migration;
 pub mod merge;
+pub mod radar;
 pub mod phase_stats;
 pub mod report;
 pub mod streams;

@@ -1,11 +1,13 @@
 //! `isthmus region push` and `pull`: a region of a Zarr array moved between this site's data
 //! root and another site's S3 endpoint (another Isthmus, MinIO, AWS), only the chunks it
-//! intersects, in parallel, verified, resumable (run the same command again), with a progress bar.
+//! intersects, in parallel, verified, resumable (run the same command again), with a progress bar,
+//! then where the time went (plan, metadata, source reads, resume checks, destination writes).
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use isthmus_array::{CopyMode, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
+use isthmus_bench::pdc_migration::MigrationBreakdown;
 use isthmus_store::RequestContext;
 
 #[derive(Debug, Args)]
@@ -48,6 +50,9 @@ pub struct CopyArgs {
     /// Region remote requests are signed for
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
+    /// Also write the counts and the time breakdown as JSON to this file
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// `BUCKET/PATH` as its two parts.
@@ -127,5 +132,11 @@ pub fn run(args: RegionArgs) -> Result<(), String> {
         report.absent,
         report.bytes as f64 / (1 << 20) as f64
     );
+    let breakdown = MigrationBreakdown::from_report(if push { "push" } else { "pull" }, &report);
+    println!("{}", breakdown.describe());
+    if let Some(path) = &copy.json {
+        let json = serde_json::to_vec_pretty(&breakdown).map_err(|e| e.to_string())?;
+        std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     Ok(())
 }
