@@ -23,19 +23,35 @@ def bench(tmp_path, *args):
 
 
 def test_io500_style_run(tmp_path):
-    stdout, report = bench(tmp_path, "io500", "--workers", "2", "--files", "30", "--transfers", "3")
+    svg = tmp_path / "radar.svg"
+    stdout, report = bench(tmp_path, "io500", "--workers", "2", "--files", "110", "--transfers", "3", "--svg", str(svg))
     phases = {(r["kind"], r["workload"], r["op"]): r for r in report["results"]}
+    ior = [("ior-easy", ["put", "get"]), ("ior-hard", ["put", "get"]), ("ior-rnd4K", ["put", "get"])]
+    mdtest = [("mdtest-easy", ["put", "head", "get", "delete"]), ("mdtest-hard", ["put", "head", "get", "delete"])]
     for kind in ("posix", "s3", "embedded"):
-        for workload, ops in [("ior-easy", ["put", "get"]), ("ior-hard", ["put", "get"]), ("mdtest-easy", ["put", "head", "get", "delete"]), ("mdtest-hard", ["put", "head", "get", "delete"])]:
+        for workload, ops in ior + mdtest:
             for op in ops:
                 r = phases[(kind, workload, op)]
                 assert r["errors"] == 0, r
-                assert r["ops"] == (6 if workload.startswith("ior") else 60), r
+                assert r["ops"] == (6 if workload.startswith("ior") else 220), r
+        # find looked at every mdtest file (created before it, removed after it) and matched
+        # the 3901-byte ones named *01*: file.0.101 and file.1.101.
+        find = phases[(kind, "find", "find")]
+        assert (find["ops"], find["keys"], find["errors"]) == (440, 2, 0), find
     assert phases[("s3", "ior-easy", "put")]["bytes"] == 6 * 2 * 1024 * 1024
+    assert phases[("embedded", "ior-rnd4K", "get")]["bytes"] == 6 * 4096
     # The IO500 runs mdtest on files only (-F): no directory phase enters the score.
     assert not [r for r in report["results"] if r["op"] in ("mkdir", "statdir", "rename", "rmdir")]
     assert "NOT an official IO500 result" in stdout
+    assert "IO500 phases: POSIX / HTTP gateway / in-process / local socket, % of POSIX" in stdout
     assert sum(1 for line in stdout.splitlines() if "kIOPS, score" in line) == 3
+    scores = {s["kind"]: s for s in report["io500"]}
+    assert set(scores) == {"posix", "s3", "embedded"}
+    for s in scores.values():
+        assert s["missing"] == [] and s["score"] > 0
+        assert s["score"] == pytest.approx((s["bandwidth_gib_s"] * s["metadata_kiops"]) ** 0.5)
+    radar = svg.read_text()
+    assert radar.startswith("<svg") and radar.count("<polygon") == 2 and "ior-rnd4K-read" in radar and "find" in radar
 
 
 def test_streams(tmp_path):
@@ -59,10 +75,16 @@ def test_streams_from_several_ranks_merge_into_one_row_per_phase(tmp_path):
 
 
 def test_md_workbench(tmp_path):
-    _, report = bench(tmp_path, "md-workbench", "--workers", "2", "--datasets", "3", "--files", "10", "--iterations", "5")
+    svg = tmp_path / "density.svg"
+    _, report = bench(tmp_path, "md-workbench", "--workers", "2", "--datasets", "3", "--files", "10", "--iterations", "5",
+                      "--svg", str(svg))
     rows = [r for r in report["results"] if r["workload"] == "md-workbench"]
     assert len(rows) == 3 * 4  # stat, read, delete, create on three targets
     assert all(r["errors"] == 0 and r["ops"] == 2 * 3 * 5 for r in rows)
+    # The latency density: one smoothed curve (300 points) per target, named in the legend.
+    drawing = svg.read_text()
+    curves = [p for p in drawing.split("<polyline")[1:] if len(p.split('points="')[1].split('"')[0].split()) >= 300]
+    assert len(curves) == 3 and all(kind in drawing for kind in ("posix", "s3", "embedded"))
 
 
 def test_compare_result_files(tmp_path):

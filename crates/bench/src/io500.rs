@@ -149,10 +149,61 @@ pub fn percent_of_posix(results: &[OpResult]) -> (Vec<String>, Vec<(String, Vec<
                     }
                 })
                 .collect();
-            (kind.to_string(), values)
+            (door_name(kind).to_string(), values)
         })
         .collect();
     (axes, series)
+}
+
+/// What a target is called in the IO500 phase table and the radar chart, after the paper's
+/// systems (S3 gateway, S3Embedded, S3Remote).
+pub fn door_name(kind: &str) -> &str {
+    match kind {
+        "posix" => "POSIX",
+        "s3" => "HTTP gateway",
+        "embedded" => "in-process",
+        "local" => "local socket",
+        other => other,
+    }
+}
+
+/// The table "IO500 phases: POSIX / HTTP gateway / in-process / local socket, % of POSIX"
+/// (the form of Table 3 in Gadban & Kunkel 2021): one row per IO500 phase that ran, POSIX's
+/// figure, then each target's figure and its percentage of POSIX; the scores last.
+pub fn phases_table(results: &[OpResult]) -> String {
+    let (axes, _) = percent_of_posix(results);
+    let mut kinds: Vec<&str> = vec!["posix"];
+    for r in results.iter().filter(|r| phase_of(r).is_some()) {
+        if !kinds.contains(&r.kind.as_str()) {
+            kinds.push(&r.kind);
+        }
+    }
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header(std::iter::once("IO500 phase".to_string()).chain(kinds.iter().map(|k| door_name(k).to_string())));
+    let figure = |kind: &str, phase: &str| {
+        results.iter().find(|r| r.kind == kind && phase_of(r).as_deref() == Some(phase)).map(phase_figure)
+    };
+    for axis in &axes {
+        let unit = if axis.starts_with("ior-") { "GiB/s" } else { "kIOPS" };
+        let posix = figure("posix", axis).unwrap_or(0.0);
+        let cells = kinds.iter().map(|kind| match figure(kind, axis) {
+            None => "-".to_string(),
+            Some(x) if *kind == "posix" => format!("{x:.3} {unit}"),
+            Some(x) if posix > 0.0 => format!("{x:.3} ({:.1} %)", x / posix * 100.0),
+            Some(x) => format!("{x:.3}"),
+        });
+        table.add_row(std::iter::once(axis.clone()).chain(cells));
+    }
+    let scores = io500_scores(results);
+    let posix_score = scores.iter().find(|s| s.kind == "posix").map_or(0.0, |s| s.score);
+    let score_cells = kinds.iter().map(|kind| match scores.iter().find(|s| s.kind == *kind) {
+        None => "-".to_string(),
+        Some(s) if *kind == "posix" || posix_score <= 0.0 => format!("{:.3}", s.score),
+        Some(s) => format!("{:.3} ({:.1} %)", s.score, s.score / posix_score * 100.0),
+    });
+    table.add_row(std::iter::once("score".to_string()).chain(score_cells));
+    table.to_string()
 }
 
 #[cfg(test)]
@@ -222,8 +273,10 @@ mod tests {
         assert_eq!(axes.len(), 12);
         assert_eq!((axes[0].as_str(), axes[11].as_str()), ("ior-easy-write", "find"));
         assert_eq!(series.len(), 1);
-        assert_eq!(series[0].0, "s3");
+        assert_eq!(series[0].0, "HTTP gateway");
         assert_eq!(series[0].1[0], 50.0);
         assert_eq!(series[0].1[11], 25.0);
+        let table = phases_table(&results);
+        assert!(table.contains("HTTP gateway") && table.contains("(50.0 %)") && table.contains("(25.0 %)"), "{table}");
     }
 }

@@ -85,6 +85,8 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, String> {
             StreamsResult::merge,
         )?,
         cosbench: merge_rows(&reports, |r| &r.cosbench, StageReport::same_row, StageReport::merge)?,
+        // Scores come from the merged phases, never from one rank's.
+        io500: Vec::new(),
     })
 }
 

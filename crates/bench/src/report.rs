@@ -21,6 +21,9 @@ pub struct Report {
     /// Results of a COSBench workload file, per target, stage and operation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cosbench: Vec<crate::cosbench::StageReport>,
+    /// io500: each target's IO500 score, computed the official way (`io500`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io500: Vec<crate::io500::Io500Score>,
 }
 
 /// A report holding just these results, for tests.
@@ -33,6 +36,7 @@ pub(crate) fn sample_report(results: Vec<OpResult>) -> Report {
         results,
         streams: vec![],
         cosbench: vec![],
+        io500: vec![],
     }
 }
 
@@ -263,6 +267,7 @@ mod tests {
             results,
             streams: Vec::new(),
             cosbench: Vec::new(),
+            io500: Vec::new(),
         };
         let table = report.table();
         assert!(table.contains("60.0 %") && table.contains("50.0 %"), "{table}");

@@ -221,7 +221,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         BenchWorkload::MdtestHard => (&[], &[Variant::Hard]),
         BenchWorkload::IorEasy => (&[IorVariant::Easy], &[]),
         BenchWorkload::IorHard => (&[IorVariant::Hard], &[]),
-        BenchWorkload::Io500 => (&[IorVariant::Easy, IorVariant::Hard], &[Variant::Easy, Variant::Hard]),
+        BenchWorkload::Io500 => {
+            (&[IorVariant::Easy, IorVariant::Hard, IorVariant::Rnd4k], &[Variant::Easy, Variant::Hard])
+        }
         BenchWorkload::Streams
         | BenchWorkload::MdWorkbench
         | BenchWorkload::Cosbench
@@ -325,20 +327,24 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 )?;
                 results.extend(run.run_synced(target.as_ref(), &mut team).map_err(fail)?);
             }
+            if args.workload == BenchWorkload::Io500 {
+                results.extend(io500_metadata(&args, target.as_ref(), ranks, &mut team).map_err(fail)?);
+                continue;
+            }
             for &variant in mdtests {
-                let io500 = args.workload == BenchWorkload::Io500;
                 let run = Mdtest {
-                    directories: !args.files_only && !io500,
+                    directories: !args.files_only,
                     bytes: args.mdtest_bytes.unwrap_or(variant.default_bytes()),
-                    iterations: if io500 { 1 } else { args.mdtest_iterations.max(1) },
+                    iterations: args.mdtest_iterations.max(1),
                     ..Mdtest::io500(variant, ranks, args.files, args.stonewall)
                 };
                 let _progress = start_phase(
                     &mut team,
                     format!(
-                        "running {} ranks={ranks} files/rank={} on {}",
+                        "running {} ranks={ranks} files/rank={} iterations={} on {}",
                         variant.name(),
                         args.files,
+                        run.iterations,
                         target.describe()
                     ),
                     Some(run.expected_operations()),
@@ -391,8 +397,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let durability = format!("{:?}", args.durability).to_lowercase();
-    let report = Report { started_unix, host, durability, results, streams, cosbench };
-    let report = match &mut team {
+    let report = Report { started_unix, host, durability, results, streams, cosbench, io500: Vec::new() };
+    let mut report = match &mut team {
         Some(team) => match isthmus_bench::merge::gather(team, &report)? {
             Some(merged) => {
                 println!(
@@ -407,13 +413,34 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     };
     println!("{}", report.table());
     if args.workload == BenchWorkload::Io500 {
-        println!("\nIO500-style score (NOT an official IO500 result: one node, short phases):");
-        for s in isthmus_bench::io500_scores(&report.results) {
+        report.io500 = isthmus_bench::io500_scores(&report.results);
+        println!("\nIO500 phases: POSIX / HTTP gateway / in-process / local socket, % of POSIX");
+        println!("{}", isthmus_bench::io500::phases_table(&report.results));
+        println!("\nIO500 score, computed as the IO500 does (NOT an official IO500 result: one node, short phases):");
+        for s in &report.io500 {
             println!(
-                "  {:9} bandwidth {:.3} GiB/s, metadata {:.2} kIOPS, score {:.3}",
-                s.kind, s.bandwidth_gib_s, s.metadata_kiops, s.score
+                "  {:9} bandwidth {:.3} GiB/s, metadata {:.2} kIOPS, score {:.3} (with ior-rnd4K: {:.3}){}",
+                s.kind,
+                s.bandwidth_gib_s,
+                s.metadata_kiops,
+                s.score,
+                s.extended_score,
+                if s.missing.is_empty() { String::new() } else { format!(", missing {}", s.missing.join(", ")) }
             );
         }
+        if let Some(path) = &args.svg {
+            let (axes, series) = isthmus_bench::io500::percent_of_posix(&report.results);
+            isthmus_bench::radar::write_svg(path, "IO500 phases, % of POSIX", &axes, &series)?;
+            println!("radar chart written to {}", path.display());
+        }
+    }
+    if args.workload == BenchWorkload::MdWorkbench
+        && let Some(path) = &args.svg
+    {
+        let series = isthmus_bench::density::md_workbench_series(&report.results);
+        let title = "MD-Workbench: density of the time per operation (stat, read, delete, create)";
+        isthmus_bench::density::write_svg(path, title, &series)?;
+        println!("latency density written to {}", path.display());
     }
     if let Some(path) = &args.csv {
         let name = args.json.as_ref().and_then(|p| p.file_name()).map_or("run".into(), |n| n.to_string_lossy());
@@ -428,6 +455,39 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         println!("results written to {}", path.display());
     }
     Ok(())
+}
+
+/// The IO500's metadata phases in its order: both mdtest create phases, then find over what
+/// they made, then the stat, read and delete phases of each (IO500 sizes, files only, one
+/// iteration). Decision: IOR runs before (write then read per variant) rather than interleaved
+/// with mdtest as the IO500 does, so find sees the mdtest trees only, which is what it matches.
+fn io500_metadata(
+    args: &BenchArgs,
+    target: &dyn Target,
+    ranks: usize,
+    team: &mut Option<Team>,
+) -> isthmus_bench::BenchResult<Vec<isthmus_bench::OpResult>> {
+    let setup = |e: String| isthmus_bench::BenchError::Setup(e);
+    let easy = Mdtest::io500(Variant::Easy, ranks, args.files, args.stonewall);
+    let hard = Mdtest::io500(Variant::Hard, ranks, args.files, args.stonewall);
+    // The IO500's timestamp file: find matches what was modified since.
+    let filter = isthmus_bench::find::FindFilter::io500(SystemTime::now());
+    let expected = easy.expected_operations() + hard.expected_operations();
+    let message = format!(
+        "running IO500 mdtest-easy, mdtest-hard and find ranks={ranks} files/rank={} on {}",
+        args.files,
+        target.describe()
+    );
+    let _progress = start_phase(team, message, Some(expected)).map_err(setup)?;
+    let (easy_create, made_easy) = easy.create_files(target, team)?;
+    let (hard_create, made_hard) = hard.create_files(target, team)?;
+    let find = isthmus_bench::find::run_find(target, team, ranks, &filter)?;
+    let mut results = vec![easy_create];
+    results.extend(easy.after_create(target, team, &made_easy)?);
+    results.push(hard_create);
+    results.extend(hard.after_create(target, team, &made_hard)?);
+    results.push(find);
+    Ok(results)
 }
 
 /// `--ranks N` on one host: starts N copies of this command as ranks 0..N, with one gateway

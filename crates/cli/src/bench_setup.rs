@@ -77,7 +77,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// compare: also draw "% of POSIX" as an SVG chart; doors: the latencies per door; pools:
-    /// box plots of the seconds per stream of every row
+    /// box plots of the seconds per stream of every row; io500: a radar chart of the IO500
+    /// phases as % of POSIX per target; md-workbench: the density of the time per operation
+    /// per target
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// mdtest: files each rank (worker) creates
