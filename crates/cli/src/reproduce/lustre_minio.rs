@@ -46,12 +46,14 @@ fn system(kind: &str) -> &str {
     }
 }
 
+/// The study's COSBench workloads (bench/cosbench/), quick and full.
+const WORKLOADS: [(&str, &str); 2] = [
+    ("lustre-minio-quick.xml", include_str!("../../../../bench/cosbench/lustre-minio-quick.xml")),
+    ("lustre-minio.xml", include_str!("../../../../bench/cosbench/lustre-minio.xml")),
+];
+
 fn cosbench(runner: &mut Runner) -> Result<Section, String> {
-    let (file, text) = if runner.quick {
-        ("lustre-minio-quick.xml", include_str!("../../../../bench/cosbench/lustre-minio-quick.xml"))
-    } else {
-        ("lustre-minio.xml", include_str!("../../../../bench/cosbench/lustre-minio.xml"))
-    };
+    let (file, text) = WORKLOADS[usize::from(!runner.quick)];
     let workload = runner.output(file);
     std::fs::write(&workload, text).map_err(|e| format!("cannot write {}: {e}", workload.display()))?;
     let mut args = words(&["cosbench"]);
@@ -112,8 +114,17 @@ fn cosbench_section(stages: &[StageReport], file: &str) -> Result<Section, Strin
 
 fn mdtest(runner: &mut Runner) -> Result<Section, String> {
     let (files, iterations) = if runner.quick { ("500", "3") } else { ("10000", "5") };
-    let mut args =
-        words(&["mdtest-easy", "--workers", "2", "--files", files, "--repeat", iterations, "--mdtest-bytes", "3901"]);
+    let mut args = words(&[
+        "mdtest-easy",
+        "--workers",
+        "2",
+        "--files",
+        files,
+        "--mdtest-iterations",
+        iterations,
+        "--mdtest-bytes",
+        "3901",
+    ]);
     args.extend(targets(runner, "mdtest")?);
     let result: Report = runner.bench("mdtest", &args)?;
     mdtest_section(&result)
@@ -265,6 +276,21 @@ mod tests {
             p95_ms: 1.0,
             p99_ms: 1.0,
             latency_histogram: None,
+        }
+    }
+
+    #[test]
+    fn the_shipped_workloads_have_every_stage() {
+        for (file, text) in WORKLOADS {
+            let workload =
+                isthmus_bench::cosbench::CosbenchWorkload::parse(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            let kinds: std::collections::BTreeSet<String> =
+                workload.stages.iter().flat_map(|s| s.works.iter().map(|w| w.kind.clone())).collect();
+            assert_eq!(
+                kinds.into_iter().collect::<Vec<_>>(),
+                ["cleanup", "dispose", "init", "normal", "prepare"],
+                "{file}"
+            );
         }
     }
 

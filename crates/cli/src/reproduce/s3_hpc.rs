@@ -16,10 +16,6 @@ use super::runner::{Runner, path_arg, words};
 const PUBLISHED_GATEWAY_RANGE: (f64, f64) = (0.015, 0.23);
 const PUBLISHED_EMBEDDED_MDTEST_HARD_STAT: f64 = 1.42;
 
-/// The systems of the study, by the kind of target that plays each.
-const SYSTEMS: [(&str, &str); 3] =
-    [("s3", "S3 gateway over HTTP"), ("embedded", "in-process (S3Embedded)"), ("local", "local socket (S3Remote)")];
-
 /// The targets every run of the study measures besides the POSIX baseline: one gateway
 /// (HTTP and local socket) and the engine in-process, on one data root.
 struct Doors {
@@ -58,100 +54,136 @@ fn scale(runner: &Runner) -> Vec<String> {
 }
 
 pub fn run(runner: &mut Runner, report: &mut StudyReport) -> Result<(), String> {
-    let doors_run = doors(runner, "io500")?;
-    let mut args = words(&["io500"]);
-    args.extend(scale(runner));
-    args.extend(doors_run.args.iter().cloned());
-    let radar = runner.output("io500-radar.svg");
-    args.extend(["--svg".into(), path_arg(&radar)]);
-    let io500: Report = runner.bench("io500", &args)?;
-    drop(doors_run);
-    report.sections.push(io500_section(&io500, "io500-radar.svg")?);
+    for (i, mapping) in MAPPINGS.iter().enumerate() {
+        let name = format!("io500-{mapping}");
+        let run_doors = doors(runner, &name)?;
+        let mut args = words(&["io500", "--s3-mapping", mapping]);
+        args.extend(scale(runner));
+        args.extend(run_doors.args.iter().cloned());
+        let radar = format!("{name}-radar.svg");
+        args.extend(["--svg".into(), path_arg(&runner.output(&radar))]);
+        let result: Report = runner.bench(&name, &args)?;
+        drop(run_doors);
+        let mut section = if i == 0 {
+            io500_section(&result, &radar)?
+        } else {
+            let mut section = Section::new(&format!("IO500 with one {}", mapping.replace('-', " ")));
+            section.tables.push(phases_table(&result.results)?);
+            section.figures.push((radar, format!("IO500 phases as % of POSIX, {mapping}")));
+            section.differences.push(
+                "The paper ran IOR and mdtest with three mappings of files to buckets; which of its figures used \
+                 which mapping is not in this repository, so this table is ours alone (its own run, its own POSIX \
+                 baseline)."
+                    .into(),
+            );
+            section
+        };
+        section
+            .text
+            .insert(usize::from(i == 0), format!("S3 mapping `--s3-mapping {mapping}`: {}", mapping_text(mapping)));
+        report.sections.push(section);
+    }
+    report.sections.push(md_workbench(runner)?);
     Ok(())
 }
 
-/// `r` as a share of the POSIX result of the same phase.
-fn share(results: &[OpResult], r: &OpResult) -> Option<f64> {
-    isthmus_bench::report::ratio_to_posix(results, r)
+/// `--s3-mapping` values, the bench's default first.
+const MAPPINGS: [&str; 3] = ["prefix-per-rank", "bucket-per-dataset", "bucket-per-file"];
+
+fn mapping_text(mapping: &str) -> &'static str {
+    match mapping {
+        "prefix-per-rank" => {
+            "one bucket for the run, one object per file named by its path (each rank's files under its rank's prefix), IOR transfers as objects named by offset."
+        }
+        "bucket-per-dataset" => {
+            "one bucket per dataset (a directory of the benchmark: ior-easy, each rank's mdtest-easy directory, mdtest-hard), its files objects in it."
+        }
+        _ => {
+            "one bucket per file, as IOR's libs3 bucket-per-file: creating a file creates its bucket, stat is HeadBucket, removing it deletes the bucket; an mdtest directory is a bucket too."
+        }
+    }
 }
 
-/// The phases of a run in order, POSIX's figure and unit.
-fn phases(results: &[OpResult]) -> Vec<&OpResult> {
-    results.iter().filter(|r| r.kind == "posix").collect()
+/// One row per IO500 phase that ran: POSIX's figure, then each door's share of it; the
+/// scores last.
+fn phases_table(results: &[OpResult]) -> Result<Table, String> {
+    let (axes, series) = isthmus_bench::io500::percent_of_posix(results);
+    if axes.is_empty() {
+        return Err("the IO500 run reported no POSIX phases".into());
+    }
+    let mut header = vec!["phase".to_string(), "POSIX".to_string()];
+    header.extend(series.iter().map(|(door, _)| format!("{door}, % of POSIX")));
+    let mut table = Table { header, rows: Vec::new() };
+    for (i, axis) in axes.iter().enumerate() {
+        let posix = results
+            .iter()
+            .find(|r| r.kind == "posix" && isthmus_bench::io500::phase_of(r).as_ref() == Some(axis))
+            .map(isthmus_bench::io500::phase_figure)
+            .unwrap_or(f64::NAN);
+        let unit = if axis.starts_with("ior") { "GiB/s" } else { "kIOPS" };
+        let mut row = vec![axis.clone(), format!("{} {unit}", number(posix))];
+        row.extend(series.iter().map(|(_, values)| percent(values[i] / 100.0)));
+        table.row(row);
+    }
+    let scores = isthmus_bench::io500::io500_scores(results);
+    let score = |door: &str| scores.iter().find(|s| isthmus_bench::io500::door_name(&s.kind) == door).map(|s| s.score);
+    let posix = score("POSIX").unwrap_or(f64::NAN);
+    let mut row = vec!["IO500 score (official formula)".to_string(), number(posix)];
+    row.extend(series.iter().map(|(door, _)| {
+        score(door).map_or_else(|| "-".into(), |s| format!("{} ({})", number(s), percent(s / posix)))
+    }));
+    table.row(row);
+    Ok(table)
+}
+
+/// The shares of POSIX of one door over every IO500 phase.
+fn door_shares(results: &[OpResult], kind: &str) -> Vec<f64> {
+    let (_, series) = isthmus_bench::io500::percent_of_posix(results);
+    let door = isthmus_bench::io500::door_name(kind);
+    series.iter().filter(|(name, _)| name == door).flat_map(|(_, v)| v.iter().map(|p| p / 100.0)).collect()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn io500_section(result: &Report, radar: &str) -> Result<Section, String> {
     let results = &result.results;
     let mut section = Section::new("IO500 phases through every door (the paper's Table 3 and Figure 10)");
     section.text.push(
-        "Each phase on the file system (POSIX) and, in the same run on the same files' file system, through \
-         Isthmus's S3 gateway over HTTP, in-process (the role of the paper's S3Embedded) and through the \
-         gateway's local socket (the role of S3Remote), as a share of POSIX. Ranks are processes, each its own \
-         client, as MPI ranks are."
+        "Each IO500 phase on the file system (POSIX) and, in the same run, through Isthmus's S3 gateway over \
+         HTTP (the paper's MinIO), in-process (the role of its S3Embedded) and through the gateway's local \
+         socket (the role of S3Remote), as a share of POSIX. Ranks are processes, each its own client, as MPI \
+         ranks are. The score is the IO500's: the geometric mean of the four IOR phases (GiB/s) times that of \
+         the mdtest phases and find (kIOPS), square-rooted; ior-rnd4K is optional in the IO500 and outside it."
             .into(),
     );
-    let mut header = vec!["phase", "POSIX"];
-    header.extend(SYSTEMS.iter().map(|(_, name)| *name));
-    let mut table = Table::new(&header);
-    let posix_phases = phases(results);
-    if posix_phases.is_empty() {
-        return Err("the IO500 run reported no POSIX phases".into());
-    }
-    for base in &posix_phases {
-        let unit = if base.workload.starts_with("ior") { "MiB/s" } else { "op/s" };
-        let value = if unit == "MiB/s" { base.mib_per_s } else { figure(base) };
-        let mut row = vec![phase_name(base), format!("{} {unit}", number(value))];
-        for (kind, _) in SYSTEMS {
-            let cell = results
-                .iter()
-                .find(|r| r.kind == kind && r.workload == base.workload && r.op == base.op)
-                .and_then(|r| share(results, r))
-                .map(percent);
-            row.push(cell.unwrap_or_else(|| "-".into()));
-        }
-        table.row(row);
-    }
-    let scores = isthmus_bench::io500_scores(results);
-    let mut score_row = vec!["score (bandwidth GiB/s x metadata kIOPS, root)".to_string()];
-    let posix_score = scores.iter().find(|s| s.kind == "posix").map_or(0.0, |s| s.score);
-    score_row.push(number(posix_score));
-    for (kind, _) in SYSTEMS {
-        let cell = scores
-            .iter()
-            .find(|s| s.kind == kind)
-            .map(|s| format!("{} ({})", number(s.score), percent(s.score / posix_score)));
-        score_row.push(cell.unwrap_or_else(|| "-".into()));
-    }
-    table.row(score_row);
-    section.tables.push(table);
+    section.tables.push(phases_table(results)?);
     section.figures.push((radar.into(), "IO500 phases as % of POSIX, per door (Figure 10's radar)".into()));
-    let shares = |kind: &str| -> Vec<f64> {
-        results.iter().filter(|r| r.kind == kind).filter_map(|r| share(results, r)).collect()
-    };
     let (lo, hi) = PUBLISHED_GATEWAY_RANGE;
     section.differences.push(format!(
         "The paper's MinIO gateway on Lustre reached {}-{} of the file system across the IO500 phases (4 nodes x \
          20 processes); Isthmus's HTTP gateway reaches {} here.",
         percent(lo),
         percent(hi),
-        percent_range(&shares("s3"))
+        percent_range(&door_shares(results, "s3"))
     ));
     let hard_stat = results
         .iter()
-        .find(|r| r.kind == "embedded" && phase_name(r) == "mdtest-hard stat")
-        .and_then(|r| share(results, r));
+        .find(|r| r.kind == "embedded" && isthmus_bench::io500::phase_of(r).as_deref() == Some("mdtest-hard-stat"))
+        .and_then(|r| isthmus_bench::report::ratio_to_posix(results, r));
     section.differences.push(format!(
-        "S3Embedded reached {} of Lustre on mdtest-hard stat; Isthmus in-process reaches {} (all phases: {}).",
+        "S3Embedded reached {} of Lustre on mdtest-hard-stat; Isthmus in-process reaches {} (all phases: {}).",
         percent(PUBLISHED_EMBEDDED_MDTEST_HARD_STAT),
         hard_stat.map_or_else(|| "-".into(), percent),
-        percent_range(&shares("embedded"))
+        percent_range(&door_shares(results, "embedded"))
     ));
-    let median = |kind: &str| {
-        let mut values = shares(kind);
-        values.sort_by(f64::total_cmp);
-        values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    let (http, socket, embedded) = (median("s3"), median("local"), median("embedded"));
+    let (http, socket, embedded) = (
+        median(door_shares(results, "s3")),
+        median(door_shares(results, "local")),
+        median(door_shares(results, "embedded")),
+    );
     let between = http <= socket && socket <= embedded;
     section.differences.push(format!(
         "The paper found S3Remote between the HTTP gateway and S3Embedded; the local socket's median share of \
@@ -163,8 +195,106 @@ fn io500_section(result: &Report, radar: &str) -> Result<Section, String> {
     ));
     section.differences.push(
         "The paper's own Table 3 values (2 nodes x 5 processes on Mistral's Lustre) are not in this repository; \
-         this run is one node of 2 cores with an ext4 file system, so shares, not rates, compare."
+         this run is one node of 2 cores with a local file system, so shares, not rates, compare."
             .into(),
     );
     Ok(section)
+}
+
+fn md_workbench(runner: &mut Runner) -> Result<Section, String> {
+    let run_doors = doors(runner, "md-workbench")?;
+    let sizes = if runner.quick {
+        ["--ranks", "2", "--workers", "1", "--datasets", "5", "--files", "100", "--iterations", "20"]
+    } else {
+        ["--ranks", "5", "--workers", "1", "--datasets", "10", "--files", "1000", "--iterations", "100"]
+    };
+    let mut args = words(&["md-workbench"]);
+    args.extend(words(&sizes));
+    args.extend(run_doors.args.iter().cloned());
+    args.extend(["--svg".into(), path_arg(&runner.output("md-workbench-density.svg"))]);
+    let result: Report = runner.bench("md-workbench", &args)?;
+    drop(run_doors);
+    md_workbench_section(&result)
+}
+
+fn md_workbench_section(result: &Report) -> Result<Section, String> {
+    let mut section = Section::new("MD-Workbench: time per operation (the paper's Figure 8)");
+    section.text.push(
+        "Each rank pre-creates its datasets' objects, then in every iteration stats, reads and deletes the oldest \
+         and writes a new one, as MD-Workbench does; the figure is the density of the time per operation (a \
+         smoothed histogram on a log scale) per system."
+            .into(),
+    );
+    let mut table = Table::new(&["phase", "system", "op/s", "p50 ms", "p99 ms", "of POSIX"]);
+    for r in result.results.iter().filter(|r| r.workload.starts_with("md-workbench")) {
+        let share = isthmus_bench::report::ratio_to_posix(&result.results, r);
+        table.row(vec![
+            phase_name(r),
+            isthmus_bench::io500::door_name(&r.kind).into(),
+            number(figure(r)),
+            number(r.p50_us as f64 / 1000.0),
+            number(r.p99_us as f64 / 1000.0),
+            share.map_or_else(|| "-".into(), percent),
+        ]);
+    }
+    if table.rows.is_empty() {
+        return Err("the MD-Workbench run reported no phases".into());
+    }
+    section.tables.push(table);
+    section.figures.push(("md-workbench-density.svg".into(), "density of the time per operation, per system".into()));
+    section.differences.push(
+        "The paper's densities (Figure 8) are drawn for its systems on Mistral; their values are not in this \
+         repository, so the figure shows ours: compare where each door's mass sits against POSIX's."
+            .into(),
+    );
+    Ok(section)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(kind: &str, workload: &str, op: &str, ops_per_s: f64, mib_per_s: f64) -> OpResult {
+        serde_json::from_value(serde_json::json!({
+            "workload": workload, "target": kind, "kind": kind, "op": op, "object_size": 0, "workers": 1,
+            "ops": 1, "bytes": 0, "keys": 0, "errors": 0, "first_error": null, "seconds": 1.0,
+            "ops_per_s": ops_per_s, "mib_per_s": mib_per_s, "keys_per_s": 0.0, "p50_us": 1, "p99_us": 2, "max_us": 3
+        }))
+        .expect("an OpResult")
+    }
+
+    fn report(results: Vec<OpResult>) -> Report {
+        serde_json::from_value(serde_json::json!({
+            "started_unix": 0, "host": "h", "durability": "strict", "results": results
+        }))
+        .expect("a Report")
+    }
+
+    #[test]
+    fn shares_and_sentences_come_from_the_run() {
+        let results = vec![
+            result("posix", "ior-easy", "put", 0.0, 1024.0),
+            result("s3", "ior-easy", "put", 0.0, 102.4),
+            result("embedded", "ior-easy", "put", 0.0, 512.0),
+            result("local", "ior-easy", "put", 0.0, 256.0),
+            result("posix", "mdtest-hard", "head", 1000.0, 0.0),
+            result("s3", "mdtest-hard", "head", 20.0, 0.0),
+            result("embedded", "mdtest-hard", "head", 1500.0, 0.0),
+            result("local", "mdtest-hard", "head", 100.0, 0.0),
+        ];
+        let section = io500_section(&report(results), "r.svg").expect("a section");
+        let table = &section.tables[0];
+        assert_eq!(
+            table.header[1..],
+            ["POSIX", "HTTP gateway, % of POSIX", "in-process, % of POSIX", "local socket, % of POSIX"]
+        );
+        assert_eq!(table.rows[0], ["ior-easy-write", "1.00 GiB/s", "10.0 %", "50.0 %", "25.0 %"]);
+        assert_eq!(table.rows[1][..3], ["mdtest-hard-stat".to_string(), "1.00 kIOPS".into(), "2.0 %".into()]);
+        let text = section.differences.join("\n");
+        assert!(text.contains("HTTP gateway reaches 2.00-10.0 %"), "{text}");
+        assert!(text.contains("Isthmus in-process reaches 150.0 %"), "{text}");
+        // Medians: HTTP 10 %, socket 25 %, in-process 150 %.
+        assert!(text.contains("25.0 % against 10.0 % (HTTP) and 150.0 % (in-process): the same order"), "{text}");
+        assert!(io500_section(&report(vec![]), "r.svg").is_err());
+    }
 }
