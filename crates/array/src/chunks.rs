@@ -40,7 +40,7 @@ impl Piece {
     }
 
     /// The box the piece spans in the chunk (its elements and the gaps of a stride).
-    fn span(&self) -> Vec<Range<u64>> {
+    pub(crate) fn span(&self) -> Vec<Range<u64>> {
         (0..self.count.len())
             .map(|d| self.local_start[d]..self.local_start[d] + (self.count[d] - 1) * self.step[d] + 1)
             .collect()
@@ -377,61 +377,17 @@ pub(crate) struct Target<'a> {
 }
 
 /// Reads every chunk of `targets` into `outputs`: chunks decoded in parallel, a bounded group at
-/// a time, then copied into place.
+/// a time, then copied into place (`chunk_reads` plans how each chunk is decoded).
 pub(crate) fn read_pieces(
     array: &ZArray,
     mut targets: Vec<Target<'_>>,
     outputs: &mut [&mut [u8]],
 ) -> Result<(), ArrayError> {
-    let element = array.fill_value().size();
     targets.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
     let groups: Vec<&[Target<'_>]> = targets.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
     let at_once = rayon::current_num_threads() * 2;
     for batch in groups.chunks(at_once) {
-        // One piece: only its span is decoded (sharded arrays read only the inner chunks it
-        // touches); several: the whole chunk once.
-        let decoded: Vec<(Vec<u8>, Vec<u64>, Vec<u64>)> = batch
-            .par_iter()
-            .map(|group| {
-                let chunk = &group[0].piece.chunk;
-                let span = match group {
-                    [single] => single.piece.span(),
-                    _ => {
-                        let subset = array.chunk_subset_bounded(chunk)?;
-                        let origin = array.chunk_subset(chunk)?;
-                        (0..chunk.len())
-                            .map(|d| {
-                                let lo = subset.start()[d] - origin.start()[d];
-                                lo..lo + subset.shape()[d]
-                            })
-                            .collect()
-                    }
-                };
-                let subset = ArraySubset::new_with_ranges(&span);
-                let bytes: ArrayBytes<'static> = array.retrieve_chunk_subset(chunk, &subset)?;
-                let bytes = bytes.into_fixed().map_err(|e| ArrayError::Spec(e.to_string()))?.into_owned();
-                Ok((bytes, span.iter().map(|r| r.start).collect(), span.iter().map(|r| r.end - r.start).collect()))
-            })
-            .collect::<Result<_, ArrayError>>()?;
-        for (group, (bytes, origin, shape)) in batch.iter().zip(decoded) {
-            for target in group.iter() {
-                let piece = &target.piece;
-                let start: Vec<u64> = (0..origin.len()).map(|d| piece.local_start[d] - origin[d]).collect();
-                let ones = vec![1; start.len()];
-                copy_box(
-                    element,
-                    &piece.count,
-                    &bytes,
-                    &shape,
-                    &start,
-                    &piece.step,
-                    outputs[target.output],
-                    target.shape,
-                    &piece.region_start,
-                    &ones,
-                );
-            }
-        }
+        crate::chunk_reads::read_groups(array, batch, outputs)?;
     }
     Ok(())
 }

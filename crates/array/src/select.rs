@@ -84,18 +84,31 @@ pub fn parse_selection(text: &str, shape: &[u64]) -> Result<Selection, ArrayErro
     Ok(Selection { region: Region::new(offset, count).with_stride(stride), dropped })
 }
 
-/// A selection's bytes, read slab by slab along its first dimension: at most `slab_bytes`
-/// (at least one row) are held at a time. Implements `Read`, so the gateway streams it.
+/// A selection's bytes, read slab by slab along its first dimension: about `slab_bytes` (at
+/// least one row, at most `SLAB_STRETCH` times `slab_bytes`) are held at a time. Implements
+/// `Read`, so the gateway streams it.
 pub struct Slabs {
     array: Arc<ZarrArray>,
     region: Region,
     /// The next row (along the first dimension) to read.
     next_row: u64,
     rows_per_slab: u64,
+    row_bytes: u64,
+    slab_bytes: u64,
+    /// The extent along the first dimension of what is decoded at once (a chunk, or a shard's
+    /// inner chunk), when the grid is regular.
+    unit: Option<u64>,
     buffer: Vec<u8>,
     position: usize,
     remaining: u64,
 }
+
+/// How far a slab may grow past `slab_bytes` to end where a chunk ends. A slab that ends inside
+/// a chunk leaves the next slab to decode that chunk again: EQSIM's 64-step threshold scan
+/// (64 rows of 256 KiB, chunks 256 steps long) decoded each of its 64 chunks twice with 8 MiB
+/// slabs. Decision: up to 4x the slab (32 MiB for the gateway's 8 MiB) to avoid that; past it a
+/// chunk is decoded once per slab, as before, so memory stays bounded.
+const SLAB_STRETCH: u64 = 4;
 
 impl Slabs {
     pub fn new(array: Arc<ZarrArray>, region: Region, slab_bytes: u64) -> Result<Self, ArrayError> {
@@ -103,7 +116,45 @@ impl Slabs {
         let rows = region.count.first().copied().unwrap_or(1).max(1);
         let row_bytes = (total / rows).max(1);
         let rows_per_slab = (slab_bytes / row_bytes).max(1);
-        Ok(Self { array, region, next_row: 0, rows_per_slab, buffer: Vec::new(), position: 0, remaining: total })
+        let unit = decode_unit(&array);
+        Ok(Self {
+            array,
+            region,
+            next_row: 0,
+            rows_per_slab,
+            row_bytes,
+            slab_bytes,
+            unit,
+            buffer: Vec::new(),
+            position: 0,
+            remaining: total,
+        })
+    }
+
+    /// How many rows the slab starting at `next_row` takes: `rows_per_slab`, stretched to the
+    /// end of the chunk it would cut (within `SLAB_STRETCH`), else cut back to that chunk's
+    /// start, so that no chunk is decoded by two slabs when it can be avoided.
+    fn rows_to_take(&self, rows: u64) -> u64 {
+        let take = self.rows_per_slab.min(rows - self.next_row);
+        let end = self.next_row + take;
+        let Some(unit) = self.unit.filter(|_| end < rows) else { return take };
+        let offset = self.region.offset[0];
+        let step = self.region.stride.as_ref().map_or(1, |s| s[0]);
+        let unit_of = |row: u64| (offset + row * step) / unit;
+        let cut = unit_of(end - 1);
+        if unit_of(end) != cut {
+            return take;
+        }
+        // The first row past the chunk `cut`, and its first row.
+        let chunk_end = ((cut + 1) * unit).saturating_sub(offset).div_ceil(step).min(rows);
+        let chunk_start = (cut * unit).saturating_sub(offset).div_ceil(step);
+        if (chunk_end - self.next_row).saturating_mul(self.row_bytes) <= self.slab_bytes.saturating_mul(SLAB_STRETCH) {
+            chunk_end - self.next_row
+        } else if chunk_start > self.next_row {
+            chunk_start - self.next_row
+        } else {
+            take
+        }
     }
 
     /// Bytes not yet read.
@@ -129,7 +180,7 @@ impl Slabs {
         if self.next_row >= rows {
             return None;
         }
-        let take = self.rows_per_slab.min(rows - self.next_row);
+        let take = self.rows_to_take(rows);
         let mut slab = self.region.clone();
         let step = slab.stride.as_ref().map_or(1, |s| s[0]);
         slab.offset[0] += self.next_row * step;
@@ -161,6 +212,18 @@ impl Read for Slabs {
         self.remaining -= n as u64;
         Ok(n)
     }
+}
+
+/// The extent along the first dimension of what a read decodes at once: a shard's inner chunk
+/// (`chunk_reads` decodes those one by one), else a chunk; `None` for an irregular grid.
+fn decode_unit(array: &ZarrArray) -> Option<u64> {
+    use zarrs::array::ArrayShardedExt;
+    let inner = array.inner();
+    let shape = match inner.effective_subchunk_shape().filter(|_| inner.is_exclusively_sharded()) {
+        Some(shape) => shape.iter().map(|n| n.get()).collect(),
+        None => array.chunk_shape(),
+    };
+    shape.first().copied().filter(|&n| n > 0)
 }
 
 /// The `.npy` header (format 1.0) of a C-ordered array of `data_type` and `shape`.

@@ -157,6 +157,9 @@ pub enum Codec {
     Gzip { level: u32 },
     Blosc { cname: String, clevel: u32, shuffle: BloscShuffle },
     Crc32c,
+    /// Byte shuffle by element (`numcodecs.shuffle`), as HDF5's shuffle filter: before gzip, it
+    /// makes a Zarr copy compressed as an HDF5 file's `gzip + shuffle` chunks are.
+    Shuffle,
 }
 
 const BLOSC_COMPRESSORS: [&str; 6] = ["blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd"];
@@ -165,7 +168,7 @@ impl FromStr for Codec {
     type Err = ArrayError;
 
     /// `zstd[:LEVEL]`, `gzip[:LEVEL]`, `blosc[:CNAME[:CLEVEL[:noshuffle|shuffle|bitshuffle]]]`,
-    /// `crc32c`.
+    /// `crc32c`, `shuffle`.
     fn from_str(text: &str) -> Result<Self, ArrayError> {
         let mut parts = text.trim().split(':');
         let name = parts.next().unwrap_or_default().to_ascii_lowercase();
@@ -179,6 +182,7 @@ impl FromStr for Codec {
             "zstd" => Codec::Zstd { level: number(0, 3, -7..=22)? as i32, checksum: false },
             "gzip" => Codec::Gzip { level: number(0, 5, 0..=9)? as u32 },
             "crc32c" => Codec::Crc32c,
+            "shuffle" => Codec::Shuffle,
             "blosc" => {
                 let cname = args.first().copied().unwrap_or("lz4").to_ascii_lowercase();
                 if !BLOSC_COMPRESSORS.contains(&cname.as_str()) {
@@ -192,7 +196,7 @@ impl FromStr for Codec {
                 };
                 Codec::Blosc { cname, clevel: number(1, 5, 0..=9)? as u32, shuffle }
             }
-            _ => return Err(bad("unknown codec: use zstd, gzip, blosc or crc32c")),
+            _ => return Err(bad("unknown codec: use zstd, gzip, blosc, crc32c or shuffle")),
         };
         Ok(codec)
     }
@@ -207,6 +211,7 @@ impl Codec {
             }
             Codec::Gzip { level } => json!({"name": "gzip", "configuration": {"level": level}}),
             Codec::Crc32c => json!({"name": "crc32c"}),
+            Codec::Shuffle => json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": element_size}}),
             Codec::Blosc { cname, clevel, shuffle } => {
                 let shuffle = match shuffle {
                     BloscShuffle::None => "noshuffle",

@@ -55,8 +55,15 @@ pub fn undecodable(pipeline: &[FilterStep]) -> Option<String> {
 }
 
 /// Undoes `pipeline` on a stored chunk; `mask` bit i set means filter i was not applied.
-/// `element_size` is the data type's size (for shuffle).
-pub fn decode(pipeline: &[FilterStep], mask: u32, element_size: usize, stored: Vec<u8>) -> Result<Vec<u8>, Hdf5Error> {
+/// `element_size` is the data type's size (for shuffle); `decoded_size` the chunk's size once
+/// decoded (a capacity hint: decompressed bytes land in one allocation of that size).
+pub fn decode(
+    pipeline: &[FilterStep],
+    mask: u32,
+    element_size: usize,
+    decoded_size: usize,
+    stored: Vec<u8>,
+) -> Result<Vec<u8>, Hdf5Error> {
     let mut data = stored;
     for (position, filter) in pipeline.iter().enumerate().rev() {
         if position < 32 && mask & (1 << position) != 0 {
@@ -64,8 +71,11 @@ pub fn decode(pipeline: &[FilterStep], mask: u32, element_size: usize, stored: V
         }
         data = match filter.id {
             DEFLATE => {
-                let mut out = Vec::with_capacity(data.len() * 4);
-                flate2::read::ZlibDecoder::new(data.as_slice())
+                // Fletcher-32 (applied after deflate) may add 4 bytes to what deflate holds.
+                let mut out = Vec::with_capacity(decoded_size + 4);
+                // The bufread decoder inflates straight from the stored bytes (the read one
+                // would first copy them into a buffer of its own).
+                flate2::bufread::ZlibDecoder::new(data.as_slice())
                     .read_to_end(&mut out)
                     .map_err(|e| Hdf5Error::Decode(format!("a deflate chunk did not decompress: {e}")))?;
                 out
@@ -83,18 +93,51 @@ pub fn decode(pipeline: &[FilterStep], mask: u32, element_size: usize, stored: V
 /// Shuffle stored byte 0 of every element, then byte 1, ...; the tail that is not a whole
 /// element was left as it was.
 fn unshuffle(data: &[u8], element_size: usize) -> Vec<u8> {
-    if element_size <= 1 {
-        return data.to_vec();
-    }
-    let count = data.len() / element_size;
-    let mut out = vec![0u8; data.len()];
-    for byte in 0..element_size {
-        let plane = &data[byte * count..(byte + 1) * count];
-        for (i, value) in plane.iter().enumerate() {
-            out[i * element_size + byte] = *value;
+    match element_size {
+        0 | 1 => data.to_vec(),
+        2 => unshuffle_n::<2>(data),
+        4 => unshuffle_n::<4>(data),
+        8 => unshuffle_n::<8>(data),
+        _ => {
+            let count = data.len() / element_size;
+            let mut out = vec![0u8; data.len()];
+            for byte in 0..element_size {
+                let plane = &data[byte * count..(byte + 1) * count];
+                for (i, value) in plane.iter().enumerate() {
+                    out[i * element_size + byte] = *value;
+                }
+            }
+            let whole = count * element_size;
+            out[whole..].copy_from_slice(&data[whole..]);
+            out
         }
     }
-    let whole = count * element_size;
+}
+
+/// `unshuffle` for elements of `N` bytes: each output element is gathered whole from the N
+/// planes, blocks of elements at a time, without bounds checks in the loop (the byte-by-byte
+/// scatter was 4 % of an EQSIM run's CPU time).
+fn unshuffle_n<const N: usize>(data: &[u8]) -> Vec<u8> {
+    const BLOCK: usize = 64;
+    let count = data.len() / N;
+    let whole = count * N;
+    let planes: [&[u8]; N] = std::array::from_fn(|byte| &data[byte * count..(byte + 1) * count]);
+    let mut out = vec![0u8; data.len()];
+    let blocks = count / BLOCK;
+    for (block, chunk) in out[..blocks * BLOCK * N].chunks_exact_mut(BLOCK * N).enumerate() {
+        let sources: [&[u8; BLOCK]; N] =
+            std::array::from_fn(|byte| planes[byte][block * BLOCK..][..BLOCK].try_into().expect("a block"));
+        for (i, element) in chunk.chunks_exact_mut(N).enumerate() {
+            for byte in 0..N {
+                element[byte] = sources[byte][i % BLOCK];
+            }
+        }
+    }
+    for i in blocks * BLOCK..count {
+        for byte in 0..N {
+            out[i * N + byte] = planes[byte][i];
+        }
+    }
     out[whole..].copy_from_slice(&data[whole..]);
     out
 }
@@ -151,6 +194,17 @@ mod tests {
         }
         shuffled.extend_from_slice(&elements[20..]);
         assert_eq!(unshuffle(&shuffled, 4), elements);
+        // Every element size, specialised (2, 4, 8) or not (3, 16), restores the same bytes.
+        for size in [2usize, 3, 4, 8, 16] {
+            let elements: Vec<u8> = (0..(7 * size + size / 2) as u32).map(|i| (i * 7 + 3) as u8).collect();
+            let count = elements.len() / size;
+            let mut shuffled: Vec<u8> = (0..size)
+                .flat_map(|byte| (0..count).map(move |i| (i, byte)))
+                .map(|(i, b)| elements[i * size + b])
+                .collect();
+            shuffled.extend_from_slice(&elements[count * size..]);
+            assert_eq!(unshuffle(&shuffled, size), elements, "element size {size}");
+        }
     }
 
     #[test]

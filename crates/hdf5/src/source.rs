@@ -327,8 +327,9 @@ impl Hdf5Chunks {
     fn chunk(&self, grid: &[u64]) -> Result<Option<Vec<u8>>, StorageError> {
         let Some(stored) = self.stored(grid) else { return Ok(None) };
         let raw = self.read_file(stored.addr, stored.size)?;
-        let mut decoded = filters::decode(&self.dataset().filters, stored.mask, self.element_size, raw)
-            .map_err(|e| StorageError::Other(e.to_string()))?;
+        let mut decoded =
+            filters::decode(&self.dataset().filters, stored.mask, self.element_size, self.chunk_bytes as usize, raw)
+                .map_err(|e| StorageError::Other(e.to_string()))?;
         if self.dataset().layout != Layout::Chunked {
             decoded.resize(self.chunk_bytes as usize, 0);
         }

@@ -1,0 +1,200 @@
+//! How the chunks of a read are decoded (`chunks::read_pieces` runs the plan): each chunk a read
+//! touches becomes one or more decode jobs, run in parallel, whose bytes are then copied into the
+//! caller's buffers. A sharded chunk read for one piece is decoded inner chunk by inner chunk,
+//! only those holding an element of the piece, through one shard decoder (the shard's index read
+//! once per read, not once per inner chunk); any other chunk is decoded whole when it must be
+//! decompressed anyway (or most of it is wanted), else only the piece's span.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use zarrs::array::{ArrayBytes, ArrayPartialDecoderTraits, ArrayShardedExt, ArraySubset, CodecOptions};
+
+use crate::ArrayError;
+use crate::chunks::{Piece, Target, ZArray, copy_box};
+
+/// A span smaller than this share of its chunk is decoded alone (when the codecs allow it):
+/// below it, fetching and assembling the span's rows costs less than the whole chunk.
+const SPAN_SHARE_DENOMINATOR: u64 = 4;
+
+/// One decode: a box of a chunk and the pieces (output buffer, its shape, the piece) it feeds.
+struct Job<'a> {
+    chunk: &'a [u64],
+    /// The shard's decoder, for an inner chunk of a sharded array.
+    shard: Option<Arc<dyn ArrayPartialDecoderTraits>>,
+    /// The box decoded, in chunk coordinates; `None`: the whole chunk.
+    span: Option<Vec<Range<u64>>>,
+    pieces: Vec<(Piece, usize, &'a [u64])>,
+}
+
+/// A job's result: its bytes, the box they hold (origin and shape in the chunk), its pieces.
+struct Decoded<'a> {
+    bytes: Vec<u8>,
+    origin: Vec<u64>,
+    shape: Vec<u64>,
+    pieces: Vec<(Piece, usize, &'a [u64])>,
+}
+
+/// The decode jobs of one chunk's targets.
+fn plan<'a>(array: &ZArray, group: &'a [Target<'a>]) -> Result<Vec<Job<'a>>, ArrayError> {
+    let chunk = group[0].piece.chunk.as_slice();
+    let pieces = || group.iter().map(|t| (t.piece.clone(), t.output, t.shape)).collect::<Vec<_>>();
+    if let ([single], true, Some(inner)) = (group, array.is_exclusively_sharded(), array.effective_subchunk_shape()) {
+        let inner: Vec<u64> = inner.iter().map(|n| n.get()).collect();
+        let shard = array.partial_decoder(chunk)?;
+        return Ok(split(&single.piece, &inner)
+            .into_iter()
+            .map(|sub| Job {
+                chunk,
+                shard: Some(shard.clone()),
+                span: Some(sub.span()),
+                pieces: vec![(sub, single.output, single.shape)],
+            })
+            .collect());
+    }
+    let chunk_elements: u64 = array.chunk_shape(chunk)?.iter().map(|n| n.get()).product();
+    let span = match group {
+        [single] => single.piece.span(),
+        _ => {
+            // Several pieces: the chunk is decoded once for all of them.
+            return Ok(vec![Job { chunk, shard: None, span: None, pieces: pieces() }]);
+        }
+    };
+    let span_elements: u64 = span.iter().map(|r| r.end - r.start).product();
+    // Compressed chunks are decompressed whole whatever part is asked for: asking for the whole
+    // saves zarrs extracting the span before we copy the piece out of it.
+    let whole =
+        !array.codecs().bytes_to_bytes_codecs().is_empty() || span_elements * SPAN_SHARE_DENOMINATOR >= chunk_elements;
+    Ok(vec![Job { chunk, shard: None, span: (!whole).then_some(span), pieces: pieces() }])
+}
+
+/// `piece` cut along the inner chunks of a shard (`inner` elements each): one sub-piece per
+/// inner chunk holding at least one of its elements (a stride skips the others).
+pub(crate) fn split(piece: &Piece, inner: &[u64]) -> Vec<Piece> {
+    let dims = piece.count.len();
+    // Per dimension, runs of the piece's elements (first index, how many) in one inner chunk.
+    let runs: Vec<Vec<(u64, u64)>> = (0..dims)
+        .map(|d| {
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            let mut k = 0;
+            while k < piece.count[d] {
+                let at = piece.local_start[d] + k * piece.step[d];
+                let inner_end = (at / inner[d] + 1) * inner[d];
+                // The piece's elements before the inner chunk ends: k..end.
+                let end = ((inner_end - 1 - piece.local_start[d]) / piece.step[d] + 1).min(piece.count[d]);
+                runs.push((k, end - k));
+                k = end;
+            }
+            runs
+        })
+        .collect();
+    let mut subs = Vec::new();
+    let total: usize = runs.iter().map(Vec::len).product();
+    for mut n in 0..total {
+        let mut sub = piece.clone();
+        for d in (0..dims).rev() {
+            let (first, count) = runs[d][n % runs[d].len()];
+            n /= runs[d].len();
+            sub.local_start[d] = piece.local_start[d] + first * piece.step[d];
+            sub.region_start[d] = piece.region_start[d] + first;
+            sub.count[d] = count;
+        }
+        subs.push(sub);
+    }
+    subs
+}
+
+fn decode<'a>(array: &ZArray, job: Job<'a>) -> Result<Decoded<'a>, ArrayError> {
+    let (bytes, origin, shape): (ArrayBytes<'_>, Vec<u64>, Vec<u64>) = match (&job.shard, &job.span) {
+        (Some(shard), Some(span)) => {
+            let subset = ArraySubset::new_with_ranges(span);
+            let bytes = shard.partial_decode(&subset, &CodecOptions::default())?;
+            (bytes.into_owned(), span.iter().map(|r| r.start).collect(), span.iter().map(|r| r.end - r.start).collect())
+        }
+        (_, Some(span)) => {
+            let bytes: ArrayBytes<'static> =
+                array.retrieve_chunk_subset(job.chunk, &ArraySubset::new_with_ranges(span))?;
+            (bytes, span.iter().map(|r| r.start).collect(), span.iter().map(|r| r.end - r.start).collect())
+        }
+        (_, None) => {
+            let bytes: ArrayBytes<'static> = array.retrieve_chunk(job.chunk)?;
+            let shape = array.chunk_shape(job.chunk)?.iter().map(|n| n.get()).collect();
+            (bytes, vec![0; job.chunk.len()], shape)
+        }
+    };
+    let bytes = bytes.into_fixed().map_err(|e| ArrayError::Spec(e.to_string()))?.into_owned();
+    Ok(Decoded { bytes, origin, shape, pieces: job.pieces })
+}
+
+/// Decodes `groups` (each the targets of one chunk) and copies every piece into `outputs`.
+pub(crate) fn read_groups(
+    array: &ZArray,
+    groups: &[&[Target<'_>]],
+    outputs: &mut [&mut [u8]],
+) -> Result<(), ArrayError> {
+    let element = array.fill_value().size();
+    let plans: Vec<Vec<Job<'_>>> = groups.par_iter().map(|group| plan(array, group)).collect::<Result<_, _>>()?;
+    let decoded: Vec<Decoded<'_>> = plans
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|job| decode(array, job))
+        .collect::<Result<_, _>>()?;
+    for done in decoded {
+        for (piece, output, shape) in &done.pieces {
+            let start: Vec<u64> = (0..done.origin.len()).map(|d| piece.local_start[d] - done.origin[d]).collect();
+            // Trailing dimensions of extent 1 on both sides (EQSIM's last `1`) are dropped:
+            // with them every element was a row of its own, its offsets computed anew.
+            let keep = (1..=start.len()).rev().find(|&n| done.shape[n - 1] != 1 || shape[n - 1] != 1).unwrap_or(1);
+            let ones = vec![1; keep];
+            copy_box(
+                element,
+                &piece.count[..keep],
+                &done.bytes,
+                &done.shape[..keep],
+                &start[..keep],
+                &piece.step[..keep],
+                outputs[*output],
+                &shape[..keep],
+                &piece.region_start[..keep],
+                &ones,
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(local_start: Vec<u64>, step: Vec<u64>, count: Vec<u64>) -> Piece {
+        let dims = count.len();
+        Piece { chunk: vec![0; dims], local_start, step, region_start: vec![0; dims], count }
+    }
+
+    #[test]
+    fn a_strided_piece_touches_only_the_inner_chunks_holding_its_elements() {
+        // Elements 0, 25, 50 of a 64-wide shard of 8-wide inner chunks: inner chunks 0, 3, 6.
+        let subs = split(&piece(vec![0], vec![25], vec![3]), &[8]);
+        let starts: Vec<(u64, u64, u64)> =
+            subs.iter().map(|s| (s.local_start[0], s.region_start[0], s.count[0])).collect();
+        assert_eq!(starts, vec![(0, 0, 1), (25, 1, 1), (50, 2, 1)]);
+        // A dense run 5..21 crosses inner chunks 0, 1, 2 in runs of 3, 8 and 5.
+        let subs = split(&piece(vec![5, 0], vec![1, 1], vec![16, 2]), &[8, 8]);
+        let runs: Vec<(u64, u64, u64)> =
+            subs.iter().map(|s| (s.local_start[0], s.region_start[0], s.count[0])).collect();
+        assert_eq!(runs, vec![(5, 0, 3), (8, 3, 8), (16, 11, 5)]);
+        // Every element lands once: the sub-pieces' counts add up to the piece's.
+        let whole = piece(vec![3, 1, 0], vec![7, 2, 1], vec![9, 10, 4]);
+        let subs = split(&whole, &[16, 4, 8]);
+        let elements: u64 = subs.iter().map(|s| s.count.iter().product::<u64>()).sum();
+        assert_eq!(elements, 9 * 10 * 4);
+        assert!(subs.iter().all(|s| (0..3).all(|d| {
+            let (first, last) = (s.local_start[d], s.local_start[d] + (s.count[d] - 1) * s.step[d]);
+            first / [16, 4, 8][d] == last / [16, 4, 8][d]
+        })));
+    }
+}
