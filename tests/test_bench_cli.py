@@ -3,6 +3,7 @@ gateway it starts, and the engine in-process, with JSON results."""
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -127,6 +128,20 @@ def test_ranks_run_as_processes_and_merge(tmp_path):
     assert not [p for p in (tmp_path / "root" / ".isthmus").iterdir() if p.name.startswith("bench-sync")]
 
 
+@pytest.mark.parametrize("mapping", ["bucket-per-dataset", "bucket-per-file"])
+def test_s3_mappings_run_every_phase_and_remove_their_buckets(tmp_path, mapping):
+    stdout, report = bench(tmp_path, "mdtest-easy", "--ranks", "2", "--workers", "1", "--files", "8", "--s3-mapping", mapping)
+    rows = [r for r in report["results"] if r["kind"] != "posix"]
+    assert len(rows) == 2 * 8 and all(r["errors"] == 0 and r["ops"] == 2 * 8 for r in rows), rows
+    assert all(f"({mapping})" in r["target"] for r in rows)
+    _, report = bench(tmp_path, "ior-easy", "--workers", "2", "--transfers", "3", "--s3-mapping", mapping)
+    assert all(r["errors"] == 0 and r["ops"] == 6 for r in report["results"])
+    # Every bucket the mapping made is gone: only the gateway's own state is left in the root.
+    assert sorted(p.name for p in (tmp_path / "root").iterdir()) == [".isthmus"]
+    bad = subprocess.run([str(binary()), "bench", "streams", "--s3-mapping", mapping], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--s3-mapping applies to" in bad.stderr
+
+
 def test_launcher_ranks_meet_at_barriers(tmp_path):
     """Two processes given rank and size as srun gives them, synchronised through --sync-dir."""
     sync, out = tmp_path / "sync", tmp_path / "merged.json"
@@ -147,6 +162,31 @@ def test_launcher_ranks_meet_at_barriers(tmp_path):
     r = subprocess.run([str(binary()), "bench", "mdtest-hard", "--sync-dir", str(sync), "--baseline", str(tmp_path / "posix")],
                        env={**os.environ, "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "earlier run" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun (Debian's openmpi-bin) is not installed")
+def test_mpirun_ranks_are_processes_reduced_on_rank_0(tmp_path):
+    """Under mpirun each rank is one process with its own client; rank 0 prints and writes the
+    merged report, the same as --ranks on one host."""
+    root, sync, out = tmp_path / "root", tmp_path / "sync", tmp_path / "merged.json"
+    root.mkdir()
+    r = subprocess.run(
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", str(binary()), "bench", "io500",
+         "--workers", "1", "--files", "110", "--transfers", "2", "--durability", "relaxed",
+         "--baseline", str(tmp_path / "posix"), "--target", f"embedded://{root}", "--sync-dir", str(sync),
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("2 ranks, results merged") == 1
+    report = json.loads(out.read_text())
+    phases = {(x["kind"], x["workload"], x["op"]): x for x in report["results"]}
+    for kind in ("posix", "embedded"):
+        assert phases[(kind, "mdtest-hard", "put")]["ops"] == 220 and phases[(kind, "mdtest-hard", "put")]["workers"] == 2
+        assert phases[(kind, "ior-hard", "get")]["ops"] == 4
+        # Each rank found its share: together every file of both ranks, and both *01* matches.
+        assert (phases[(kind, "find", "find")]["ops"], phases[(kind, "find", "find")]["keys"]) == (440, 2)
+    assert {s["kind"] for s in report["io500"]} == {"posix", "embedded"}
 
 
 def test_vpic_and_bdcats_on_files_and_arrays_with_two_processes(tmp_path):
@@ -175,22 +215,52 @@ def test_vpic_and_bdcats_on_files_and_arrays_with_two_processes(tmp_path):
 
 def test_eqsim_patterns_on_every_target_agree_with_h5py(tmp_path):
     """A small EQSIM run: h5py writes the file, every target answers each pattern as h5py does
-    (the command fails otherwise), and the JSON holds a time per target and pattern."""
+    (the command fails otherwise), and the JSON holds a time per target and pattern, and a row
+    per target saying its layout group, chunks and codec with its median speedups."""
     out = tmp_path / "eqsim.json"
     run = subprocess.run([str(binary()), "bench", "eqsim", "--serve", str(tmp_path / "data"), "--eqsim-shape", "40,64,48",
                           "--repeat", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    targets = json.loads(out.read_text())["targets"]
+    result = json.loads(out.read_text())
+    targets = result["targets"]
     expected = {"h5py", "h5py, 1 GiB chunk cache", "Isthmus in-process, HDF5 in place",
+                "Isthmus in-process, Zarr same chunks, gzip+shuffle",
                 "Isthmus in-process, Zarr same chunks", "Isthmus in-process, Zarr recommended",
                 "gateway selection, HDF5 in place", "gateway selection, Zarr recommended",
                 "zarr-python over S3 (gateway)"}
     assert set(targets) == expected
     for name, target in targets.items():
         assert len(target) == 6 and all(r["seconds"] > 0 for r in target.values()), name
+    # One row per target: the two effects apart (same chunks as the HDF5 file, or re-chunked).
+    rows = {r["target"]: r for r in result["rows"]}
+    assert set(rows) == expected
+    groups = {name: r["group"] for name, r in rows.items()}
+    assert {n for n, g in groups.items() if g == "re-chunked"} == {
+        "Isthmus in-process, Zarr recommended", "gateway selection, Zarr recommended"}
+    assert {n for n, g in groups.items() if g == "baseline"} == {"h5py", "h5py, 1 GiB chunk cache"}
+    same = rows["Isthmus in-process, Zarr same chunks, gzip+shuffle"]
+    assert same["group"] == "same layout" and same["layout"] == "same chunks as the HDF5 file"
+    assert same["chunks"] == [40, 32, 32, 1] and same["inner_chunks"] is None and "gzip" in same["codec"]
+    rec = rows["Isthmus in-process, Zarr recommended"]
+    assert rec["layout"] == "re-chunked/sharded" and rec["inner_chunks"] == [40, 8, 8, 1] and "zstd" in rec["codec"]
+    # The medians are over the six patterns' speedups, which are h5py's time over the target's.
+    for r in rows.values():
+        speedups = sorted(r["speedup_over_h5py"].values())
+        assert len(speedups) == 6
+        assert r["median_speedup_over_h5py"] == pytest.approx((speedups[2] + speedups[3]) / 2)
+        for pattern, seconds in r["seconds"].items():
+            assert r["speedup_over_h5py"][pattern] == pytest.approx(targets["h5py"][pattern]["seconds"] / seconds)
+            assert r["speedup_over_h5py_cached"][pattern] == pytest.approx(
+                targets["h5py, 1 GiB chunk cache"][pattern]["seconds"] / seconds)
+    assert rows["h5py"]["median_speedup_over_h5py"] == pytest.approx(1.0)
+    # The same-codec copy is stored as the HDF5 file is compressed: shuffle, then gzip level 1.
+    gz = json.loads((tmp_path / "data" / "isthmus-bench" / "ground-gzip.zarr" / "vel" / "zarr.json").read_text())
+    assert [c["name"] for c in gz["codecs"]] == ["bytes", "numcodecs.shuffle", "gzip"]
+    assert gz["codecs"][2]["configuration"]["level"] == 1
     # The recommended layout is sharded: a few shard objects, not one file per inner chunk.
     rec = tmp_path / "data" / "isthmus-bench" / "ground-rec.zarr" / "vel"
     assert json.loads((rec / "zarr.json").read_text())["codecs"][0]["name"] == "sharding_indexed"
+    assert "same layout" in run.stdout and "re-chunked" in run.stdout
     bad = subprocess.run([str(binary()), "bench", "eqsim", "--serve", str(tmp_path / "data"), "--eqsim-shape", "40,64"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "three numbers" in bad.stderr

@@ -72,7 +72,7 @@ impl IorVariant {
 fn scatter(x: u64, n: u64) -> u64 {
     const PRIMES: [u64; 3] = [2_654_435_761, 2_246_822_519, 3_266_489_917];
     let n = n.max(1);
-    let a = PRIMES.into_iter().find(|p| n % p != 0).unwrap_or(1);
+    let a = PRIMES.into_iter().find(|p| !n.is_multiple_of(*p)).unwrap_or(1);
     ((u128::from(x) * u128::from(a) + u128::from(n / 3)) % u128::from(n)) as u64
 }
 

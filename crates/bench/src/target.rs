@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use rustix::fs::{Mode, OFlags};
 
@@ -94,10 +94,45 @@ pub trait Connection: Send {
         Err(BenchError::Setup(format!("cannot walk {prefix}: this target cannot list")))
     }
 
+    /// Object targets: directs the operations that follow at bucket `name` (`None`: the run's
+    /// own bucket), for the S3 mappings of `mapping`.
+    fn use_bucket(&mut self, _name: Option<&str>) -> BenchResult<()> {
+        Err(no_buckets())
+    }
+
+    /// Creates bucket `name`; one that exists already is fine.
+    fn create_bucket(&mut self, _name: &str) -> BenchResult<()> {
+        Err(no_buckets())
+    }
+
+    fn head_bucket(&mut self, _name: &str) -> BenchResult<()> {
+        Err(no_buckets())
+    }
+
+    /// Deletes the empty bucket `name`.
+    fn delete_bucket(&mut self, _name: &str) -> BenchResult<()> {
+        Err(no_buckets())
+    }
+
+    /// Deletes every object of bucket `name`, then the bucket; a missing bucket is fine.
+    fn remove_bucket(&mut self, _name: &str) -> BenchResult<()> {
+        Err(no_buckets())
+    }
+
     /// Copies the object `from` to `to` on the server (S3 CopyObject).
     fn copy(&mut self, from: &str, _to: &str) -> BenchResult<()> {
         Err(BenchError::Setup(format!("cannot copy {from}: this target has no server-side copy")))
     }
+}
+
+/// The key prefix of the directory `dir`: `dir/`, or everything for "".
+pub(crate) fn directory_prefix(dir: &str) -> String {
+    let dir = dir.trim_end_matches('/');
+    if dir.is_empty() { String::new() } else { format!("{dir}/") }
+}
+
+fn no_buckets() -> BenchError {
+    BenchError::Setup("this target is a directory of files: it has no buckets".into())
 }
 
 /// The object key of the directory `key`.
@@ -120,9 +155,14 @@ pub trait Target: Send + Sync {
     fn connect(&self) -> BenchResult<Box<dyn Connection>>;
     /// Removes what the run created.
     fn cleanup(&self) -> BenchResult<()>;
+    /// Removes what this process alone made, for the processes that leave `cleanup` to
+    /// another (the buckets its connections made under an S3 mapping); nothing by default.
+    fn release(&self) -> BenchResult<()> {
+        Ok(())
+    }
 }
 
-const READ_BUF: usize = 1 << 20;
+pub(crate) const READ_BUF: usize = 1 << 20;
 
 // ---------------------------------------------------------------------------------------------
 // Raw POSIX
@@ -356,426 +396,5 @@ impl Target for PosixTarget {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// S3 over HTTP
-
-/// Any S3 endpoint, with SigV4 (presigned URLs) and one keep-alive connection per worker.
-pub struct S3Target {
-    bucket: rusty_s3::Bucket,
-    credentials: rusty_s3::Credentials,
-    endpoint: String,
-}
-
-const SIGN_FOR: Duration = Duration::from_secs(3600);
-
-impl S3Target {
-    /// A path-style target in us-east-1, the form every S3 server accepts (the gateway too).
-    pub fn new(endpoint: &str, bucket: &str, access_key: &str, secret_key: &str) -> BenchResult<Self> {
-        Self::addressed(endpoint, bucket, access_key, secret_key, false, "us-east-1")
-    }
-
-    /// A target addressed as the endpoint wants: `virtual_host` puts the bucket in the host name
-    /// (bucket.host:port, as AWS prefers), and `region` is the one requests are signed for.
-    pub fn addressed(
-        endpoint: &str,
-        bucket: &str,
-        access_key: &str,
-        secret_key: &str,
-        virtual_host: bool,
-        region: &str,
-    ) -> BenchResult<Self> {
-        let url: url::Url =
-            endpoint.parse().map_err(|e| BenchError::Setup(format!("invalid endpoint {endpoint:?}: {e}")))?;
-        let style = if virtual_host { rusty_s3::UrlStyle::VirtualHost } else { rusty_s3::UrlStyle::Path };
-        let bucket = rusty_s3::Bucket::new(url, style, bucket.to_string(), region.to_string())
-            .map_err(|e| BenchError::Setup(format!("invalid endpoint or bucket: {e}")))?;
-        Ok(Self {
-            bucket,
-            credentials: rusty_s3::Credentials::new(access_key, secret_key),
-            endpoint: endpoint.to_string(),
-        })
-    }
-
-    fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder().http_status_as_error(false).max_idle_connections_per_host(4).build().into()
-    }
-}
-
-struct S3Connection {
-    bucket: rusty_s3::Bucket,
-    credentials: rusty_s3::Credentials,
-    agent: ureq::Agent,
-    buf: Vec<u8>,
-}
-
-fn http_err(e: ureq::Error) -> BenchError {
-    BenchError::Http(e.to_string())
-}
-
-fn check(mut resp: ureq::http::Response<ureq::Body>, what: &str) -> BenchResult<ureq::http::Response<ureq::Body>> {
-    let status = resp.status().as_u16();
-    if (200..300).contains(&status) {
-        return Ok(resp);
-    }
-    let body = resp.body_mut().read_to_string().unwrap_or_default();
-    Err(BenchError::Http(format!("{what}: HTTP {status}: {}", body.chars().take(300).collect::<String>())))
-}
-
-impl S3Connection {
-    fn drain(&mut self, resp: ureq::http::Response<ureq::Body>) -> BenchResult<u64> {
-        let mut reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
-        self.buf.resize(READ_BUF, 0);
-        let mut total = 0u64;
-        loop {
-            let n = reader.read(&mut self.buf)?;
-            if n == 0 {
-                return Ok(total);
-            }
-            total += n as u64;
-        }
-    }
-}
-
-impl Connection for S3Connection {
-    fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
-        use rusty_s3::S3Action;
-        let url = self.bucket.put_object(Some(&self.credentials), key).sign(SIGN_FOR);
-        let resp = self.agent.put(url.as_str()).send(data).map_err(http_err)?;
-        let resp = check(resp, "PUT")?;
-        self.drain(resp).map(drop)
-    }
-
-    fn get(&mut self, key: &str) -> BenchResult<u64> {
-        use rusty_s3::S3Action;
-        let url = self.bucket.get_object(Some(&self.credentials), key).sign(SIGN_FOR);
-        let resp = self.agent.get(url.as_str()).call().map_err(http_err)?;
-        let resp = check(resp, "GET")?;
-        self.drain(resp)
-    }
-
-    fn head(&mut self, key: &str) -> BenchResult<()> {
-        use rusty_s3::S3Action;
-        let url = self.bucket.head_object(Some(&self.credentials), key).sign(SIGN_FOR);
-        let resp = self.agent.head(url.as_str()).call().map_err(http_err)?;
-        check(resp, "HEAD").map(drop)
-    }
-
-    fn delete(&mut self, key: &str) -> BenchResult<()> {
-        use rusty_s3::S3Action;
-        let url = self.bucket.delete_object(Some(&self.credentials), key).sign(SIGN_FOR);
-        let resp = self.agent.delete(url.as_str()).call().map_err(http_err)?;
-        let resp = check(resp, "DELETE")?;
-        self.drain(resp).map(drop)
-    }
-
-    fn copy(&mut self, from: &str, to: &str) -> BenchResult<()> {
-        use rusty_s3::S3Action;
-        // CopyObject is a PUT naming its source in x-amz-copy-source, which is signed too.
-        let source = format!("/{}/{}", self.bucket.name(), encode_key(from));
-        let mut action = self.bucket.put_object(Some(&self.credentials), to);
-        action.headers_mut().insert("x-amz-copy-source", source.clone());
-        let url = action.sign(SIGN_FOR);
-        let resp = self.agent.put(url.as_str()).header("x-amz-copy-source", &source).send_empty().map_err(http_err)?;
-        let resp = check(resp, "COPY")?;
-        self.drain(resp).map(drop)
-    }
-
-    fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
-        let page = self.list_v2(prefix, after, max)?.ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
-        Ok((page.contents.len(), page.next_continuation_token))
-    }
-
-    fn walk(&mut self, prefix: &str, seen: &mut dyn FnMut(&str, u64, SystemTime)) -> BenchResult<()> {
-        let prefix = format!("{}/", prefix.trim_end_matches('/'));
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .list_v2(&prefix, token.as_deref(), 1000)?
-                .ok_or_else(|| BenchError::Http("LIST: no such bucket".into()))?;
-            for object in &page.contents {
-                let modified = object
-                    .last_modified
-                    .as_deref()
-                    .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-                    .unwrap_or(SystemTime::UNIX_EPOCH);
-                // A folder object (`name/`) is a directory, not a file.
-                if let Some(name) = object.key.rsplit('/').next().filter(|n| !n.is_empty()) {
-                    seen(name, object.size.unwrap_or(0), modified);
-                }
-            }
-            match page.next_continuation_token {
-                Some(next) => token = Some(next),
-                None => return Ok(()),
-            }
-        }
-    }
-}
-
-/// `key` percent-encoded for x-amz-copy-source, slashes kept.
-fn encode_key(key: &str) -> String {
-    key.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-impl S3Connection {
-    /// One ListObjectsV2 page; `None` when the bucket does not exist.
-    fn list_v2(
-        &mut self,
-        prefix: &str,
-        token: Option<&str>,
-        max: usize,
-    ) -> BenchResult<Option<rusty_s3::actions::ListObjectsV2Response>> {
-        use rusty_s3::S3Action;
-        let mut action = self.bucket.list_objects_v2(Some(&self.credentials));
-        action.with_prefix(prefix);
-        action.with_max_keys(max);
-        if let Some(token) = token {
-            action.with_continuation_token(token);
-        }
-        let url = action.sign(SIGN_FOR);
-        let resp = self.agent.get(url.as_str()).call().map_err(http_err)?;
-        if resp.status().as_u16() == 404 {
-            return Ok(None);
-        }
-        let mut resp = check(resp, "LIST")?;
-        let text = resp.body_mut().with_config().limit(64 << 20).read_to_string().map_err(http_err)?;
-        rusty_s3::actions::ListObjectsV2::parse_response(&text)
-            .map(Some)
-            .map_err(|e| BenchError::Http(format!("LIST response: {e}")))
-    }
-}
-
-impl Target for S3Target {
-    fn kind(&self) -> &'static str {
-        "s3"
-    }
-    fn describe(&self) -> String {
-        format!("{} bucket {}", self.endpoint, self.bucket.name())
-    }
-    fn prepare(&self) -> BenchResult<()> {
-        use rusty_s3::S3Action;
-        let url = self.bucket.create_bucket(&self.credentials).sign(SIGN_FOR);
-        let resp = Self::agent().put(url.as_str()).send_empty().map_err(http_err)?;
-        // An existing bucket of ours is fine.
-        if resp.status().as_u16() == 409 {
-            return Ok(());
-        }
-        check(resp, "CreateBucket").map(drop)
-    }
-    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(S3Connection {
-            bucket: self.bucket.clone(),
-            credentials: self.credentials.clone(),
-            agent: Self::agent(),
-            buf: Vec::new(),
-        }))
-    }
-    fn cleanup(&self) -> BenchResult<()> {
-        let mut conn = S3Connection {
-            bucket: self.bucket.clone(),
-            credentials: self.credentials.clone(),
-            agent: Self::agent(),
-            buf: Vec::new(),
-        };
-        while let Some(page) = conn.list_v2("", None, 1000)? {
-            if page.contents.is_empty() {
-                break;
-            }
-            for object in page.contents {
-                conn.delete(&object.key)?;
-            }
-        }
-        use rusty_s3::S3Action;
-        let url = self.bucket.delete_bucket(&self.credentials).sign(SIGN_FOR);
-        let resp = conn.agent.delete(url.as_str()).call().map_err(http_err)?;
-        if resp.status().as_u16() == 404 {
-            return Ok(());
-        }
-        check(resp, "DeleteBucket").map(drop)
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The engine in-process
-
-/// The Isthmus engine called directly, without HTTP: what the embedded door costs.
-pub struct EmbeddedTarget {
-    pub store: std::sync::Arc<dyn isthmus_store::Store>,
-    /// The data root (the run's bucket is made in its default pool and removed from there).
-    pub root: std::path::PathBuf,
-    pub bucket: String,
-}
-
-/// A connection to an engine called through the `Store` interface: in-process, or through a
-/// gateway's local socket.
-struct EngineConnection {
-    store: std::sync::Arc<dyn isthmus_store::Store>,
-    /// The benchmark acts as the process itself, as an embedding program does.
-    cx: isthmus_store::RequestContext,
-    bucket: String,
-    buf: Vec<u8>,
-}
-
-impl EngineConnection {
-    /// A connection of the process itself to `store`, on `bucket`.
-    fn new(store: std::sync::Arc<dyn isthmus_store::Store>, bucket: &str) -> Self {
-        Self { store, cx: isthmus_store::RequestContext::process(), bucket: bucket.to_string(), buf: Vec::new() }
-    }
-
-    /// Creates the run's bucket unless it exists.
-    fn create_bucket(store: &dyn isthmus_store::Store, bucket: &str) -> BenchResult<()> {
-        use isthmus_store::StoreError;
-        match store.create_bucket(&isthmus_store::RequestContext::process(), bucket, &Default::default()) {
-            Ok(()) | Err(StoreError::BucketAlreadyExists | StoreError::BucketAlreadyOwnedByYou) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-impl Connection for EngineConnection {
-    fn put(&mut self, key: &str, data: &[u8]) -> BenchResult<()> {
-        self.store.put_bytes(&self.cx, &self.bucket, key, data, isthmus_store::PutRequest::default())?;
-        Ok(())
-    }
-
-    fn get(&mut self, key: &str) -> BenchResult<u64> {
-        let mut body = self.store.get_object(&self.cx, &self.bucket, key, &isthmus_store::GetRequest::default())?.body;
-        self.buf.resize(READ_BUF, 0);
-        let mut total = 0u64;
-        loop {
-            let n = body.read(&mut self.buf)?;
-            if n == 0 {
-                return Ok(total);
-            }
-            total += n as u64;
-        }
-    }
-
-    fn head(&mut self, key: &str) -> BenchResult<()> {
-        self.store.head_object(&self.cx, &self.bucket, key, &Default::default())?;
-        Ok(())
-    }
-
-    fn delete(&mut self, key: &str) -> BenchResult<()> {
-        self.store.delete_object(&self.cx, &self.bucket, key, &Default::default())?;
-        Ok(())
-    }
-
-    fn copy(&mut self, from: &str, to: &str) -> BenchResult<()> {
-        let request = isthmus_store::CopyRequest::default();
-        self.store.copy_object(&self.cx, (&self.bucket, from), (&self.bucket, to), &request)?;
-        Ok(())
-    }
-
-    fn list_page(&mut self, prefix: &str, after: Option<&str>, max: usize) -> BenchResult<(usize, Option<String>)> {
-        let request = isthmus_store::ListRequest {
-            prefix: prefix.to_string(),
-            delimiter: None,
-            start_after: after.map(str::to_string),
-            max_keys: max,
-        };
-        let page = self.store.list_objects(&self.cx, &self.bucket, &request)?;
-        Ok((page.objects.len() + page.common_prefixes.len(), page.next_marker))
-    }
-
-    fn walk(&mut self, prefix: &str, seen: &mut dyn FnMut(&str, u64, SystemTime)) -> BenchResult<()> {
-        let mut request = isthmus_store::ListRequest {
-            prefix: format!("{}/", prefix.trim_end_matches('/')),
-            delimiter: None,
-            start_after: None,
-            max_keys: 1000,
-        };
-        loop {
-            let page = self.store.list_objects(&self.cx, &self.bucket, &request)?;
-            for object in &page.objects {
-                if let Some(name) = object.key.rsplit('/').next().filter(|n| !n.is_empty()) {
-                    seen(name, object.size, object.last_modified);
-                }
-            }
-            match page.next_marker.filter(|_| page.is_truncated) {
-                Some(next) => request.start_after = Some(next),
-                None => return Ok(()),
-            }
-        }
-    }
-}
-
-impl Target for EmbeddedTarget {
-    fn kind(&self) -> &'static str {
-        "embedded"
-    }
-    fn describe(&self) -> String {
-        format!("embedded://{} bucket {}", self.root.display(), self.bucket)
-    }
-    fn prepare(&self) -> BenchResult<()> {
-        EngineConnection::create_bucket(&*self.store, &self.bucket)
-    }
-    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EngineConnection::new(self.store.clone(), &self.bucket)))
-    }
-    fn cleanup(&self) -> BenchResult<()> {
-        match std::fs::remove_dir_all(self.root.join(&self.bucket)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// An engine reached through a gateway's local socket (`unix:///path`): the local door's cost.
-pub struct LocalSocketTarget {
-    pub store: std::sync::Arc<dyn isthmus_store::Store>,
-    pub address: String,
-    pub bucket: String,
-}
-
-impl Target for LocalSocketTarget {
-    fn kind(&self) -> &'static str {
-        "local"
-    }
-    fn describe(&self) -> String {
-        format!("{} bucket {}", self.address, self.bucket)
-    }
-    fn prepare(&self) -> BenchResult<()> {
-        EngineConnection::create_bucket(&*self.store, &self.bucket)
-    }
-    fn connect(&self) -> BenchResult<Box<dyn Connection>> {
-        Ok(Box::new(EngineConnection::new(self.store.clone(), &self.bucket)))
-    }
-    /// Deletes every object through the socket, then the bucket.
-    fn cleanup(&self) -> BenchResult<()> {
-        let cx = isthmus_store::RequestContext::process();
-        loop {
-            let request = isthmus_store::ListRequest { max_keys: 1000, ..Default::default() };
-            let page = match self.store.list_objects(&cx, &self.bucket, &request) {
-                Err(isthmus_store::StoreError::NoSuchBucket) => return Ok(()),
-                other => other?,
-            };
-            for object in &page.objects {
-                self.store.delete_object(&cx, &self.bucket, &object.key, &Default::default())?;
-            }
-            if !page.is_truncated {
-                break;
-            }
-        }
-        self.store.delete_bucket(&cx, &self.bucket)?;
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn s3_targets_address_buckets_by_path_or_host() {
-        let path = S3Target::new("http://127.0.0.1:9000", "b", "k", "s").unwrap();
-        assert_eq!(path.bucket.object_url("x/y").as_str(), "http://127.0.0.1:9000/b/x/y");
-        let host = S3Target::addressed("https://s3.example.org", "b", "k", "s", true, "eu-west-1").unwrap();
-        assert_eq!(host.bucket.object_url("x/y").as_str(), "https://b.s3.example.org/x/y");
-        assert_eq!(host.bucket.region(), "eu-west-1");
-    }
-}
+pub use crate::target_engine::{EmbeddedTarget, LocalSocketTarget};
+pub use crate::target_s3::S3Target;

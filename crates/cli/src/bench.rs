@@ -213,6 +213,23 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         };
         targets.push(open_target(&url, &bucket, &args)?);
     }
+    let mapping = isthmus_bench::mapping::S3Mapping::from(args.s3_mapping);
+    if mapping != isthmus_bench::mapping::S3Mapping::default() {
+        if !shared_namespace {
+            return Err("--s3-mapping applies to mdtest, ior, io500 and md-workbench".into());
+        }
+        // Every object target goes through the mapping; the POSIX baseline stays files.
+        targets = targets
+            .into_iter()
+            .map(|t| -> Box<dyn Target> {
+                if t.kind() == "posix" {
+                    t
+                } else {
+                    Box::new(isthmus_bench::mapping::MappedTarget::new(t, mapping, &bucket))
+                }
+            })
+            .collect();
+    }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
     let (iors, mdtests): (&[IorVariant], &[Variant]) = match args.workload {
@@ -390,8 +407,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if shared_namespace && let Some(team) = &mut team {
         team.barrier().map_err(|e| e.to_string())?;
     }
-    for target in targets.iter().filter(|_| preparing) {
-        if let Err(e) = target.cleanup() {
+    for target in &targets {
+        // The process that prepared removes everything; the others what they alone made.
+        let removed = if preparing { target.cleanup() } else { target.release() };
+        if let Err(e) = removed {
             eprintln!("warning: {}: cleanup failed: {e}", target.describe());
         }
     }

@@ -156,6 +156,10 @@ pub struct BenchArgs {
     /// Region http(s) targets sign requests for
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
+    /// mdtest, ior, io500, md-workbench: how files become S3 buckets and objects on the S3,
+    /// embedded and local-socket targets (the POSIX baseline stays files)
+    #[arg(long, value_enum, default_value = "prefix-per-rank")]
+    pub s3_mapping: S3MappingArg,
     /// Bucket used on S3 and embedded targets
     #[arg(long, default_value = "isthmus-bench")]
     pub bucket: String,
@@ -222,6 +226,30 @@ pub struct BenchArgs {
     /// against access through the frontend, CERN's Table 3
     #[arg(long)]
     pub via_gateway: bool,
+}
+
+/// The S3 mappings of the S3-for-HPC study (`isthmus_bench::mapping::S3Mapping`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum S3MappingArg {
+    /// One bucket for the run, one object per file named by its path, each rank's files under
+    /// its rank's prefix (what the bench always did; IOR's libs3 default)
+    PrefixPerRank,
+    /// One bucket per dataset (a directory: ior-easy, mdtest-easy/rankN, mdtest-hard, an
+    /// MD-Workbench dataset), its files objects in it
+    BucketPerDataset,
+    /// One bucket per file, as IOR's libs3 bucket-per-file: create makes the bucket, stat is
+    /// HeadBucket, remove deletes it; IOR transfers are objects named by offset
+    BucketPerFile,
+}
+
+impl From<S3MappingArg> for isthmus_bench::mapping::S3Mapping {
+    fn from(arg: S3MappingArg) -> Self {
+        match arg {
+            S3MappingArg::PrefixPerRank => Self::PrefixPerRank,
+            S3MappingArg::BucketPerDataset => Self::BucketPerDataset,
+            S3MappingArg::BucketPerFile => Self::BucketPerFile,
+        }
+    }
 }
 
 /// `isthmus bench reproduce <study>`: the experiments of a published study, with the paper's
