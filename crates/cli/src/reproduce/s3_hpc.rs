@@ -5,6 +5,7 @@
 //! files to buckets; MD-Workbench's latency density (Figure 8) and the radar of Figure 10.
 
 use isthmus_bench::Report;
+use isthmus_bench::io500::{door_name, phase_figure, phase_of};
 use isthmus_bench::report::{figure, phase_name};
 use isthmus_bench::workload::OpResult;
 use isthmus_store::Durability;
@@ -31,6 +32,13 @@ fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
         ("AWS_ACCESS_KEY_ID".into(), gateway.access_key.clone()),
         ("AWS_SECRET_ACCESS_KEY".into(), gateway.secret_key.clone()),
     ];
+    runner.commands.push(format!(
+        "# a gateway on {} serving HTTP at {} and the local socket {}, started by the study (its keys in the \
+         environment)",
+        root.display(),
+        gateway.address,
+        gateway.socket.display()
+    ));
     let mut args = vec![
         "--target".into(),
         format!("http://{}", gateway.address),
@@ -104,43 +112,69 @@ fn mapping_text(mapping: &str) -> &'static str {
     }
 }
 
+/// The doors of a run besides POSIX, in the order they appear.
+fn doors_of(results: &[OpResult]) -> Vec<&str> {
+    let mut kinds: Vec<&str> = Vec::new();
+    for r in results.iter().filter(|r| r.kind != "posix" && phase_of(r).is_some()) {
+        if !kinds.contains(&r.kind.as_str()) {
+            kinds.push(&r.kind);
+        }
+    }
+    kinds
+}
+
+/// A door's result for an IO500 phase, if it measured one (a phase a mapping cannot run is
+/// reported with errors and no operations).
+fn measured<'a>(results: &'a [OpResult], kind: &str, phase: &str) -> Option<&'a OpResult> {
+    results.iter().find(|r| r.kind == kind && phase_of(r).as_deref() == Some(phase) && r.ops > 0)
+}
+
 /// One row per IO500 phase that ran: POSIX's figure, then each door's share of it; the
-/// scores last.
+/// scores last (over the phases each door measured).
 fn phases_table(results: &[OpResult]) -> Result<Table, String> {
-    let (axes, series) = isthmus_bench::io500::percent_of_posix(results);
+    let (axes, _) = isthmus_bench::io500::percent_of_posix(results);
     if axes.is_empty() {
         return Err("the IO500 run reported no POSIX phases".into());
     }
+    let kinds = doors_of(results);
     let mut header = vec!["phase".to_string(), "POSIX".to_string()];
-    header.extend(series.iter().map(|(door, _)| format!("{door}, % of POSIX")));
+    header.extend(kinds.iter().map(|kind| format!("{}, % of POSIX", door_name(kind))));
     let mut table = Table { header, rows: Vec::new() };
-    for (i, axis) in axes.iter().enumerate() {
-        let posix = results
-            .iter()
-            .find(|r| r.kind == "posix" && isthmus_bench::io500::phase_of(r).as_ref() == Some(axis))
-            .map(isthmus_bench::io500::phase_figure)
-            .unwrap_or(f64::NAN);
+    for axis in &axes {
+        let posix = measured(results, "posix", axis).map(phase_figure).unwrap_or(f64::NAN);
         let unit = if axis.starts_with("ior") { "GiB/s" } else { "kIOPS" };
         let mut row = vec![axis.clone(), format!("{} {unit}", number(posix))];
-        row.extend(series.iter().map(|(_, values)| percent(values[i] / 100.0)));
+        row.extend(kinds.iter().map(|kind| match measured(results, kind, axis) {
+            Some(r) => percent(phase_figure(r) / posix),
+            None => "not measured".into(),
+        }));
         table.row(row);
     }
     let scores = isthmus_bench::io500::io500_scores(results);
-    let score = |door: &str| scores.iter().find(|s| isthmus_bench::io500::door_name(&s.kind) == door).map(|s| s.score);
-    let posix = score("POSIX").unwrap_or(f64::NAN);
+    let score = |kind: &str| scores.iter().find(|s| s.kind == kind);
+    let posix = score("posix").map_or(f64::NAN, |s| s.score);
     let mut row = vec!["IO500 score (official formula)".to_string(), number(posix)];
-    row.extend(series.iter().map(|(door, _)| {
-        score(door).map_or_else(|| "-".into(), |s| format!("{} ({})", number(s), percent(s / posix)))
+    row.extend(kinds.iter().map(|kind| {
+        let unmeasured: Vec<&str> =
+            axes.iter().filter(|a| measured(results, kind, a).is_none()).map(String::as_str).collect();
+        match score(kind) {
+            Some(s) if unmeasured.is_empty() => format!("{} ({})", number(s.score), percent(s.score / posix)),
+            _ => format!("none: {} not measured", unmeasured.join(", ")),
+        }
     }));
     table.row(row);
     Ok(table)
 }
 
-/// The shares of POSIX of one door over every IO500 phase.
+/// The shares of POSIX of one door over the IO500 phases both measured.
 fn door_shares(results: &[OpResult], kind: &str) -> Vec<f64> {
-    let (_, series) = isthmus_bench::io500::percent_of_posix(results);
-    let door = isthmus_bench::io500::door_name(kind);
-    series.iter().filter(|(name, _)| name == door).flat_map(|(_, v)| v.iter().map(|p| p / 100.0)).collect()
+    let (axes, _) = isthmus_bench::io500::percent_of_posix(results);
+    axes.iter()
+        .filter_map(|axis| {
+            let (door, posix) = (measured(results, kind, axis)?, measured(results, "posix", axis)?);
+            Some(phase_figure(door) / phase_figure(posix))
+        })
+        .collect()
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -163,15 +197,14 @@ fn io500_section(result: &Report, radar: &str) -> Result<Section, String> {
     section.figures.push((radar.into(), "IO500 phases as % of POSIX, per door (Figure 10's radar)".into()));
     let (lo, hi) = PUBLISHED_GATEWAY_RANGE;
     section.differences.push(format!(
-        "The paper's MinIO gateway on Lustre reached {}-{} of the file system across the IO500 phases (4 nodes x \
+        "The paper's MinIO gateway on Lustre reached {} of the file system across the IO500 phases (4 nodes x \
          20 processes); Isthmus's HTTP gateway reaches {} here.",
-        percent(lo),
-        percent(hi),
+        percent_range(&[lo, hi]),
         percent_range(&door_shares(results, "s3"))
     ));
     let hard_stat = results
         .iter()
-        .find(|r| r.kind == "embedded" && isthmus_bench::io500::phase_of(r).as_deref() == Some("mdtest-hard-stat"))
+        .find(|r| r.kind == "embedded" && phase_of(r).as_deref() == Some("mdtest-hard-stat"))
         .and_then(|r| isthmus_bench::report::ratio_to_posix(results, r));
     section.differences.push(format!(
         "S3Embedded reached {} of Lustre on mdtest-hard-stat; Isthmus in-process reaches {} (all phases: {}).",
@@ -230,7 +263,7 @@ fn md_workbench_section(result: &Report) -> Result<Section, String> {
         let share = isthmus_bench::report::ratio_to_posix(&result.results, r);
         table.row(vec![
             phase_name(r),
-            isthmus_bench::io500::door_name(&r.kind).into(),
+            door_name(&r.kind).into(),
             number(figure(r)),
             number(r.p50_us as f64 / 1000.0),
             number(r.p99_us as f64 / 1000.0),
@@ -296,5 +329,12 @@ mod tests {
         // Medians: HTTP 10 %, socket 25 %, in-process 150 %.
         assert!(text.contains("25.0 % against 10.0 % (HTTP) and 150.0 % (in-process): the same order"), "{text}");
         assert!(io500_section(&report(vec![]), "r.svg").is_err());
+        // A phase a door could not run is said so, and scores no zero.
+        let mut find = result("s3", "find", "find", 0.0, 0.0);
+        find.ops = 0;
+        let results = vec![result("posix", "find", "find", 1000.0, 0.0), find];
+        let table = phases_table(&results).expect("a table");
+        assert_eq!(table.rows[0][2], "not measured");
+        assert!(table.rows[1][2].starts_with("none: find not measured"), "{:?}", table.rows[1]);
     }
 }
