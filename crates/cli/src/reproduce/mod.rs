@@ -4,6 +4,7 @@
 
 mod cephfs_ec;
 mod lustre_minio;
+mod pdc_xf;
 mod report;
 mod runner;
 mod s3_hpc;
@@ -123,7 +124,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         Study::LustreMinio => lustre_minio::run(&mut runner, &mut report),
         Study::CephfsEc => cephfs_ec::run(&mut runner, &mut report),
         Study::S3Hpc => s3_hpc::run(&mut runner, &mut report),
-        Study::PdcXf => Err(format!("{}: not reproduced yet", study.name())),
+        Study::PdcXf => pdc_xf::run(&mut runner, &mut report),
     };
     if remove_data {
         let _ = std::fs::remove_dir_all(&data);
