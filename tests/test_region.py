@@ -3,6 +3,7 @@ only the chunks a region intersects move, byte-exact and verified; a push run ag
 interruption or for a larger region) skips the chunks already there; a region can also land as
 a new array of its own shape."""
 
+import json
 import os
 import signal
 import subprocess
@@ -72,9 +73,17 @@ def test_push_moves_only_intersecting_chunks_and_resumes(sites):
     a[0, 0] = -1
     out = region("push", f"{BUCKET}/run1/vel.zarr", "--to", to, root=a_root)
     assert counts(out) == (1, 12, 11), out
-    # Pulled back into site A under another name: byte-exact, only what the region needs.
-    out = region("pull", to, "--select", "[0:10, 0:10]", "--to", f"{BUCKET}/back/vel.zarr", root=a_root)
+    # Pulled back into site A under another name: byte-exact, only what the region needs; the
+    # time breakdown is printed and written as JSON.
+    breakdown = a_root.parent / "pull.json"
+    out = region("pull", to, "--select", "[0:10, 0:10]", "--to", f"{BUCKET}/back/vel.zarr", "--json", str(breakdown),
+                 root=a_root)
     assert counts(out) == (1, 1, 0), out
+    assert "pull:" in out and "write destination" in out, out
+    pulled = json.loads(breakdown.read_text())
+    assert (pulled["direction"], pulled["chunks"], pulled["sent"], pulled["skipped"]) == ("pull", 1, 1, 0), pulled
+    assert pulled["wall_s"] > 0 and pulled["read_s"] > 0 and pulled["write_s"] > 0, pulled
+    assert pulled["plan_s"] + pulled["metadata_s"] <= pulled["wall_s"], pulled
     back = isthmus.Array.open(where, "back/vel.zarr")
     expected = values[0:10, 0:10].copy()
     expected[0, 0] = -1

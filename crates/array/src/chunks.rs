@@ -365,6 +365,11 @@ pub(crate) fn write_pieces(
 ) -> Result<(), ArrayError> {
     sources.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
     let groups: Vec<&[Source<'_>]> = sources.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
+    // One chunk is written on this thread: a parallel iterator would hand it to a pool thread
+    // (rayon's global pool when called from outside one) and wait, for nothing to overlap.
+    if let [group] = groups[..] {
+        return write_chunk(array, store, &group[0].piece.chunk, group);
+    }
     groups.par_iter().try_for_each(|group| write_chunk(array, store, &group[0].piece.chunk, group))
 }
 

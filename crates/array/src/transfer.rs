@@ -257,10 +257,17 @@ impl Transfers {
             .collect();
         let (strong, session): (Vec<_>, Vec<_>) =
             jobs.into_iter().partition(|job| job.transfer.consistency == Consistency::Strong);
-        // Strong: the I/O runs on the pool while the caller waits, straight from its buffer.
+        // Strong: the I/O runs while the caller waits, straight from its buffer: on the pool,
+        // or on the caller's thread for a write of a single chunk (nothing to run in parallel, and a
+        // handoff to a pool thread and back costs more than a small chunk's write) when the
+        // thread holds the process's own identity, as the pool threads do (chunk calls then
+        // switch for their request exactly as on the pool).
         let mut first_error = None;
         for group in group_by_array(strong) {
-            let outcome = self.shared.pool.install(|| run_group(&group));
+            let inline = group[0].transfer.direction == Direction::Write
+                && single_chunk(&group)
+                && isthmus_store::identity::holds_gateway_identity();
+            let outcome = if inline { run_group(&group) } else { self.shared.pool.install(|| run_group(&group)) };
             if let Err(err) = &outcome {
                 first_error.get_or_insert_with(|| ArrayError::Transfer(err.clone()));
             }
@@ -476,6 +483,20 @@ fn group_by_array(jobs: Vec<Job<'_>>) -> Vec<Vec<Job<'_>>> {
         }
     }
     groups
+}
+
+/// Whether a group's transfers all lie in one and the same chunk of their array.
+fn single_chunk(group: &[Job<'_>]) -> bool {
+    let array = group[0].transfer.array.inner();
+    let mut chunk = None;
+    group.iter().all(|job| {
+        let Ok(Some(chunks)) = array
+            .chunks_in_array_subset(&zarrs::array::ArraySubset::new_with_ranges(&job.transfer.extent.bounding_box()))
+        else {
+            return false;
+        };
+        chunks.num_elements() == 1 && chunk.get_or_insert_with(|| chunks.start().to_vec()) == chunks.start()
+    })
 }
 
 /// Runs a group of transfers on one array in one direction as one merged chunk pass; a read
