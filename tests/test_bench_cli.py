@@ -85,7 +85,7 @@ def test_md_workbench(tmp_path):
     # The latency density: one smoothed curve (300 points) per target, named in the legend.
     drawing = svg.read_text()
     curves = [p for p in drawing.split("<polyline")[1:] if len(p.split('points="')[1].split('"')[0].split()) >= 300]
-    assert len(curves) == 3 and all(kind in drawing for kind in ("posix", "s3", "embedded"))
+    assert len(curves) == 3 and all(name in drawing for name in ("POSIX", "HTTP gateway", "in-process"))
 
 
 def test_compare_result_files(tmp_path):

@@ -11,12 +11,13 @@ use plotters::prelude::*;
 use crate::workload::OpResult;
 
 /// The benchmark phase's operations of MD-Workbench (stat, read, delete, create), per target in
-/// the order they appear, their histograms added up.
+/// the order they appear (named as the paper's systems: POSIX, HTTP gateway, in-process, local
+/// socket), their histograms added up.
 pub fn md_workbench_series(results: &[OpResult]) -> Vec<(String, Histogram<u64>)> {
     let mut series: Vec<(String, Histogram<u64>)> = Vec::new();
     for r in results.iter().filter(|r| r.workload == "md-workbench") {
         let Some(h) = r.latency_histogram.as_deref().and_then(crate::latency::decode) else { continue };
-        match series.iter_mut().find(|(kind, _)| *kind == r.kind) {
+        match series.iter_mut().find(|(name, _)| name == crate::io500::door_name(&r.kind)) {
             Some((_, total)) => {
                 let _ = total.add(&h);
             }
@@ -24,7 +25,7 @@ pub fn md_workbench_series(results: &[OpResult]) -> Vec<(String, Histogram<u64>)
                 // A fresh histogram resizes itself to take every rank's range.
                 let mut total = Histogram::<u64>::new(3).expect("valid precision");
                 let _ = total.add(&h);
-                series.push((r.kind.clone(), total));
+                series.push((crate::io500::door_name(&r.kind).to_string(), total));
             }
         }
     }
@@ -151,12 +152,15 @@ mod tests {
             OpResult { workload: "md-workbench-precreate".into(), ..result("s3", crate::Op::Put, 1..1000) },
         ];
         let series = md_workbench_series(&results);
-        assert_eq!(series.iter().map(|(k, h)| (k.as_str(), h.len())).collect::<Vec<_>>(), [("posix", 30), ("s3", 100)]);
+        assert_eq!(
+            series.iter().map(|(k, h)| (k.as_str(), h.len())).collect::<Vec<_>>(),
+            [("POSIX", 30), ("HTTP gateway", 100)]
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("density.svg");
         write_svg(&path, "MD-Workbench", &series).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("posix") && svg.contains("s3"));
+        assert!(svg.starts_with("<svg") && svg.contains("POSIX") && svg.contains("HTTP gateway"));
         // Two curves of 300 points each (the mesh and legend lines have a few points).
         let long_lines = svg
             .split("<polyline")

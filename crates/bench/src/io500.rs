@@ -83,8 +83,13 @@ pub fn io500_scores(results: &[OpResult]) -> Vec<Io500Score> {
     kinds
         .into_iter()
         .map(|kind| {
+            // A phase that only failed (find under bucket-per-file) counts as missing, not 0.
             let figure = |phase: &str| {
-                results.iter().find(|r| r.kind == kind && phase_of(r).as_deref() == Some(phase)).map(phase_figure)
+                results
+                    .iter()
+                    .find(|r| r.kind == kind && phase_of(r).as_deref() == Some(phase))
+                    .filter(|r| r.ops > 0 || r.errors == 0)
+                    .map(phase_figure)
             };
             let mut missing = Vec::new();
             let mut collect = |phases: &[&str], required: bool| -> Vec<f64> {
@@ -263,6 +268,12 @@ mod tests {
         let results: Vec<OpResult> =
             all_phases("s3", [1.0; 4], [1.0; 8]).into_iter().filter(|r| r.workload != "find").collect();
         assert_eq!(io500_scores(&results)[0].missing, ["find"]);
+        // A phase that ran and only failed is missing too, and the score is over the others.
+        let mut results = all_phases("s3", [1024.0; 4], [1000.0; 8]);
+        let find = results.iter_mut().find(|r| r.workload == "find").unwrap();
+        (find.ops, find.errors, find.ops_per_s) = (0, 3, 0.0);
+        let s = &io500_scores(&results)[0];
+        assert_eq!((s.missing.as_slice(), s.metadata_kiops), (&["find".to_string()][..], 1.0));
     }
 
     #[test]
