@@ -79,7 +79,8 @@ def pytest_configure(config):
         "markers", "posix_only: the test looks at objects as files on the data root (file/object duality)"
     )
     config.addinivalue_line(
-        "markers", "heavy: needs a heavy fixture (a CephFS cluster, a browser): only `scripts/test --full` runs it"
+        "markers", "heavy: needs a heavy fixture (a CephFS cluster, a browser) or minutes of benchmarks (the reproduced "
+        "studies): only `scripts/test --full` runs it"
     )
 
 

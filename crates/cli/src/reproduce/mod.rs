@@ -130,6 +130,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&data);
     }
     result?;
+    let _ = std::fs::remove_dir_all(&runner.scratch);
     report.commands = runner.commands;
     let path = out.join("report.md");
     std::fs::write(&path, report.markdown()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -350,7 +350,7 @@ struct Copied {
 fn migration(runner: &mut Runner, root: &std::path::Path) -> Result<Section, String> {
     let there = runner.fresh_dir("site-b")?;
     std::fs::create_dir_all(there.join("site-b")).map_err(|e| format!("cannot make the other site's bucket: {e}"))?;
-    let work = runner.fresh_dir("site-b-gateway")?;
+    let work = runner.scratch_dir("site-b")?;
     let gateway = crate::bench_doors::start_gateway(&there, &work, isthmus_store::Durability::Strict)?;
     runner.env = vec![
         ("AWS_ACCESS_KEY_ID".into(), gateway.access_key.clone()),

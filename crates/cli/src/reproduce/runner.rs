@@ -19,6 +19,8 @@ pub struct Runner {
     pub commands: Vec<String>,
     /// Environment the experiments run with (the keys of a gateway the study started).
     pub env: Vec<(String, String)>,
+    /// Short paths for what must be short: a Unix socket's path has at most 107 bytes.
+    pub scratch: PathBuf,
 }
 
 /// `word` as a shell would need it written.
@@ -37,12 +39,24 @@ impl Runner {
         for dir in [&out, &data] {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        Ok(Self { exe, out, data, quick, commands: Vec::new(), env: Vec::new() })
+        let scratch = std::env::temp_dir().join(format!("isthmus-reproduce-{}", std::process::id()));
+        Ok(Self { exe, out, data, quick, commands: Vec::new(), env: Vec::new(), scratch })
     }
 
     /// A fresh, empty directory for one experiment's data.
     pub fn fresh_dir(&self, name: &str) -> Result<PathBuf, String> {
         let dir = self.data.join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(dir)
+    }
+
+    /// A fresh directory with a short path (a gateway's socket, its configuration and log):
+    /// kept after a failed run, for its log.
+    pub fn scratch_dir(&self, name: &str) -> Result<PathBuf, String> {
+        let dir = self.scratch.join(name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
         }

@@ -26,7 +26,7 @@ struct Doors {
 
 fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
     let root = runner.fresh_dir(name)?;
-    let work = runner.fresh_dir(&format!("{name}-gateway"))?;
+    let work = runner.scratch_dir(name)?;
     let gateway = crate::bench_doors::start_gateway(&root, &work, Durability::Strict)?;
     runner.env = vec![
         ("AWS_ACCESS_KEY_ID".into(), gateway.access_key.clone()),
