@@ -296,6 +296,14 @@ pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<(Vec<RankT
     }
 }
 
+/// vpic-io on one target by this process alone, prepared first: what a report calls (`isthmus
+/// bench vpic-io` adds the barriers and gathering of a run over several processes).
+pub fn measure_write(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult> {
+    prepare(params, target)?;
+    let (times, cache) = write(params, target)?;
+    Ok(summarize("vpic-io", target, params, &times, cache))
+}
+
 /// `bdcats-io`: every rank of this process reads back its particles, property by property.
 pub fn read(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vec<RankTimes>> {
     let times = match target {

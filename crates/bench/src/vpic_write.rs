@@ -241,6 +241,9 @@ mod tests {
                 assert!(t.transfer + t.wait + t.flush + t.compute <= t.total, "{mode:?}: {t:?}");
                 assert!(t.compute >= Duration::from_millis(6), "{mode:?}: {t:?}");
             }
+            let result = crate::vpic::summarize("vpic-io", &target, &params, &times, Some(cache.clone()));
+            assert_eq!((result.mode.as_str(), result.ranks.len()), (mode.name(), 2));
+            assert!((result.close_overhead - result.flush_s / result.total_s).abs() < 1e-9);
             match mode {
                 VpicMode::Strong => assert_eq!(cache.peak_bytes, 0, "strong copies nothing"),
                 _ => assert!(cache.peak_bytes >= step_bytes, "{mode:?}: peak {}", cache.peak_bytes),
@@ -256,5 +259,10 @@ mod tests {
                 }
             }
         }
+        // What a report calls: prepared, written and summarized in one.
+        let target = VpicTarget::Arrays { location, label: "engine".into(), mode: VpicMode::Session };
+        let result = crate::vpic::measure_write(&params, &target).unwrap();
+        assert_eq!((result.bytes, result.mode.as_str()), (2 * 3 * step_bytes, "session"));
+        assert!(result.cache.is_some_and(|c| c.peak_bytes >= step_bytes));
     }
 }
