@@ -131,30 +131,15 @@ impl Slabs {
         })
     }
 
-    /// How many rows the slab starting at `next_row` takes: `rows_per_slab`, stretched to the
-    /// end of the chunk it would cut (within `SLAB_STRETCH`), else cut back to that chunk's
-    /// start, so that no chunk is decoded by two slabs when it can be avoided.
+    /// How many rows the slab starting at `next_row` takes (`slab_rows`).
     fn rows_to_take(&self, rows: u64) -> u64 {
-        let take = self.rows_per_slab.min(rows - self.next_row);
-        let end = self.next_row + take;
-        let Some(unit) = self.unit.filter(|_| end < rows) else { return take };
-        let offset = self.region.offset[0];
-        let step = self.region.stride.as_ref().map_or(1, |s| s[0]);
-        let unit_of = |row: u64| (offset + row * step) / unit;
-        let cut = unit_of(end - 1);
-        if unit_of(end) != cut {
-            return take;
-        }
-        // The first row past the chunk `cut`, and its first row.
-        let chunk_end = ((cut + 1) * unit).saturating_sub(offset).div_ceil(step).min(rows);
-        let chunk_start = (cut * unit).saturating_sub(offset).div_ceil(step);
-        if (chunk_end - self.next_row).saturating_mul(self.row_bytes) <= self.slab_bytes.saturating_mul(SLAB_STRETCH) {
-            chunk_end - self.next_row
-        } else if chunk_start > self.next_row {
-            chunk_start - self.next_row
-        } else {
-            take
-        }
+        let along = Along {
+            offset: self.region.offset[0],
+            step: self.region.stride.as_ref().map_or(1, |s| s[0]),
+            rows,
+            unit: self.unit,
+        };
+        slab_rows(&along, self.next_row, self.rows_per_slab, self.row_bytes, self.slab_bytes)
     }
 
     /// Bytes not yet read.
@@ -211,6 +196,39 @@ impl Read for Slabs {
         self.position += n;
         self.remaining -= n as u64;
         Ok(n)
+    }
+}
+
+/// A selection along its first dimension: from `offset` every `step`, `rows` rows, in an array
+/// decoded `unit` rows at a time (`None`: unknown).
+struct Along {
+    offset: u64,
+    step: u64,
+    rows: u64,
+    unit: Option<u64>,
+}
+
+/// How many rows the slab starting at row `next` takes: `rows_per_slab`, stretched to the end
+/// of the chunk it would cut (within `SLAB_STRETCH` times `slab_bytes`), else cut back to that
+/// chunk's start, so that no chunk is decoded by two slabs when it can be avoided.
+fn slab_rows(along: &Along, next: u64, rows_per_slab: u64, row_bytes: u64, slab_bytes: u64) -> u64 {
+    let take = rows_per_slab.min(along.rows - next);
+    let end = next + take;
+    let Some(unit) = along.unit.filter(|_| end < along.rows) else { return take };
+    let unit_of = |row: u64| (along.offset + row * along.step) / unit;
+    let cut = unit_of(end - 1);
+    if unit_of(end) != cut {
+        return take;
+    }
+    // The first row past the chunk `cut`, and its first row.
+    let chunk_end = ((cut + 1) * unit).saturating_sub(along.offset).div_ceil(along.step).min(along.rows);
+    let chunk_start = (cut * unit).saturating_sub(along.offset).div_ceil(along.step);
+    if (chunk_end - next).saturating_mul(row_bytes) <= slab_bytes.saturating_mul(SLAB_STRETCH) {
+        chunk_end - next
+    } else if chunk_start > next {
+        chunk_start - next
+    } else {
+        take
     }
 }
 
@@ -528,7 +546,8 @@ pub fn find(
     let mut matches = Matches { coordinates: Vec::new(), values: Vec::new(), next: None };
     let mut seen = 0u64; // elements of the selection passed so far
     let stop = "enough matches";
-    let outcome = Slabs::new(array.clone(), region.clone(), slab_bytes)?.for_each(|slab, bytes| {
+    // The matches of one slab whose first element is element `seen` of the selection.
+    let mut scan = |slab: &Region, bytes: &[u8], seen: u64| -> Result<(), ArrayError> {
         let elements = bytes.len() / data_type.size();
         for i in 0..elements {
             let index = seen + i as u64;
@@ -553,9 +572,21 @@ pub fn find(
             matches.coordinates.push(coordinate);
             matches.values.push(value);
         }
-        seen += elements as u64;
         Ok(())
-    });
+    };
+    let mut slabs = Slabs::new(array.clone(), region.clone(), slab_bytes)?;
+    let mut outcome = Ok(());
+    while let Some(slab) = slabs.next_slab() {
+        let elements: u64 = slab.count.iter().product();
+        // Slabs wholly before `after` (the pages already answered) are skipped unread.
+        if seen + elements > after {
+            outcome = array.read_vec(&slab).and_then(|bytes| scan(&slab, &bytes, seen));
+            if outcome.is_err() {
+                break;
+            }
+        }
+        seen += elements;
+    }
     match outcome {
         Err(ArrayError::Spec(why)) if why == stop => Ok(matches),
         other => other.map(|()| matches),
@@ -608,6 +639,27 @@ mod tests {
         assert!(matches!(Expr::parse(&long), Err(ArrayError::Spec(why)) if why.contains("tokens")));
         let nested = format!("{}abs(value) > 0{}", "(".repeat(MAX_EXPR_DEPTH - 1), ")".repeat(MAX_EXPR_DEPTH - 1));
         assert!(Expr::parse(&nested).unwrap().holds(1.0));
+    }
+
+    #[test]
+    fn slabs_end_where_chunks_end() {
+        let along = |offset, step, rows, unit| Along { offset, step, rows, unit };
+        // EQSIM's threshold scan: rows 1024..1088 of chunks 256 rows long, 8 MiB slabs of
+        // 256 KiB rows (32 rows): one slab of 64 rows (16 MiB), not two that decode the same chunks.
+        assert_eq!(slab_rows(&along(1024, 1, 64, Some(256)), 0, 32, 256 << 10, 8 << 20), 64);
+        // Without a known chunk, or ending at a chunk's end, the slab is as asked.
+        assert_eq!(slab_rows(&along(1024, 1, 64, None), 0, 32, 256 << 10, 8 << 20), 32);
+        assert_eq!(slab_rows(&along(0, 1, 64, Some(32)), 0, 32, 1, 32), 32);
+        // A chunk within 4 slabs' bytes is stretched to; one past them (rows 400..549 cut the
+        // chunk 500..1000, whose end is 600 rows > 4 x 140 bytes away): cut back to its start...
+        assert_eq!(slab_rows(&along(0, 1, 1000, Some(100)), 0, 150, 1, 150), 200);
+        assert_eq!(slab_rows(&along(400, 1, 1000, Some(500)), 0, 150, 1, 140), 100);
+        // ...unless the slab starts in that chunk: then it is cut where asked.
+        assert_eq!(slab_rows(&along(0, 1, 1000, Some(1000)), 0, 150, 1, 150), 150);
+        // Strided rows: rows k at 10 + 7k, chunks of 50; 5 rows reach 38, the chunk ends after row 5.
+        assert_eq!(slab_rows(&along(10, 7, 100, Some(50)), 0, 5, 1, 5), 6);
+        // The last slab takes what is left.
+        assert_eq!(slab_rows(&along(0, 1, 10, Some(4)), 8, 5, 1, 5), 2);
     }
 
     #[test]

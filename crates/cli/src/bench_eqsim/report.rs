@@ -65,6 +65,16 @@ fn targets() -> Vec<Described> {
     ]
 }
 
+/// A codec as the table names it.
+fn short_codec(codec: &str) -> &'static str {
+    match codec {
+        HDF5_CODEC => "HDF5 gzip 1+shuffle",
+        GZIP_CODEC => "Zarr shuffle+gzip 1",
+        ZSTD_CODEC => "zstd 1",
+        _ => "",
+    }
+}
+
 /// Whether two answers agree (sums of float32 in another order differ in the last digits).
 fn agrees(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else { return false };
@@ -133,7 +143,7 @@ pub(super) fn report(all: &Map<String, Value>, patterns: &[Pattern], args: &Benc
     let baseline = all.get(BASELINE);
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    let mut header = vec!["target".to_string()];
+    let mut header = vec!["target".to_string(), "codec".to_string()];
     header.extend(patterns.iter().map(|p| p.name.to_string()));
     header.push("median vs h5py / vs cached".into());
     table.set_header(header);
@@ -156,7 +166,7 @@ pub(super) fn report(all: &Map<String, Value>, patterns: &[Pattern], args: &Benc
             };
             table.add_row(vec![format!("-- {title} --")]);
         }
-        let mut cells = vec![format!("{} [{}]", d.label, d.codec)];
+        let mut cells = vec![d.label.clone(), short_codec(d.codec).to_string()];
         if let Some(reason) = target["skipped"].as_str() {
             cells.push(format!("skipped: {reason}"));
             table.add_row(cells);
