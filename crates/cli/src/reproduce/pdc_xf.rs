@@ -17,7 +17,7 @@ const PUBLISHED_OVER_HDF5_CACHED: f64 = 15.0;
 
 /// The bucket and arrays `bench eqsim` leaves in its data root.
 const EQSIM_BUCKET: &str = "isthmus-bench";
-const EQSIM_SAME_CHUNKS: &str = "ground.zarr";
+const EQSIM_SAME_CHUNKS: &str = "ground.zarr/vel";
 
 /// The fields of a `bench vpic-io --json` document this report reads.
 #[derive(Debug, Clone, Deserialize)]
@@ -367,7 +367,7 @@ fn migration(runner: &mut Runner, root: &std::path::Path) -> Result<Section, Str
     let mut copies = Vec::new();
     for (direction, source, to) in [
         ("push", format!("{EQSIM_BUCKET}/{EQSIM_SAME_CHUNKS}"), remote.clone()),
-        ("pull", remote.clone(), format!("{EQSIM_BUCKET}/pulled-back.zarr")),
+        ("pull", remote.clone(), format!("{EQSIM_BUCKET}/pulled-back.zarr/vel")),
     ] {
         let json = runner.output(&format!("region-{direction}.json"));
         let mut args = words(&["region", direction, &source, "--to", &to, "--select", &select, "--root"]);
@@ -383,7 +383,7 @@ fn migration(runner: &mut Runner, root: &std::path::Path) -> Result<Section, Str
 fn migration_section(select: &str, copies: &[Copied]) -> Result<Section, String> {
     let mut section = Section::new("A region moved between two sites (Figure 9)");
     section.text.push(format!(
-        "The region `{select}` of the EQSIM array (the HDF5 file's chunks, zstd) pushed from this site's data \
+        "The region `{select}` of the EQSIM velocity array (`ground.zarr/vel`: the HDF5 file's chunks, zstd) pushed from this site's data \
          root to another site's gateway with `isthmus region push`, then pulled back into a new array with \
          `isthmus region pull`: only the chunks the region intersects move, in parallel. Where the time went: \
          planning, metadata, and, summed over the chunks moved at once, reading the source, checking the \
