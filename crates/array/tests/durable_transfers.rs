@@ -4,102 +4,18 @@
 //! plain file in its place holding the region's bytes, and no staged (temporary) file remains.
 //! Chunk writes are slowed down so that a `start` or `flush` returning early would be caught.
 
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use isthmus_array::backend::{ChunkStore, WriteCondition};
 use isthmus_array::{
     ArraySpec, Consistency, DataType, Direction, EngineStorage, Location, Region, TransferOptions, Transfers, ZarrArray,
 };
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{Durability, RequestContext, Store};
-use zarrs::storage::byte_range::ByteRangeIterator;
-use zarrs::storage::{
-    Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
-    StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
-};
 
-/// The engine's store, each chunk write slowed and counted once it has returned.
-struct Slow {
-    inner: EngineStorage,
-    done: AtomicUsize,
-}
-
-impl ReadableStorageTraits for Slow {
-    fn get_partial_many<'a>(
-        &'a self,
-        key: &StoreKey,
-        ranges: ByteRangeIterator<'a>,
-    ) -> Result<MaybeBytesIterator<'a>, StorageError> {
-        self.inner.get_partial_many(key, ranges)
-    }
-    fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
-        self.inner.size_key(key)
-    }
-    fn supports_get_partial(&self) -> bool {
-        true
-    }
-}
-
-impl WritableStorageTraits for Slow {
-    fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.inner.set(key, value)
-    }
-    fn set_partial_many(&self, key: &StoreKey, values: OffsetBytesIterator) -> Result<(), StorageError> {
-        self.inner.set_partial_many(key, values)
-    }
-    fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
-        self.inner.erase(key)
-    }
-    fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        self.inner.erase_prefix(prefix)
-    }
-    fn supports_set_partial(&self) -> bool {
-        false
-    }
-}
-
-impl ListableStorageTraits for Slow {
-    fn list(&self) -> Result<StoreKeys, StorageError> {
-        self.inner.list()
-    }
-    fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        self.inner.list_prefix(prefix)
-    }
-    fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        self.inner.list_dir(prefix)
-    }
-    fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
-        self.inner.size_prefix(prefix)
-    }
-}
-
-impl ChunkStore for Slow {
-    fn get_tagged(&self, key: &StoreKey) -> Result<Option<(Bytes, String)>, StorageError> {
-        self.inner.get_tagged(key)
-    }
-    fn set_if(&self, key: &StoreKey, value: &[u8], condition: WriteCondition) -> Result<bool, StorageError> {
-        let chunk = key.as_str().contains("/c/");
-        if chunk {
-            std::thread::sleep(Duration::from_millis(3));
-        }
-        let written = self.inner.set_if(key, value, condition)?;
-        if chunk {
-            self.done.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(written)
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
-        self.inner.put_copy(key, value, source_tag)
-    }
-    fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {
-        self.inner.copied_from(key)
-    }
-}
+use common::Watched;
 
 /// Every file under `dir`, relative paths.
 fn files(dir: &std::path::Path) -> Vec<String> {
@@ -139,10 +55,10 @@ fn strict_transfers_have_every_chunk_in_place_when_start_or_flush_returns() {
     let engine = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
     engine.create_bucket(&RequestContext::process(), "arrays", &Default::default()).unwrap();
     let engine: Arc<dyn Store> = Arc::new(engine);
-    let slow = Arc::new(Slow {
-        inner: EngineStorage::new(engine, RequestContext::process(), "arrays", ""),
-        done: AtomicUsize::new(0),
-    });
+    let slow = Arc::new(Watched::new(
+        EngineStorage::new(engine, RequestContext::process(), "arrays", ""),
+        Duration::from_millis(3),
+    ));
     let location = Location::Chunks(slow.clone());
     let spec = ArraySpec::new(vec![4, 64], DataType::UInt8, vec![1, 8]);
     let array = Arc::new(ZarrArray::create(&location, "v", &spec).unwrap());
@@ -156,14 +72,14 @@ fn strict_transfers_have_every_chunk_in_place_when_start_or_flush_returns() {
         let region = Region::new(vec![0, chunk * 8], vec![1, 8]);
         let t = transfers.create_with(&array, region, Direction::Write, Consistency::Strong).unwrap();
         transfers.start(&t, Some(&data[chunk as usize * 8..][..8])).unwrap();
-        assert_eq!(slow.done.load(Ordering::SeqCst), chunk as usize + 1, "start returned before its write");
+        assert_eq!(slow.written(), chunk as usize + 1, "start returned before its write");
     }
     check_row_on_disk(&bucket, 0);
 
     // Strong, a whole row (8 chunks, on the pool): row 1.
     let t = transfers.create_with(&array, Region::new(vec![1, 0], vec![1, 64]), Direction::Write, Consistency::Strong);
     transfers.start(&t.unwrap(), Some(&row_data(1))).unwrap();
-    assert_eq!(slow.done.load(Ordering::SeqCst), 16, "start returned before its writes");
+    assert_eq!(slow.written(), 16, "start returned before its writes");
     check_row_on_disk(&bucket, 1);
 
     // Session, rows 2 and 3 started and never waited for: in place once flush returns.
@@ -177,7 +93,7 @@ fn strict_transfers_have_every_chunk_in_place_when_start_or_flush_returns() {
         })
         .collect();
     transfers.flush();
-    assert_eq!(slow.done.load(Ordering::SeqCst), 32, "flush returned before every write");
+    assert_eq!(slow.written(), 32, "flush returned before every write");
     check_row_on_disk(&bucket, 2);
     check_row_on_disk(&bucket, 3);
     drop(started);

@@ -4,98 +4,21 @@
 //! buffer makes `start` wait, reads nobody waits for are a clear error); concurrent writers of
 //! different parts of the same chunks from many threads produce the reference.
 
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use isthmus_access::Authorized;
-use isthmus_array::backend::{ChunkStore, WriteCondition};
 use isthmus_array::{
     ArraySpec, Consistency, DataType, Direction, EngineStorage, Location, Region, Status, TransferOptions, Transfers,
     ZarrArray,
 };
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{RequestContext, Store};
-use zarrs::storage::byte_range::ByteRangeIterator;
-use zarrs::storage::{
-    Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
-    StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
-};
 
-/// The engine's store, counting chunk writes.
-struct Counting {
-    inner: EngineStorage,
-    writes: AtomicUsize,
-}
-
-impl ReadableStorageTraits for Counting {
-    fn get_partial_many<'a>(
-        &'a self,
-        key: &StoreKey,
-        ranges: ByteRangeIterator<'a>,
-    ) -> Result<MaybeBytesIterator<'a>, StorageError> {
-        self.inner.get_partial_many(key, ranges)
-    }
-    fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
-        self.inner.size_key(key)
-    }
-    fn supports_get_partial(&self) -> bool {
-        true
-    }
-}
-
-impl WritableStorageTraits for Counting {
-    fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.inner.set(key, value)
-    }
-    fn set_partial_many(&self, key: &StoreKey, values: OffsetBytesIterator) -> Result<(), StorageError> {
-        self.inner.set_partial_many(key, values)
-    }
-    fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
-        self.inner.erase(key)
-    }
-    fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        self.inner.erase_prefix(prefix)
-    }
-    fn supports_set_partial(&self) -> bool {
-        false
-    }
-}
-
-impl ListableStorageTraits for Counting {
-    fn list(&self) -> Result<StoreKeys, StorageError> {
-        self.inner.list()
-    }
-    fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        self.inner.list_prefix(prefix)
-    }
-    fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        self.inner.list_dir(prefix)
-    }
-    fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
-        self.inner.size_prefix(prefix)
-    }
-}
-
-impl ChunkStore for Counting {
-    fn get_tagged(&self, key: &StoreKey) -> Result<Option<(Bytes, String)>, StorageError> {
-        self.inner.get_tagged(key)
-    }
-    fn set_if(&self, key: &StoreKey, value: &[u8], condition: WriteCondition) -> Result<bool, StorageError> {
-        if key.as_str().contains("/c/") {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner.set_if(key, value, condition)
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn put_copy(&self, key: &StoreKey, value: &[u8], source_tag: &str) -> Result<(), StorageError> {
-        self.inner.put_copy(key, value, source_tag)
-    }
-    fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {
-        self.inner.copied_from(key)
-    }
-}
+use common::Watched;
 
 fn engine(dir: &std::path::Path) -> Arc<dyn Store> {
     let store = Authorized::without_grants(PosixStore::open(dir, StoreOptions::default()).unwrap());
@@ -103,9 +26,9 @@ fn engine(dir: &std::path::Path) -> Arc<dyn Store> {
     Arc::new(store)
 }
 
-fn counting(dir: &std::path::Path) -> Arc<Counting> {
+fn counting(dir: &std::path::Path) -> Arc<Watched> {
     let inner = EngineStorage::new(engine(dir), RequestContext::process(), "arrays", "");
-    Arc::new(Counting { inner, writes: AtomicUsize::new(0) })
+    Arc::new(Watched::new(inner, Duration::ZERO))
 }
 
 /// A 1-D uint8 array of `len` elements in chunks of `chunk`.
@@ -161,16 +84,16 @@ fn a_batch_is_merged_into_one_write_per_chunk() {
     transfers.start_all(&starts).unwrap();
     let mut waits: Vec<_> = batch.iter().map(|t| (t, None)).collect();
     transfers.wait_all(&mut waits).unwrap();
-    assert_eq!(store.writes.load(Ordering::Relaxed), 4, "one write per chunk");
+    assert_eq!(store.written(), 4, "one write per chunk");
     assert_eq!(array.read_vec(&span(0, 64)).unwrap(), (1..=64).collect::<Vec<u8>>());
 
     // The same one at a time: one read-merge-write each.
-    store.writes.store(0, Ordering::Relaxed);
+    store.writes.store(0, Ordering::SeqCst);
     for (transfer, value) in batch.iter().zip(&values) {
         transfers.start(transfer, Some(&value[..])).unwrap();
         transfers.wait(transfer, None).unwrap();
     }
-    assert_eq!(store.writes.load(Ordering::Relaxed), 64);
+    assert_eq!(store.written(), 64);
 
     // Reads of a batch land in their own buffers.
     let reads: Vec<_> = (0..8).map(|i| transfers.create(&array, span(i * 8, 8), Direction::Read).unwrap()).collect();
