@@ -153,9 +153,18 @@ pub enum BloscShuffle {
 /// A codec after the `bytes` serialisation (bytes-to-bytes in Zarr v3 terms).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Codec {
-    Zstd { level: i32, checksum: bool },
-    Gzip { level: u32 },
-    Blosc { cname: String, clevel: u32, shuffle: BloscShuffle },
+    Zstd {
+        level: i32,
+        checksum: bool,
+    },
+    Gzip {
+        level: u32,
+    },
+    Blosc {
+        cname: String,
+        clevel: u32,
+        shuffle: BloscShuffle,
+    },
     Crc32c,
     /// Byte shuffle by element (`numcodecs.shuffle`), as HDF5's shuffle filter: before gzip, it
     /// makes a Zarr copy compressed as an HDF5 file's `gzip + shuffle` chunks are.
