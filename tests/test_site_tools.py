@@ -71,6 +71,19 @@ def test_shell_completions_parse():
     assert run("completions", "tcsh").returncode != 0
 
 
+def test_completions_follow_the_commands_and_flags():
+    """Completions are generated from the same definitions as the commands, so they name every
+    command, the nested ones (`bench reproduce`, `config reference`) and every flag of `serve`
+    and `bench`: a command added without them would show here."""
+    bash = run("completions", "bash").stdout
+    commands = re.findall(r"^  ([a-z-]+)\s", run("--help").stdout.split("Commands:")[1], re.M)
+    for command in [c for c in commands if c != "help"] + ["reproduce", "reference"]:
+        assert f"isthmus__{command}" in bash or f"__{command}" in bash, command
+    for command in (["serve"], ["bench"], ["bench", "reproduce"], ["cost"]):
+        for flag in set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", run(*command, "--help").stdout)):
+            assert flag in bash, (command, flag)
+
+
 def test_config_check_says_what_a_file_means_and_what_is_wrong(tmp_path):
     good = tmp_path / "good.toml"
     good.write_text(f'root = "{tmp_path}/data"\naddress = "127.0.0.1:9443"\nadmin_address = "127.0.0.1:9100"\n'

@@ -88,7 +88,7 @@ pub struct ServeArgs {
     /// Do not serve the web console at /console/
     #[arg(long)]
     pub no_console: bool,
-    /// TOML configuration file (see README); flags given here override it
+    /// TOML configuration file (docs/operator/configuration.md); flags given here override it
     #[arg(long)]
     pub config: Option<PathBuf>,
 }

@@ -21,11 +21,18 @@ pub enum ConfigCommand {
         /// The TOML configuration file
         file: PathBuf,
     },
+    /// Print the configuration reference (every key and flag, Markdown), generated from the
+    /// code's definitions: docs/operator/config-reference.md is this output
+    Reference,
 }
 
 pub fn run(args: ConfigArgs) -> Result<(), String> {
     match args.command {
         ConfigCommand::Check { file } => check(file),
+        ConfigCommand::Reference => {
+            print!("{}", crate::config_reference::markdown()?);
+            Ok(())
+        }
     }
 }
 

@@ -13,6 +13,7 @@ mod bench_pools;
 mod bench_setup;
 mod config;
 mod config_check;
+mod config_reference;
 mod copy;
 mod cost;
 mod pool;

@@ -201,7 +201,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             println!("  identity: posix (each user's requests run with its Unix identity; the kernel decides)");
         } else if rustix::process::geteuid().is_root() {
             println!(
-                "  identity: gateway, running as root: every file is created as root and only the gateway's rules protect them; see README \"Unix identities\" for identity = \"posix\""
+                "  identity: gateway, running as root: every file is created as root and only the gateway's rules protect them; see docs/operator/identity.md for identity = \"posix\""
             );
         }
         // At start and then every hour, on the blocking pool: what dead writers left, expired

@@ -390,7 +390,7 @@ pub(crate) struct KeyLock {
 }
 
 /// The delay `ISTHMUS_EC_SLOW_DRIVES` (`PATH=MS,...`) injects into a drive's I/O: a test aid
-/// standing in for a failing disk, named in the README.
+/// standing in for a failing disk, named in docs/operator/pools.md.
 fn injected_delay(path: &Path) -> Option<Duration> {
     let spec = std::env::var("ISTHMUS_EC_SLOW_DRIVES").ok()?;
     spec.split(',').find_map(|entry| {

@@ -66,7 +66,7 @@ pub enum EtagPolicy {
     Md5,
     /// A tag unique to the write (`etag = "unique"`), unless the client declared a Content-MD5,
     /// which is then computed, verified and used. MD5 runs at about 0.6 GiB/s on one core and
-    /// took a quarter of the CPU of an erasure write (profile in the README): a pool written at
+    /// took a quarter of the CPU of an erasure write (profile in docs/benchmarks/pools.md): a pool written at
     /// disk speed by clients that check checksums, not ETags, can do without it. An object's
     /// ETag then ends in "-1" (clients do not take it for an MD5), a part's is 32 random hex
     /// digits (the multipart ETag is computed from the parts' as usual).

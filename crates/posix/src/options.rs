@@ -15,7 +15,7 @@ pub struct StoreOptions {
     /// Upper bound on the directory entries kept in the sorted-listing cache.
     pub list_cache_entries: u64,
     /// Files written outside the gateway up to this many bytes get the MD5 of their content as
-    /// ETag; larger ones get `meta::identity_etag` (see the README on foreign files).
+    /// ETag; larger ones get `meta::identity_etag` (see docs/user/objects-and-files.md on foreign files).
     pub etag_md5_limit: u64,
     /// How many object descriptions HEAD and GET keep while their files are unchanged
     /// (`head_cache`; about 300 bytes each).

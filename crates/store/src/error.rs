@@ -170,7 +170,7 @@ impl StoreError {
             Self::KeyTooLong(_) => "KeyTooLongError",
             Self::InvalidKey(_) => "InvalidArgument",
             // S3 has no file/directory duality; these two codes follow the naming of S3 codes
-            // and are documented in the README.
+            // and are documented in docs/user/objects-and-files.md.
             Self::ParentIsObject(_) => "ParentIsObject",
             Self::ObjectIsDirectory(_) => "ObjectIsDirectory",
             Self::PreconditionFailed => "PreconditionFailed",

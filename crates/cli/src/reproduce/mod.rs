@@ -37,7 +37,7 @@ pub struct ReproduceArgs {
     /// The study
     #[arg(value_enum)]
     pub study: Study,
-    /// The quick size (under 10 minutes on 2 cores); without it, the full size the README gives
+    /// The quick size (under 10 minutes on 2 cores); without it, the full size docs/benchmarks/reproduce.md gives
     #[arg(long)]
     pub quick: bool,
     /// Where the report goes (report.md, its SVG figures and the raw JSON results)

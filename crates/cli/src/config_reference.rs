@@ -1,0 +1,149 @@
+//! The configuration reference (docs/operator/config-reference.md), generated from the code's
+//! own definitions so it cannot drift: every key of the configuration file as serde reads it
+//! (`FileConfig`), each with the `serve` flag clap defines for it (its help, possible values
+//! and default) or, for keys that only the file has, the description below. A test fails when
+//! the committed page differs from what this module generates, or when a key has no text.
+
+use clap::Args;
+
+use crate::config::{FileConfig, ServeArgs};
+
+/// Keys the file has and the command line has not, each with what it means.
+const FILE_ONLY: &[(&str, &str)] = &[
+    ("sigv2", "Accept requests signed with AWS Signature Version 2 (the opposite of `--disable-sigv2`) [default: true]"),
+    ("console", "Serve the web console at /console/ (the opposite of `--no-console`) [default: true]"),
+    (
+        "root_user",
+        "The root user's keys: a table with `access_key`, `secret_key` and, with identity = \"posix\", \
+         `unix_user` or `uid` [default: ISTHMUS_ROOT_ACCESS_KEY/ISTHMUS_ROOT_SECRET_KEY, else ROOT/.isthmus/credentials.toml]",
+    ),
+    (
+        "users",
+        "Further users (`[[users]]`): `access_key`, `secret_key`, `display_name`, `buckets` (patterns of buckets \
+         granted besides their own), and with identity = \"posix\" `unix_user` or `uid` (and `gid`)",
+    ),
+    ("root_identity", "The root user's Unix identity with identity = \"posix\" (`unix_user` or `uid`), if not in `root_user`"),
+    ("allow_root", "Permit users that map to uid 0 with identity = \"posix\" [default: false]"),
+    ("identity_refresh_seconds", "Seconds between re-resolutions of the users' Unix identities (also on SIGHUP) [default: 300]"),
+    ("local_socket_max_connections", "Connections the local socket serves at once (each has a thread) [default: 256]"),
+    (
+        "local_socket_descriptors",
+        "Answer local-socket GETs of objects that are one file (256 KiB and more) with a read-only descriptor of \
+         the file, which the peer reads itself [default: true]",
+    ),
+    (
+        "token_issuers",
+        "Issuers whose bearer tokens (JWT: WLCG, SciTokens) the gateway trusts (`[[token_issuers]]`: `issuer`, \
+         `jwks_file` or `jwks_url`, `audiences`, `base_path`, the users subjects and groups map to; see the \
+         operator guide's tokens section)",
+    ),
+    (
+        "outbound_allow",
+        "Hosts third-party copy may reach besides public ones: networks, addresses, optionally with a port \
+         (`[\"10.1.0.0/16\", \"127.0.0.1:9001\"]`); loopback, private, link-local and the gateway's own \
+         listeners are refused unless listed [default: none]",
+    ),
+    ("quotas", "Hard quotas per bucket or user (`[[quotas]]`: `bucket` or `user`, `max_bytes`, `max_objects`)"),
+    (
+        "quota_rescan_seconds",
+        "Seconds between recounts of the usage quotas check (changes made on the POSIX side are seen then) [default: 300]",
+    ),
+];
+
+/// Every key of the configuration file, in declaration order, as serde knows them: a key no
+/// struct field reads is refused with the list of those it expects.
+pub fn file_keys() -> Vec<String> {
+    let probe = "no_such_key_lists_the_keys = 0";
+    let message = match toml::from_str::<FileConfig>(probe) {
+        Ok(_) => return Vec::new(),
+        Err(e) => e.message().to_string(),
+    };
+    let expected = message.split("expected one of").nth(1).unwrap_or_default();
+    expected.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// One row of the reference: the key, its flag (if any), what it does.
+struct Row {
+    key: String,
+    flag: Option<String>,
+    help: String,
+    values: Vec<String>,
+}
+
+fn rows() -> Result<Vec<Row>, String> {
+    let command = ServeArgs::augment_args(clap::Command::new("serve"));
+    let mut rows = Vec::new();
+    for key in file_keys() {
+        let flag = command.get_arguments().find(|a| a.get_long().is_some_and(|l| l.replace('-', "_") == key));
+        let row = match (flag, FILE_ONLY.iter().find(|(k, _)| *k == key)) {
+            (Some(arg), _) => Row {
+                key: key.clone(),
+                flag: arg.get_long().map(|l| format!("--{l}")),
+                help: arg.get_help().map(|h| h.to_string()).unwrap_or_default(),
+                values: arg.get_possible_values().iter().map(|v| v.get_name().to_string()).collect(),
+            },
+            (None, Some((_, help))) => Row { key: key.clone(), flag: None, help: help.to_string(), values: Vec::new() },
+            (None, None) => return Err(format!("configuration key {key:?} has no flag and no description in FILE_ONLY")),
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The reference page, Markdown.
+pub fn markdown() -> Result<String, String> {
+    let mut text = String::from(
+        "# Configuration reference\n\n\
+         Generated by `isthmus config reference` from the code's own definitions (the configuration file's keys \
+         and the `serve` flags); a test fails when this page is stale. Every key can be set in the TOML file given \
+         with `--config`; a flag, where there is one, overrides the file. How the pieces fit: \
+         [Configuration](configuration.md).\n\n\
+         | key | flag | values | what it does |\n|---|---|---|---|\n",
+    );
+    for row in rows()? {
+        let help = row.help.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|");
+        text += &format!(
+            "| `{}` | {} | {} | {} |\n",
+            row.key,
+            row.flag.map_or_else(|| "file only".to_string(), |f| format!("`{f}`")),
+            row.values.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
+            help
+        );
+    }
+    let flags: Vec<String> = ServeArgs::augment_args(clap::Command::new("serve"))
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| !file_keys().contains(&l.replace('-', "_")))
+        .map(|l| format!("`--{l}`"))
+        .collect();
+    text += &format!(
+        "\nFlags with no key of their own: {} (`--disable-sigv2` and `--no-console` are the keys `sigv2 = false` \
+         and `console = false`; `--config` names the file).\n",
+        flags.join(", ")
+    );
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_lists_the_file_keys_and_each_has_a_text() {
+        let keys = file_keys();
+        assert!(keys.len() > 20 && keys.contains(&"root".to_string()) && keys.contains(&"quotas".to_string()), "{keys:?}");
+        for (key, _) in FILE_ONLY {
+            assert!(keys.contains(&key.to_string()), "FILE_ONLY names {key:?}, which the file does not have");
+        }
+        rows().expect("every key described");
+    }
+
+    #[test]
+    fn the_committed_reference_is_current() {
+        let committed = include_str!("../../../docs/operator/config-reference.md");
+        assert!(
+            committed == markdown().expect("a reference"),
+            "docs/operator/config-reference.md is stale: run `isthmus config reference > docs/operator/config-reference.md`"
+        );
+    }
+}
