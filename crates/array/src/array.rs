@@ -11,7 +11,8 @@ use zarrs::array::{Array, ArrayMetadata};
 use zarrs::storage::{ReadableWritableListableStorageTraits, StoreKey};
 
 use crate::backend::{ChunkStore, WriteCondition};
-use crate::chunks::{self, Extent, Source, Target, ZArray};
+use crate::chunk_reads::{self, Target};
+use crate::chunks::{self, Extent, Source, ZArray};
 use crate::remote::{RemoteEndpoint, S3Storage};
 use crate::spec::{ArraySpec, DataType};
 use crate::storage::EngineStorage;
@@ -202,7 +203,7 @@ impl ZarrArray {
             .into_iter()
             .map(|piece| Target { piece, output: 0, shape: &shape })
             .collect();
-        crate::pool::io_pool().install(|| chunks::read_pieces(&self.array, targets, &mut [out]))
+        crate::pool::io_pool().install(|| chunk_reads::read_pieces(&self.array, targets, &mut [out]))
     }
 
     /// Reads `region` into a new buffer.

@@ -1,4 +1,4 @@
-//! How the chunks of a read are decoded (`chunks::read_pieces` runs the plan): each chunk a read
+//! How the chunks of a read are decoded (`read_pieces` runs the plan): each chunk a read
 //! touches becomes one or more decode jobs, run in parallel, whose bytes are then copied into the
 //! caller's buffers. A sharded chunk read for one piece is decoded inner chunk by inner chunk,
 //! only those holding an element of the piece, through one shard decoder (the shard's index read
@@ -12,11 +12,35 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayPartialDecoderTraits, ArrayShardedExt, ArraySubset, CodecOptions};
 
 use crate::ArrayError;
-use crate::chunks::{Piece, Target, ZArray, copy_box};
+use crate::chunks::{Piece, ZArray, copy_box};
 
 /// A span smaller than this share of its chunk is decoded alone (when the codecs allow it):
 /// below it, fetching and assembling the span's rows costs less than the whole chunk.
 const SPAN_SHARE_DENOMINATOR: u64 = 4;
+
+/// A piece to read: where it comes from in its chunk and which output buffer (by index) it
+/// lands in, shaped `shape`.
+pub(crate) struct Target<'a> {
+    pub piece: Piece,
+    pub output: usize,
+    pub shape: &'a [u64],
+}
+
+/// Reads every chunk of `targets` into `outputs`: chunks decoded in parallel, a bounded group at
+/// a time, then copied into place (this module plans how each chunk is decoded).
+pub(crate) fn read_pieces(
+    array: &ZArray,
+    mut targets: Vec<Target<'_>>,
+    outputs: &mut [&mut [u8]],
+) -> Result<(), ArrayError> {
+    targets.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
+    let groups: Vec<&[Target<'_>]> = targets.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
+    let at_once = rayon::current_num_threads() * 2;
+    for batch in groups.chunks(at_once) {
+        read_groups(array, batch, outputs)?;
+    }
+    Ok(())
+}
 
 /// One decode: a box of a chunk and the pieces (output buffer, its shape, the piece) it feeds.
 struct Job<'a> {

@@ -373,30 +373,6 @@ pub(crate) fn write_pieces(
     groups.par_iter().try_for_each(|group| write_chunk(array, store, &group[0].piece.chunk, group))
 }
 
-/// A piece to read: where it comes from in its chunk and which output buffer (by index) it
-/// lands in, shaped `shape`.
-pub(crate) struct Target<'a> {
-    pub piece: Piece,
-    pub output: usize,
-    pub shape: &'a [u64],
-}
-
-/// Reads every chunk of `targets` into `outputs`: chunks decoded in parallel, a bounded group at
-/// a time, then copied into place (`chunk_reads` plans how each chunk is decoded).
-pub(crate) fn read_pieces(
-    array: &ZArray,
-    mut targets: Vec<Target<'_>>,
-    outputs: &mut [&mut [u8]],
-) -> Result<(), ArrayError> {
-    targets.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
-    let groups: Vec<&[Target<'_>]> = targets.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
-    let at_once = rayon::current_num_threads() * 2;
-    for batch in groups.chunks(at_once) {
-        crate::chunk_reads::read_groups(array, batch, outputs)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::copy_box;

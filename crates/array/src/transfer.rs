@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::array::ZarrArray;
-use crate::chunks::{self, Extent, Source, Target};
+use crate::chunk_reads::{self, Target};
+use crate::chunks::{self, Extent, Source};
 use crate::{ArrayError, Region};
 
 /// When a transfer's update must be visible.
@@ -521,7 +522,7 @@ fn run_group(group: &[Job<'_>]) -> Result<Vec<Option<Vec<u8>>>, String> {
         }
         let mut outputs: Vec<Vec<u8>> = group.iter().map(|job| vec![0; job.transfer.bytes as usize]).collect();
         let mut views: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
-        chunks::read_pieces(array.inner(), targets, &mut views)?;
+        chunk_reads::read_pieces(array.inner(), targets, &mut views)?;
         Ok(outputs.into_iter().map(Some).collect())
     };
     run().map_err(|err| err.to_string())

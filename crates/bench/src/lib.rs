@@ -37,8 +37,8 @@ pub use mdtest::{Mdtest, Variant};
 pub use mdworkbench::MdWorkbench;
 pub use report::{Report, ratio_to_posix};
 pub use streams::{StreamsResult, run_streams, run_streams_synced};
-pub use target::{
-    BenchError, BenchResult, Connection, EmbeddedTarget, LocalSocketTarget, PosixTarget, S3Target, Target,
-};
+pub use target::{BenchError, BenchResult, Connection, PosixTarget, Target};
+pub use target_engine::{EmbeddedTarget, LocalSocketTarget};
+pub use target_s3::S3Target;
 pub use team::Team;
 pub use workload::{Op, OpResult, Workload};

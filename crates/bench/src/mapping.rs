@@ -336,7 +336,7 @@ mod tests {
     use super::*;
     use crate::ior::{Ior, IorVariant};
     use crate::mdtest::{Mdtest, Variant};
-    use crate::target::EmbeddedTarget;
+    use crate::target_engine::EmbeddedTarget;
     use crate::workload::Op;
 
     #[test]

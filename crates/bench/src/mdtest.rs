@@ -409,7 +409,7 @@ mod tests {
     fn object_targets_make_directory_objects_and_rename_by_copy_and_delete() {
         let dir = tempfile::tempdir().unwrap();
         let store = isthmus_posix::PosixStore::open(dir.path(), isthmus_posix::StoreOptions::default()).unwrap();
-        let target = crate::target::EmbeddedTarget {
+        let target = crate::target_engine::EmbeddedTarget {
             store: std::sync::Arc::new(store),
             root: dir.path().into(),
             bucket: "mdtest".into(),

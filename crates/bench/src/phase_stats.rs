@@ -2,46 +2,11 @@
 //! its rate, the mean time of one operation and the mean rate per node, the form of mdtest's
 //! SUMMARY and of Table 5 in Gadban & Kunkel (2021); and the merge of the iterations' results.
 
-use serde::{Deserialize, Serialize};
-
 use crate::workload::OpResult;
 
-/// One phase over its iterations, all ranks together.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhaseStats {
-    /// The rate (ops/s) of each iteration, all ranks added up.
-    pub rates: Vec<f64>,
-    pub max_ops_per_s: f64,
-    pub min_ops_per_s: f64,
-    pub mean_ops_per_s: f64,
-    /// Population standard deviation of the rates, as mdtest's summary computes it.
-    pub stddev_ops_per_s: f64,
-    /// Mean time of one operation, in ms, over every operation of every iteration and rank
-    /// (from the latency histogram: Table 5's "mean time").
-    pub mean_ms: f64,
-    /// Nodes the ranks ran on (distinct host names).
-    pub nodes: usize,
-    /// `mean_ops_per_s / nodes`: the paper's averaged figure per node.
-    pub mean_ops_per_s_per_node: f64,
-}
+pub use crate::workload::PhaseStats;
 
 impl PhaseStats {
-    pub fn new(rates: Vec<f64>, mean_ms: f64, nodes: usize) -> Self {
-        let n = rates.len().max(1) as f64;
-        let mean = rates.iter().sum::<f64>() / n;
-        let variance = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n;
-        Self {
-            max_ops_per_s: rates.iter().copied().fold(0.0, f64::max),
-            min_ops_per_s: if rates.is_empty() { 0.0 } else { rates.iter().copied().fold(f64::INFINITY, f64::min) },
-            mean_ops_per_s: mean,
-            stddev_ops_per_s: variance.sqrt(),
-            mean_ms,
-            nodes: nodes.max(1),
-            mean_ops_per_s_per_node: mean / nodes.max(1) as f64,
-            rates,
-        }
-    }
-
     /// The same rates counted over `nodes` nodes, with the mean time of `result`'s histogram.
     pub fn recount(&self, result: &OpResult, nodes: usize) -> Self {
         Self::new(self.rates.clone(), mean_ms(result), nodes)

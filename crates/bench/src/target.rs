@@ -396,5 +396,3 @@ impl Target for PosixTarget {
     }
 }
 
-pub use crate::target_engine::{EmbeddedTarget, LocalSocketTarget};
-pub use crate::target_s3::S3Target;

@@ -19,7 +19,6 @@ use isthmus_array::{
 };
 
 use crate::vpic_cache::CacheUsage;
-pub use crate::vpic_write::VpicMode;
 use crate::{BenchError, BenchResult};
 
 /// The properties of a VPIC particle (h5bench: x, y, z, id1, id2, px, py, pz).
@@ -42,6 +41,55 @@ pub struct VpicParams {
     pub durable: bool,
     /// Threads of each rank's transfer pool.
     pub threads: usize,
+}
+
+/// How the ranks move their regions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VpicMode {
+    /// PDC-XF's strong consistency: each region's transfer is started and waited for (its
+    /// write durable and visible) before the next region's, one region at a time, no batching.
+    Strong,
+    /// PDC-XF's session consistency: a step's regions are started together and never waited
+    /// for during the run; the session has one consistency point, at close (flush, then the
+    /// waits, which then only collect outcomes). The transfer buffer bounds what is in flight.
+    Session,
+    /// h5bench's asynchronous VPIC-IO: session transfers, a step's regions started together,
+    /// the previous step's waited for before the next step starts (double buffering). It
+    /// measures how much I/O one step of compute hides, not PDC-XF's consistency point.
+    SessionPerStep,
+}
+
+impl VpicMode {
+    /// PDC-XF's two modes, what `isthmus bench vpic-io` runs unless told otherwise.
+    pub const PAPER: [VpicMode; 2] = [VpicMode::Strong, VpicMode::Session];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VpicMode::Strong => "strong",
+            VpicMode::Session => "session",
+            VpicMode::SessionPerStep => "session-per-step",
+        }
+    }
+
+    /// The consistency of the mode's transfers (reads use it too).
+    pub fn consistency(self) -> Consistency {
+        match self {
+            VpicMode::Strong => Consistency::Strong,
+            VpicMode::Session | VpicMode::SessionPerStep => Consistency::Session,
+        }
+    }
+}
+
+impl std::str::FromStr for VpicMode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "strong" => Ok(VpicMode::Strong),
+            "session" => Ok(VpicMode::Session),
+            "session-per-step" => Ok(VpicMode::SessionPerStep),
+            other => Err(format!("unknown vpic mode {other:?}: use strong, session or session-per-step")),
+        }
+    }
 }
 
 /// Where the particles go.
@@ -228,7 +276,7 @@ pub(crate) fn open_arrays(location: &Location) -> BenchResult<Vec<Arc<ZarrArray>
         .map_err(|e| BenchError::Setup(format!("cannot open the particle arrays: {e}")))
 }
 
-fn property_file(dir: &std::path::Path, property: &str) -> PathBuf {
+pub(crate) fn property_file(dir: &std::path::Path, property: &str) -> PathBuf {
     dir.join(format!("vpic-{property}.bin"))
 }
 
@@ -258,50 +306,6 @@ pub fn prepare(params: &VpicParams, target: &VpicTarget) -> BenchResult<()> {
             Ok(())
         }
     }
-}
-
-/// `vpic-io`: every rank of this process writes its particles' 8 properties per step. Array
-/// targets also answer the transfer buffer in use over the run.
-pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<(Vec<RankTimes>, Option<CacheUsage>)> {
-    match target {
-        VpicTarget::Posix { dir } => {
-            let files: Vec<std::fs::File> = PROPERTIES
-                .iter()
-                .map(|p| std::fs::OpenOptions::new().write(true).open(property_file(dir, p)))
-                .collect::<Result<_, _>>()?;
-            let times = run_ranks(params, |rank| {
-                let (began, mut times) = (Instant::now(), RankTimes::default());
-                for step in 0..params.steps {
-                    let io = Instant::now();
-                    for (p, file) in files.iter().enumerate() {
-                        let offset = (step * params.total_ranks as u64 + rank as u64) * params.particles * 4;
-                        file.write_all_at(&values(rank, step, p, params.particles), offset)?;
-                        if params.durable {
-                            file.sync_data()?;
-                        }
-                    }
-                    times.transfer += io.elapsed();
-                    times.compute(params.compute);
-                }
-                times.total = began.elapsed();
-                Ok(times)
-            })?;
-            Ok((times, None))
-        }
-        VpicTarget::Arrays { location, mode, .. } => {
-            let arrays = open_arrays(location)?;
-            let (times, cache) = crate::vpic_write::write_arrays(params, &arrays, *mode)?;
-            Ok((times, Some(cache)))
-        }
-    }
-}
-
-/// vpic-io on one target by this process alone, prepared first: what a report calls (`isthmus
-/// bench vpic-io` adds the barriers and gathering of a run over several processes).
-pub fn measure_write(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult> {
-    prepare(params, target)?;
-    let (times, cache) = write(params, target)?;
-    Ok(summarize("vpic-io", target, params, &times, cache))
 }
 
 /// `bdcats-io`: every rank of this process reads back its particles, property by property.

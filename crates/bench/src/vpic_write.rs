@@ -2,67 +2,22 @@
 //! wait and flush time under strong and session consistency), and h5bench's asynchronous
 //! VPIC-IO (a step's writes waited for before the next step's start), each rank timed by part.
 
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use isthmus_array::{Consistency, Direction, Region, Transfer, Transfers, ZarrArray};
 
-use crate::vpic::{PROPERTIES, RankTimes, VpicParams, array_error, run_ranks, session, values};
+use crate::vpic::{
+    PROPERTIES, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget, array_error, open_arrays, prepare,
+    property_file, run_ranks, session, summarize, values,
+};
 use crate::vpic_cache::{CacheSampler, CacheUsage};
 use crate::{BenchError, BenchResult};
 
 /// How often the transfer buffer in use is sampled during the write phase.
 pub const CACHE_SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
-
-/// How the ranks move their regions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VpicMode {
-    /// PDC-XF's strong consistency: each region's transfer is started and waited for (its
-    /// write durable and visible) before the next region's, one region at a time, no batching.
-    Strong,
-    /// PDC-XF's session consistency: a step's regions are started together and never waited
-    /// for during the run; the session has one consistency point, at close (flush, then the
-    /// waits, which then only collect outcomes). The transfer buffer bounds what is in flight.
-    Session,
-    /// h5bench's asynchronous VPIC-IO: session transfers, a step's regions started together,
-    /// the previous step's waited for before the next step starts (double buffering). It
-    /// measures how much I/O one step of compute hides, not PDC-XF's consistency point.
-    SessionPerStep,
-}
-
-impl VpicMode {
-    /// PDC-XF's two modes, what `isthmus bench vpic-io` runs unless told otherwise.
-    pub const PAPER: [VpicMode; 2] = [VpicMode::Strong, VpicMode::Session];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            VpicMode::Strong => "strong",
-            VpicMode::Session => "session",
-            VpicMode::SessionPerStep => "session-per-step",
-        }
-    }
-
-    /// The consistency of the mode's transfers (reads use it too).
-    pub fn consistency(self) -> Consistency {
-        match self {
-            VpicMode::Strong => Consistency::Strong,
-            VpicMode::Session | VpicMode::SessionPerStep => Consistency::Session,
-        }
-    }
-}
-
-impl std::str::FromStr for VpicMode {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text.trim() {
-            "strong" => Ok(VpicMode::Strong),
-            "session" => Ok(VpicMode::Session),
-            "session-per-step" => Ok(VpicMode::SessionPerStep),
-            other => Err(format!("unknown vpic mode {other:?}: use strong, session or session-per-step")),
-        }
-    }
-}
 
 /// Writes every rank's steps to `arrays` (one per property) in `mode`, sampling the transfer
 /// buffer in use of this process's sessions meanwhile.
@@ -198,10 +153,54 @@ impl Ranked<'_> {
     }
 }
 
+/// `vpic-io`: every rank of this process writes its particles' 8 properties per step. Array
+/// targets also answer the transfer buffer in use over the run.
+pub fn write(params: &VpicParams, target: &VpicTarget) -> BenchResult<(Vec<RankTimes>, Option<CacheUsage>)> {
+    match target {
+        VpicTarget::Posix { dir } => {
+            let files: Vec<std::fs::File> = PROPERTIES
+                .iter()
+                .map(|p| std::fs::OpenOptions::new().write(true).open(property_file(dir, p)))
+                .collect::<Result<_, _>>()?;
+            let times = run_ranks(params, |rank| {
+                let (began, mut times) = (Instant::now(), RankTimes::default());
+                for step in 0..params.steps {
+                    let io = Instant::now();
+                    for (p, file) in files.iter().enumerate() {
+                        let offset = (step * params.total_ranks as u64 + rank as u64) * params.particles * 4;
+                        file.write_all_at(&values(rank, step, p, params.particles), offset)?;
+                        if params.durable {
+                            file.sync_data()?;
+                        }
+                    }
+                    times.transfer += io.elapsed();
+                    times.compute(params.compute);
+                }
+                times.total = began.elapsed();
+                Ok(times)
+            })?;
+            Ok((times, None))
+        }
+        VpicTarget::Arrays { location, mode, .. } => {
+            let arrays = open_arrays(location)?;
+            let (times, cache) = write_arrays(params, &arrays, *mode)?;
+            Ok((times, Some(cache)))
+        }
+    }
+}
+
+/// vpic-io on one target by this process alone, prepared first: what a report calls (`isthmus
+/// bench vpic-io` adds the barriers and gathering of a run over several processes).
+pub fn measure_write(params: &VpicParams, target: &VpicTarget) -> BenchResult<VpicResult> {
+    prepare(params, target)?;
+    let (times, cache) = write(params, target)?;
+    Ok(summarize("vpic-io", target, params, &times, cache))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vpic::{VpicTarget, prepare, write};
+    use crate::vpic::{VpicTarget, prepare};
     use isthmus_array::Location;
     use isthmus_posix::{PosixStore, StoreOptions};
     use isthmus_store::{RequestContext, Store};
@@ -261,7 +260,7 @@ mod tests {
         }
         // What a report calls: prepared, written and summarized in one.
         let target = VpicTarget::Arrays { location, label: "engine".into(), mode: VpicMode::Session };
-        let result = crate::vpic::measure_write(&params, &target).unwrap();
+        let result = measure_write(&params, &target).unwrap();
         assert_eq!((result.bytes, result.mode.as_str()), (2 * 3 * step_bytes, "session"));
         assert!(result.cache.is_some_and(|c| c.peak_bytes >= step_bytes));
     }

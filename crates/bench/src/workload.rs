@@ -111,7 +111,45 @@ pub struct OpResult {
     /// mdtest: the phase over its iterations (max, min, mean, standard deviation of the rate,
     /// mean ms per operation, per node); the rates above are then the iterations' mean.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iterations: Option<crate::phase_stats::PhaseStats>,
+    pub iterations: Option<PhaseStats>,
+}
+
+/// One phase over its iterations (mdtest -i), all ranks together: the form of mdtest's SUMMARY
+/// and of Table 5 in Gadban & Kunkel (2021); `phase_stats` computes and merges them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    /// The rate (ops/s) of each iteration, all ranks added up.
+    pub rates: Vec<f64>,
+    pub max_ops_per_s: f64,
+    pub min_ops_per_s: f64,
+    pub mean_ops_per_s: f64,
+    /// Population standard deviation of the rates, as mdtest's summary computes it.
+    pub stddev_ops_per_s: f64,
+    /// Mean time of one operation, in ms, over every operation of every iteration and rank
+    /// (from the latency histogram: Table 5's "mean time").
+    pub mean_ms: f64,
+    /// Nodes the ranks ran on (distinct host names).
+    pub nodes: usize,
+    /// `mean_ops_per_s / nodes`: the paper's averaged figure per node.
+    pub mean_ops_per_s_per_node: f64,
+}
+
+impl PhaseStats {
+    pub fn new(rates: Vec<f64>, mean_ms: f64, nodes: usize) -> Self {
+        let n = rates.len().max(1) as f64;
+        let mean = rates.iter().sum::<f64>() / n;
+        let variance = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n;
+        Self {
+            max_ops_per_s: rates.iter().copied().fold(0.0, f64::max),
+            min_ops_per_s: if rates.is_empty() { 0.0 } else { rates.iter().copied().fold(f64::INFINITY, f64::min) },
+            mean_ops_per_s: mean,
+            stddev_ops_per_s: variance.sqrt(),
+            mean_ms,
+            nodes: nodes.max(1),
+            mean_ops_per_s_per_node: mean / nodes.max(1) as f64,
+            rates,
+        }
+    }
 }
 
 fn default_workload() -> String {

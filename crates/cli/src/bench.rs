@@ -13,9 +13,8 @@ use isthmus_bench::{
 use isthmus_posix::StoreOptions;
 use isthmus_store::Durability;
 
-use crate::bench_setup::{
-    BenchArgs, BenchWorkload, Progress, SHARED_GATEWAY_VAR, SpawnedProcess, announce, spawn_gateway,
-};
+use crate::bench_gateway::{SpawnedProcess, spawn_gateway};
+use crate::bench_setup::{BenchArgs, BenchWorkload, Progress, SHARED_GATEWAY_VAR, announce};
 
 /// Starts a timed phase: waits for the other ranks, if any, then shows what runs (only rank 0
 /// speaks, so a many-rank run prints one line per phase; its bar counts its own operations).

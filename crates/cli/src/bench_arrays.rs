@@ -12,11 +12,13 @@ use isthmus_access::Authorized;
 use isthmus_array::{Location, RemoteEndpoint};
 use isthmus_bench::Team;
 use isthmus_bench::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
+use isthmus_bench::vpic_write;
 use isthmus_bench::vpic_cache::CacheUsage;
 use isthmus_posix::StoreOptions;
 use isthmus_store::{Durability, RequestContext, Store};
 
-use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR, spawn_gateway};
+use crate::bench_gateway::spawn_gateway;
+use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
 
 /// The array locations of the run, with their labels.
 fn array_locations(
@@ -131,11 +133,11 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         barrier(&mut team)?;
         if args.workload == BenchWorkload::BdcatsIo {
             let untimed = VpicParams { compute: std::time::Duration::ZERO, ..params.clone() };
-            vpic::write(&untimed, target).map_err(context)?;
+            vpic_write::write(&untimed, target).map_err(context)?;
             barrier(&mut team)?;
         }
         let (mine, cache) = match args.workload {
-            BenchWorkload::VpicIo => vpic::write(&params, target),
+            BenchWorkload::VpicIo => vpic_write::write(&params, target),
             _ => vpic::read(&params, target).map(|times| (times, None)),
         }
         .map_err(context)?;

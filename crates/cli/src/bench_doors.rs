@@ -21,68 +21,11 @@ use isthmus_posix::StoreOptions;
 use isthmus_store::acl::{Acl, CannedAcl};
 use isthmus_store::{BucketSettings, Durability, RequestContext};
 
-use crate::bench_setup::{BenchArgs, SpawnedProcess, free_address};
+use crate::bench_gateway::{SpawnedProcess, free_address, start_gateway, wait_for};
+use crate::bench_setup::BenchArgs;
 
 /// The size of an echo message: about a HEAD request's frame.
 const ECHO_MESSAGE: usize = 64;
-
-/// Waits until `ready` holds (up to 10 s).
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    Err(format!("{what} did not come up within 10 s"))
-}
-
-/// The gateway for the run: HTTP on a free port and a local socket, its root user mapped to
-/// this process's uid (so the socket serves this process as root).
-pub(crate) struct Gateway {
-    _process: SpawnedProcess,
-    pub(crate) address: SocketAddr,
-    pub(crate) socket: PathBuf,
-    pub(crate) access_key: String,
-    pub(crate) secret_key: String,
-}
-
-pub(crate) fn start_gateway(root: &Path, work: &Path, durability: Durability) -> Result<Gateway, String> {
-    let address = free_address()?;
-    let socket = work.join("gateway.sock");
-    let user = isthmus_s3::User::generate("bench");
-    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    let config = format!(
-        "root = {root:?}\ndurability = {durability:?}\nlog_level = \"warn\"\nlocal_socket = {socket:?}\n\
-         # The bench's own gateway on its own data root: its root user is this process.\n\
-         allow_root = {allow_root}\n\n[root_user]\naccess_key = {key:?}\nsecret_key = {secret:?}\nuid = {uid}\ngid = {gid}\n",
-        root = root.display().to_string(),
-        durability = match durability {
-            Durability::Strict => "strict",
-            Durability::Relaxed => "relaxed",
-        },
-        socket = socket.display().to_string(),
-        allow_root = uid == 0,
-        key = user.access_key,
-        secret = user.secret_key,
-    );
-    let config_path = work.join("gateway.toml");
-    std::fs::write(&config_path, config).map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let child = Command::new(exe)
-        .args(["serve", "--config"])
-        .arg(&config_path)
-        .args(["--address", &address.to_string()])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(work.join("gateway.log")).map_err(|e| e.to_string())?)
-        .spawn()
-        .map_err(|e| format!("cannot start the gateway: {e}"))?;
-    let process = SpawnedProcess(child);
-    wait_for("the gateway", || std::net::TcpStream::connect(address).is_ok() && socket.exists())
-        .map_err(|e| format!("{e} (see {})", work.join("gateway.log").display()))?;
-    Ok(Gateway { _process: process, address, socket, access_key: user.access_key, secret_key: user.secret_key })
-}
 
 /// The nginx binary, if installed.
 fn find_nginx() -> Option<PathBuf> {

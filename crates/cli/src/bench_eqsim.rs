@@ -24,7 +24,8 @@ use isthmus_array::{ArraySpec, CopyMode, Location, Region, ZarrArray, copy_regio
 use isthmus_store::{RequestContext, Store};
 use serde_json::{Map, Value, json};
 
-use crate::bench_setup::{BenchArgs, spawn_gateway};
+use crate::bench_gateway::spawn_gateway;
+use crate::bench_setup::BenchArgs;
 
 mod report;
 

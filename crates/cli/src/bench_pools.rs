@@ -368,7 +368,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         // One gateway per mount, on the same data root, as a site would run them.
         let gateways = dirs
             .iter()
-            .map(|d| crate::bench_setup::spawn_gateway(&root_of(d), args.durability))
+            .map(|d| crate::bench_gateway::spawn_gateway(&root_of(d), args.durability))
             .collect::<Result<Vec<_>, _>>()?;
         let targets = gateways
             .iter()
@@ -495,7 +495,7 @@ impl Streams<'_> {
         gateways: &[(&str, &str, &str)],
         raw_write_mib_s: f64,
     ) -> Result<Vec<PoolRow>, String> {
-        use isthmus_bench::target::{S3Target, Target};
+        use isthmus_bench::{S3Target, Target};
         let targets = gateways
             .iter()
             .map(|(endpoint, key, secret)| S3Target::new(endpoint, &pool.name, key, secret).map_err(|e| e.to_string()))

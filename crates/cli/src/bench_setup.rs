@@ -1,8 +1,7 @@
-//! What every `isthmus bench` run shares: its arguments (the workload and every option), and a
-//! gateway process started for the run on a data root of its own.
+//! What every `isthmus bench` run shares: its arguments (the workload and every option), the
+//! `reproduce` subcommand, and the progress shown while it runs.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -265,52 +264,6 @@ pub enum BenchStudy {
 /// "ENDPOINT ACCESS_KEY SECRET_KEY".
 pub(crate) const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
 
-/// A process started for the run (a gateway, a rank); stopped when dropped.
-pub(crate) struct SpawnedProcess(pub(crate) Child);
-
-impl Drop for SpawnedProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A free TCP address on 127.0.0.1 for a server the bench starts.
-pub(crate) fn free_address() -> Result<std::net::SocketAddr, String> {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())
-}
-
-pub(crate) fn spawn_gateway(
-    root: &PathBuf,
-    durability: Durability,
-) -> Result<(SpawnedProcess, String, String, String), String> {
-    let port = free_address()?.port();
-    let user = isthmus_s3::User::generate("bench");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let child = Command::new(exe)
-        .args(["serve", "--address", &format!("127.0.0.1:{port}"), "--log-level", "warn", "--durability"])
-        .arg(match durability {
-            Durability::Strict => "strict",
-            Durability::Relaxed => "relaxed",
-        })
-        .arg("--root")
-        .arg(root)
-        .env("ISTHMUS_ROOT_ACCESS_KEY", &user.access_key)
-        .env("ISTHMUS_ROOT_SECRET_KEY", &user.secret_key)
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start the gateway: {e}"))?;
-    let gateway = SpawnedProcess(child);
-    let endpoint = format!("http://127.0.0.1:{port}");
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok((gateway, endpoint, user.access_key, user.secret_key));
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    Err("the gateway did not start listening within 5 s".into())
-}
-
 /// Shows what is running: on a terminal a bar of the operations done (of the expected number,
 /// when the workload knows it; a count and rate otherwise) with the elapsed time, cleared when
 /// the guard is dropped; otherwise one plain line.
@@ -355,5 +308,31 @@ impl Drop for Progress {
             let _ = ticker.join();
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod reproduce_tests {
+    use clap::{Args, FromArgMatches};
+
+    use super::{BenchArgs, BenchStudy, BenchWorkload};
+    use crate::reproduce::Study;
+
+    fn parse(words: &[&str]) -> Result<BenchArgs, clap::Error> {
+        let command = BenchArgs::augment_args(clap::Command::new("bench"));
+        BenchArgs::from_arg_matches(&command.try_get_matches_from(words)?)
+    }
+
+    #[test]
+    fn reproduce_is_a_subcommand_beside_the_workloads() {
+        let args = parse(&["bench", "reproduce", "s3-hpc", "--quick"]).expect("parses");
+        let Some(BenchStudy::Reproduce(study)) = args.study else { panic!("not the reproduce subcommand") };
+        assert_eq!(study.study, Study::S3Hpc);
+        assert!(study.quick);
+        let workload = parse(&["bench", "io500", "--workers", "2"]).expect("parses");
+        assert!(workload.study.is_none());
+        assert_eq!(workload.workload, BenchWorkload::Io500);
+        let unknown = parse(&["bench", "reproduce", "nonsense"]).expect_err("refused");
+        assert!(unknown.to_string().contains("lustre-minio"), "{unknown}");
     }
 }

@@ -9,6 +9,7 @@ mod bench_arrays;
 mod bench_doors;
 mod bench_eqsim;
 mod bench_fill;
+mod bench_gateway;
 mod bench_pools;
 mod bench_setup;
 mod config;

@@ -147,28 +147,3 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
 }
-
-#[cfg(test)]
-mod tests {
-    use clap::{Args, FromArgMatches};
-
-    use crate::bench_setup::{BenchArgs, BenchStudy, BenchWorkload};
-
-    fn parse(words: &[&str]) -> Result<BenchArgs, clap::Error> {
-        let command = BenchArgs::augment_args(clap::Command::new("bench"));
-        BenchArgs::from_arg_matches(&command.try_get_matches_from(words)?)
-    }
-
-    #[test]
-    fn reproduce_is_a_subcommand_beside_the_workloads() {
-        let args = parse(&["bench", "reproduce", "s3-hpc", "--quick"]).expect("parses");
-        let Some(BenchStudy::Reproduce(study)) = args.study else { panic!("not the reproduce subcommand") };
-        assert_eq!(study.study, super::Study::S3Hpc);
-        assert!(study.quick);
-        let workload = parse(&["bench", "io500", "--workers", "2"]).expect("parses");
-        assert!(workload.study.is_none());
-        assert_eq!(workload.workload, BenchWorkload::Io500);
-        let unknown = parse(&["bench", "reproduce", "nonsense"]).expect_err("refused");
-        assert!(unknown.to_string().contains("lustre-minio"), "{unknown}");
-    }
-}

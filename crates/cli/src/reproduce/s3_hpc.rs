@@ -20,14 +20,14 @@ const PUBLISHED_EMBEDDED_MDTEST_HARD_STAT: f64 = 1.42;
 /// The targets every run of the study measures besides the POSIX baseline: one gateway
 /// (HTTP and local socket) and the engine in-process, on one data root.
 struct Doors {
-    _gateway: crate::bench_doors::Gateway,
+    _gateway: crate::bench_gateway::Gateway,
     args: Vec<String>,
 }
 
 fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
     let root = runner.fresh_dir(name)?;
     let work = runner.scratch_dir(name)?;
-    let gateway = crate::bench_doors::start_gateway(&root, &work, Durability::Strict)?;
+    let gateway = crate::bench_gateway::start_gateway(&root, &work, Durability::Strict)?;
     runner.env = vec![
         ("AWS_ACCESS_KEY_ID".into(), gateway.access_key.clone()),
         ("AWS_SECRET_ACCESS_KEY".into(), gateway.secret_key.clone()),
