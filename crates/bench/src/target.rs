@@ -395,4 +395,3 @@ impl Target for PosixTarget {
         }
     }
 }
-

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use isthmus_array::{Consistency, Direction, Region, Transfer, Transfers, ZarrArray};
+use isthmus_array::{Direction, Region, Transfer, Transfers, ZarrArray};
 
 use crate::vpic::{
     PROPERTIES, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget, array_error, open_arrays, prepare,

@@ -12,8 +12,8 @@ use isthmus_access::Authorized;
 use isthmus_array::{Location, RemoteEndpoint};
 use isthmus_bench::Team;
 use isthmus_bench::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
-use isthmus_bench::vpic_write;
 use isthmus_bench::vpic_cache::CacheUsage;
+use isthmus_bench::vpic_write;
 use isthmus_posix::StoreOptions;
 use isthmus_store::{Durability, RequestContext, Store};
 

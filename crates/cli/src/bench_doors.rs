@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use isthmus_bench::doors::{self, DoorRow, OpenOperation, Probe, TargetOp};
 use isthmus_bench::{EmbeddedTarget, LocalSocketTarget, PosixTarget, S3Target, Target};

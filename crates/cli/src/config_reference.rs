@@ -10,7 +10,10 @@ use crate::config::{FileConfig, ServeArgs};
 
 /// Keys the file has and the command line has not, each with what it means.
 const FILE_ONLY: &[(&str, &str)] = &[
-    ("sigv2", "Accept requests signed with AWS Signature Version 2 (the opposite of `--disable-sigv2`) [default: true]"),
+    (
+        "sigv2",
+        "Accept requests signed with AWS Signature Version 2 (the opposite of `--disable-sigv2`) [default: true]",
+    ),
     ("console", "Serve the web console at /console/ (the opposite of `--no-console`) [default: true]"),
     (
         "root_user",
@@ -22,9 +25,15 @@ const FILE_ONLY: &[(&str, &str)] = &[
         "Further users (`[[users]]`): `access_key`, `secret_key`, `display_name`, `buckets` (patterns of buckets \
          granted besides their own), and with identity = \"posix\" `unix_user` or `uid` (and `gid`)",
     ),
-    ("root_identity", "The root user's Unix identity with identity = \"posix\" (`unix_user` or `uid`), if not in `root_user`"),
+    (
+        "root_identity",
+        "The root user's Unix identity with identity = \"posix\" (`unix_user` or `uid`), if not in `root_user`",
+    ),
     ("allow_root", "Permit users that map to uid 0 with identity = \"posix\" [default: false]"),
-    ("identity_refresh_seconds", "Seconds between re-resolutions of the users' Unix identities (also on SIGHUP) [default: 300]"),
+    (
+        "identity_refresh_seconds",
+        "Seconds between re-resolutions of the users' Unix identities (also on SIGHUP) [default: 300]",
+    ),
     ("local_socket_max_connections", "Connections the local socket serves at once (each has a thread) [default: 256]"),
     (
         "local_socket_descriptors",
@@ -83,7 +92,9 @@ fn rows() -> Result<Vec<Row>, String> {
                 values: arg.get_possible_values().iter().map(|v| v.get_name().to_string()).collect(),
             },
             (None, Some((_, help))) => Row { key: key.clone(), flag: None, help: help.to_string(), values: Vec::new() },
-            (None, None) => return Err(format!("configuration key {key:?} has no flag and no description in FILE_ONLY")),
+            (None, None) => {
+                return Err(format!("configuration key {key:?} has no flag and no description in FILE_ONLY"));
+            }
         };
         rows.push(row);
     }
@@ -131,7 +142,10 @@ mod tests {
     #[test]
     fn serde_lists_the_file_keys_and_each_has_a_text() {
         let keys = file_keys();
-        assert!(keys.len() > 20 && keys.contains(&"root".to_string()) && keys.contains(&"quotas".to_string()), "{keys:?}");
+        assert!(
+            keys.len() > 20 && keys.contains(&"root".to_string()) && keys.contains(&"quotas".to_string()),
+            "{keys:?}"
+        );
         for (key, _) in FILE_ONLY {
             assert!(keys.contains(&key.to_string()), "FILE_ONLY names {key:?}, which the file does not have");
         }
