@@ -58,8 +58,14 @@ fn open_target(url: &str, bucket: &str, args: &BenchArgs) -> Result<Box<dyn Targ
     ))
 }
 
-/// Empties and prepares a target for a workload, when this process is the one that prepares.
-fn start_fresh(target: &dyn Target, preparing: bool) -> Result<(), String> {
+/// Empties and prepares a target for a workload, when this process is the one that prepares,
+/// once every rank is done with the target before: a workload's last phase (a cleanup) ends
+/// without a barrier, and targets on one data root share the bucket, so emptying it while
+/// another rank still deleted its own files failed with "bucket not empty" (seen in the suite).
+fn start_fresh(team: &mut Option<Team>, target: &dyn Target, preparing: bool) -> Result<(), String> {
+    if let Some(team) = team {
+        team.barrier().map_err(|e| e.to_string())?;
+    }
     if preparing {
         target.cleanup().map_err(|e| format!("{}: cleanup failed: {e}", target.describe()))?;
         target.prepare().map_err(|e| format!("{}: {e}", target.describe()))?;
@@ -266,7 +272,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             targets.push(Box::new(target.map_err(|e| e.to_string())?));
         }
         for target in &targets {
-            start_fresh(target.as_ref(), preparing)?;
+            start_fresh(&mut team, target.as_ref(), preparing)?;
             let _progress = start_phase(
                 &mut team,
                 format!("running COSBench workload {:?} on {}", workload.name, target.describe()),
@@ -280,7 +286,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     if args.workload == BenchWorkload::MdWorkbench {
         for target in &targets {
-            start_fresh(target.as_ref(), preparing)?;
+            start_fresh(&mut team, target.as_ref(), preparing)?;
             for &ranks in &args.workers {
                 let run = isthmus_bench::MdWorkbench {
                     ranks,
@@ -303,7 +309,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if args.workload == BenchWorkload::Streams {
         let size = args.size[0];
         for target in &targets {
-            start_fresh(target.as_ref(), preparing)?;
+            start_fresh(&mut team, target.as_ref(), preparing)?;
             for &n in &args.workers {
                 let _progress = start_phase(
                     &mut team,
@@ -323,7 +329,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     if !iors.is_empty() || !mdtests.is_empty() {
         for target in &targets {
-            start_fresh(target.as_ref(), preparing)?;
+            start_fresh(&mut team, target.as_ref(), preparing)?;
         }
     }
     for &ranks in if iors.is_empty() && mdtests.is_empty() { &[][..] } else { &args.workers[..] } {
@@ -374,7 +380,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     for &size in if args.workload == BenchWorkload::Ops { &args.size[..] } else { &[] } {
         for target in &targets {
-            start_fresh(target.as_ref(), preparing)?;
+            start_fresh(&mut team, target.as_ref(), preparing)?;
         }
         for &op in &args.ops {
             if op == Op::List && size != args.size[0] {
