@@ -28,13 +28,7 @@ fn merge_phase(phases: &[&OpResult]) -> OpResult {
     let mut merged = phases[0].clone();
     for r in &phases[1..] {
         merged.workers += r.workers;
-        merged.ops += r.ops;
-        merged.bytes += r.bytes;
-        merged.keys += r.keys;
-        merged.errors += r.errors;
-        if merged.first_error.is_none() {
-            merged.first_error.clone_from(&r.first_error);
-        }
+        merged.add_counts(r);
         merged.seconds = merged.seconds.max(r.seconds);
         merged.ops_per_s += r.ops_per_s;
         merged.mib_per_s += r.mib_per_s;

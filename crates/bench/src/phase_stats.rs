@@ -30,14 +30,8 @@ pub fn combine(runs: Vec<Vec<OpResult>>, nodes: usize) -> Vec<OpResult> {
             let all: Vec<&OpResult> = runs.iter().map(|run| &run[phase]).collect();
             let mut merged = all[0].clone();
             for r in &all[1..] {
-                merged.ops += r.ops;
-                merged.bytes += r.bytes;
-                merged.keys += r.keys;
-                merged.errors += r.errors;
+                merged.add_counts(r);
                 merged.seconds += r.seconds;
-                if merged.first_error.is_none() {
-                    merged.first_error.clone_from(&r.first_error);
-                }
             }
             merged.ops_per_s = all.iter().map(|r| r.ops_per_s).sum::<f64>() / n;
             merged.mib_per_s = all.iter().map(|r| r.mib_per_s).sum::<f64>() / n;

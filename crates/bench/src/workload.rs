@@ -152,6 +152,20 @@ impl PhaseStats {
     }
 }
 
+impl OpResult {
+    /// Adds `other`'s counts (operations, bytes, keys, errors) to this result's, keeping the
+    /// first error seen: what merging ranks and merging iterations share.
+    pub fn add_counts(&mut self, other: &OpResult) {
+        self.ops += other.ops;
+        self.bytes += other.bytes;
+        self.keys += other.keys;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+    }
+}
+
 fn default_workload() -> String {
     "ops".to_string()
 }
