@@ -221,6 +221,21 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.object_file(cx, bucket, key)
     }
 
+    /// An overwrite in place: the bucket's write permission, and a token's storage.modify (one
+    /// that may only create new objects updates none).
+    fn object_file_for_update(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+    ) -> StoreResult<Option<isthmus_store::UpdateFile>> {
+        if self.creating_only(cx, bucket, key)? {
+            return Err(StoreError::NoSuchKey);
+        }
+        self.require_write(cx, bucket, None)?;
+        self.inner.object_file_for_update(cx, bucket, key)
+    }
+
     fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
         cx.require_scope(ScopeAccess::Read, bucket, key)?;
         self.require_object_read(cx, bucket, key, None)?;

@@ -12,7 +12,9 @@ use zarrs::storage::{ReadableWritableListableStorageTraits, StoreKey};
 
 use crate::backend::{ChunkStore, WriteCondition};
 use crate::chunk_reads::{self, Target};
+use crate::chunk_writes;
 use crate::chunks::{self, Extent, Source, ZArray};
+use crate::in_place::FixedShards;
 use crate::remote::{RemoteEndpoint, S3Storage};
 use crate::spec::{ArraySpec, DataType};
 use crate::storage::EngineStorage;
@@ -82,6 +84,8 @@ pub fn remove_node(location: &Location, path: &str) -> Result<(), ArrayError> {
 pub struct ZarrArray {
     store: Arc<dyn ChunkStore>,
     array: ZArray,
+    /// The layout of its shards when they are uncompressed: then written in place.
+    shards: Option<FixedShards>,
     data_type: DataType,
     path: String,
 }
@@ -95,7 +99,8 @@ impl ZarrArray {
             serde_json::from_value(metadata.clone()).map_err(|e| ArrayError::Spec(e.to_string()))?;
         let storage: Arc<dyn ReadableWritableListableStorageTraits> = store.clone();
         let array = Array::new_with_metadata(storage, &node_path(path), parsed)?;
-        let created = Self { store, array, data_type: spec.data_type, path: node_path(path) };
+        let shards = FixedShards::of(&metadata, spec.data_type.size());
+        let created = Self { store, array, shards, data_type: spec.data_type, path: node_path(path) };
         created.check_sizes()?;
         create_node(created.store.as_ref(), path, &metadata)?;
         Ok(created)
@@ -111,8 +116,9 @@ impl ZarrArray {
         })?;
         let metadata = serde_json::to_value(array.metadata()).map_err(|e| ArrayError::Spec(e.to_string()))?;
         let name = metadata["data_type"].as_str().unwrap_or_default();
-        let data_type = name.parse()?;
-        let opened = Self { store, array, data_type, path: node_path(path) };
+        let data_type: DataType = name.parse()?;
+        let shards = FixedShards::of(&metadata, data_type.size());
+        let opened = Self { store, array, shards, data_type, path: node_path(path) };
         opened.check_sizes()?;
         Ok(opened)
     }
@@ -222,7 +228,12 @@ impl ZarrArray {
             .into_iter()
             .map(|piece| Source { piece, data, shape: &shape })
             .collect();
-        crate::pool::io_pool().install(|| chunks::write_pieces(&self.array, self.store.as_ref(), sources))
+        crate::pool::io_pool().install(|| self.write_pieces(sources))
+    }
+
+    /// Writes pieces of this array, chunk by chunk (shard by shard, in place when it can).
+    pub(crate) fn write_pieces(&self, sources: Vec<Source<'_>>) -> Result<(), ArrayError> {
+        chunk_writes::write_pieces(&self.array, self.shards.as_ref(), self.store.as_ref(), sources)
     }
 
     pub(crate) fn inner(&self) -> &ZArray {

@@ -38,6 +38,23 @@ pub trait ChunkStore: ReadableWritableListableStorageTraits {
 
     /// The source version tag `put_copy` kept with the value under `key`, if any.
     fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError>;
+
+    /// The value under `key` opened for writes in place (`Store::object_file_for_update`), for
+    /// layouts fixed ahead (uncompressed shards); `Unsupported` by stores that replace values
+    /// whole (a remote endpoint).
+    fn update_in_place(&self, key: &StoreKey) -> Result<InPlace, StorageError> {
+        let _ = key;
+        Ok(InPlace::Unsupported)
+    }
+}
+
+/// What `ChunkStore::update_in_place` found.
+pub enum InPlace {
+    /// Values are only replaced whole here.
+    Unsupported,
+    /// There is no value under the key.
+    Missing,
+    File(isthmus_store::UpdateFile),
 }
 
 /// The user metadata name under which a copied object keeps its source's version tag.

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayPartialDecoderTraits, ArrayShardedExt, ArraySubset, CodecOptions};
 
 use crate::ArrayError;
-use crate::chunks::{Piece, ZArray, copy_box};
+use crate::chunks::{Piece, ZArray, copy_box, split};
 
 /// A span smaller than this share of its chunk is decoded alone (when the codecs allow it):
 /// below it, fetching and assembling the span's rows costs less than the whole chunk.
@@ -91,42 +91,6 @@ fn plan<'a>(array: &ZArray, group: &'a [Target<'a>]) -> Result<Vec<Job<'a>>, Arr
     let whole =
         !array.codecs().bytes_to_bytes_codecs().is_empty() || span_elements * SPAN_SHARE_DENOMINATOR >= chunk_elements;
     Ok(vec![Job { chunk, shard: None, span: (!whole).then_some(span), pieces: pieces() }])
-}
-
-/// `piece` cut along the inner chunks of a shard (`inner` elements each): one sub-piece per
-/// inner chunk holding at least one of its elements (a stride skips the others).
-pub(crate) fn split(piece: &Piece, inner: &[u64]) -> Vec<Piece> {
-    let dims = piece.count.len();
-    // Per dimension, runs of the piece's elements (first index, how many) in one inner chunk.
-    let runs: Vec<Vec<(u64, u64)>> = (0..dims)
-        .map(|d| {
-            let mut runs: Vec<(u64, u64)> = Vec::new();
-            let mut k = 0;
-            while k < piece.count[d] {
-                let at = piece.local_start[d] + k * piece.step[d];
-                let inner_end = (at / inner[d] + 1) * inner[d];
-                // The piece's elements before the inner chunk ends: k..end.
-                let end = ((inner_end - 1 - piece.local_start[d]) / piece.step[d] + 1).min(piece.count[d]);
-                runs.push((k, end - k));
-                k = end;
-            }
-            runs
-        })
-        .collect();
-    let mut subs = Vec::new();
-    let total: usize = runs.iter().map(Vec::len).product();
-    for mut n in 0..total {
-        let mut sub = piece.clone();
-        for d in (0..dims).rev() {
-            let (first, count) = runs[d][n % runs[d].len()];
-            n /= runs[d].len();
-            sub.local_start[d] = piece.local_start[d] + first * piece.step[d];
-            sub.region_start[d] = piece.region_start[d] + first;
-            sub.count[d] = count;
-        }
-        subs.push(sub);
-    }
-    subs
 }
 
 fn decode<'a>(array: &ZArray, job: Job<'a>) -> Result<Decoded<'a>, ArrayError> {

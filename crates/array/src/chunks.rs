@@ -9,7 +9,6 @@ use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::ops::Range;
 
-use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::storage::ReadableWritableListableStorageTraits;
@@ -18,7 +17,7 @@ use crate::ArrayError;
 use crate::backend::{ChunkStore, WriteCondition};
 
 /// How many times a partial chunk write retries after losing a race to another writer.
-const CONFLICT_RETRIES: usize = 1000;
+pub(crate) const CONFLICT_RETRIES: usize = 1000;
 
 pub(crate) type ZArray = Array<dyn ReadableWritableListableStorageTraits>;
 
@@ -35,8 +34,27 @@ pub(crate) struct Piece {
 }
 
 impl Piece {
-    fn elements(&self) -> u64 {
+    pub(crate) fn elements(&self) -> u64 {
         self.count.iter().product()
+    }
+
+    /// The part of the piece inside the box `lo..hi` (per dimension, in the piece's chunk),
+    /// placed relative to `lo`; `None` when none of its elements is there.
+    pub(crate) fn clip(&self, lo: &[u64], hi: &[u64]) -> Option<Piece> {
+        let mut clipped = self.clone();
+        for d in 0..self.count.len() {
+            let (start, step, count) = (self.local_start[d], self.step[d], self.count[d]);
+            // The piece's elements in the box are start + k * step for k in first..end.
+            let first = lo[d].saturating_sub(start).div_ceil(step);
+            let end = if hi[d] <= start { 0 } else { ((hi[d] - 1 - start) / step + 1).min(count) };
+            if first >= end {
+                return None;
+            }
+            clipped.local_start[d] = start + first * step - lo[d];
+            clipped.region_start[d] = self.region_start[d] + first;
+            clipped.count[d] = end - first;
+        }
+        Some(clipped)
     }
 
     /// The box the piece spans in the chunk (its elements and the gaps of a stride).
@@ -113,41 +131,68 @@ pub(crate) fn pieces(array: &ZArray, extent: &Extent) -> Result<Vec<Piece>, Arra
         candidates.push(along);
     }
     crate::size::chunk_count(&candidates.iter().map(|c| c.len() as u64).collect::<Vec<_>>())?;
+    // The whole region as one piece of the array, cut to each chunk's box.
+    let region = Piece {
+        chunk: Vec::new(),
+        local_start: extent.start.clone(),
+        step: extent.step.clone(),
+        region_start: vec![0; dims],
+        count: extent.count.clone(),
+    };
     let mut pieces = Vec::new();
-    'chunks: for chunk in cartesian(&candidates) {
+    for chunk in cartesian(&candidates) {
         crate::size::chunk_bytes(
             &array.chunk_shape(&chunk)?.iter().map(|n| n.get()).collect::<Vec<_>>(),
             element_size(array),
         )?;
         let subset = array.chunk_subset_bounded(&chunk)?;
-        let dims = chunk.len();
-        let mut piece = Piece {
-            chunk: chunk.to_vec(),
-            local_start: vec![0; dims],
-            step: extent.step.clone(),
-            region_start: vec![0; dims],
-            count: vec![0; dims],
-        };
-        for d in 0..dims {
-            let (chunk_lo, chunk_hi) = (subset.start()[d], subset.start()[d] + subset.shape()[d]);
-            let (start, step, count) = (extent.start[d], extent.step[d], extent.count[d]);
-            // The region's elements in this chunk are start + k * step for k in first..end.
-            let first = chunk_lo.saturating_sub(start).div_ceil(step);
-            let end = if chunk_hi <= start { 0 } else { ((chunk_hi - 1 - start) / step + 1).min(count) };
-            if first >= end {
-                continue 'chunks;
-            }
-            piece.local_start[d] = start + first * step - chunk_lo;
-            piece.region_start[d] = first;
-            piece.count[d] = end - first;
+        let hi: Vec<u64> = subset.start().iter().zip(subset.shape()).map(|(s, n)| s + n).collect();
+        if let Some(mut piece) = region.clip(subset.start(), &hi) {
+            piece.chunk = chunk;
+            pieces.push(piece);
         }
-        pieces.push(piece);
     }
     Ok(pieces)
 }
 
+/// `piece` cut along the inner chunks of a shard (`inner` elements each): one sub-piece per
+/// inner chunk holding at least one of its elements (a stride skips the others).
+pub(crate) fn split(piece: &Piece, inner: &[u64]) -> Vec<Piece> {
+    let dims = piece.count.len();
+    // Per dimension, runs of the piece's elements (first index, how many) in one inner chunk.
+    let runs: Vec<Vec<(u64, u64)>> = (0..dims)
+        .map(|d| {
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            let mut k = 0;
+            while k < piece.count[d] {
+                let at = piece.local_start[d] + k * piece.step[d];
+                let inner_end = (at / inner[d] + 1) * inner[d];
+                // The piece's elements before the inner chunk ends: k..end.
+                let end = ((inner_end - 1 - piece.local_start[d]) / piece.step[d] + 1).min(piece.count[d]);
+                runs.push((k, end - k));
+                k = end;
+            }
+            runs
+        })
+        .collect();
+    let mut subs = Vec::new();
+    let total: usize = runs.iter().map(Vec::len).product();
+    for mut n in 0..total {
+        let mut sub = piece.clone();
+        for d in (0..dims).rev() {
+            let (first, count) = runs[d][n % runs[d].len()];
+            n /= runs[d].len();
+            sub.local_start[d] = piece.local_start[d] + first * piece.step[d];
+            sub.region_start[d] = piece.region_start[d] + first;
+            sub.count[d] = count;
+        }
+        subs.push(sub);
+    }
+    subs
+}
+
 /// Every combination of one entry per list, in row-major order.
-fn cartesian(lists: &[Vec<u64>]) -> impl Iterator<Item = Vec<u64>> + '_ {
+pub(crate) fn cartesian(lists: &[Vec<u64>]) -> impl Iterator<Item = Vec<u64>> + '_ {
     let total: usize = if lists.is_empty() { 0 } else { lists.iter().map(Vec::len).product() };
     (0..total).map(move |mut n| {
         let mut out = vec![0; lists.len()];
@@ -237,7 +282,7 @@ fn full_chunk_shape(array: &ZArray, chunk: &[u64]) -> Result<Vec<u64>, ArrayErro
 }
 
 /// A chunk of fill values.
-fn filled_chunk(array: &ZArray, elements: u64) -> Vec<u8> {
+pub(crate) fn filled_chunk(array: &ZArray, elements: u64) -> Vec<u8> {
     let fill = array.fill_value().as_ne_bytes();
     if fill.iter().all(|&b| b == 0) {
         return vec![0; elements as usize * fill.len()];
@@ -245,7 +290,7 @@ fn filled_chunk(array: &ZArray, elements: u64) -> Vec<u8> {
     fill.repeat(elements as usize)
 }
 
-fn decode_chunk(array: &ZArray, chunk: &[u64], encoded: &[u8]) -> Result<Vec<u8>, ArrayError> {
+pub(crate) fn decode_chunk(array: &ZArray, chunk: &[u64], encoded: &[u8]) -> Result<Vec<u8>, ArrayError> {
     let shape = nonzero_shape(&full_chunk_shape(array, chunk)?)?;
     let decoded = array.codecs().decode(
         Cow::Borrowed(encoded),
@@ -273,7 +318,7 @@ fn encode_chunk<'a>(array: &ZArray, chunk: &[u64], decoded: Cow<'a, [u8]>) -> Re
 /// The source's bytes of a piece that is a whole chunk stored in the same order (the piece
 /// spans the full trailing extents of its source), borrowed: such a chunk is encoded straight
 /// from the caller's buffer, without being assembled first.
-fn whole_chunk_bytes<'a>(element: usize, chunk_shape: &[u64], source: &Source<'a>) -> Option<&'a [u8]> {
+pub(crate) fn whole_chunk_bytes<'a>(element: usize, chunk_shape: &[u64], source: &Source<'a>) -> Option<&'a [u8]> {
     let piece = &source.piece;
     let dims = piece.count.len();
     if piece.count != chunk_shape || piece.step.iter().any(|&s| s != 1) || piece.local_start.iter().any(|&s| s != 0) {
@@ -301,7 +346,7 @@ pub(crate) struct Source<'a> {
     pub shape: &'a [u64],
 }
 
-fn merge(element: usize, chunk_shape: &[u64], chunk: &mut [u8], sources: &[Source<'_>]) {
+pub(crate) fn merge(element: usize, chunk_shape: &[u64], chunk: &mut [u8], sources: &[Source<'_>]) {
     for source in sources {
         let piece = &source.piece;
         let ones = vec![1; piece.count.len()];
@@ -321,7 +366,7 @@ fn merge(element: usize, chunk_shape: &[u64], chunk: &mut [u8], sources: &[Sourc
 }
 
 /// Writes one chunk from its sources (disjoint pieces).
-fn write_chunk(
+pub(crate) fn write_chunk(
     array: &ZArray,
     store: &dyn ChunkStore,
     chunk: &[u64],
@@ -355,22 +400,6 @@ fn write_chunk(
         }
     }
     Err(ArrayError::Conflict { key: key.to_string() })
-}
-
-/// Writes every chunk of `sources` (grouped by chunk, in chunk order), in parallel.
-pub(crate) fn write_pieces(
-    array: &ZArray,
-    store: &dyn ChunkStore,
-    mut sources: Vec<Source<'_>>,
-) -> Result<(), ArrayError> {
-    sources.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
-    let groups: Vec<&[Source<'_>]> = sources.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
-    // One chunk is written on this thread: a parallel iterator would hand it to a pool thread
-    // (rayon's global pool when called from outside one) and wait, for nothing to overlap.
-    if let [group] = groups[..] {
-        return write_chunk(array, store, &group[0].piece.chunk, group);
-    }
-    groups.par_iter().try_for_each(|group| write_chunk(array, store, &group[0].piece.chunk, group))
 }
 
 #[cfg(test)]

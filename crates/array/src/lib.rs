@@ -2,13 +2,16 @@
 //! so zarr-python, xarray and tensorstore read them), stored through the engine's `Store` or on
 //! a remote S3 endpoint: on a posix pool an array is at once a directory of plain files and
 //! readable over S3. `spec` says what an array is, `array` opens and creates arrays and groups
-//! and moves regions, `chunks` does the chunk-by-chunk work, `transfer` runs regions
+//! and moves regions, `chunks` does the chunk-by-chunk work (`in_place`: into
+//! uncompressed shards), `transfer` runs regions
 //! asynchronously with a chosen consistency point, `storage` and `remote` are the Zarr stores.
 
 mod array;
 pub mod backend;
 mod chunk_reads;
+mod chunk_writes;
 mod chunks;
+mod in_place;
 mod pool;
 mod region;
 pub mod region_copy;

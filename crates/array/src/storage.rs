@@ -11,7 +11,7 @@ use isthmus_store::{
     ByteRange as EngineRange, ETagMatch, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError,
 };
 
-use crate::backend::{ChunkStore, SOURCE_TAG, Walked, WriteCondition, patched};
+use crate::backend::{ChunkStore, InPlace, SOURCE_TAG, Walked, WriteCondition, patched};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
     Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
@@ -244,6 +244,16 @@ impl ChunkStore for EngineStorage {
             return Err(StorageError::Other(format!("{key}: stored with MD5 {}, sent {md5}", written.etag)));
         }
         Ok(())
+    }
+
+    fn update_in_place(&self, key: &StoreKey) -> Result<InPlace, StorageError> {
+        let object = self.object_key(key.as_str());
+        match self.cx.run_as(|| self.store.object_file_for_update(&self.cx, &self.bucket, &object)) {
+            Ok(Some(file)) => Ok(InPlace::File(file)),
+            Ok(None) => Ok(InPlace::Unsupported),
+            Err(StoreError::NoSuchKey) => Ok(InPlace::Missing),
+            Err(err) => Err(storage_error(err)),
+        }
     }
 
     fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {

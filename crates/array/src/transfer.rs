@@ -517,7 +517,7 @@ fn run_group(group: &[Job<'_>]) -> Result<Vec<Option<Vec<u8>>>, String> {
             }
         }
         if group[0].transfer.direction == Direction::Write {
-            chunks::write_pieces(array.inner(), array.store(), sources)?;
+            array.write_pieces(sources)?;
             return Ok(vec![None; group.len()]);
         }
         let mut outputs: Vec<Vec<u8>> = group.iter().map(|job| vec![0; job.transfer.bytes as usize]).collect();

@@ -40,6 +40,8 @@ fn codecs() -> impl Strategy<Value = (Vec<Codec>, bool)> {
         Just((ArraySpec::parse_codecs("blosc:lz4:5:shuffle").unwrap(), false)),
         Just((vec![Codec::Crc32c], false)),
         Just((vec![Codec::Zstd { level: 1, checksum: false }, Codec::Crc32c], true)),
+        // Uncompressed shards: written in place.
+        Just((vec![], true)),
     ]
 }
 

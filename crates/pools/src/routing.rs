@@ -351,6 +351,20 @@ impl Store for Pools {
         self.on_object(cx, bucket, no_such_key, |store| store.object_file(cx, bucket, key))
     }
 
+    /// In place only where the bucket lives in one pool: during a migration an object's bytes
+    /// are copied to the target, and a write into the source's file could be left behind.
+    fn object_file_for_update(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+    ) -> StoreResult<Option<isthmus_store::UpdateFile>> {
+        match self.route(cx, bucket)? {
+            Route::One(index) => self.pools[index].store.object_file_for_update(cx, bucket, key),
+            Route::Moving { .. } => Ok(None),
+        }
+    }
+
     fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
         self.on_object(cx, bucket, no_such_key, |store| store.read_derived(cx, bucket, key, kind))
     }

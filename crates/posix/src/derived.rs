@@ -1,7 +1,7 @@
 //! Records derived from an object's bytes (an HDF5 file's chunk index), kept in the bucket's
 //! hidden area as `.isthmus/derived/<kind>-<hash of the key>`, written by the gateway's own
 //! identity and replaced atomically; and the plain file behind an object, opened beneath its
-//! bucket, for readers that need a file (libhdf5). A record of a key since deleted stays until
+//! bucket, for readers that need a file (libhdf5) or writers in place (uncompressed Zarr shards). A record of a key since deleted stays until
 //! the bucket goes: readers compare the identity the record carries with the object's before
 //! using it.
 
@@ -13,7 +13,8 @@ use rustix::io::Errno;
 
 use super::PosixStore;
 use super::staging::StagedFile;
-use crate::resolve::create_dirs_beneath;
+use crate::resolve::{create_dirs_beneath, open_beneath};
+use isthmus_store::UpdateFile;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::{INTERNAL_DIR, ObjectPath};
 
@@ -43,6 +44,37 @@ impl PosixStore {
         // is a regular file, on which the flag means nothing, but readers get it cleared.
         rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| StoreError::io_at("open the object", key, e))?;
         Ok(Some(std::fs::File::from(fd)))
+    }
+
+    /// The object's file opened read-write beneath its bucket as the calling thread's identity
+    /// (the kernel judges the write permission), for in-place writes; `None` in a versioned
+    /// bucket, where a version's bytes never change.
+    pub(super) fn file_for_update(&self, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
+        let path = ObjectPath::parse(key)?;
+        if path.is_dir() {
+            return Err(StoreError::NoSuchKey);
+        }
+        let open = self.bucket_fd(bucket)?;
+        if open.versioning.is_some() {
+            return Ok(None);
+        }
+        // Non-blocking so a FIFO planted in its place cannot hang the open; NOFOLLOW and the
+        // walk beneath the bucket keep it inside.
+        let flags = OFlags::RDWR | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
+        let fd = match open_beneath(open.fd.as_fd(), &path.relative(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::XDEV | Errno::LOOP | Errno::NXIO | Errno::ISDIR) => {
+                return Err(StoreError::NoSuchKey);
+            }
+            Err(err) => return Err(StoreError::io_at("open the object for an in-place write", key, err)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| StoreError::io_at("stat the object", key, e))?;
+        if !rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file() {
+            return Err(StoreError::NoSuchKey);
+        }
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| StoreError::io_at("open the object", key, e))?;
+        let durability = self.options().durability;
+        Ok(Some(UpdateFile::new(std::fs::File::from(fd), stat.st_size as u64, durability, key)))
     }
 
     pub(super) fn derived_record(&self, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {

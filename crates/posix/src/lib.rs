@@ -342,6 +342,15 @@ impl Store for PosixStore {
         self.file_of(bucket, key)
     }
 
+    fn object_file_for_update(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+    ) -> StoreResult<Option<isthmus_store::UpdateFile>> {
+        self.file_for_update(bucket, key)
+    }
+
     fn read_derived(&self, _cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
         self.derived_record(bucket, key, kind)
     }

@@ -24,6 +24,7 @@ pub mod multipart;
 pub mod object_meta;
 pub mod scopes;
 pub mod size;
+pub mod update;
 pub mod versioning;
 
 use std::io::Read;
@@ -39,6 +40,7 @@ pub use facts::{Durability, FileSystemKind, MetadataMode};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 pub use object_meta::ObjectMeta;
 pub use scopes::{Scope, ScopeAccess, ScopeError, Scopes};
+pub use update::{UpdateFile, UpdateLock};
 pub use versioning::{
     DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
 };
@@ -456,6 +458,18 @@ pub trait Store: Send + Sync + 'static {
     /// the backend keeps objects as plain files; `None` from backends that do not. An open file
     /// rather than a name: nothing can swap what it is between a check and its use.
     fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
+        let _ = (cx, bucket, key);
+        Ok(None)
+    }
+
+    /// The plain file that holds `key`'s bytes, opened for writing in place beneath the bucket
+    /// as the calling thread's identity, if `cx` may overwrite the object: for writers of a
+    /// layout fixed when the object was made (an uncompressed Zarr shard), whose small writes
+    /// then cost a `pwrite` instead of a new object. Such writes are not atomic for a
+    /// concurrent reader and never change the object's size (`UpdateFile`). `None` where the
+    /// backend cannot: objects not kept as plain files, a versioned bucket (a version never
+    /// changes), a bucket moving between pools; NoSuchKey when there is no such object.
+    fn object_file_for_update(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
         let _ = (cx, bucket, key);
         Ok(None)
     }
