@@ -86,6 +86,8 @@ pub struct ZarrArray {
     array: ZArray,
     /// The layout of its shards when they are uncompressed: then written in place.
     shards: Option<FixedShards>,
+    /// Where the array is (`identity`), made once: every transfer asks.
+    identity: String,
     data_type: DataType,
     path: String,
 }
@@ -100,7 +102,8 @@ impl ZarrArray {
         let storage: Arc<dyn ReadableWritableListableStorageTraits> = store.clone();
         let array = Array::new_with_metadata(storage, &node_path(path), parsed)?;
         let shards = FixedShards::of(&metadata, spec.data_type.size());
-        let created = Self { store, array, shards, data_type: spec.data_type, path: node_path(path) };
+        let identity = format!("{}{}", store.describe(), node_path(path));
+        let created = Self { store, array, shards, identity, data_type: spec.data_type, path: node_path(path) };
         created.check_sizes()?;
         create_node(created.store.as_ref(), path, &metadata)?;
         Ok(created)
@@ -118,7 +121,8 @@ impl ZarrArray {
         let name = metadata["data_type"].as_str().unwrap_or_default();
         let data_type: DataType = name.parse()?;
         let shards = FixedShards::of(&metadata, data_type.size());
-        let opened = Self { store, array, shards, data_type, path: node_path(path) };
+        let identity = format!("{}{}", store.describe(), node_path(path));
+        let opened = Self { store, array, shards, identity, data_type, path: node_path(path) };
         opened.check_sizes()?;
         Ok(opened)
     }
@@ -158,7 +162,7 @@ impl ZarrArray {
 
     /// Where the array is, the same for two handles on one array.
     pub fn identity(&self) -> String {
-        format!("{}{}", self.store.describe(), self.path)
+        self.identity.clone()
     }
 
     pub fn attributes(&self) -> &Map<String, Value> {
@@ -229,6 +233,20 @@ impl ZarrArray {
             .map(|piece| Source { piece, data, shape: &shape })
             .collect();
         crate::pool::io_pool().install(|| self.write_pieces(sources))
+    }
+
+    /// Creates every missing shard of an array of uncompressed shards now (HDF5's early
+    /// allocation), so later writes of regions are all in place; the number created. Refused
+    /// for other arrays, whose chunks are objects made when written.
+    pub fn allocate_shards(&self) -> Result<u64, ArrayError> {
+        match &self.shards {
+            Some(layout) => layout.allocate(&self.array, self.store.as_ref()),
+            None => Err(ArrayError::Spec(format!(
+                "{}: only arrays of uncompressed shards (sharding_indexed with the bytes codec alone, index at \
+                 the end) are allocated ahead",
+                self.path
+            ))),
+        }
     }
 
     /// Writes pieces of this array, chunk by chunk (shard by shard, in place when it can).

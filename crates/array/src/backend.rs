@@ -39,6 +39,14 @@ pub trait ChunkStore: ReadableWritableListableStorageTraits {
     /// The source version tag `put_copy` kept with the value under `key`, if any.
     fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError>;
 
+    /// Creates the value under `key` as `zeros` zero bytes then `tail`, if there is none yet
+    /// (`Ok(false)`: there was one). A store of files leaves the zeros a hole.
+    fn create_zeroed(&self, key: &StoreKey, zeros: u64, tail: &[u8]) -> Result<bool, StorageError> {
+        let mut value = vec![0u8; usize::try_from(zeros).map_err(|_| StorageError::Other("value too large".into()))?];
+        value.extend_from_slice(tail);
+        self.set_if(key, &value, WriteCondition::IfAbsent)
+    }
+
     /// The value under `key` opened for writes in place (`Store::object_file_for_update`), for
     /// layouts fixed ahead (uncompressed shards); `Unsupported` by stores that replace values
     /// whole (a remote endpoint).

@@ -8,14 +8,19 @@
 //! shard at every moment: its index never changes in place.
 //!
 //! A missing shard is created whole (fill values, the fixed index; one atomic write if still
-//! absent); a shard in another layout (zarr-python omits inner chunks of fill values) is
+//! absent; a fill value of zeros is a hole, so creating costs the index alone); a shard in another layout (zarr-python omits inner chunks of fill values) is
 //! rewritten in the fixed one first (read, merge, write if unchanged); a store that cannot write
 //! in place (a remote endpoint, an erasure pool, a versioned bucket) gets the whole shard
 //! rewritten, as chunks are. What in place gives up: a reader concurrent with a write may see
 //! part of it, as with a POSIX program's write; when a write is visible (a transfer's
 //! consistency point) does not change, and strict durability syncs the file before it returns.
 
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use isthmus_store::UpdateFile;
 use serde_json::Value;
+use zarrs::storage::StoreKey;
 
 use crate::ArrayError;
 use crate::backend::{ChunkStore, InPlace, WriteCondition};
@@ -25,8 +30,21 @@ use crate::chunks::{self, CONFLICT_RETRIES, Source, ZArray};
 /// is kept in memory to compare against.
 const MAX_INNER_CHUNKS: u64 = 1 << 16;
 
+/// Shard files kept open for the next writes, per array: opening a file and checking its index
+/// costs more than writing a small region.
+const OPEN_FILES: usize = 8;
+
+/// How long a shard file is kept open: a permission or policy change (checked when a file is
+/// opened) reaches in-place writes within this time, as bucket settings reach every request. A
+/// kept file is dropped at once when the shard is replaced, deleted or truncated; a shard's
+/// index rewritten in place by another program is seen when the file is opened again.
+const OPEN_TTL: Duration = Duration::from_secs(1);
+
+/// A shard file open for in-place writes, its layout checked.
+type OpenShard = (StoreKey, Arc<UpdateFile>, Instant);
+
 /// The fixed layout of an array's uncompressed shards.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct FixedShards {
     shard: Vec<u64>,
     inner: Vec<u64>,
@@ -37,6 +55,9 @@ pub(crate) struct FixedShards {
     inner_bytes: u64,
     /// The index every shard in this layout ends with, checksum included.
     index: Vec<u8>,
+    /// Shard files open for writes, most recently used last. They belong to the identity
+    /// the array was opened as (an array is opened at a location, with its request context).
+    open: Mutex<Vec<OpenShard>>,
 }
 
 /// An inner chunk a write touches: its place in the shard and the parts of the sources in it.
@@ -99,7 +120,7 @@ impl FixedShards {
         }
         let crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, &index) as u32;
         index.extend_from_slice(&crc.to_le_bytes());
-        Some(Self { shard, inner, grid, count, element, inner_bytes, index })
+        Some(Self { shard, inner, grid, count, element, inner_bytes, index, open: Mutex::default() })
     }
 
     /// A shard's size in this layout.
@@ -163,23 +184,48 @@ impl FixedShards {
         touched
     }
 
-    /// Whether `file` is a shard in this layout where the write goes: its size, and the index
-    /// entries of the inner chunks written (the rest of the index is the readers' business).
-    fn holds(&self, file: &isthmus_store::UpdateFile, touched: &[Touched<'_>]) -> Result<bool, ArrayError> {
+    /// Whether `file` is a shard in this layout: its size and its whole index.
+    fn holds(&self, file: &UpdateFile) -> Result<bool, ArrayError> {
         if file.size() != self.shard_bytes() {
             return Ok(false);
         }
-        let (Some(first), Some(last)) = (touched.first(), touched.last()) else { return Ok(true) };
-        let entries = (first.index as usize * 16)..((last.index as usize + 1) * 16);
-        let mut stored = vec![0u8; entries.len()];
-        file.read_at(self.count * self.inner_bytes + entries.start as u64, &mut stored).map_err(store_error)?;
-        Ok(stored == self.index[entries])
+        let mut stored = vec![0u8; self.index.len()];
+        file.read_at(self.count * self.inner_bytes, &mut stored).map_err(store_error)?;
+        Ok(stored == self.index)
+    }
+
+    fn open_files(&self) -> MutexGuard<'_, Vec<OpenShard>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The shard file under `key` kept open, if it is recent and still the shard's file.
+    fn kept(&self, key: &StoreKey) -> Option<Arc<UpdateFile>> {
+        let mut open = self.open_files();
+        open.retain(|(_, _, opened)| opened.elapsed() < OPEN_TTL);
+        let at = open.iter().position(|(kept, _, _)| kept == key)?;
+        let entry = open.remove(at);
+        if !entry.1.still_current() {
+            return None;
+        }
+        let file = entry.1.clone();
+        open.push(entry);
+        Some(file)
+    }
+
+    /// Keeps a checked shard file open for the next writes (the least recently used goes).
+    fn keep(&self, key: StoreKey, file: Arc<UpdateFile>) {
+        let mut open = self.open_files();
+        open.retain(|(kept, _, _)| *kept != key);
+        if open.len() >= OPEN_FILES {
+            open.remove(0);
+        }
+        open.push((key, file, Instant::now()));
     }
 
     /// Writes the touched inner chunks into the shard's file: each covered whole straight from
     /// its source when it can be, the others read, merged and written back, all under the
     /// file's lock; then the file is synced if the store is strictly durable.
-    fn write_inner(&self, file: &isthmus_store::UpdateFile, touched: &[Touched<'_>]) -> Result<(), ArrayError> {
+    fn write_inner(&self, file: &UpdateFile, touched: &[Touched<'_>]) -> Result<(), ArrayError> {
         let inner_elements = self.inner_bytes / self.element as u64;
         let lock = file.lock().map_err(store_error)?;
         let mut buffer = Vec::new();
@@ -217,12 +263,25 @@ impl FixedShards {
         let covered: u64 = sources.iter().map(|s| s.piece.elements()).sum();
         let whole = covered == array.chunk_subset_bounded(chunk)?.num_elements();
         let touched = if whole { Vec::new() } else { self.touched(sources) };
+        let zero_fill = array.fill_value().as_ne_bytes().iter().all(|&b| b == 0);
+        if !whole && let Some(file) = self.kept(&key) {
+            return self.write_inner(&file, &touched);
+        }
         for _ in 0..CONFLICT_RETRIES {
             let (current, condition) = if whole {
                 (None, WriteCondition::Always)
             } else {
                 match store.update_in_place(&key)? {
-                    InPlace::File(file) if self.holds(&file, &touched)? => return self.write_inner(&file, &touched),
+                    InPlace::File(file) if self.holds(&file)? => {
+                        let file = Arc::new(file);
+                        self.keep(key, file.clone());
+                        return self.write_inner(&file, &touched);
+                    }
+                    // A shard of zeros is created with its data a hole, then written in place.
+                    InPlace::Missing if zero_fill => {
+                        store.create_zeroed(&key, self.count * self.inner_bytes, &self.index)?;
+                        continue;
+                    }
                     InPlace::Missing => (None, WriteCondition::IfAbsent),
                     InPlace::File(_) | InPlace::Unsupported => match store.get_tagged(&key)? {
                         Some((encoded, tag)) => {
@@ -240,6 +299,28 @@ impl FixedShards {
             }
         }
         Err(ArrayError::Conflict { key: key.to_string() })
+    }
+}
+
+impl FixedShards {
+    /// Creates every shard of `array` that does not exist yet, in this layout (a hole where
+    /// the fill value is zeros); answers how many it created.
+    pub(crate) fn allocate(&self, array: &ZArray, store: &dyn ChunkStore) -> Result<u64, ArrayError> {
+        let grid = array.chunk_grid_shape().to_vec();
+        crate::size::chunk_count(&grid)?;
+        let zero_fill = array.fill_value().as_ne_bytes().iter().all(|&b| b == 0);
+        let mut created = 0;
+        for chunk in chunks::cartesian(&grid.iter().map(|&n| (0..n).collect()).collect::<Vec<_>>()) {
+            let key = array.chunk_key(&chunk);
+            let made = if zero_fill {
+                store.create_zeroed(&key, self.count * self.inner_bytes, &self.index)?
+            } else {
+                let filled = chunks::filled_chunk(array, self.shard.iter().product());
+                store.set_if(&key, &self.encode(&filled), WriteCondition::IfAbsent)?
+            };
+            created += u64::from(made);
+        }
+        Ok(created)
     }
 }
 

@@ -246,6 +246,23 @@ impl ChunkStore for EngineStorage {
         Ok(())
     }
 
+    fn create_zeroed(&self, key: &StoreKey, zeros: u64, tail: &[u8]) -> Result<bool, StorageError> {
+        let object = self.object_key(key.as_str());
+        let request =
+            PutRequest { etag_without_md5: true, if_none_match: Some(ETagMatch::Any), ..PutRequest::default() };
+        let created = self.cx.run_as(|| {
+            let mut writer = self.store.put_object(&self.cx, &self.bucket, &object, request)?;
+            writer.write_zeros(zeros)?;
+            writer.write_all(tail)?;
+            writer.commit()
+        });
+        match created {
+            Ok(_) => Ok(true),
+            Err(StoreError::PreconditionFailed) => Ok(false),
+            Err(err) => Err(storage_error(err)),
+        }
+    }
+
     fn update_in_place(&self, key: &StoreKey) -> Result<InPlace, StorageError> {
         let object = self.object_key(key.as_str());
         match self.cx.run_as(|| self.store.object_file_for_update(&self.cx, &self.bucket, &object)) {

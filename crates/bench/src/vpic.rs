@@ -92,19 +92,52 @@ impl std::str::FromStr for VpicMode {
     }
 }
 
+/// How the particle arrays are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VpicLayout {
+    /// A chunk per rank and step: each region is an object of its own (PDC-XF's region objects).
+    #[default]
+    Chunks,
+    /// Uncompressed shards of many ranks' and steps' regions (inner chunk = one region): each
+    /// region is written in place into its shard's file, as into an HDF5 file.
+    Shards,
+}
+
+impl VpicLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            VpicLayout::Chunks => "chunks",
+            VpicLayout::Shards => "shards",
+        }
+    }
+}
+
+/// The most bytes of one shard of the `shards` layout.
+const SHARD_BYTES: u64 = 256 << 20;
+
 /// Where the particles go.
 pub enum VpicTarget {
     /// Raw files in a directory, one per property.
     Posix { dir: PathBuf },
-    /// Zarr arrays at a location, moved with transfers in a mode.
-    Arrays { location: Location, label: String, mode: VpicMode },
+    /// Zarr arrays at a location, stored in a layout, moved with transfers in a mode.
+    Arrays { location: Location, label: String, mode: VpicMode, layout: VpicLayout },
 }
 
 impl VpicTarget {
+    /// `posix DIR`, or `LABEL (MODE)` (`LABEL (MODE, shards)` in the shards layout).
     pub fn describe(&self) -> String {
         match self {
             VpicTarget::Posix { dir } => format!("posix {}", dir.display()),
-            VpicTarget::Arrays { label, mode, .. } => format!("{label} ({})", mode.name()),
+            VpicTarget::Arrays { label, mode, layout: VpicLayout::Chunks, .. } => format!("{label} ({})", mode.name()),
+            VpicTarget::Arrays { label, mode, layout, .. } => format!("{label} ({}, {})", mode.name(), layout.name()),
+        }
+    }
+
+    /// `file` for the baseline, else the arrays' layout.
+    pub fn layout_name(&self) -> &'static str {
+        match self {
+            VpicTarget::Posix { .. } => "file",
+            VpicTarget::Arrays { layout, .. } => layout.name(),
         }
     }
 
@@ -126,6 +159,8 @@ pub struct VpicResult {
     pub target: String,
     /// `posix`, `strong`, `session` or `session-per-step` (see `VpicMode`).
     pub mode: String,
+    /// `file` (the baseline), `chunks` or `shards` (see `VpicLayout`).
+    pub layout: String,
     pub bytes: u64,
     pub total_s: f64,
     /// Time in emulated computation (measured, mean over ranks).
@@ -255,6 +290,7 @@ pub fn summarize(
         workload: workload.to_string(),
         target: target.describe(),
         mode: target.mode_name().to_string(),
+        layout: target.layout_name().to_string(),
         bytes: params.total_ranks as u64 * params.steps * params.particles * 4 * PROPERTIES.len() as u64,
         total_s,
         compute_s: mean(|r| r.compute_s),
@@ -290,18 +326,30 @@ pub fn prepare(params: &VpicParams, target: &VpicTarget) -> BenchResult<()> {
             }
             Ok(())
         }
-        VpicTarget::Arrays { location, .. } => {
+        VpicTarget::Arrays { location, layout, .. } => {
             let chunk = params.particles.max(1);
             for p in PROPERTIES {
-                let spec = ArraySpec::new(
-                    vec![params.steps, params.total_ranks as u64 * chunk],
-                    DataType::Float32,
-                    vec![1, chunk],
-                );
+                let shape = vec![params.steps, params.total_ranks as u64 * chunk];
+                let spec = match layout {
+                    VpicLayout::Chunks => ArraySpec::new(shape, DataType::Float32, vec![1, chunk]),
+                    VpicLayout::Shards => {
+                        // As many ranks' regions per shard row, then as many steps, as fit.
+                        let row = chunk * 4;
+                        let ranks = (SHARD_BYTES / row).clamp(1, params.total_ranks.max(1) as u64);
+                        let steps = (SHARD_BYTES / (row * ranks)).clamp(1, params.steps.max(1));
+                        let mut spec = ArraySpec::new(shape, DataType::Float32, vec![steps, ranks * chunk]);
+                        spec.inner_chunks = Some(vec![1, chunk]);
+                        spec
+                    }
+                };
                 // A fresh array: the previous run's, if any, is removed first.
                 isthmus_array::remove_node(location, &format!("vpic/{p}")).map_err(array_error)?;
-                ZarrArray::create(location, &format!("vpic/{p}"), &spec)
+                let array = ZarrArray::create(location, &format!("vpic/{p}"), &spec)
                     .map_err(|e| BenchError::Setup(e.to_string()))?;
+                // Shards are made here, as the baseline's files are: the run writes regions.
+                if *layout == VpicLayout::Shards {
+                    array.allocate_shards().map_err(array_error)?;
+                }
             }
             Ok(())
         }

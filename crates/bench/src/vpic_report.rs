@@ -11,6 +11,8 @@ pub struct ConsistencyGain {
     pub workload: String,
     /// The target without its mode (`arrays in-process /path`).
     pub target: String,
+    /// The arrays' layout (`chunks`, `shards`).
+    pub layout: String,
     /// On time in the calls that start transfers.
     pub transfer_speedup: f64,
     /// On the exposed I/O time (transfer + wait + flush): the paper's transfer time.
@@ -19,24 +21,28 @@ pub struct ConsistencyGain {
     pub total_speedup: f64,
 }
 
-/// The target's label without the ` (mode)` suffix.
+/// The target's label without the ` (mode[, layout])` suffix.
 fn label(target: &str) -> &str {
     target.rsplit_once(" (").map_or(target, |(label, _)| label)
 }
 
-/// Every (workload, target) measured in both modes.
+/// Whether `a` and `b` are the same workload on the same arrays (target and layout).
+fn same_arrays(a: &VpicResult, b: &VpicResult) -> bool {
+    a.workload == b.workload && a.layout == b.layout && label(&a.target) == label(&b.target)
+}
+
+/// Every (workload, target, layout) measured in both modes.
 pub fn consistency_gains(results: &[VpicResult]) -> Vec<ConsistencyGain> {
     let ratio = |strong: f64, session: f64| strong / session.max(1e-9);
     results
         .iter()
         .filter(|r| r.mode == "session")
         .filter_map(|session| {
-            let strong = results.iter().find(|s| {
-                s.mode == "strong" && s.workload == session.workload && label(&s.target) == label(&session.target)
-            })?;
+            let strong = results.iter().find(|s| s.mode == "strong" && same_arrays(s, session))?;
             Some(ConsistencyGain {
                 workload: session.workload.clone(),
                 target: label(&session.target).to_string(),
+                layout: session.layout.clone(),
                 transfer_speedup: ratio(strong.transfer_s, session.transfer_s),
                 exposed_speedup: ratio(strong.exposed_s(), session.exposed_s()),
                 total_speedup: ratio(strong.total_s, session.total_s),
@@ -64,11 +70,7 @@ pub fn table(results: &[VpicResult]) -> String {
     for r in results {
         let posix = results.iter().find(|p| p.workload == r.workload && p.mode == "posix");
         let strong = (r.mode != "strong" && r.mode != "posix")
-            .then(|| {
-                results
-                    .iter()
-                    .find(|s| s.workload == r.workload && s.mode == "strong" && label(&s.target) == label(&r.target))
-            })
+            .then(|| results.iter().find(|s| s.mode == "strong" && same_arrays(s, r)))
             .flatten();
         table.add_row([
             r.workload.clone(),
@@ -87,9 +89,9 @@ pub fn table(results: &[VpicResult]) -> String {
     let mut out = table.to_string();
     for gain in consistency_gains(results) {
         out.push_str(&format!(
-            "\n{} on {}: session over strong {:.2}x on transfer (start calls), {:.2}x on exposed I/O \
+            "\n{} on {} ({}): session over strong {:.2}x on transfer (start calls), {:.2}x on exposed I/O \
              (transfer + wait + flush), {:.2}x on the whole run",
-            gain.workload, gain.target, gain.transfer_speedup, gain.exposed_speedup, gain.total_speedup
+            gain.workload, gain.target, gain.layout, gain.transfer_speedup, gain.exposed_speedup, gain.total_speedup
         ));
     }
     out
@@ -104,6 +106,7 @@ mod tests {
             workload: "vpic-io".into(),
             target: target.into(),
             mode: mode.into(),
+            layout: if mode == "posix" { "file" } else { "chunks" }.into(),
             bytes: 1 << 20,
             total_s,
             compute_s: 0.0,
@@ -123,6 +126,8 @@ mod tests {
             result("arrays a (strong)", "strong", 2.0, 0.0, 4.0),
             result("arrays a (session)", "session", 0.5, 0.5, 2.0),
             result("arrays b (strong)", "strong", 9.0, 0.0, 9.0),
+            // The same arrays in the shards layout pair with nothing: not with a's chunks.
+            VpicResult { layout: "shards".into(), ..result("arrays a (session, shards)", "session", 0.1, 0.1, 1.0) },
         ];
         let gains = consistency_gains(&results);
         assert_eq!(gains.len(), 1, "{gains:?}");

@@ -200,7 +200,7 @@ pub fn measure_write(params: &VpicParams, target: &VpicTarget) -> BenchResult<Vp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vpic::{VpicTarget, prepare};
+    use crate::vpic::{VpicLayout, VpicTarget, prepare};
     use isthmus_array::Location;
     use isthmus_posix::{PosixStore, StoreOptions};
     use isthmus_store::{RequestContext, Store};
@@ -212,7 +212,25 @@ mod tests {
         Location::Engine { store, cx: RequestContext::process(), bucket: "particles".into(), prefix: String::new() }
     }
 
-    /// Every mode leaves every rank's steps in the arrays; session copies buffers (its peak
+    /// The files under `dir`, relative, sorted.
+    fn walk_files(dir: &std::path::Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(at) = pending.pop() {
+            for entry in std::fs::read_dir(&at).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    found.push(path.strip_prefix(dir).unwrap().display().to_string());
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    /// Every mode in each layout leaves every rank's steps in the arrays; session copies buffers (its peak
     /// is at least one step's regions) where strong copies nothing; each rank's parts add up
     /// to no more than its total.
     #[test]
@@ -230,8 +248,9 @@ mod tests {
             threads: 2,
         };
         let step_bytes = 64 * 4 * PROPERTIES.len() as u64;
-        for mode in [VpicMode::Strong, VpicMode::Session, VpicMode::SessionPerStep] {
-            let target = VpicTarget::Arrays { location: location.clone(), label: "engine".into(), mode };
+        let modes = [VpicMode::Strong, VpicMode::Session, VpicMode::SessionPerStep];
+        for (mode, layout) in modes.into_iter().flat_map(|m| [(m, VpicLayout::Chunks), (m, VpicLayout::Shards)]) {
+            let target = VpicTarget::Arrays { location: location.clone(), label: "engine".into(), mode, layout };
             prepare(&params, &target).unwrap();
             let (times, cache) = write(&params, &target).unwrap();
             let cache = cache.unwrap();
@@ -242,6 +261,7 @@ mod tests {
             }
             let result = crate::vpic::summarize("vpic-io", &target, &params, &times, Some(cache.clone()));
             assert_eq!((result.mode.as_str(), result.ranks.len()), (mode.name(), 2));
+            assert_eq!(result.layout, layout.name());
             assert!((result.close_overhead - result.flush_s / result.total_s).abs() < 1e-9);
             match mode {
                 VpicMode::Strong => assert_eq!(cache.peak_bytes, 0, "strong copies nothing"),
@@ -256,10 +276,22 @@ mod tests {
                         assert_eq!(array.read_vec(&region).unwrap(), values(rank, step, p, 64), "{mode:?}");
                     }
                 }
+                // Sharded: both ranks' three steps in one object, written in place.
+                let objects = dir.path().join(format!("particles/vpic/{property}/c"));
+                let files = walk_files(&objects);
+                match layout {
+                    VpicLayout::Shards => assert_eq!(files, ["0/0"], "{mode:?}"),
+                    VpicLayout::Chunks => assert_eq!(files.len(), 6, "{mode:?}"),
+                }
             }
         }
         // What a report calls: prepared, written and summarized in one.
-        let target = VpicTarget::Arrays { location, label: "engine".into(), mode: VpicMode::Session };
+        let target = VpicTarget::Arrays {
+            location,
+            label: "engine".into(),
+            mode: VpicMode::Session,
+            layout: Default::default(),
+        };
         let result = measure_write(&params, &target).unwrap();
         assert_eq!((result.bytes, result.mode.as_str()), (2 * 3 * step_bytes, "session"));
         assert!(result.cache.is_some_and(|c| c.peak_bytes >= step_bytes));

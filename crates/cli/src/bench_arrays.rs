@@ -118,8 +118,11 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
     let mut targets = vec![VpicTarget::Posix { dir: baseline }];
     let modes = modes()?;
     for (label, location) in array_locations(args, &endpoints)? {
-        for &mode in &modes {
-            targets.push(VpicTarget::Arrays { location: location.clone(), label: label.clone(), mode });
+        for &layout in &args.array_layout {
+            for &mode in &modes {
+                let (location, label, layout) = (location.clone(), label.clone(), layout.into());
+                targets.push(VpicTarget::Arrays { location, label, mode, layout });
+            }
         }
     }
     let name = workload_name(args.workload);

@@ -175,6 +175,9 @@ pub struct BenchArgs {
     /// vpic-io, bdcats-io: time steps
     #[arg(long, default_value_t = 5)]
     pub steps: u64,
+    /// vpic-io, bdcats-io: how the particle arrays are stored (several: each measured)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "chunks")]
+    pub array_layout: Vec<ArrayLayoutArg>,
     /// vpic-io, bdcats-io: emulated computation between two steps
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub compute: Duration,
@@ -225,6 +228,25 @@ pub struct BenchArgs {
     /// against access through the frontend, CERN's Table 3
     #[arg(long)]
     pub via_gateway: bool,
+}
+
+/// How vpic-io's particle arrays are stored (`isthmus_bench::vpic::VpicLayout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArrayLayoutArg {
+    /// A chunk per rank and step: every region an object of its own
+    Chunks,
+    /// Uncompressed shards holding many regions (inner chunk = one region), each region
+    /// written in place into its shard's file
+    Shards,
+}
+
+impl From<ArrayLayoutArg> for isthmus_bench::vpic::VpicLayout {
+    fn from(arg: ArrayLayoutArg) -> Self {
+        match arg {
+            ArrayLayoutArg::Chunks => Self::Chunks,
+            ArrayLayoutArg::Shards => Self::Shards,
+        }
+    }
 }
 
 /// The S3 mappings of the S3-for-HPC study (`isthmus_bench::mapping::S3Mapping`).

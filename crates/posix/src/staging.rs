@@ -23,7 +23,7 @@ use crate::meta::write_all;
 use crate::writer_names::unique_suffix;
 use isthmus_store::Digests;
 use isthmus_store::checksum::{ChecksumAlgorithm, Hasher};
-use isthmus_store::error::StoreResult;
+use isthmus_store::error::{StoreError, StoreResult};
 
 pub(crate) struct StagedFile {
     dir: OwnedFd,
@@ -185,6 +185,20 @@ impl StagedFile {
     }
 
     /// Writes in windows; on fsynced writes, each full window's writeback starts at once.
+    /// `len` zero bytes: a hole (the file extended, nothing written) when nothing hashes them.
+    pub(crate) fn write_zeros(&mut self, len: u64) -> StoreResult<()> {
+        if self.hash_md5 || self.checksum.is_some() {
+            return isthmus_store::zeros_in_pieces(len, |zeros| self.write_all(zeros));
+        }
+        let end =
+            self.written.checked_add(len).ok_or_else(|| StoreError::InvalidArgument("object too large".into()))?;
+        rustix::fs::ftruncate(&self.file, end).map_err(|e| StoreError::io_at("extend the staged file", "", e))?;
+        rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Start(end))
+            .map_err(|e| StoreError::io_at("extend the staged file", "", e))?;
+        self.written = end;
+        Ok(())
+    }
+
     fn write_windows(&mut self, bytes: &[u8]) -> StoreResult<()> {
         for window in bytes.chunks(WRITEBACK_WINDOW as usize) {
             write_all(self.file.as_fd(), window)?;

@@ -175,6 +175,13 @@ impl ObjectWrite for PosixWriter {
         self.staged.write_all(bytes)
     }
 
+    fn write_zeros(&mut self, len: u64) -> StoreResult<()> {
+        if self.key.ends_with('/') && len > 0 {
+            return Err(directory_with_data(&self.key));
+        }
+        self.staged.write_zeros(len)
+    }
+
     fn digests(&self) -> isthmus_store::Digests {
         if self.known_etag.is_some() {
             return isthmus_store::Digests { md5: None, checksum: self.known_checksum.clone() };

@@ -734,3 +734,26 @@ fn a_write_without_md5_gets_an_etag_unique_to_the_write_that_conditions_use() {
     store.put_bytes(&cx(), "bkt", "c/0", b"other", current).unwrap();
     assert_eq!(read_all(&store, "c/0", &GetRequest::default()), b"other");
 }
+
+#[test]
+fn zeros_are_a_hole_unless_something_hashes_them() {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, store) = store();
+    let mut bytes = vec![0u8; 1 << 20];
+    bytes.extend_from_slice(b"tail");
+    for (key, without_md5) in [("hashed", false), ("sparse", true)] {
+        let request = PutRequest { etag_without_md5: without_md5, ..PutRequest::default() };
+        let mut writer = store.put_object(&cx(), "bkt", key, request).unwrap();
+        writer.write_zeros(1 << 20).unwrap();
+        writer.write_all(b"tail").unwrap();
+        let info = writer.commit().unwrap();
+        assert_eq!(read_all(&store, key, &GetRequest::default()), bytes, "{key}");
+        let file = std::fs::metadata(dir.path().join("bkt").join(key)).unwrap();
+        assert_eq!(file.len(), bytes.len() as u64);
+        if without_md5 {
+            assert!(file.blocks() * 512 < 1 << 19, "{} bytes allocated for a hole", file.blocks() * 512);
+        } else {
+            assert_eq!(info.etag, md5_hex(&bytes), "the zeros are hashed");
+        }
+    }
+}

@@ -214,11 +214,29 @@ pub trait ObjectRead: Read + Send + Sync {
 /// discards everything that was written.
 pub trait ObjectWrite: Send {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()>;
+    /// Writes `len` zero bytes. A backend that keeps objects as files may leave a hole (no
+    /// block written) where nothing hashes the bytes: an uncompressed Zarr shard is created
+    /// with its data a hole and only its index written.
+    fn write_zeros(&mut self, len: u64) -> StoreResult<()> {
+        zeros_in_pieces(len, |zeros| self.write_all(zeros))
+    }
     /// MD5 and checksum of what was written so far: a door compares them with what the client
     /// declared (Content-MD5, x-amz-checksum-*) before it commits.
     fn digests(&self) -> Digests;
     /// Makes the object visible atomically and returns what HEAD would now report.
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo>;
+}
+
+/// `len` zero bytes handed to `write` a buffer (of at most 1 MiB) at a time.
+pub fn zeros_in_pieces(len: u64, mut write: impl FnMut(&[u8]) -> StoreResult<()>) -> StoreResult<()> {
+    let zeros = vec![0u8; len.min(1 << 20) as usize];
+    let mut left = len;
+    while left > 0 {
+        let now = left.min(zeros.len() as u64);
+        write(&zeros[..now as usize])?;
+        left -= now;
+    }
+    Ok(())
 }
 
 /// A reader of any backend.

@@ -20,17 +20,21 @@ pub struct UpdateFile {
     size: u64,
     durability: Durability,
     key: String,
+    /// Threads sharing this handle exclude each other here: a `flock` taken twice through one
+    /// open file is one lock.
+    writers: std::sync::Mutex<()>,
 }
 
 /// The file locked for one writer until dropped.
 pub struct UpdateLock<'a> {
     update: &'a UpdateFile,
+    _writer: std::sync::MutexGuard<'a, ()>,
 }
 
 impl UpdateFile {
     /// `file` (opened read-write as the request's identity) holding `key`, of `size` bytes.
     pub fn new(file: File, size: u64, durability: Durability, key: &str) -> Self {
-        Self { file, size, durability, key: key.to_string() }
+        Self { file, size, durability, key: key.to_string(), writers: std::sync::Mutex::new(()) }
     }
 
     /// The object's size: no write reaches past it.
@@ -65,9 +69,17 @@ impl UpdateFile {
     /// Takes the file's exclusive lock (waiting for another writer's, in this process or
     /// another): a read-merge-write of part of the file holds it so no write lands between.
     pub fn lock(&self) -> StoreResult<UpdateLock<'_>> {
+        let writer = self.writers.lock().unwrap_or_else(|e| e.into_inner());
         rustix::fs::flock(&self.file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| StoreError::io_at("lock for an in-place write", &self.key, e))?;
-        Ok(UpdateLock { update: self })
+        Ok(UpdateLock { update: self, _writer: writer })
+    }
+
+    /// Whether the file is still linked and of the size it had when opened: a handle kept for
+    /// later writes is dropped once the object was replaced or deleted (its file then has no
+    /// link left) or truncated.
+    pub fn still_current(&self) -> bool {
+        rustix::fs::fstat(&self.file).is_ok_and(|stat| stat.st_nlink > 0 && stat.st_size as u64 == self.size)
     }
 
     /// Makes the writes so far durable when the store promises strict durability (the data:
@@ -111,6 +123,18 @@ mod tests {
         assert!(update.read_at(16, &mut back).is_err());
         assert_eq!(std::fs::metadata(dir.path().join("object")).unwrap().len(), 16, "the object never grows");
         update.commit().unwrap();
+    }
+
+    #[test]
+    fn a_handle_knows_when_its_file_is_gone() {
+        let (dir, update) = update_of(&[0u8; 8]);
+        assert!(update.still_current());
+        std::fs::write(dir.path().join("new"), [0u8; 8]).unwrap();
+        std::fs::rename(dir.path().join("new"), dir.path().join("object")).unwrap();
+        assert!(!update.still_current(), "replaced by a rename");
+        let (dir, update) = update_of(&[0u8; 8]);
+        std::fs::OpenOptions::new().write(true).open(dir.path().join("object")).unwrap().set_len(4).unwrap();
+        assert!(!update.still_current(), "truncated");
     }
 
     #[test]
