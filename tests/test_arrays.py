@@ -72,7 +72,8 @@ def test_numpy_regions_strides_and_attributes(gateway):
 
 @pytest.mark.parametrize(
     "codecs,inner",
-    [("", None), ("zstd:3", None), ("gzip:5", None), ("blosc:lz4:5:shuffle", None), ("crc32c", None), ("zstd:1", (4, 5))],
+    [("", None), ("zstd:3", None), ("gzip:5", None), ("blosc:lz4:5:shuffle", None), ("crc32c", None), ("zstd:1", (4, 5)),
+     ("", (4, 5))],
 )
 @pytest.mark.posix_only
 def test_isthmus_arrays_are_read_by_zarr_python_from_the_path_and_over_s3(gateway, codecs, inner):
@@ -184,8 +185,8 @@ def band_writer(root, writer, rounds):
         a[:, writer * 3:(writer + 1) * 3] = np.full((10, 3), r * 100 + writer, np.int32)
 
 
-def test_concurrent_writers_in_several_processes_produce_the_reference(gateway):
-    a = isthmus.Array.create(engine(gateway), "shared.zarr", shape=(10, 24), dtype="int32", chunks=(10, 8), codecs="zstd:1")
+def run_band_writers(gateway):
+    """Eight processes write their bands of shared.zarr 20 times; the array they must leave."""
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=band_writer, args=(str(gateway.root), w, 20)) for w in range(8)]
     for p in procs:
@@ -193,8 +194,27 @@ def test_concurrent_writers_in_several_processes_produce_the_reference(gateway):
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    expected = np.repeat(np.arange(8, dtype=np.int32) + 1900, 3)[None, :].repeat(10, axis=0)
+    return np.repeat(np.arange(8, dtype=np.int32) + 1900, 3)[None, :].repeat(10, axis=0)
+
+
+def test_concurrent_writers_in_several_processes_produce_the_reference(gateway):
+    a = isthmus.Array.create(engine(gateway), "shared.zarr", shape=(10, 24), dtype="int32", chunks=(10, 8), codecs="zstd:1")
+    expected = run_band_writers(gateway)
     np.testing.assert_array_equal(a[...], expected)
+
+
+def test_writers_in_several_processes_share_uncompressed_shards_written_in_place(gateway):
+    # One shard of inner chunks 5 x 8: the 3-column bands of eight processes share inner chunks,
+    # so each write is a read-merge-write of part of an inner chunk in the shard's file.
+    a = isthmus.Array.create(engine(gateway), "shared.zarr", shape=(10, 24), dtype="int32", chunks=(10, 24),
+                             inner_chunks=(5, 8))
+    assert a.allocate_shards() == 1
+    shard = gateway.root / BUCKET / "shared.zarr/c/0/0"
+    inode = shard.stat().st_ino
+    expected = run_band_writers(gateway)
+    np.testing.assert_array_equal(a[...], expected)
+    assert shard.stat().st_ino == inode, "written in place, never replaced"
+    np.testing.assert_array_equal(zarr.open_array(str(gateway.root / BUCKET / "shared.zarr"), mode="r")[:], expected)
 
 
 def session_writer(root):

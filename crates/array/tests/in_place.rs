@@ -263,3 +263,34 @@ fn shards_allocated_ahead_take_every_region_in_place() {
             .unwrap();
     assert!(plain.allocate_shards().is_err());
 }
+
+#[test]
+fn a_user_the_kernel_refuses_the_shard_file_writes_nothing_in_place() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: switching to another user needs root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let posix: Arc<dyn Store> = Arc::new(PosixStore::open(dir.path().join("data"), StoreOptions::default()).unwrap());
+    posix.create_bucket(&RequestContext::process(), "arrays", &Default::default()).unwrap();
+    let array = ZarrArray::create(&location(&posix, "arrays"), "a", &spec()).unwrap();
+    array.allocate_shards().unwrap();
+    // Every directory open to all, the shard readable by all and writable by its owner (root).
+    for path in ["data", "data/arrays", "data/arrays/a", "data/arrays/a/c", "data/arrays/a/c/0"] {
+        std::fs::set_permissions(dir.path().join(path), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let shard = dir.path().join("data/arrays/a/c/0/0");
+    std::fs::set_permissions(&shard, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::read(&shard).unwrap();
+
+    let nobody = isthmus_store::identity::UnixIdentity::of_user("nobody").unwrap();
+    let cx = RequestContext::process().with_identity(Some(Arc::new(nobody)));
+    let as_nobody = Location::Engine { store: posix.clone(), cx, bucket: "arrays".into(), prefix: String::new() };
+    let theirs = ZarrArray::open(&as_nobody, "a").unwrap();
+    let refused = theirs.write(&Region::new(vec![0, 0], vec![1, 8]), &floats([9.0; 8]));
+    assert!(refused.as_ref().is_err_and(|e| e.to_string().contains("AccessDenied")), "{refused:?}");
+    assert_eq!(std::fs::read(&shard).unwrap(), before, "the shard is unchanged");
+    assert_eq!(read_floats(&theirs, &Region::new(vec![0, 0], vec![1, 8])), [-1.0; 8], "reading is allowed");
+}

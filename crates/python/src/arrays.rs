@@ -189,6 +189,12 @@ impl PyArray {
         let region = region(offset, count, stride);
         with_bytes(py, data, |bytes| self.inner.write(&region, bytes))?.map_err(to_py)
     }
+
+    /// Creates every missing shard of an array of uncompressed shards now, so every later
+    /// region write goes in place into an existing file; answers how many were created.
+    fn allocate_shards(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.inner.allocate_shards()).map_err(to_py)
+    }
 }
 
 /// One region moving between memory and an array.

@@ -255,7 +255,8 @@ fn small_regions_section(runs: &[(&str, &VpicRun)]) -> Result<Section, String> {
         "Not a figure of the paper: small regions are where a gateway's per-object cost (a file, its metadata, \
          its fsync) could eat the gain of moving regions only; the goal set here is at least 50 % of pwrite. A \
          chunk per region pays a new file per region (ext4 finds a free inode for each); the shards layout pays \
-         a pwrite into an open file, what the baseline pays."
+         a pwrite into an open file, what the baseline pays. Through the gateway a shard cannot be written in \
+         part (S3 replaces an object whole), so each region rewrites its whole shard: over S3, use chunks."
             .into(),
     );
     Ok(section)

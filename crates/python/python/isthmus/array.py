@@ -123,6 +123,12 @@ class Array:
         offset = list(offset) if offset is not None else [0] * self.ndim
         self._native.write(offset, list(data.shape), data, list(stride) if stride is not None else None)
 
+    def allocate_shards(self):
+        """Creates every missing shard of an array of uncompressed shards (`inner_chunks` and
+        no codecs) now, so every later region write goes in place into an existing file; the
+        number created. Other arrays refuse it."""
+        return self._native.allocate_shards()
+
     def __getitem__(self, key):
         offset, count, stride, squeeze = _region(self.shape, key)
         out = self.read(offset, count, stride)
