@@ -174,6 +174,43 @@ def test_a_large_get_hands_the_reader_its_file_and_only_to_whom_may_read_it(node
         assert f.read() == payload
 
 
+def test_arrays_through_the_socket_write_uncompressed_shards_in_place_as_the_user(node):
+    """A peer served as its own Unix user gets the shard's file (opened as that user) and
+    writes regions into it in place; a user the kernel refuses the file writes nothing."""
+    srv, root, socket, unix = node
+    shard = root / "shared" / "alice.zarr" / "c" / "0" / "0"
+
+    def alice_writes(store):
+        import numpy as np
+
+        where = isthmus.Location.engine(store, "shared")
+        a = isthmus.Array.create(where, "alice.zarr", shape=(4, 64), dtype="float32", chunks=(4, 64),
+                                 inner_chunks=(1, 16))
+        a.allocate_shards()
+        inode = os.stat(shard).st_ino
+        for row in range(4):
+            a[row, 16:32] = np.full(16, row, np.float32)
+        return os.stat(shard).st_ino == inode, float(a[3, 20]), float(a[3, 0])
+
+    assert python_as("alice", socket, alice_writes) == (True, "(True, 3.0, 0.0)")
+    assert shard.stat().st_uid == unix["alice"].pw_uid
+    for path in (root / "shared" / "alice.zarr").rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # everyone reads; alice alone writes
+    before = shard.read_bytes()
+
+    def bob_writes(store):
+        where = isthmus.Location.engine(store, "shared")
+        a = isthmus.Array.open(where, "alice.zarr")
+        try:
+            a[0, 0:16] = 5.0
+            return "written"
+        except isthmus.IsthmusError as e:
+            return e.args[0]
+
+    assert python_as("bob", socket, bob_writes) == (True, repr("AccessDenied"))
+    assert shard.read_bytes() == before
+
+
 def test_a_peer_that_maps_to_no_user_is_refused(node):
     srv, root, socket, unix = node
     ok, out = python_as("nobody", socket, lambda store: store.list_buckets())

@@ -14,11 +14,12 @@ use isthmus_store::{
     Acl, BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest,
     CreateBucketRequest, DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage,
     ListPartsRequest, ListRequest, ListUploadsRequest, ListVersionsRequest, ObjectInfo, ObjectRead, ObjectWrite,
-    PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult, UploadsPage, VersionsPage,
+    PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult, UpdateFile, UploadsPage,
+    VersionsPage,
 };
 
 use crate::protocol::{
-    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, WireError, read_chunk_header, read_frame, read_u16,
+    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, VERSION_UPDATE_FILES, WireError, read_chunk_header, read_frame, read_u16,
     write_chunks, write_end, write_frame,
 };
 use crate::transport::{Inbox, spin_from_env};
@@ -35,6 +36,8 @@ pub fn socket_path(address: &str) -> Option<PathBuf> {
 struct Connection {
     reader: Inbox,
     writer: BufWriter<UnixStream>,
+    /// The protocol version the gateway chose.
+    version: u16,
 }
 
 fn lost(err: io::Error) -> StoreError {
@@ -59,6 +62,7 @@ impl Connection {
         let mut conn = Self {
             reader: Inbox::new(stream.try_clone().map_err(lost)?, CHUNK + 64, spin_from_env()),
             writer: BufWriter::with_capacity(CHUNK + 64, stream),
+            version: VERSION_MIN,
         };
         let user = conn.handshake().map_err(lost)??;
         Ok((conn, user))
@@ -74,7 +78,7 @@ impl Connection {
         if &magic != MAGIC {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "the socket is not an Isthmus gateway's"));
         }
-        let _version = read_u16(&mut self.reader)?;
+        self.version = read_u16(&mut self.reader)?;
         let answer: Result<String, WireError> = read_frame(&mut self.reader)?;
         Ok(answer.map_err(StoreError::from))
     }
@@ -364,6 +368,29 @@ impl Store for LocalStore {
         request: PutRequest,
     ) -> StoreResult<BoxedWriter> {
         self.writer(&Request::PutObject { bucket: bucket.into(), key: key.into(), request })
+    }
+
+    /// The gateway's file for in-place writes, when it offers one (protocol 3, a peer served
+    /// as its own Unix user); `None` otherwise: the object is then written whole.
+    fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
+        let mut conn = self.shared.take()?;
+        if conn.version < VERSION_UPDATE_FILES {
+            self.shared.give_back(conn);
+            return Ok(None);
+        }
+        conn.send(&Request::ObjectFileForUpdate { bucket: bucket.into(), key: key.into() }).map_err(lost)?;
+        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
+        let file = conn.reader.take_descriptor();
+        self.shared.give_back(conn);
+        match reply {
+            Ok(Reply::UpdateFile { size, durability }) => {
+                let file = file.ok_or_else(|| lost(io::Error::other("the gateway passed no descriptor")))?;
+                Ok(Some(UpdateFile::new(std::fs::File::from(file), size, durability, key)))
+            }
+            Ok(Reply::Done) => Ok(None),
+            Ok(other) => Err(unexpected(other)),
+            Err(err) => Err(err.into()),
+        }
     }
 
     fn get_object(

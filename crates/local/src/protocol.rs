@@ -18,6 +18,9 @@
 //!              from version 2, for an object that is a stretch of one file of at least
 //!              DESCRIPTOR_MIN bytes: frame Reply::GetFile sent with the file's descriptor
 //!              (SCM_RIGHTS, read-only), and no chunks: the client reads the file itself
+//!   ObjectFileForUpdate (from version 3): server: frame Reply::UpdateFile sent with the
+//!              object's file descriptor (read-write, opened as the peer's Unix user), or
+//!              Reply::Done where in-place writes are not offered (the peer writes objects whole)
 //!   others:  server: frame Result<Reply, WireError>
 //! frame      u32 length (little endian), MessagePack bytes
 //! chunk      u32 length (1..=CHUNK), bytes; end = u32 0; abort = u32::MAX
@@ -26,7 +29,7 @@
 use std::io::{self, Read, Write};
 
 use isthmus_store::{
-    BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest, GetRequest, HeadRequest,
+    BucketInfo, CompletedPart, CopyRequest, Durability, CreateBucketRequest, DeleteOutcome, DeleteRequest, GetRequest, HeadRequest,
     ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PartsPage, PutRequest, StoreError,
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -35,9 +38,11 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 pub const MAGIC: &[u8; 8] = b"ISTHMUS\0";
 /// The protocol versions this build speaks.
 pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 2;
+pub const VERSION_MAX: u16 = 3;
 /// The first version whose GETs may answer with a descriptor (`Reply::GetFile`).
 pub const VERSION_DESCRIPTORS: u16 = 2;
+/// The first version with `Request::ObjectFileForUpdate`.
+pub const VERSION_UPDATE_FILES: u16 = 3;
 /// Objects smaller than this are sent in the reply even where descriptors may be passed: a
 /// few kilobytes cost less to copy than the client's extra system calls to read a file.
 pub const DESCRIPTOR_MIN: u64 = 256 << 10;
@@ -69,6 +74,11 @@ pub enum Request {
         bucket: String,
         key: String,
         request: PutRequest,
+    },
+    /// `Store::object_file_for_update`.
+    ObjectFileForUpdate {
+        bucket: String,
+        key: String,
     },
     GetObject {
         bucket: String,
@@ -152,6 +162,12 @@ pub enum Reply {
         range: Option<(u64, u64)>,
         offset: u64,
         length: u64,
+    },
+    /// An object's file for in-place writes: its size and the store's durability; the
+    /// read-write descriptor is passed with this frame.
+    UpdateFile {
+        size: u64,
+        durability: Durability,
     },
     Deleted(DeleteOutcome),
     Page(ListPage),

@@ -14,7 +14,8 @@ use isthmus_store::identity::init_request_thread;
 use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
 
 use crate::protocol::{
-    CHUNK, Chunk, DESCRIPTOR_MIN, MAGIC, Reply, Request, VERSION_DESCRIPTORS, VERSION_MAX, VERSION_MIN, WireError,
+    CHUNK, Chunk, DESCRIPTOR_MIN, MAGIC, Reply, Request, VERSION_DESCRIPTORS, VERSION_MAX, VERSION_MIN,
+    VERSION_UPDATE_FILES, WireError,
     frame_bytes, read_chunk_header, read_frame, read_u16, write_abort, write_chunks, write_end, write_frame,
 };
 use crate::transport::{Inbox, send_with_descriptor, spin_from_env};
@@ -146,6 +147,7 @@ fn serve_connection(
     }
     let version = if lowest <= VERSION_MAX && highest >= VERSION_MIN { highest.min(VERSION_MAX) } else { 0 };
     let passes = pass_descriptors && version >= VERSION_DESCRIPTORS;
+    let updates = pass_descriptors && version >= VERSION_UPDATE_FILES;
     writer.write_all(MAGIC)?;
     writer.write_all(&version.to_le_bytes())?;
     if version == 0 {
@@ -213,7 +215,7 @@ fn serve_connection(
                 }
             }
         }
-        handle(store, cx, request, &mut reader, &mut writer, passes)?;
+        handle(store, cx, request, &mut reader, &mut writer, (passes, updates))?;
         writer.flush()?;
     }
 }
@@ -241,7 +243,7 @@ fn handle(
     request: Request,
     reader: &mut (impl Read + Send),
     writer: &mut BufWriter<UnixStream>,
-    passes: bool,
+    (passes, updates): (bool, bool),
 ) -> io::Result<()> {
     let reply =
         |writer: &mut _, result: StoreResult<Reply>| write_frame(writer, &result.map_err(|e| WireError::from(&e)));
@@ -259,6 +261,7 @@ fn handle(
             receive_body(store.upload_part(cx, &bucket, &key, &upload_id, &request), reader, writer)
         }
         Request::GetObject { bucket, key, request } => send_body(store, cx, (&bucket, &key), &request, writer, passes),
+        Request::ObjectFileForUpdate { bucket, key } => send_update_file(store, cx, (&bucket, &key), writer, updates),
         Request::HeadObject { bucket, key, request } => {
             reply(writer, store.head_object(cx, &bucket, &key, &request).map(Reply::Info))
         }
@@ -401,6 +404,32 @@ fn refuse_body(err: &StoreError, reader: &mut impl Read, writer: &mut impl Write
     write_frame(writer, &Err::<isthmus_store::Digests, _>(WireError::from(err)))?;
     writer.flush()?;
     read_decision(reader).map(drop)
+}
+
+/// An object's file for in-place writes, passed read-write only to a peer whose requests run
+/// as its own Unix user (the file was opened as that user, so the descriptor lets it do
+/// nothing it could not do by opening the file itself); any other peer is told to write
+/// objects whole (`Reply::Done`): a gateway-owned file's descriptor would let it write past the
+/// object's size and around the gateway's checks.
+fn send_update_file(
+    store: &dyn Store,
+    cx: &RequestContext,
+    (bucket, key): (&str, &str),
+    writer: &mut BufWriter<UnixStream>,
+    updates: bool,
+) -> io::Result<()> {
+    if !updates || cx.identity.is_none() {
+        return write_frame(writer, &Ok::<_, WireError>(Reply::Done));
+    }
+    match store.object_file_for_update(cx, bucket, key) {
+        Ok(Some(file)) => {
+            let reply = Reply::UpdateFile { size: file.size(), durability: file.durability() };
+            writer.flush()?;
+            send_with_descriptor(writer.get_ref(), &frame_bytes(&Ok::<_, WireError>(reply))?, file.as_fd())
+        }
+        Ok(None) => write_frame(writer, &Ok::<_, WireError>(Reply::Done)),
+        Err(err) => write_frame(writer, &Err::<Reply, _>(WireError::from(&err))),
+    }
 }
 
 /// A GET: the description, then the bytes in chunks; a read error midway breaks the body off

@@ -302,3 +302,52 @@ fn descriptors_a_peer_sends_the_gateway_are_closed_not_kept() {
     assert!(after < before + 16, "the gateway kept descriptors a peer sent: {before} -> {after}");
     drop(stream);
 }
+
+/// A socket whose peers are served as `user`, each with this process's own Unix identity when
+/// `as_unix_user` (what `identity = "posix"` gives a peer).
+fn serve_identity(dir: &std::path::Path, as_unix_user: bool) -> std::path::PathBuf {
+    let store: Arc<dyn Store> =
+        Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
+    store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", "shard", &[0u8; 64], PutRequest::default()).unwrap();
+    let path = dir.join("isthmus.sock");
+    let socket = LocalSocket::bind(&path).unwrap();
+    let identity = as_unix_user.then(|| {
+        let name = if me() == 0 { "root".to_string() } else { std::env::var("USER").unwrap_or_default() };
+        Arc::new(isthmus_store::identity::UnixIdentity::of_user(&name).unwrap())
+    });
+    let resolve = move |_uid: u32| Some(RequestContext::user("local-user", true).with_identity(identity.clone()));
+    socket.serve(store, Arc::new(resolve), 8).unwrap();
+    path
+}
+
+#[test]
+fn a_peer_served_as_its_own_unix_user_gets_the_file_to_write_in_place() {
+    if me() != 0 {
+        eprintln!("skipped: a peer with a Unix identity needs a gateway that may switch to it (root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = serve_identity(dir.path(), true);
+    let local = LocalStore::connect(&path).unwrap();
+    let file = local.object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("a file to write in place");
+    assert_eq!(file.size(), 64);
+    file.write_at(8, b"in place").unwrap();
+    file.commit().unwrap();
+    assert!(file.write_at(60, b"too far").is_err(), "never past the object's size");
+    let bytes = std::fs::read(dir.path().join("data/bkt/shard")).unwrap();
+    assert_eq!((&bytes[8..16], bytes.len()), (&b"in place"[..], 64));
+    assert!(matches!(local.object_file_for_update(&cx(), "bkt", "missing"), Err(StoreError::NoSuchKey)));
+}
+
+#[test]
+fn a_peer_served_as_the_gateway_writes_objects_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = serve_identity(dir.path(), false);
+    let local = LocalStore::connect(&path).unwrap();
+    // The gateway's own file, read-write, would let the peer write past the object and around
+    // the gateway's checks: it is not passed.
+    assert!(local.object_file_for_update(&cx(), "bkt", "shard").unwrap().is_none());
+    // The connection still serves.
+    assert_eq!(local.head_object(&cx(), "bkt", "shard", &Default::default()).unwrap().size, 64);
+}

@@ -37,6 +37,16 @@ impl UpdateFile {
         Self { file, size, durability, key: key.to_string(), writers: std::sync::Mutex::new(()) }
     }
 
+    /// The store's durability, which `commit` keeps.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The open file (a local door passes it to its peer).
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.file)
+    }
+
     /// The object's size: no write reaches past it.
     pub fn size(&self) -> u64 {
         self.size
