@@ -3,6 +3,7 @@ gateway it starts, and the engine in-process, with JSON results."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -337,19 +338,27 @@ def test_pools_fill_levels_on_a_file_system_of_their_own(tmp_path):
         subprocess.run(["umount", str(fs)], capture_output=True)
 
 
-def test_single_operations_say_what_they_will_do_first(tmp_path):
+def test_single_operations_say_what_they_will_do_first_and_keep_to_the_duration(tmp_path):
     """`isthmus bench` (single operations) states its plan before running: the timed phases
-    of --duration, and the objects it fills first, which --duration does not bound."""
+    of --duration and the fills before them, each fill stopped after --duration too: a million
+    objects to list are not filled in 200 ms, the listing lists what was filled."""
     root = tmp_path / "root"
     root.mkdir()
+    result = tmp_path / "r.json"
     r = subprocess.run(
-        [str(binary()), "bench", "--ops", "get,list", "--duration", "200ms", "--objects", "20", "--list-objects", "30",
-         "--target", f"embedded://{root}", "--baseline", str(tmp_path / "b"), "--durability", "relaxed"],
+        [str(binary()), "bench", "--ops", "get,list", "--duration", "200ms", "--objects", "20",
+         "--list-objects", "1000000", "--target", f"embedded://{root}", "--baseline", str(tmp_path / "b"),
+         "--durability", "relaxed", "--json", str(result)],
         capture_output=True, text=True, timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     plan = next(line for line in r.stderr.splitlines() if line.startswith("isthmus bench:"))
-    # get and list on two targets (the POSIX baseline and in-process): four timed phases.
+    # get and list on two targets (the POSIX baseline and in-process): four timed phases, four fills.
     assert "4 timed phase(s) of 0.2 s" in plan and "about 1 s" in plan, plan
-    assert "fill 20 x 4KiB objects" in plan and "list fills 30 objects" in plan and "not bounded" in plan, plan
+    assert "4 fill(s)" in plan and "20 x 4KiB" in plan and "1000000 empty objects to list" in plan, plan
+    assert "at most 2 s in all" in plan, plan
     assert r.stderr.index(plan) < r.stderr.index("running"), "the plan comes before the first phase"
+    lists = [x for x in json.loads(result.read_text())["results"] if x["op"] == "list"]
+    assert len(lists) == 2 and all(0 < x["keys"] for x in lists), lists
+    fills = re.findall(r"list on .*: the fill made (\d+) of 1000000 objects within --duration", r.stderr)
+    assert len(fills) == 2 and all(0 < int(n) < 1000000 for n in fills), r.stderr[-2000:]

@@ -76,7 +76,7 @@ pub struct Workload {
     pub workers: usize,
     pub duration: Duration,
     /// Objects populated beforehand for get/head (shared), delete (split among workers) and list
-    /// (one flat prefix).
+    /// (one flat prefix): at most this many, the fill stopping after `duration`.
     pub objects: usize,
 }
 
@@ -305,51 +305,78 @@ where
     Ok(total)
 }
 
-/// Creates `count` objects with keys from `key`, spread over the workers, untimed.
+/// Creates up to `count` objects with keys from `key`, spread over the workers, untimed, and
+/// stops at `deadline`: answers how many it made (keys 0..n, whatever each worker got to).
 fn populate(
     target: &dyn Target,
     workers: usize,
     count: usize,
     size: u64,
+    deadline: Instant,
     key: impl Fn(usize) -> String + Sync,
-) -> BenchResult<()> {
+) -> BenchResult<usize> {
     let data = payload(size);
+    let made = std::sync::Mutex::new(vec![0usize; workers]);
     let tally = on_workers(target, workers, |w, conn| {
         let mut t = Tally::new();
+        let mut mine = 0;
         for i in (w..count).step_by(workers) {
+            if Instant::now() >= deadline {
+                break;
+            }
             let started = Instant::now();
             t.record(started, conn.put(&key(i), &data).map(|()| (0, 0)));
             if t.errors > 0 {
                 break;
             }
+            mine += 1;
         }
+        made.lock().unwrap_or_else(|e| e.into_inner())[w] = mine;
         t
     })?;
-    match tally.first_error {
-        Some(err) => Err(BenchError::Setup(format!("populating objects failed: {err}"))),
-        None => Ok(()),
+    if let Some(err) = tally.first_error {
+        return Err(BenchError::Setup(format!("populating objects failed: {err}")));
     }
+    // Keys 0..n all exist when every worker made at least n / workers of its own.
+    let made = made.into_inner().unwrap_or_else(|e| e.into_inner());
+    let whole_rounds = made.iter().copied().min().unwrap_or(0);
+    let n = (whole_rounds * workers + made.iter().filter(|&&m| m > whole_rounds).count()).min(count);
+    if n == 0 && count > 0 {
+        return Err(BenchError::Setup("populating objects made none before the deadline".into()));
+    }
+    Ok(n)
 }
 
 impl Workload {
     /// Runs the workload against `target` (which must be prepared) and reports it.
     pub fn run(&self, target: &dyn Target) -> BenchResult<OpResult> {
+        self.run_with_fill(target).map(|(result, _)| result)
+    }
+
+    /// `run`, and how many objects the fill before the phase made (get, head, delete, list):
+    /// fewer than `objects` when the fill stopped after `duration`.
+    pub fn run_with_fill(&self, target: &dyn Target) -> BenchResult<(OpResult, Option<usize>)> {
         let workers = self.workers.max(1);
         let size = self.object_size;
-        match self.op {
-            Op::Get | Op::Head => populate(target, workers, self.objects.max(1), size, data_key)?,
-            Op::Delete => {
-                populate(target, workers, self.objects.max(workers), size, |i| delete_key(i % workers, i / workers))?
-            }
-            Op::List => populate(target, workers, self.objects.max(1), 0, |i| format!("{}o{i:08}", list_prefix()))?,
-            Op::Put => {}
+        // The fill takes at most --duration too: a duration means the duration.
+        let fill_deadline = Instant::now() + self.duration;
+        let filled = match self.op {
+            Op::Get | Op::Head => populate(target, workers, self.objects.max(1), size, fill_deadline, data_key)?,
+            Op::Delete => populate(target, workers, self.objects.max(workers), size, fill_deadline, |i| {
+                delete_key(i % workers, i / workers)
+            })?,
+            Op::List => populate(target, workers, self.objects.max(1), 0, fill_deadline, |i| {
+                format!("{}o{i:08}", list_prefix())
+            })?,
+            Op::Put => 0,
             op => {
                 return Err(BenchError::Setup(format!("{op} is an mdtest or IO500 phase, not a workload of its own")));
             }
-        }
+        };
         let data = Arc::new(payload(if self.op == Op::Put { size } else { 0 }));
-        let objects = self.objects.max(1);
-        let per_worker_deletes = self.objects.max(workers) / workers;
+        let objects = filled.max(1);
+        // Deletes take each worker's own keys: the rounds every worker completed.
+        let per_worker_deletes = filled / workers;
         let start = Instant::now();
         let deadline = start + self.duration;
         let tally = on_workers(target, workers, |w, conn| {
@@ -380,7 +407,8 @@ impl Workload {
             }
             t
         })?;
-        Ok(result_of(target, "ops", self.op, size, workers, tally, start.elapsed().as_secs_f64()))
+        let result = result_of(target, "ops", self.op, size, workers, tally, start.elapsed().as_secs_f64());
+        Ok((result, (self.op != Op::Put).then_some(filled)))
     }
 }
 

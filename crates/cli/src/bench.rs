@@ -78,31 +78,34 @@ fn default_objects(size: u64) -> usize {
 }
 
 /// What the single-operation workload will do, said before it starts: how many timed phases
-/// of --duration, and the objects it fills first, which take as long as they take (the
-/// listing's 100,000 by default: minutes, whatever --duration says).
+/// of --duration, and the objects get/head/delete and list fill before their phases, each fill
+/// stopping after --duration at most (so the whole run is bounded by twice the timed work).
 fn ops_plan(args: &BenchArgs, targets: usize) -> String {
-    let timed: usize = args.ops.iter().map(|&op| if op == Op::List { 1 } else { args.size.len() }).sum();
-    let phases = timed * args.workers.len() * targets;
-    let seconds = (phases as f64 * args.duration.as_secs_f64()).ceil();
+    let phase_count = |ops: &mut dyn Iterator<Item = &Op>| -> usize {
+        ops.map(|&op| if op == Op::List { 1 } else { args.size.len() }).sum::<usize>() * args.workers.len() * targets
+    };
+    let phases = phase_count(&mut args.ops.iter());
+    let fills = phase_count(&mut args.ops.iter().filter(|op| matches!(op, Op::Get | Op::Head | Op::Delete | Op::List)));
+    let seconds = args.duration.as_secs_f64();
     let mut plan = format!(
-        "isthmus bench: {phases} timed phase(s) of {:.1} s each on {targets} target(s): about {seconds} s of timed work",
-        args.duration.as_secs_f64()
+        "isthmus bench: {phases} timed phase(s) of {seconds:.1} s each on {targets} target(s), about {:.0} s",
+        (phases as f64 * seconds).ceil()
     );
-    if args.ops.iter().any(|op| matches!(op, Op::Get | Op::Head | Op::Delete)) {
-        let fills: Vec<String> = args
-            .size
-            .iter()
-            .map(|&size| {
+    if fills > 0 {
+        let mut sizes: Vec<String> = Vec::new();
+        if args.ops.iter().any(|op| matches!(op, Op::Get | Op::Head | Op::Delete)) {
+            for &size in &args.size {
                 let objects = args.objects.unwrap_or_else(|| default_objects(size));
-                format!("{objects} x {}", isthmus_bench::units::format_size(size))
-            })
-            .collect();
-        plan += &format!("; first, get/head/delete fill {} objects per target", fills.join(", "));
-    }
-    if args.ops.contains(&Op::List) {
+                sizes.push(format!("{objects} x {}", isthmus_bench::units::format_size(size)));
+            }
+        }
+        if args.ops.contains(&Op::List) {
+            sizes.push(format!("{} empty objects to list", args.list_objects));
+        }
         plan += &format!(
-            "; list fills {} objects per target before it is timed (--list-objects: this fill is not bounded by --duration)",
-            args.list_objects
+            "; {fills} fill(s) before their phases ({}), each stopped after {seconds:.1} s at most: at most {:.0} s in all",
+            sizes.join(", "),
+            ((phases + fills) as f64 * seconds).ceil()
         );
     }
     plan
@@ -402,7 +405,14 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         ),
                         None,
                     )?;
-                    let result = workload.run(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?;
+                    let (result, filled) =
+                        workload.run_with_fill(target.as_ref()).map_err(|e| format!("{}: {e}", target.describe()))?;
+                    if let Some(filled) = filled.filter(|&n| n < objects) {
+                        eprintln!(
+                            "{op} on {}: the fill made {filled} of {objects} objects within --duration",
+                            target.describe()
+                        );
+                    }
                     results.push(result);
                 }
             }
