@@ -19,8 +19,8 @@ use isthmus_store::{
 };
 
 use crate::protocol::{
-    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, VERSION_UPDATE_FILES, WireError, read_chunk_header, read_frame, read_u16,
-    write_chunks, write_end, write_frame,
+    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, VERSION_UPDATE_FILES, WireError, read_chunk_header,
+    read_frame, read_u16, write_chunks, write_end, write_frame,
 };
 use crate::transport::{Inbox, spin_from_env};
 use isthmus_store::file_stretch::FileStretch;

@@ -29,8 +29,8 @@
 use std::io::{self, Read, Write};
 
 use isthmus_store::{
-    BucketInfo, CompletedPart, CopyRequest, Durability, CreateBucketRequest, DeleteOutcome, DeleteRequest, GetRequest, HeadRequest,
-    ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PartsPage, PutRequest, StoreError,
+    BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest, Durability, GetRequest,
+    HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PartsPage, PutRequest, StoreError,
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 

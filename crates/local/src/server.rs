@@ -15,8 +15,8 @@ use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult}
 
 use crate::protocol::{
     CHUNK, Chunk, DESCRIPTOR_MIN, MAGIC, Reply, Request, VERSION_DESCRIPTORS, VERSION_MAX, VERSION_MIN,
-    VERSION_UPDATE_FILES, WireError,
-    frame_bytes, read_chunk_header, read_frame, read_u16, write_abort, write_chunks, write_end, write_frame,
+    VERSION_UPDATE_FILES, WireError, frame_bytes, read_chunk_header, read_frame, read_u16, write_abort, write_chunks,
+    write_end, write_frame,
 };
 use crate::transport::{Inbox, send_with_descriptor, spin_from_env};
 
