@@ -54,6 +54,7 @@ pub enum UsersCommand {
         #[arg(long)]
         access_key: Option<String>,
         /// A bucket the user may use besides its own (a name, or a prefix ending in *); repeat
+        /// [default: none: its own buckets only]
         #[arg(long = "bucket", value_name = "PATTERN")]
         buckets: Vec<String>,
         #[command(flatten)]
@@ -78,19 +79,20 @@ pub enum UsersCommand {
 /// A Unix identity on the command line.
 #[derive(Args, Debug, Default)]
 pub struct IdentityFlags {
-    /// A Unix user name (uid, gid and groups from NSS)
+    /// A Unix user name (uid, gid and groups from NSS) [default: none; without it or --uid, no
+    /// Unix identity]
     #[arg(long, conflicts_with = "uid")]
     pub unix_user: Option<String>,
-    /// An explicit uid (with --gid)
+    /// An explicit uid (with --gid) [default: none; without it or --unix-user, no Unix identity]
     #[arg(long, requires = "gid")]
     pub uid: Option<u32>,
-    /// The primary gid with --uid
+    /// The primary gid with --uid [required with --uid]
     #[arg(long)]
     pub gid: Option<u32>,
-    /// Supplementary group ids, comma-separated
+    /// Supplementary group ids, comma-separated [default: none: only --gid, or NSS's groups]
     #[arg(long, value_delimiter = ',')]
     pub groups: Vec<u32>,
-    /// The umask of what the user's requests create, in octal (e.g. 027)
+    /// The umask of what the user's requests create, in octal (e.g. 027) [default: 022]
     #[arg(long, value_parser = parse_umask)]
     pub umask: Option<u32>,
 }

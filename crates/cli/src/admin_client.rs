@@ -19,16 +19,19 @@ pub struct Connection {
         default_value = "http://127.0.0.1:9000"
     )]
     pub endpoint: String,
-    /// The root user's keys, ACCESS:SECRET [default: the data root's credentials file]
+    /// The root user's keys, ACCESS:SECRET [default: ISTHMUS_ROOT_ACCESS_KEY/SECRET_KEY, the
+    /// --config root_user, else the data root's credentials file]
     #[arg(long, global = true, env = "ISTHMUS_ADMIN_KEYS", hide_env_values = true)]
     pub keys: Option<String>,
     /// The data root (its .isthmus/credentials.toml holds the root keys)
     #[arg(long, global = true, default_value = "./data")]
     pub root: PathBuf,
-    /// A configuration file (its root_user keys; its [[quotas]] for `usage`)
+    /// A configuration file (its root_user keys; its [[quotas]] for `usage`) [default: none: no
+    /// quotas]
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
-    /// PEM file of the CA that signed the gateway's certificate (https endpoints)
+    /// PEM file of the CA that signed the gateway's certificate (https endpoints) [default:
+    /// the built-in Mozilla (webpki) roots]
     #[arg(long, global = true)]
     pub ca_bundle: Option<PathBuf>,
     /// Print JSON instead of a table

@@ -36,7 +36,7 @@ pub struct ImportArgs {
     /// The HDF5 file
     pub file: PathBuf,
     /// Where the arrays go, BUCKET/PATH: a group holding each dataset at its HDF5 path, or with
-    /// one --dataset, that dataset's array
+    /// one --dataset, that dataset's array [required]
     #[arg(long)]
     pub to: String,
     /// The dataset(s) to convert (repeatable) [default: every dataset that can be read]
@@ -47,7 +47,7 @@ pub struct ImportArgs {
     #[arg(long, value_delimiter = ',')]
     pub chunks: Option<Vec<u64>>,
     /// Store the new arrays as shards of inner chunks of this shape (each --chunks object holds
-    /// many), comma-separated
+    /// many), comma-separated [default: none: not sharded]
     #[arg(long, value_delimiter = ',')]
     pub inner_chunks: Option<Vec<u64>>,
     /// Codecs of the new arrays, comma-separated short forms (`zstd:3`, `gzip:5`,

@@ -72,13 +72,13 @@ pub struct BenchArgs {
     #[arg(value_name = "FILES")]
     pub results: Vec<PathBuf>,
     /// Also write the results as CSV (compare: the compared rows; a run: every result, POSIX
-    /// included, with its % of POSIX)
+    /// included, with its % of POSIX) [default: none: no CSV]
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// compare: also draw "% of POSIX" as an SVG chart; doors: the latencies per door; pools:
     /// box plots of the seconds per stream of every row; io500: a radar chart of the IO500
     /// phases as % of POSIX per target; md-workbench: the density of the time per operation
-    /// per target
+    /// per target [default: none: no chart]
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// mdtest: files each rank (worker) creates
@@ -94,7 +94,8 @@ pub struct BenchArgs {
     /// in mdtest; io500 always runs one, as the IO500 does
     #[arg(long, default_value_t = 1)]
     pub mdtest_iterations: usize,
-    /// cosbench: the workload file (or give it after `cosbench`)
+    /// cosbench: the workload file (or give it after `cosbench`) [required for cosbench, here
+    /// or after it]
     #[arg(long)]
     pub cosbench: Option<PathBuf>,
     /// md-workbench: datasets per rank
@@ -106,7 +107,8 @@ pub struct BenchArgs {
     /// ior: transfers per rank (ior-easy: 2 MiB each, ior-hard: 47008 bytes each)
     #[arg(long, default_value_t = 64)]
     pub transfers: usize,
-    /// mdtest: stop the create phase after this long (the IO500 stonewall)
+    /// mdtest: stop the create phase after this long (the IO500 stonewall) [default: none:
+    /// every file is created]
     #[arg(long, value_parser = parse_duration)]
     pub stonewall: Option<Duration>,
     /// mdtest: skip the directory phases (mkdir, stat, rename on POSIX, rmdir) and time files
@@ -116,11 +118,11 @@ pub struct BenchArgs {
     /// Targets besides the POSIX baseline: http(s)://host:port (keys from AWS_ACCESS_KEY_ID and
     /// AWS_SECRET_ACCESS_KEY), unix:///socket (a gateway's local socket, as this process's Unix
     /// user), embedded:///path (the engine in-process) or posix:///path (raw file operations in
-    /// another directory). Repeatable.
+    /// another directory). Repeatable. [default: none: the baseline and --serve's gateway only]
     #[arg(long = "target")]
     pub targets: Vec<String>,
     /// Start an Isthmus gateway on this data root for the run (same durability) and add it as
-    /// a target
+    /// a target [default: none: no gateway is started]
     #[arg(long)]
     pub serve: Option<PathBuf>,
     /// Operations, comma-separated: put,get,head,delete,list
@@ -162,7 +164,7 @@ pub struct BenchArgs {
     /// Bucket used on S3 and embedded targets
     #[arg(long, default_value = "isthmus-bench")]
     pub bucket: String,
-    /// Write the results as JSON to this file
+    /// Write the results as JSON to this file [default: none: no JSON]
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Run as this many processes on this host, phases started together by a barrier, one merged
@@ -182,7 +184,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub compute: Duration,
     /// Directory all ranks share for barriers and reports; needed under mpirun or srun (put it on
-    /// the shared file system) [default with --ranks: DATA/.isthmus/bench-sync-PID]
+    /// the shared file system) [default: with --ranks, DATA/.isthmus/bench-sync-PID; else none]
     #[arg(long)]
     pub sync_dir: Option<PathBuf>,
     /// eqsim: the dataset's time steps, X and Y extents (time x X x Y x 1 float32)
@@ -212,7 +214,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     pub bulk_size: u64,
     /// pools: also time reads on the first layout with one drive this many ms slow, with and
-    /// without hedged reads
+    /// without hedged reads [default: none: no slow-drive run]
     #[arg(long)]
     pub slow_drive_ms: Option<u64>,
     /// pools: the erasure pools' ETags (the pool table's `etag` key): the MD5 of each object,
@@ -221,6 +223,7 @@ pub struct BenchArgs {
     pub etag: String,
     /// pools: also time writes with the file system of the first --pool-dir filled to each of
     /// these levels, in percent (it must be a mount point of its own: a loop-mounted image)
+    /// [default: none: no filled runs]
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=99))]
     pub fill_levels: Vec<u32>,
     /// pools: also run the plain pool and the first erasure pool through S3 gateways the bench

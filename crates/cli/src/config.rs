@@ -39,6 +39,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub log_format: Option<LogFormat>,
     /// Domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works
+    /// [default: none: path-style requests only]
     #[arg(long)]
     pub domain: Option<String>,
     /// Seconds a client may take to send a request's headers (also closes idle keep-alive
@@ -60,6 +61,7 @@ pub struct ServeArgs {
     pub identity: Option<IdentityMode>,
     /// Also serve the engine on this Unix socket to processes of this node, without HTTP and
     /// without keys: a peer is the S3 user its uid maps to (unix_user/uid in the config)
+    /// [default: none: no local socket]
     #[arg(long)]
     pub local_socket: Option<PathBuf>,
     /// The largest array selection (`GET path.zarr?select=[...]`) answered at once, e.g. 1GiB;
@@ -67,19 +69,21 @@ pub struct ServeArgs {
     #[arg(long, value_parser = isthmus_bench::units::parse_size)]
     pub select_max_bytes: Option<u64>,
     /// PEM certificate chain: `address` serves HTTPS (TLS 1.2 and 1.3); reloaded when the
-    /// file changes or on SIGHUP
+    /// file changes or on SIGHUP [default: none: plain HTTP]
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
-    /// PEM private key of the certificate
+    /// PEM private key of the certificate [required with --tls-cert]
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// A plain-HTTP listener beside the HTTPS one (e.g. 127.0.0.1:9080 for local clients)
+    /// [default: none: no second listener]
     #[arg(long)]
     pub http_address: Option<SocketAddr>,
     /// Admin listener: Prometheus /metrics, /health/live, /health/ready (keep it private)
+    /// [default: none: no admin listener]
     #[arg(long)]
     pub admin_address: Option<SocketAddr>,
-    /// Access log, one line per request: stdout or a file path
+    /// Access log, one line per request: stdout or a file path [default: none: no access log]
     #[arg(long)]
     pub access_log: Option<String>,
     /// Access log format: text or json [default: text]
@@ -89,6 +93,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_console: bool,
     /// TOML configuration file (docs/operator/configuration.md); flags given here override it
+    /// [default: none: flags and built-in defaults only]
     #[arg(long)]
     pub config: Option<PathBuf>,
 }

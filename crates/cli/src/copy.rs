@@ -18,10 +18,12 @@ pub struct CopyArgs {
     pub source: String,
     /// The destination object: http(s)://host:port/bucket/key (or a presigned URL)
     pub destination: String,
-    /// The source side's keys, ACCESS:SECRET
+    /// The source side's keys, ACCESS:SECRET [required with --run-on source; else none: the
+    /// URL as given]
     #[arg(long, env = "ISTHMUS_SOURCE_KEYS", hide_env_values = true)]
     pub source_keys: Option<String>,
-    /// The destination side's keys, ACCESS:SECRET
+    /// The destination side's keys, ACCESS:SECRET [required with --run-on destination; else
+    /// none: the URL as given]
     #[arg(long, env = "ISTHMUS_DEST_KEYS", hide_env_values = true)]
     pub dest_keys: Option<String>,
     /// Which side's gateway (an Isthmus) does the copy

@@ -9,10 +9,10 @@ use isthmus_cost::report::CostReport;
 
 #[derive(Debug, Args)]
 pub struct CostArgs {
-    /// A shipped scenario: budget, standard or high
+    /// A shipped scenario: budget, standard or high [required, or --scenario]
     #[arg(long, conflicts_with = "scenario")]
     pub preset: Option<String>,
-    /// A scenario TOML file (see crates/cost/scenarios/ for the format)
+    /// A scenario TOML file (see crates/cost/scenarios/ for the format) [required, or --preset]
     #[arg(long)]
     pub scenario: Option<PathBuf>,
     /// Months to model
@@ -26,10 +26,12 @@ pub struct CostArgs {
     /// Print the whole report as JSON instead of tables
     #[arg(long)]
     pub json: bool,
-    /// Write an SVG chart of cumulative cost with the break-even month marked
+    /// Write an SVG chart of cumulative cost with the break-even month marked [default: none:
+    /// no chart]
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// An `isthmus bench --json` result file: adds cost per GiB/s and per kops/s per target
+    /// [default: none: no performance costs]
     #[arg(long)]
     pub bench: Option<PathBuf>,
 }

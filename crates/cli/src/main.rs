@@ -17,6 +17,8 @@ mod config_check;
 mod config_reference;
 mod copy;
 mod cost;
+#[cfg(test)]
+mod help_check;
 mod pool;
 mod region;
 mod reproduce;

@@ -37,7 +37,7 @@ pub enum PoolCommand {
     Migrate {
         /// The bucket to move
         bucket: String,
-        /// The pool to move it to (a name from ROOT/.isthmus/pools.toml, or "default")
+        /// The pool to move it to (a name from ROOT/.isthmus/pools.toml, or "default") [required]
         #[arg(long)]
         to: String,
         /// Abort multipart uploads begun in the old pool before the migration, instead of

@@ -28,7 +28,7 @@ pub enum RegionCommand {
 pub struct CopyArgs {
     /// push: the local array, BUCKET/PATH; pull: the remote one, http(s)://HOST:PORT/BUCKET/PATH
     pub source: String,
-    /// Where it goes: push: http(s)://HOST:PORT/BUCKET/PATH; pull: BUCKET/PATH
+    /// Where it goes: push: http(s)://HOST:PORT/BUCKET/PATH; pull: BUCKET/PATH [required]
     #[arg(long)]
     pub to: String,
     /// The region, as `[start:stop:step, index, ...]` [default: the whole array]
@@ -41,7 +41,8 @@ pub struct CopyArgs {
     /// copying the chunks it intersects under the source's metadata
     #[arg(long)]
     pub as_new_array: bool,
-    /// With --as-new-array: the new array's chunk shape, comma-separated
+    /// With --as-new-array: the new array's chunk shape, comma-separated [default: the
+    /// source's, clipped to the region]
     #[arg(long, value_delimiter = ',')]
     pub chunks: Option<Vec<u64>>,
     /// Chunks moved at once
@@ -50,7 +51,8 @@ pub struct CopyArgs {
     /// Region remote requests are signed for
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
-    /// Also write the counts and the time breakdown as JSON to this file
+    /// Also write the counts and the time breakdown as JSON to this file [default: none: no
+    /// JSON]
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
