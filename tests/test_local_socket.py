@@ -194,7 +194,8 @@ def test_arrays_through_the_socket_write_uncompressed_shards_in_place_as_the_use
 
     assert python_as("alice", socket, alice_writes) == (True, "(True, 3.0, 0.0)")
     assert shard.stat().st_uid == unix["alice"].pw_uid
-    for path in (root / "shared" / "alice.zarr").rglob("*"):
+    array_dir = root / "shared" / "alice.zarr"
+    for path in [array_dir, *array_dir.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)  # everyone reads; alice alone writes
     before = shard.read_bytes()
 
@@ -205,9 +206,10 @@ def test_arrays_through_the_socket_write_uncompressed_shards_in_place_as_the_use
             a[0, 0:16] = 5.0
             return "written"
         except isthmus.IsthmusError as e:
-            return e.args[0]
+            return e.args[0], float(a[0, 0])
 
-    assert python_as("bob", socket, bob_writes) == (True, repr("AccessDenied"))
+    ok, out = python_as("bob", socket, bob_writes)
+    assert (ok, out) == (True, repr(("AccessDenied", 0.0))), out
     assert shard.read_bytes() == before
 
 

@@ -16,13 +16,23 @@ use crate::{IsthmusError, PyStore, copy_into, with_bytes, writable};
 
 fn to_py(err: ArrayError) -> PyErr {
     let code = match &err {
-        ArrayError::NotFound(_) => "NoSuchKey",
-        ArrayError::Exists(_) => "AlreadyExists",
-        ArrayError::Spec(_) | ArrayError::Region(_) => "InvalidArgument",
-        ArrayError::Transfer(_) => "InvalidRequest",
-        _ => "ArrayError",
+        ArrayError::NotFound(_) => "NoSuchKey".to_string(),
+        ArrayError::Exists(_) => "AlreadyExists".to_string(),
+        ArrayError::Spec(_) | ArrayError::Region(_) => "InvalidArgument".to_string(),
+        ArrayError::Transfer(_) => "InvalidRequest".to_string(),
+        // The engine's refusals keep their S3 code ("AccessDenied: ..."), so callers can tell
+        // a permission from a broken array.
+        _ => engine_code(&err.to_string()).unwrap_or_else(|| "ArrayError".into()),
     };
     IsthmusError::new_err((code, err.to_string()))
+}
+
+/// The S3 code an engine error's text starts with (`AccessDenied: Access Denied: ...`).
+fn engine_code(text: &str) -> Option<String> {
+    let (code, _) = text.trim_start_matches("storage: ").split_once(": ")?;
+    let looks_like_code =
+        code.starts_with(|c: char| c.is_ascii_uppercase()) && code.chars().all(|c| c.is_ascii_alphanumeric());
+    looks_like_code.then(|| code.to_string())
 }
 
 /// Where arrays live.
