@@ -136,6 +136,20 @@ def test_pdc_xf_report_measures_session_against_strong(tmp_path):
     assert (tmp_path / "r" / "vpic-io-buffer.svg").read_text().startswith("<svg")
     small = sections["Small regions against pwrite of the same bytes"][0]
     assert {r["durability"] for r in small} == {"strict", "relaxed"}
+    assert {r["layout"] for r in small} == {"chunks", "shards"}
+    for durability in ("strict", "relaxed"):
+        results = json.loads((tmp_path / "r" / f"small-regions-{durability}.json").read_text())["results"]
+        rate = {}
+        for r in results:
+            door = "arrays in-process" if r["target"].startswith("arrays in-process") else r["target"].split()[0]
+            rate[(door, r["mode"], r["layout"])] = r["bytes"] / (r["transfer_s"] + r["wait_s"] + r["flush_s"])
+        posix = rate[("posix", "posix", "file")]
+        rows = [r for r in small if r["durability"] == durability]
+        assert len(rows) == len(results) - 1
+        for row in rows:
+            door = "arrays in-process" if row["system"] == "arrays in-process" else "arrays"
+            mine = rate[(door, row["mode"], row["layout"])]
+            assert close(value(row["of pwrite"]), mine / posix * 100), (durability, row)
     eqsim = json.loads((tmp_path / "r" / "eqsim.json").read_text())
     shown = sections["EQSIM analysis patterns: the same layout and re-chunked (Figure 11)"][0]
     assert [r["target"] for r in shown] == [r["target"] for r in eqsim["rows"]]
