@@ -333,6 +333,9 @@ def test_pools_fill_levels_on_a_file_system_of_their_own(tmp_path):
             assert ec["ratio_of_ideal"] == pytest.approx(ec["aggregate_mib_s"] / (raw["aggregate_mib_s"] * 2 / 3))
             assert plain["ratio_of_ideal"] == pytest.approx(plain["aggregate_mib_s"] / raw["aggregate_mib_s"])
         assert f"write at {levels[1]:.0f} % full" in r.stdout
+        # The fill's one-line summary (its bar is drawn only on a terminal).
+        summaries = re.findall(r"filled \S+ to ([\d.]+) %: .* in \d+ files, [\d.]+ s", r.stderr)
+        assert [float(level) for level in summaries] == pytest.approx(levels, abs=0.1), r.stderr[-2000:]
         assert not (fs / "fill").exists(), "the filler is removed"
     finally:
         subprocess.run(["umount", str(fs)], capture_output=True)

@@ -93,14 +93,34 @@ impl Filler {
         if usage.available < missing.saturating_add(headroom) {
             return Err(room_error(percent, usage.available.saturating_sub(missing), headroom));
         }
+        // A bar of the bytes filled on a terminal (nothing drawn elsewhere), one line at the end.
+        let (began, files_before, total) = (std::time::Instant::now(), self.files, missing);
+        let bar = indicatif::ProgressBar::new(total);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "filling to {msg} [{bar:40}] {binary_bytes}/{binary_total_bytes} {elapsed_precise} eta {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(format!("{percent} %"));
         while missing > 0 {
             let len = missing.min(FILLER_FILE);
             let path = self.dir.join(format!("filler{}", self.files));
             allocate(&path, len)?;
             self.files += 1;
             missing -= len;
+            bar.inc(len);
         }
-        Usage::of(&self.dir)
+        bar.finish_and_clear();
+        let reached = Usage::of(&self.dir)?;
+        eprintln!(
+            "filled {} to {:.1} %: {} in {} files, {:.1} s",
+            self.dir.display(),
+            reached.percent(),
+            indicatif::BinaryBytes(total),
+            self.files - files_before,
+            began.elapsed().as_secs_f64()
+        );
+        Ok(reached)
     }
 }
 

@@ -383,7 +383,6 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         let mut filler = crate::bench_fill::Filler::new(&dirs[0])?;
         for &level in &args.fill_levels {
             let filled = filler.fill_to(level, headroom)?.percent();
-            eprintln!("filled to {filled:.1} %");
             let raw = bench.raw(&[], Some(filled))?;
             let raw_write_mib_s = raw[0].aggregate_mib_s;
             rows.extend(raw);
