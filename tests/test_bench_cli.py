@@ -21,6 +21,8 @@ def bench(tmp_path, *args):
         capture_output=True, text=True, timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]
+    # Every run says what it will do before it does it.
+    assert r.stderr.startswith(f"isthmus bench {args[0]}"), r.stderr[:1000]
     return r.stdout, json.loads(out.read_text())
 
 

@@ -111,6 +111,52 @@ fn ops_plan(args: &BenchArgs, targets: usize) -> String {
     plan
 }
 
+/// What the workloads run here will do, said before they start: the targets, the phases, how
+/// many operations, and that they are bounded by counts (not by --duration).
+fn workload_plan(args: &BenchArgs, targets: &[Box<dyn Target>]) -> String {
+    let names: Vec<String> = targets.iter().map(|t| t.describe()).collect();
+    let ranks = format!("{:?} rank(s)", args.workers);
+    let mdtest = |variant: &str, bytes: u64| {
+        let stonewall = args.stonewall.map_or(String::new(), |s| format!(", create stopped after {s:?}"));
+        format!(
+            "{variant}: {} files of {bytes} bytes per rank{} x {} iteration(s), create/stat/read/remove{stonewall}",
+            args.files,
+            if args.files_only { "" } else { " and their directories" },
+            args.mdtest_iterations.max(1)
+        )
+    };
+    let ior = |variant: &str, transfer: &str| {
+        format!("{variant}: {} transfers of {transfer} per rank, write then read", args.transfers)
+    };
+    let work = match args.workload {
+        BenchWorkload::MdtestEasy => mdtest("mdtest-easy", args.mdtest_bytes.unwrap_or(Variant::Easy.default_bytes())),
+        BenchWorkload::MdtestHard => mdtest("mdtest-hard", args.mdtest_bytes.unwrap_or(Variant::Hard.default_bytes())),
+        BenchWorkload::IorEasy => ior("ior-easy", "2 MiB"),
+        BenchWorkload::IorHard => ior("ior-hard", "47008 bytes"),
+        BenchWorkload::Io500 => format!(
+            "io500: ior-easy, ior-hard, ior-rnd4K ({} transfers per rank), mdtest-easy, mdtest-hard ({} files per \
+             rank), find, then the score",
+            args.transfers, args.files
+        ),
+        BenchWorkload::MdWorkbench => format!(
+            "md-workbench: {} datasets x {} objects per rank created, then {} round(s) of stat, read, delete, create",
+            args.datasets, args.files, args.iterations
+        ),
+        BenchWorkload::Streams => format!(
+            "streams: each of {:?} parallel streams writes then reads one object of {}",
+            args.workers,
+            isthmus_bench::units::format_size(args.size[0])
+        ),
+        BenchWorkload::Cosbench => "cosbench: the workload file's stages, as many operations as it says".into(),
+        _ => return String::new(),
+    };
+    format!(
+        "isthmus bench {work}; {ranks}; on {} target(s): {}; bounded by these counts, not by --duration",
+        targets.len(),
+        names.join(", ")
+    )
+}
+
 fn compare(args: &BenchArgs) -> Result<(), String> {
     if args.results.is_empty() {
         return Err("bench compare needs result files: isthmus bench compare a.json b.json".into());
@@ -237,6 +283,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 }
             })
             .collect();
+    }
+    let plan = workload_plan(&args, &targets);
+    if preparing && !plan.is_empty() {
+        eprintln!("{plan}");
     }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut results = Vec::new();

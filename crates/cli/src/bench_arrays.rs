@@ -126,6 +126,19 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         }
     }
     let name = workload_name(args.workload);
+    if rank == 0 {
+        eprintln!(
+            "isthmus bench {name}: {} rank(s) x 8 properties x {} steps of {} particles ({} per region), {:?} of \
+             compute between steps; {} target(s), each one run: {}",
+            params.total_ranks,
+            params.steps,
+            params.particles,
+            isthmus_bench::units::format_size(params.particles * 4),
+            params.compute,
+            targets.len(),
+            targets.iter().map(VpicTarget::describe).collect::<Vec<_>>().join(", ")
+        );
+    }
     let mut results: Vec<VpicResult> = Vec::new();
     for target in &targets {
         let context = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());

@@ -215,6 +215,14 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         return Err("--eqsim-shape: at least 8 time steps and 32 x 32 grid points".into());
     }
     let tc = t.min(256);
+    eprintln!(
+        "isthmus bench eqsim: a {t} x {x} x {y} float32 dataset ({} MiB) written by h5py and copied to Zarr (once per \
+         shape, kept in {}), then the six analysis patterns {} time(s) each on h5py, h5py cached, Isthmus in-process, \
+         the gateway and zarr-python",
+        (t * x * y * 4) >> 20,
+        data_root.join(&args.bucket).display(),
+        args.repeat
+    );
     let store = crate::open_engine(data_root, &args.bucket)?;
     let cx = RequestContext::process();
     prepare(data_root, &store, &args.bucket, &[t, x, y], tc)?;
