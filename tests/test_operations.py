@@ -204,10 +204,12 @@ def test_text_access_log_to_stdout(tmp_path):
 
 
 def test_tls_misconfiguration_is_a_clear_error(tmp_path):
-    from conftest import binary
+    from conftest import binary, free_port
     cert = tmp_path / "c.pem"
     cert.write_text("nothing")
-    out = subprocess.run([str(binary()), "serve", "--root", str(tmp_path / "d"), "--tls-cert", str(cert), "--tls-key", str(cert)],
+    address = f"127.0.0.1:{free_port()}"  # not the default port: another server may hold it
+    out = subprocess.run([str(binary()), "serve", "--root", str(tmp_path / "d"), "--address", address,
+                          "--tls-cert", str(cert), "--tls-key", str(cert)],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0 and "TLS" in out.stderr and str(cert) in out.stderr
 
