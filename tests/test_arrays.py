@@ -203,6 +203,7 @@ def test_concurrent_writers_in_several_processes_produce_the_reference(gateway):
     np.testing.assert_array_equal(a[...], expected)
 
 
+@pytest.mark.posix_only
 def test_writers_in_several_processes_share_uncompressed_shards_written_in_place(gateway):
     # One shard of inner chunks 5 x 8: the 3-column bands of eight processes share inner chunks,
     # so each write is a read-merge-write of part of an inner chunk in the shard's file.
