@@ -337,14 +337,19 @@ fn populate(
     if let Some(err) = tally.first_error {
         return Err(BenchError::Setup(format!("populating objects failed: {err}")));
     }
-    // Keys 0..n all exist when every worker made at least n / workers of its own.
-    let made = made.into_inner().unwrap_or_else(|e| e.into_inner());
-    let whole_rounds = made.iter().copied().min().unwrap_or(0);
-    let n = (whole_rounds * workers + made.iter().filter(|&&m| m > whole_rounds).count()).min(count);
+    let n = contiguous_keys(&made.into_inner().unwrap_or_else(|e| e.into_inner())).min(count);
     if n == 0 && count > 0 {
         return Err(BenchError::Setup("populating objects made none before the deadline".into()));
     }
     Ok(n)
+}
+
+/// How many keys 0..n exist when worker w (of `made.len()`) made keys w, w + W, w + 2W, ...,
+/// `made[w]` of them: every whole round, then the next round's keys up to the first worker that
+/// did not get that far.
+fn contiguous_keys(made: &[usize]) -> usize {
+    let rounds = made.iter().copied().min().unwrap_or(0);
+    rounds * made.len() + made.iter().take_while(|&&m| m > rounds).count()
 }
 
 impl Workload {
@@ -409,6 +414,21 @@ impl Workload {
         })?;
         let result = result_of(target, "ops", self.op, size, workers, tally, start.elapsed().as_secs_f64());
         Ok((result, (self.op != Op::Put).then_some(filled)))
+    }
+}
+
+#[cfg(test)]
+mod fill_tests {
+    use super::contiguous_keys;
+
+    #[test]
+    fn only_keys_every_earlier_worker_made_count() {
+        // Keys 0..8 by workers 0-3 (two rounds), then worker 0 made 8, worker 1 did not make 9.
+        assert_eq!(contiguous_keys(&[3, 2, 2, 2]), 9);
+        // Worker 3 got further but worker 0 did not: key 8 is missing, so 8.
+        assert_eq!(contiguous_keys(&[2, 2, 2, 3]), 8);
+        assert_eq!(contiguous_keys(&[0, 5, 5, 5]), 0);
+        assert_eq!(contiguous_keys(&[]), 0);
     }
 }
 
