@@ -417,21 +417,6 @@ impl Workload {
     }
 }
 
-#[cfg(test)]
-mod fill_tests {
-    use super::contiguous_keys;
-
-    #[test]
-    fn only_keys_every_earlier_worker_made_count() {
-        // Keys 0..8 by workers 0-3 (two rounds), then worker 0 made 8, worker 1 did not make 9.
-        assert_eq!(contiguous_keys(&[3, 2, 2, 2]), 9);
-        // Worker 3 got further but worker 0 did not: key 8 is missing, so 8.
-        assert_eq!(contiguous_keys(&[2, 2, 2, 3]), 8);
-        assert_eq!(contiguous_keys(&[0, 5, 5, 5]), 0);
-        assert_eq!(contiguous_keys(&[]), 0);
-    }
-}
-
 /// A result with the given figures and neutral everything else, for tests.
 #[cfg(test)]
 pub(crate) fn sample_result(
@@ -497,5 +482,20 @@ pub(crate) fn result_of(
         max_us: tally.latency.max(),
         latency_histogram: crate::latency::encode(&tally.latency),
         iterations: None,
+    }
+}
+
+#[cfg(test)]
+mod fill_tests {
+    use super::contiguous_keys;
+
+    #[test]
+    fn only_keys_every_earlier_worker_made_count() {
+        // Keys 0..8 by workers 0-3 (two rounds), then worker 0 made 8, worker 1 did not make 9.
+        assert_eq!(contiguous_keys(&[3, 2, 2, 2]), 9);
+        // Worker 3 got further but worker 0 did not: key 8 is missing, so 8.
+        assert_eq!(contiguous_keys(&[2, 2, 2, 3]), 8);
+        assert_eq!(contiguous_keys(&[0, 5, 5, 5]), 0);
+        assert_eq!(contiguous_keys(&[]), 0);
     }
 }
