@@ -157,6 +157,10 @@ pub struct FileConfig {
     /// Permit users that map to uid 0 with `identity = "posix"`.
     #[serde(default)]
     pub allow_root: bool,
+    /// Serve `identity = "posix"` from a data root that others may write without the sticky
+    /// bit (any of them could rename the gateway's state or another user's bucket away).
+    #[serde(default)]
+    pub allow_root_without_sticky_bit: bool,
     /// Seconds between re-resolutions of the users' Unix identities (also on SIGHUP).
     pub identity_refresh_seconds: Option<u64>,
     /// The local socket (see `ServeArgs::local_socket`).
@@ -219,6 +223,7 @@ pub struct ServeSettings {
     pub identity: IdentityMode,
     pub root_identity: Option<IdentitySpec>,
     pub allow_root: bool,
+    pub allow_root_without_sticky_bit: bool,
     pub identity_refresh: std::time::Duration,
     pub local_socket: Option<PathBuf>,
     pub local_socket_max_connections: usize,
@@ -283,6 +288,7 @@ impl ServeSettings {
             identity: args.identity.or(file.identity).unwrap_or_default(),
             root_identity: file.root_identity,
             allow_root: file.allow_root,
+            allow_root_without_sticky_bit: file.allow_root_without_sticky_bit,
             identity_refresh: std::time::Duration::from_secs(file.identity_refresh_seconds.unwrap_or(300).max(1)),
             local_socket: args.local_socket.or(file.local_socket),
             local_socket_max_connections: file.local_socket_max_connections.unwrap_or(256).max(1),

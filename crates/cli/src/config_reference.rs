@@ -31,6 +31,12 @@ const FILE_ONLY: &[(&str, &str)] = &[
     ),
     ("allow_root", "Permit users that map to uid 0 with identity = \"posix\" [default: false]"),
     (
+        "allow_root_without_sticky_bit",
+        "Serve identity = \"posix\" from a data root that users other than its owner may write without the sticky \
+         bit (any of them could rename the gateway's state or another user's bucket away; fix the root with \
+         `chmod +t` instead) [default: false]",
+    ),
+    (
         "identity_refresh_seconds",
         "Seconds between re-resolutions of the users' Unix identities (also on SIGHUP) [default: 300]",
     ),

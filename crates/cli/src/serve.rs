@@ -38,8 +38,11 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         durability: settings.durability,
         metadata: settings.metadata,
         etag_md5_limit: settings.etag_md5_limit,
+        // A gateway serving other users believes only its own and root's files.
+        state_trust: isthmus_store::state_dir::StateTrust::Gateway,
         ..StoreOptions::default()
     };
+    check_root_mode(&settings)?;
     let isthmus_pools::RootStores { engine, posix: posix_pools, erasure: erasure_pools } =
         isthmus_pools::open_root_with_pools(&settings.root, options)
             .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
@@ -48,21 +51,21 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         Some(user) => (user, None),
         None => {
             let path = credentials_path(&store.internal_dir());
-            let (user, created) = load_or_create_root(&path).map_err(|e| e.to_string())?;
+            let (user, created) = load_or_create_root(store.state_dir()).map_err(|e| e.to_string())?;
             (user, Some((path, created)))
         }
     };
     let mut users = vec![root_user.clone()];
     users.extend(settings.users.iter().cloned());
     let identities = Arc::new(identities_of(&settings, &root_user, &users)?);
-    let grid = grid_auth(&settings, &users, &store.internal_dir())?;
+    let grid = grid_auth(&settings, &users, store.state_dir())?;
     let quotas = quotas_of(&settings, &root_user.access_key, &engine)?;
     let users = UserDirectory::new(&root_user.access_key, users);
     let extras = status_extras(&settings, &posix_pools, &erasure_pools);
     let admin = isthmus_s3::admin::Administration::open(
         users.clone(),
         identities.clone(),
-        isthmus_s3::admin::users_file::users_file_path(&store.internal_dir()),
+        store.state_dir().clone(),
         engine.clone(),
         extras,
     )?;
@@ -325,7 +328,7 @@ fn quotas_of(
 fn grid_auth(
     settings: &ServeSettings,
     users: &[User],
-    internal_dir: &std::path::Path,
+    state: &isthmus_store::state_dir::StateDir,
 ) -> Result<isthmus_s3::bearer::GridAuth, String> {
     if settings.token_issuers.is_empty() {
         return Ok(isthmus_s3::bearer::GridAuth::default());
@@ -343,7 +346,7 @@ fn grid_auth(
         .name("jwks-refresh".into())
         .spawn(move || refresher.refresh_forever())
         .map_err(|e| format!("cannot start the token key refresher: {e}"))?;
-    let sessions = isthmus_grid::SessionKeys::load_or_create(&internal_dir.join("sts.key"))?;
+    let sessions = isthmus_grid::SessionKeys::load_or_create(state)?;
     Ok(isthmus_s3::bearer::GridAuth { tokens: Some(tokens), sessions: Some(sessions) })
 }
 
@@ -382,6 +385,26 @@ fn identities_of(settings: &ServeSettings, root: &User, users: &[User]) -> Resul
         })
         .collect::<Result<Vec<_>, String>>()?;
     Identities::new(true, mapped, settings.allow_root)
+}
+
+/// With `identity = "posix"`, a data root that users other than its owner may write without
+/// the sticky bit is refused (unless `allow_root_without_sticky_bit`): any of them could rename
+/// another user's bucket directory away and put their own in its place. (The gateway's state
+/// is safe from that either way: it is read through the directory opened and checked at
+/// start, `state_dir`.)
+fn check_root_mode(settings: &ServeSettings) -> Result<(), String> {
+    if settings.identity != IdentityMode::Posix || settings.allow_root_without_sticky_bit {
+        return Ok(());
+    }
+    let root = &settings.root;
+    let Ok(dir) = std::fs::File::open(root) else { return Ok(()) };
+    match isthmus_store::state_dir::renamable_by_others(std::os::fd::AsFd::as_fd(&dir)) {
+        Ok(true) => Err(format!(
+            "identity = \"posix\": the data root {0} is writable by other users without the sticky bit, so any of them could rename the gateway's state or another user's bucket away; fix it with `chmod +t {0}` (or set allow_root_without_sticky_bit = true)",
+            root.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A user's configured Unix identity (root's from `root_identity` when that is set).

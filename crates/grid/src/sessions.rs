@@ -4,7 +4,6 @@
 //! the scopes and the expiry, both under one key kept (mode 0600) in the data root's internal
 //! directory. So every gateway serving that root accepts them and none keeps a session table.
 
-use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -103,32 +102,13 @@ fn now() -> u64 {
 }
 
 impl SessionKeys {
-    /// Loads the key at `path`, creating it (mode 0600) on first use; refuses a key file
-    /// other users can read.
-    pub fn load_or_create(path: &Path) -> Result<Self, String> {
-        let err = |e: io::Error| format!("{}: {e}", path.display());
-        let mut key = [0u8; 32];
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-            Ok(mut file) => {
-                getrandom::fill(&mut key).map_err(|e| format!("no random source: {e}"))?;
-                file.write_all(hex::encode(key).as_bytes()).and_then(|()| file.sync_all()).map_err(err)?;
-                return Ok(Self { key });
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(err(e)),
-        }
-        let mut file = std::fs::File::open(path).map_err(err)?;
-        let mode = file.metadata().map_err(err)?.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(format!(
-                "{} is readable by other users (mode {mode:o}); fix it with: chmod 600 {0}",
-                path.display()
-            ));
-        }
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(err)?;
-        let bytes = hex::decode(text.trim()).map_err(|_| format!("{}: not a session key", path.display()))?;
-        key = bytes.try_into().map_err(|_| format!("{}: not a session key", path.display()))?;
+    /// The key file's name in the gateway's state directory.
+    pub const FILE: &'static str = "sts.key";
+
+    /// Loads the key from the gateway's state directory, creating it (mode 0600) on first
+    /// use; refuses a key file other users can read, write or have planted (`state_dir`).
+    pub fn load_or_create(state: &isthmus_store::state_dir::StateDir) -> Result<Self, String> {
+        let key = state.load_or_create_key(Self::FILE).map_err(|e| e.to_string())?;
         Ok(Self { key })
     }
 
@@ -215,8 +195,9 @@ mod tests {
     #[test]
     fn credentials_verify_only_with_their_own_token_until_expiry() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = SessionKeys::load_or_create(&dir.path().join("sts.key")).unwrap();
-        let again = SessionKeys::load_or_create(&dir.path().join("sts.key")).unwrap();
+        let state = isthmus_store::state_dir::StateDir::open_path(dir.path(), Default::default()).unwrap();
+        let keys = SessionKeys::load_or_create(&state).unwrap();
+        let again = SessionKeys::load_or_create(&state).unwrap();
         let creds = keys.issue(&grant(7200), 3600);
         assert!(creds.access_key.starts_with(SESSION_KEY_PREFIX));
         assert_eq!(again.secret_for(&creds.access_key).unwrap(), creds.secret_key, "another gateway derives it");

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use isthmus_store::size::ByteSize;
+use isthmus_store::state_dir::{STATE_FILE_LIMIT, StateDir, StateTrust};
 
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::error::{StoreError, StoreResult};
@@ -47,6 +48,8 @@ pub const DEFAULT_POOL: &str = "default";
 const PLACEMENT_TTL: Duration = Duration::from_secs(2);
 /// Where the pool table lives, relative to the data root.
 pub const POOLS_FILE: &str = ".isthmus/pools.toml";
+/// Its name in the state directory.
+const POOLS_FILE_NAME: &str = "pools.toml";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -145,7 +148,7 @@ pub struct RootStores {
 
 /// `open_root`, with every pool's store.
 pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<RootStores> {
-    let Some(table) = read_table(root)? else {
+    let Some(table) = read_table(root, options.state_trust)? else {
         let store = Arc::new(PosixStore::open(root, options)?);
         let posix = vec![(DEFAULT_POOL.to_string(), store.clone())];
         return Ok(RootStores { engine: store, posix, erasure: Vec::new() });
@@ -156,7 +159,7 @@ pub fn open_root_with_pools(root: &Path, options: StoreOptions) -> StoreResult<R
 
 /// The pools of a data root that declares some (for the admin commands: migrate).
 pub fn open_pools(root: &Path, options: StoreOptions) -> StoreResult<Pools> {
-    let table = read_table(root)?.ok_or_else(|| {
+    let table = read_table(root, options.state_trust)?.ok_or_else(|| {
         StoreError::InvalidArgument(format!(
             "{} declares no pools: add [[pool]] entries to {}",
             root.display(),
@@ -167,13 +170,15 @@ pub fn open_pools(root: &Path, options: StoreOptions) -> StoreResult<Pools> {
 }
 
 /// The root's pool table, if it has one.
-fn read_table(root: &Path) -> StoreResult<Option<PoolsFile>> {
+/// Read through the state directory, checked (`state_dir`): a table a user could have written
+/// or planted would let them send buckets to a directory of their choosing.
+fn read_table(root: &Path, trust: StateTrust) -> StoreResult<Option<PoolsFile>> {
     let file = root.join(POOLS_FILE);
-    let text = match std::fs::read_to_string(&file) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(StoreError::io("read the pool table", &file, err)),
-    };
+    std::fs::create_dir_all(root).map_err(|e| StoreError::io("create the data root", root, e))?;
+    let state = StateDir::open_path(root, trust)?;
+    let Some(bytes) = state.read(POOLS_FILE_NAME, STATE_FILE_LIMIT)? else { return Ok(None) };
+    let text =
+        String::from_utf8(bytes).map_err(|_| StoreError::InvalidArgument(format!("{}: not UTF-8", file.display())))?;
     toml::from_str(&text)
         .map(Some)
         .map_err(|e| StoreError::InvalidArgument(format!("{}: {}", file.display(), e.message())))
@@ -225,8 +230,8 @@ fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreRes
 /// admin commands: heal, status).
 pub fn open_erasure_pool(root: &Path, name: &str, options: StoreOptions) -> StoreResult<isthmus_erasure::ErasureStore> {
     let file = root.join(POOLS_FILE);
-    let table =
-        read_table(root)?.ok_or_else(|| StoreError::InvalidArgument(format!("{} does not exist", file.display())))?;
+    let table = read_table(root, options.state_trust)?
+        .ok_or_else(|| StoreError::InvalidArgument(format!("{} does not exist", file.display())))?;
     let names: Vec<String> = table.pool.iter().filter(|p| p.kind == "erasure").map(|p| p.name.clone()).collect();
     let entry = table.pool.into_iter().find(|p| p.name == name && p.kind == "erasure").ok_or_else(|| {
         StoreError::InvalidArgument(format!(

@@ -1,39 +1,20 @@
 //! Buckets of a `PosixStore`: listing, creation, deletion (which must never race a write into
 //! a losing state), the recorded owner, the metadata probe, and the lock on a bucket's existence.
 
-use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
-use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::locks::{FileLock, check_still_named, lock_bucket};
-use super::staging::StagedFile;
+use super::bucket_records;
+use super::locks::{check_still_named, lock_bucket};
 use super::{PosixStore, TRASH_DIR, is_dir, system_time};
 use crate::resolve::{create_dirs_beneath, open_dir_beneath};
 use crate::writer_names::unique_suffix;
 use isthmus_store::MetadataMode;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::{INTERNAL_DIR, validate_bucket_name};
-use isthmus_store::{BucketConfig, BucketInfo, CreateBucketRequest, Versioning};
-
-/// Who created the bucket (a door's user name), in the bucket's internal area.
-const OWNER_FILE: &str = "owner";
-/// The bucket's ACL (a canned name, or JSON with grants), in the bucket's internal area; none
-/// means private.
-const ACL_FILE: &str = "acl";
-/// The bucket's policy (the JSON document as put), in the bucket's internal area.
-const POLICY_FILE: &str = "policy.json";
-/// The bucket's PublicAccessBlock (JSON), in the bucket's internal area.
-const PUBLIC_ACCESS_BLOCK_FILE: &str = "public-access-block.json";
-/// The bucket's tags (JSON), in the bucket's internal area.
-const TAGS_FILE: &str = "tags.json";
-/// The bucket's versioning state (`Enabled` or `Suspended`), in the bucket's internal area.
-const VERSIONING_FILE: &str = "versioning";
-/// Held exclusive while the settings are compared with the version a write read and replaced.
-const CONFIG_LOCK_FILE: &str = "config.lock";
+use isthmus_store::{BucketConfig, BucketInfo, CreateBucketRequest};
 
 /// Whether the calling thread's identity may enter the directory `dir` (search permission,
 /// as `cd` needs). The gateway itself always may; a user's identity is asked of the kernel.
@@ -102,6 +83,15 @@ impl PosixStore {
             Err(Errno::EXIST) => return Err(StoreError::BucketAlreadyExists),
             Err(err) => return Err(StoreError::io_at("create the bucket directory", bucket, err)),
         }
+        // A bucket of that name deleted by POSIX tools left settings bound to its directory;
+        // this one starts with none (a process that may not write the state directory relies
+        // on that binding alone).
+        if let Ok(dir) = self.open_bucket_dir(bucket)
+            && let Err(err) =
+                isthmus_store::identity::as_gateway(|| bucket_records::start(&self.state, bucket, dir.as_fd()))
+        {
+            tracing::debug!(bucket, error = %err, "cannot record a new bucket's settings");
+        }
         if self.strict() {
             rustix::fs::fsync(&*self.root_fd)
                 .map_err(|e| StoreError::io("fsync the data root", &self.root, e.into()))?;
@@ -158,41 +148,19 @@ impl PosixStore {
             let internal = format!("/proc/self/fd/{}/{INTERNAL_DIR}", std::os::fd::AsRawFd::as_raw_fd(&*open.fd));
             remove_tree_logged(std::path::Path::new(&internal));
         } else {
-            let trash = create_dirs_beneath(self.root_fd.as_fd(), TRASH_DIR, false)
+            let trash = create_dirs_beneath(self.state.fd(), TRASH_DIR, false)
                 .map_err(|e| StoreError::io_at("create the trash", TRASH_DIR, e))?;
             let trashed = format!("{bucket}.{}", unique_suffix());
             rustix::fs::renameat(&*self.root_fd, bucket, &trash, trashed.as_str())
                 .map_err(|e| StoreError::io_at("move the bucket to the trash", bucket, e))?;
-            remove_tree_logged(&self.root.join(TRASH_DIR).join(&trashed));
+            // Through the descriptor held, never the path a user could have swapped.
+            let trashed = format!("/proc/self/fd/{}/{trashed}", std::os::fd::AsRawFd::as_raw_fd(&trash));
+            remove_tree_logged(std::path::Path::new(&trashed));
         }
+        bucket_records::remove(&self.state, bucket);
         if self.strict() {
             rustix::fs::fsync(&*self.root_fd)
                 .map_err(|e| StoreError::io("fsync the data root", &self.root, e.into()))?;
-        }
-        Ok(())
-    }
-
-    /// Replaces (`Some`) or removes (`None`) a small file of the bucket's internal area (`dir`),
-    /// atomically, durably in strict mode. Every gateway on the file system reads the same.
-    /// Bucket settings are the gateway's state: written with its identity (who may change them
-    /// is the authorization layer's decision).
-    fn write_setting(&self, dir: &OwnedFd, name: &str, bytes: Option<&[u8]>) -> StoreResult<()> {
-        match bytes {
-            Some(bytes) => {
-                let mut staged = StagedFile::create(dir.try_clone()?)?;
-                staged.write_all(bytes)?;
-                if self.strict() {
-                    rustix::fs::fsync(&staged.file)?;
-                }
-                staged.rename_into(dir.as_fd(), name, RenameFlags::empty())?;
-            }
-            None => match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-                Ok(()) | Err(Errno::NOENT) => {}
-                Err(err) => return Err(StoreError::io_at("remove a bucket setting", name, err)),
-            },
-        }
-        if self.strict() {
-            rustix::fs::fsync(dir)?;
         }
         Ok(())
     }
@@ -202,108 +170,20 @@ impl PosixStore {
         Ok((*self.bucket_fd(bucket)?.config).clone())
     }
 
-    /// Replaces the bucket's settings under its settings lock, if they are still the version
-    /// the write names; only the files of settings that changed are rewritten, each atomically.
-    /// This gateway sees the change at once; others within the bucket cache's second.
+    /// Replaces the bucket's settings if they are still the version the write names (kept by
+    /// the gateway, out of users' reach: `bucket_records`). This gateway sees the change at
+    /// once; others within the bucket cache's second.
     pub(super) fn record_config(&self, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
         isthmus_store::object_meta::validate_bucket_tags(&config.tags)?;
         let written = isthmus_store::identity::as_gateway(|| {
             let open = self.bucket_fd(bucket)?;
-            let dir = create_dirs_beneath(open.fd.as_fd(), INTERNAL_DIR, self.strict())?;
-            let _lock = FileLock::acquire(dir.as_fd(), CONFIG_LOCK_FILE, FlockOperation::LockExclusive)
-                .map_err(|e| StoreError::io_at("lock the bucket settings", CONFIG_LOCK_FILE, e))?;
-            let current = read_config(open.fd.as_fd())?;
-            config.check_replaces(&current)?;
-            for ((name, old), (_, new)) in setting_files(&current).into_iter().zip(setting_files(config)) {
-                if old != new {
-                    self.write_setting(&dir, name, new.as_deref())?;
-                }
-            }
-            Ok(())
+            bucket_records::replace(&self.state, bucket, open.fd.as_fd(), config)
         });
         // After a conflict too: the retry must read what the other writer left, not this cache.
         self.settings_writes.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.bucket_fds.remove(bucket);
         written
     }
-}
-
-/// The files a bucket's settings are kept in (`BUCKET/.isthmus/NAME`), each with its bytes
-/// (`None`: no file, the setting's default).
-fn setting_files(config: &BucketConfig) -> [(&'static str, Option<Vec<u8>>); 6] {
-    let acl = &config.acl;
-    let acl = if acl.grants.is_empty() {
-        // The canned name alone, as before grants existed.
-        (acl.canned != isthmus_store::CannedAcl::Private).then(|| acl.canned.name().as_bytes().to_vec())
-    } else {
-        Some(serde_json::to_vec(acl).expect("ACLs serialize"))
-    };
-    [
-        (OWNER_FILE, config.owner.as_ref().map(|o| o.as_bytes().to_vec())),
-        (ACL_FILE, acl),
-        (POLICY_FILE, config.policy.as_ref().map(|p| p.as_bytes().to_vec())),
-        (
-            PUBLIC_ACCESS_BLOCK_FILE,
-            config.public_access_block.map(|b| serde_json::to_vec(&b).expect("settings serialize")),
-        ),
-        (TAGS_FILE, (!config.tags.is_empty()).then(|| serde_json::to_vec(&config.tags).expect("tags serialize"))),
-        (VERSIONING_FILE, config.versioning.map(|v| v.as_str().as_bytes().to_vec())),
-    ]
-}
-
-/// A bucket's settings, read from the files of its internal area.
-pub(super) fn read_config(bucket: BorrowedFd<'_>) -> StoreResult<BucketConfig> {
-    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).trim().to_string();
-    let parsed = |name: &'static str, what: &'static str| -> StoreResult<Option<Vec<u8>>> {
-        read_setting(bucket, name).map_err(|e| e.context(what, name))
-    };
-    let json_error = |what: &'static str, name: &'static str| {
-        move |e: serde_json::Error| StoreError::io(what, std::path::Path::new(name), e.into())
-    };
-    let acl = match parsed(ACL_FILE, "read the bucket ACL")? {
-        None => isthmus_store::Acl::default(),
-        Some(bytes) if bytes.first() == Some(&b'{') => {
-            serde_json::from_slice(&bytes).map_err(json_error("read the bucket ACL", ACL_FILE))?
-        }
-        Some(bytes) => isthmus_store::Acl::canned(text(bytes).parse()?),
-    };
-    let public_access_block = match parsed(PUBLIC_ACCESS_BLOCK_FILE, "read the public access block")? {
-        Some(bytes) => Some(
-            serde_json::from_slice(&bytes)
-                .map_err(json_error("parse the public access block", PUBLIC_ACCESS_BLOCK_FILE))?,
-        ),
-        None => None,
-    };
-    let tags = match parsed(TAGS_FILE, "read the bucket tags")? {
-        Some(bytes) => serde_json::from_slice(&bytes).map_err(json_error("parse the bucket tags", TAGS_FILE))?,
-        None => BTreeMap::new(),
-    };
-    Ok(BucketConfig {
-        owner: parsed(OWNER_FILE, "read the bucket owner")?.map(text).filter(|o| !o.is_empty()),
-        acl,
-        policy: parsed(POLICY_FILE, "read the bucket policy")?.map(|b| String::from_utf8_lossy(&b).into_owned()),
-        public_access_block,
-        tags,
-        versioning: parsed(VERSIONING_FILE, "read the versioning state")?.and_then(|b| Versioning::parse(&text(b))),
-        version: None,
-    })
-}
-
-/// A small file of a bucket's internal area (`BUCKET/.isthmus/NAME`), if it exists.
-pub(super) fn read_setting(bucket: BorrowedFd<'_>, name: &str) -> StoreResult<Option<Vec<u8>>> {
-    let path = format!("{INTERNAL_DIR}/{name}");
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    let fd = match rustix::fs::openat(bucket, path.as_str(), flags, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(err) => return Err(StoreError::io_at("open a bucket setting", &path, err)),
-    };
-    let mut bytes = Vec::new();
-    File::from(fd)
-        .take(1 << 20)
-        .read_to_end(&mut bytes)
-        .map_err(|e| StoreError::io("read a bucket setting", std::path::Path::new(&path), e))?;
-    Ok(Some(bytes))
 }
 
 /// Removes a directory tree; what cannot be removed is logged (the trash is emptied again at

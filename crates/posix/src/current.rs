@@ -75,6 +75,7 @@ pub(crate) fn current_record(
         parts: Vec::new(),
         meta: headers.clone(),
         version_id: version_id.clone(),
+        acl_seal: None,
     };
     if identity.size > meta.etag_md5_limit {
         return Ok(record(identity_etag(&identity), identity));

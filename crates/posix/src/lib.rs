@@ -4,6 +4,7 @@
 //! has its file. `resolve` (opening beneath a directory) and `writer_names` (unique internal
 //! names) are what the erasure backend, whose drives are posix stores, uses of it too.
 
+mod bucket_records;
 mod buckets;
 mod completed;
 pub(crate) mod current;
@@ -44,6 +45,7 @@ use crate::resolve::create_dirs_beneath;
 use isthmus_store::MetadataMode;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::{INTERNAL_DIR, validate_bucket_name};
+use isthmus_store::state_dir::{SealKey, StateDir};
 use isthmus_store::{
     BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, Durability, FileSystemKind,
     GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PutRequest,
@@ -55,6 +57,11 @@ use list::DirCache;
 pub struct PosixStore {
     root: PathBuf,
     root_fd: Arc<OwnedFd>,
+    /// The gateway's state directory (`ROOT/.isthmus`), opened and checked once.
+    state: StateDir,
+    /// Seals the object ACLs this store records (`meta`); `None` where this process may not
+    /// read the key (an in-process door as another user).
+    seal: Option<SealKey>,
     options: StoreOptions,
     /// The metadata mode of the data root's file system (auto resolved by probing).
     metadata: MetadataMode,
@@ -93,9 +100,9 @@ pub(crate) struct OpenBucket {
 const BUCKET_FD_TTL: Duration = Duration::from_secs(1);
 
 pub(crate) const TMP_DIR: &str = ".isthmus/tmp";
-/// Where DeleteBucket moves a bucket directory before removing it (in the data root's
-/// internal directory, so the move is one atomic rename on the same file system).
-pub(crate) const TRASH_DIR: &str = ".isthmus/trash";
+/// Where DeleteBucket moves a bucket directory before removing it (in the data root's state
+/// directory, so the move is one atomic rename on the same file system).
+pub(crate) const TRASH_DIR: &str = "trash";
 pub(crate) const IO_CHUNK: usize = 1 << 20;
 
 fn system_time(sec: i64, nsec: i64) -> SystemTime {
@@ -125,7 +132,8 @@ impl PosixStore {
         std::fs::create_dir_all(&root).map_err(|e| StoreError::io("create the data root", &root, e))?;
         let root_fd = rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| StoreError::io("open the data root", &root, e.into()))?;
-        create_dirs_beneath(root_fd.as_fd(), INTERNAL_DIR, false)?;
+        let state = StateDir::open(root_fd.as_fd(), &root, options.state_trust)?;
+        let seal = SealKey::load_or_create(&state)?;
         let metadata = match options.metadata {
             MetadataMode::Auto => buckets::probe_xattr_support(root_fd.as_fd()),
             explicit => explicit,
@@ -137,6 +145,8 @@ impl PosixStore {
         Ok(Self {
             root,
             root_fd: Arc::new(root_fd),
+            state,
+            seal,
             options,
             metadata,
             probed_modes,
@@ -151,9 +161,16 @@ impl PosixStore {
         &self.root
     }
 
-    /// The root's hidden directory for internal state (credentials, probes).
+    /// The root's hidden directory for internal state (credentials, probes): its path, for
+    /// messages and for state no authorization reads (see `state_dir` for the rest).
     pub fn internal_dir(&self) -> PathBuf {
         self.root.join(INTERNAL_DIR)
+    }
+
+    /// The gateway's state directory, opened and checked once: where everything the gateway
+    /// believes about users, keys and buckets is read.
+    pub fn state_dir(&self) -> &StateDir {
+        &self.state
     }
 
     pub fn options(&self) -> StoreOptions {
@@ -208,20 +225,25 @@ impl PosixStore {
         })
     }
 
-    fn open_bucket(&self, bucket: &str) -> StoreResult<OpenBucket> {
-        let fd = match rustix::fs::openat(
+    /// The bucket directory `bucket` (a symlink placed by the administrator is followed).
+    fn open_bucket_dir(&self, bucket: &str) -> StoreResult<OwnedFd> {
+        match rustix::fs::openat(
             &*self.root_fd,
             bucket,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT | Errno::NOTDIR) => return Err(StoreError::NoSuchBucket),
-            Err(err) => return Err(StoreError::io_at("open the bucket directory", bucket, err)),
-        };
+            Ok(fd) => Ok(fd),
+            Err(Errno::NOENT | Errno::NOTDIR) => Err(StoreError::NoSuchBucket),
+            Err(err) => Err(StoreError::io_at("open the bucket directory", bucket, err)),
+        }
+    }
+
+    fn open_bucket(&self, bucket: &str) -> StoreResult<OpenBucket> {
+        let fd = self.open_bucket_dir(bucket)?;
         let metadata = self.metadata_mode_of(fd.as_fd());
         let settings_read_at = self.settings_writes.load(std::sync::atomic::Ordering::Acquire);
-        let config = buckets::read_config(fd.as_fd())?.versioned();
+        let config = bucket_records::read(&self.state, bucket, fd.as_fd())?.versioned();
         let open = OpenBucket {
             name: bucket.into(),
             fd: Arc::new(fd),
@@ -257,12 +279,13 @@ impl PosixStore {
     }
 
     /// How metadata records of `bucket` are read and written for a request in `cx`.
-    pub(crate) fn meta_store<'a>(&self, bucket: &'a OpenBucket, cx: &RequestContext) -> MetaStore<'a> {
+    pub(crate) fn meta_store<'a>(&'a self, bucket: &'a OpenBucket, cx: &RequestContext) -> MetaStore<'a> {
         MetaStore {
             mode: bucket.metadata,
             bucket: bucket.fd.as_fd(),
             etag_md5_limit: self.options.etag_md5_limit,
             may_block: cx.may_block,
+            seal: self.seal.as_ref(),
         }
     }
 }

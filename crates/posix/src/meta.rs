@@ -12,6 +12,7 @@ use rustix::io::Errno;
 use isthmus_store::MetadataMode;
 use isthmus_store::error::StoreResult;
 use isthmus_store::key::INTERNAL_DIR;
+use isthmus_store::state_dir::SealKey;
 
 /// The extended attribute holding an object's metadata record.
 pub const XATTR_NAME: &str = "user.isthmus";
@@ -29,23 +30,72 @@ pub struct MetaStore<'a> {
     pub etag_md5_limit: u64,
     /// Whether this request may hash a file (see `RequestContext::may_block`).
     pub may_block: bool,
+    /// Seals the object ACLs recorded here; `None`: this process cannot (and records none).
+    pub seal: Option<&'a SealKey>,
 }
 
 impl MetaStore<'_> {
-    /// Loads the record of the object open as `file`, whose key is `key`.
+    /// Loads the record of the object open as `file`, whose key is `key`: what of it can be
+    /// believed (see `believed`).
     pub fn load(&self, file: BorrowedFd<'_>, key: &str) -> Option<MetaRecord> {
         let bytes = match self.mode {
             MetadataMode::Sidecar => self.read_sidecar(key)?,
             MetadataMode::Xattr => read_xattr(file)?,
             MetadataMode::Auto => read_xattr(file).or_else(|| self.read_sidecar(key))?,
         };
-        crate::meta_codec::decode(&bytes)
+        self.believed(file, crate::meta_codec::decode(&bytes)?)
+    }
+
+    /// What of a stored record is believed. Whoever can write an object's file can write its
+    /// record too (a `user.` attribute), so the record is untrusted input: an ETag that is no
+    /// ETag makes it no record (the ETag is recomputed, as for a file written outside the
+    /// gateway); part sizes that do not add up to the file's size are dropped; headers that no
+    /// HTTP response may carry are dropped; and an ACL counts only if the gateway sealed it for
+    /// this very file (`acl_seal`): a user who writes `{"meta":{"acl":"public-read"}}` into
+    /// the attribute of a file makes nothing public.
+    fn believed(&self, file: BorrowedFd<'_>, mut record: MetaRecord) -> Option<MetaRecord> {
+        if !plausible_etag(&record.etag) {
+            return None;
+        }
+        if !parts_add_up(&record.parts, record.identity.size) {
+            record.parts.clear();
+        }
+        drop_unsendable_headers(&mut record.meta);
+        if has_acl(&record) {
+            let sealed = match (self.seal, record.acl_seal.as_deref(), rustix::fs::fstat(file)) {
+                (Some(key), Some(seal), Ok(stat)) => {
+                    key.verify(ACL_SEAL, &acl_sealed_parts(&record, stat.st_ino), seal)
+                }
+                _ => false,
+            };
+            if !sealed {
+                record.meta.acl = None;
+                record.meta.grants.clear();
+            }
+        }
+        record.acl_seal = None;
+        Some(record)
     }
 
     /// Stores `record` for the object open as `file`. In auto mode a file system without
-    /// xattr support falls back to the sidecar.
+    /// xattr support falls back to the sidecar. An ACL is stored sealed for this file; a
+    /// process that cannot seal stores none.
     pub fn save(&self, file: BorrowedFd<'_>, key: &str, record: &MetaRecord) -> StoreResult<()> {
-        let bytes = crate::meta_codec::encode(record);
+        let mut record = record.clone();
+        record.acl_seal = None;
+        if has_acl(&record) {
+            match self.seal {
+                Some(seal) => {
+                    let ino = rustix::fs::fstat(file)?.st_ino;
+                    record.acl_seal = Some(seal.seal(ACL_SEAL, &acl_sealed_parts(&record, ino)));
+                }
+                None => {
+                    record.meta.acl = None;
+                    record.meta.grants.clear();
+                }
+            }
+        }
+        let bytes = crate::meta_codec::encode(&record);
         match self.mode {
             MetadataMode::Sidecar => self.write_sidecar(key, &bytes),
             MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty())?),
@@ -82,7 +132,7 @@ impl MetaStore<'_> {
         )
         .ok()?;
         let mut bytes = Vec::with_capacity(512);
-        std::fs::File::from(fd).read_to_end(&mut bytes).ok()?;
+        std::fs::File::from(fd).take(MAX_RECORD as u64).read_to_end(&mut bytes).ok()?;
         Some(bytes)
     }
 
@@ -118,10 +168,70 @@ fn read_xattr(file: BorrowedFd<'_>) -> Option<Vec<u8>> {
                 buf.truncate(n);
                 return Some(buf);
             }
-            Err(Errno::RANGE) if buf.len() < 65536 => buf.resize(buf.len() * 4, 0),
+            Err(Errno::RANGE) if buf.len() < MAX_RECORD => buf.resize(buf.len() * 4, 0),
             Err(_) => return None,
         }
     }
+}
+
+/// The largest record read (an xattr value is at most 64 KiB on Linux).
+const MAX_RECORD: usize = 65536;
+
+/// What an object ACL's seal is for (see `SealKey::seal`).
+const ACL_SEAL: &str = "isthmus object ACL v1";
+
+fn has_acl(record: &MetaRecord) -> bool {
+    record.meta.acl.is_some() || !record.meta.grants.is_empty()
+}
+
+/// What an object ACL's seal covers: the file (its inode: a record copied to another file
+/// does not carry its ACL along) and the ACL itself.
+fn acl_sealed_parts(record: &MetaRecord, ino: u64) -> [Vec<u8>; 2] {
+    let acl = serde_json::to_vec(&record.meta.object_acl()).expect("ACLs serialize");
+    [ino.to_le_bytes().to_vec(), acl]
+}
+
+/// Whether `etag` has the form of an ETag the gateway writes (hex, maybe `-N`).
+fn plausible_etag(etag: &str) -> bool {
+    (1..=100).contains(&etag.len()) && etag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// Whether run-length encoded part sizes add up to `size` (checked: a forged record may
+/// claim anything).
+pub(crate) fn parts_add_up(parts: &[(u64, u32)], size: u64) -> bool {
+    if parts.is_empty() {
+        return true;
+    }
+    let total = parts.iter().try_fold(0u64, |total, &(part, count)| {
+        if count == 0 {
+            return None;
+        }
+        part.checked_mul(u64::from(count)).and_then(|bytes| total.checked_add(bytes))
+    });
+    let count = parts.iter().try_fold(0u32, |n, &(_, count)| n.checked_add(count));
+    total == Some(size) && count.is_some_and(|n| n <= 10_000)
+}
+
+/// Drops stored headers that no HTTP response may carry (control characters), which only a
+/// hand-written record can hold: the doors check what clients send.
+fn drop_unsendable_headers(meta: &mut isthmus_store::ObjectMeta) {
+    let sendable = |value: &String| value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f));
+    for field in [
+        &mut meta.content_type,
+        &mut meta.content_encoding,
+        &mut meta.content_disposition,
+        &mut meta.content_language,
+        &mut meta.cache_control,
+        &mut meta.expires,
+    ] {
+        if field.as_ref().is_some_and(|v| !sendable(v)) {
+            *field = None;
+        }
+    }
+    let name_ok = |name: &String| {
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    meta.user.retain(|name, value| name_ok(name) && sendable(value));
 }
 
 /// A stable hex hash of a key, for names of per-key internal files.

@@ -124,6 +124,7 @@ fn decode_compact(bytes: &[u8]) -> Option<MetaRecord> {
         parts: Vec::new(),
         meta: ObjectMeta::default(),
         version_id: None,
+        acl_seal: None,
     };
     while let Some(tag) = input.next_tag() {
         match tag {
@@ -234,6 +235,7 @@ mod tests {
             parts: Vec::new(),
             meta: ObjectMeta::default(),
             version_id: None,
+            acl_seal: None,
         }
     }
 

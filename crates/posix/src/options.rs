@@ -21,6 +21,10 @@ pub struct StoreOptions {
     /// (`head_cache`; about 300 bytes each).
     #[serde(default = "default_head_cache_entries")]
     pub head_cache_entries: u64,
+    /// Whose files the state directory believes (`state_dir`): `Gateway` for a server that
+    /// serves other users, `Process` (the default) for an in-process door.
+    #[serde(skip)]
+    pub state_trust: isthmus_store::state_dir::StateTrust,
 }
 
 /// The default of `StoreOptions::head_cache_entries`: 100,000 objects, about 30 MB.
@@ -38,6 +42,7 @@ impl Default for StoreOptions {
             list_cache_entries: 2_000_000,
             etag_md5_limit: DEFAULT_ETAG_MD5_LIMIT,
             head_cache_entries: DEFAULT_HEAD_CACHE_ENTRIES,
+            state_trust: Default::default(),
         }
     }
 }

@@ -44,4 +44,8 @@ pub struct MetaRecord {
     /// is the null version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
+    /// The gateway's seal over the object's ACL and its file (`MetaStore::save`): an ACL
+    /// without a valid one is not believed. Set by `save` alone; never set by a loaded record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl_seal: Option<String>,
 }

@@ -51,7 +51,9 @@ impl PosixStore {
 
     /// Removes what deleted buckets left in the root's trash (a delete interrupted by a crash).
     fn empty_trash(&self) -> usize {
-        let trash = self.root.join(TRASH_DIR);
+        // Through the state directory's descriptor, never a path a user could have swapped.
+        let Ok(trash) = open_dir_beneath(self.state.fd(), TRASH_DIR) else { return 0 };
+        let trash = std::path::PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&trash)));
         let Ok(entries) = std::fs::read_dir(&trash) else { return 0 };
         let mut removed = 0;
         for entry in entries.flatten() {

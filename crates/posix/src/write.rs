@@ -39,6 +39,8 @@ pub struct PosixWriter {
     pub(crate) known_parts: Vec<(u64, u32)>,
     strict: bool,
     etag_md5_limit: u64,
+    /// Seals the object's ACL in its record (see `meta`).
+    seal: Option<isthmus_store::state_dir::SealKey>,
     /// Where the new object's description is kept for HEAD and GET (`head_cache`).
     heads: Arc<HeadCache>,
 }
@@ -51,6 +53,7 @@ impl PosixWriter {
             bucket: self.bucket.fd.as_fd(),
             etag_md5_limit: self.etag_md5_limit,
             may_block: true,
+            seal: self.seal.as_ref(),
         }
     }
 
@@ -115,6 +118,7 @@ impl PosixWriter {
             parts: Vec::new(),
             meta: std::mem::take(&mut self.request.meta),
             version_id: None,
+            acl_seal: None,
         };
         self.meta_store().save(dir.as_fd(), path.key(), &record)?;
         if self.strict {
@@ -223,6 +227,7 @@ impl ObjectWrite for PosixWriter {
             parts: std::mem::take(&mut self.known_parts),
             meta: std::mem::take(&mut self.request.meta),
             version_id: versioning.map(Versioning::next_version_id).filter(|id| id != NULL_VERSION),
+            acl_seal: None,
         };
         // Before the new record is saved: in sidecar mode it replaces the current one's.
         if let Some(state) = versioning {
@@ -296,6 +301,7 @@ impl PosixStore {
             known_parts: Vec::new(),
             strict: self.strict(),
             etag_md5_limit: self.options.etag_md5_limit,
+            seal: self.seal.clone(),
             heads: self.heads.clone(),
         })
     }

@@ -61,6 +61,7 @@ fn records_written_as_json_by_earlier_versions_still_read() {
         parts: Vec::new(),
         meta: meta.clone(),
         version_id: None,
+        acl_seal: None,
     };
     let json = serde_json::to_vec(&record).unwrap();
     rustix::fs::setxattr(&path, XATTR_NAME, &json, rustix::fs::XattrFlags::empty()).unwrap();

@@ -81,31 +81,42 @@ pub enum CredentialsError {
     Parse { path: PathBuf, message: String },
     #[error("{path} is readable by other users (mode {mode:o}); fix it with: chmod 600 {path}")]
     InsecureMode { path: PathBuf, mode: u32 },
+    /// The gateway's state directory refused the file (owner, mode, link: see `state_dir`).
+    #[error("{0}")]
+    State(String),
 }
 
 /// Where the root credentials live beneath a data root's internal directory.
 pub fn credentials_path(internal_dir: &Path) -> PathBuf {
-    internal_dir.join("credentials.toml")
+    internal_dir.join(CREDENTIALS_FILE)
 }
 
-/// Loads the root credentials from `path`, creating them on first start. Returns the user and
-/// whether it was created now (so the caller prints it once).
-pub fn load_or_create_root(path: &Path) -> Result<(User, bool), CredentialsError> {
-    let io_err = |source| CredentialsError::Io { path: path.to_path_buf(), source };
+/// The root credentials file's name in the gateway's state directory.
+pub const CREDENTIALS_FILE: &str = "credentials.toml";
+
+/// Loads the root credentials from the gateway's state directory, creating them on first
+/// start. Returns the user and whether it was created now (so the caller prints it once).
+/// Read through the directory the gateway opened and checked: a credentials file others may
+/// read, write or have planted is refused.
+pub fn load_or_create_root(state: &isthmus_store::state_dir::StateDir) -> Result<(User, bool), CredentialsError> {
+    let path = state.path().join(CREDENTIALS_FILE);
     let user = User::generate("root");
     let text = format!(
         "# Isthmus root credentials, created on first start. Keep this file private (mode 0600).\naccess_key = \"{}\"\nsecret_key = \"{}\"\ndisplay_name = \"root\"\n",
         user.access_key, user.secret_key
     );
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-        Ok(mut file) => {
-            file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(io_err)?;
-            return Ok((user, true));
-        }
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(io_err(err)),
+    let (bytes, created) = state
+        .load_or_create_secret(CREDENTIALS_FILE, || text.into_bytes())
+        .map_err(|e| CredentialsError::State(e.to_string()))?;
+    if created {
+        return Ok((user, true));
     }
-    load_root(path).map(|user| (user, false))
+    parse_root(&path, &String::from_utf8_lossy(&bytes)).map(|user| (user, false))
+}
+
+fn parse_root(path: &Path, text: &str) -> Result<User, CredentialsError> {
+    toml::from_str(text)
+        .map_err(|e| CredentialsError::Parse { path: path.to_path_buf(), message: e.message().to_string() })
 }
 
 /// Loads the root credentials from `path` (kept private: a file others may read is refused).
@@ -118,9 +129,7 @@ pub fn load_root(path: &Path) -> Result<User, CredentialsError> {
     }
     let mut text = String::new();
     file.read_to_string(&mut text).map_err(io_err)?;
-    let user: User = toml::from_str(&text)
-        .map_err(|e| CredentialsError::Parse { path: path.to_path_buf(), message: e.message().to_string() })?;
-    Ok(user)
+    parse_root(path, &text)
 }
 
 /// Where a user comes from, which decides what administration may change about it.
@@ -310,17 +319,19 @@ mod tests {
     #[test]
     fn root_credentials_are_created_once_private_and_reloaded() {
         let dir = tempfile::tempdir().unwrap();
-        let path = credentials_path(dir.path());
-        let (first, created) = load_or_create_root(&path).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let state = isthmus_store::state_dir::StateDir::open_path(dir.path(), Default::default()).unwrap();
+        let path = credentials_path(state.path());
+        let (first, created) = load_or_create_root(&state).unwrap();
         assert!(created);
         assert_eq!(first.access_key.len(), 20);
         assert_eq!(first.secret_key.len(), 40);
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        let (again, created) = load_or_create_root(&path).unwrap();
+        let (again, created) = load_or_create_root(&state).unwrap();
         assert!(!created);
         assert_eq!(again, first);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(load_or_create_root(&path), Err(CredentialsError::InsecureMode { .. })));
+        assert!(matches!(load_or_create_root(&state), Err(CredentialsError::State(why)) if why.contains("chmod 600")));
     }
 
     #[test]

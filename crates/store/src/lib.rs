@@ -24,6 +24,7 @@ pub mod multipart;
 pub mod object_meta;
 pub mod scopes;
 pub mod size;
+pub mod state_dir;
 pub mod update;
 pub mod versioning;
 
@@ -73,11 +74,13 @@ pub struct ObjectInfo {
 
 impl ObjectInfo {
     /// How many parts GET and HEAD with `partNumber` know of (1 for single-piece objects).
+    /// Part sizes come from a stored record a user may have written: the sums saturate.
     pub fn part_count(&self) -> u32 {
-        if self.parts.is_empty() { 1 } else { self.parts.iter().map(|(_, n)| n).sum() }
+        if self.parts.is_empty() { 1 } else { self.parts.iter().fold(0u32, |n, (_, count)| n.saturating_add(*count)) }
     }
 
-    /// The inclusive byte range of part `number` (1-based), if it exists.
+    /// The inclusive byte range of part `number` (1-based), if it exists and lies within the
+    /// object (checked arithmetic: the part sizes may come from a forged record).
     pub fn part_range(&self, number: u32) -> Option<(u64, u64)> {
         if number == 0 {
             return None;
@@ -88,12 +91,14 @@ impl ObjectInfo {
         let mut offset = 0u64;
         let mut first_number = 1u32;
         for &(size, count) in &self.parts {
-            if number < first_number + count {
-                let start = offset + u64::from(number - first_number) * size;
-                return (size > 0).then(|| (start, start + size - 1));
+            let next_number = first_number.checked_add(count)?;
+            if number < next_number {
+                let start = offset.checked_add(u64::from(number - first_number).checked_mul(size)?)?;
+                let end = start.checked_add(size)?.checked_sub(1)?;
+                return (size > 0 && end < self.size).then_some((start, end));
             }
-            offset += size * u64::from(count);
-            first_number += count;
+            offset = offset.checked_add(size.checked_mul(u64::from(count))?)?;
+            first_number = next_number;
         }
         None
     }
@@ -582,6 +587,15 @@ mod tests {
             parts,
             version_id: None,
         }
+    }
+
+    #[test]
+    fn forged_part_sizes_give_no_range_and_no_overflow() {
+        let huge = info(10, vec![(u64::MAX, u32::MAX), (7, 3)]);
+        assert_eq!(huge.part_range(1), None);
+        assert_eq!(huge.part_range(u32::MAX), None);
+        assert_eq!(huge.part_count(), u32::MAX);
+        assert_eq!(info(10, vec![(100, 2)]).part_range(1), None, "a part beyond the object's size");
     }
 
     #[test]

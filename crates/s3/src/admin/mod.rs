@@ -68,7 +68,8 @@ pub type StatusExtras = Arc<dyn Fn() -> Value + Send + Sync>;
 pub struct Administration {
     users: UserDirectory,
     identities: Arc<Identities>,
-    file: std::path::PathBuf,
+    /// The gateway's state directory, where the users file is kept.
+    state: isthmus_store::state_dir::StateDir,
     /// The file version last applied.
     applied: Mutex<FileVersion>,
     /// The engine, unauthorized: listings of buckets and usage for the root user's calls.
@@ -92,19 +93,19 @@ fn check_access_key(key: &str) -> Result<(), AdminError> {
 }
 
 impl Administration {
-    /// Administration of `users` and `identities`, kept in `file` (see `users_file`); the
-    /// file's users are applied now.
+    /// Administration of `users` and `identities`, kept in the state directory `state` (see
+    /// `users_file`); the file's users are applied now.
     pub fn open(
         users: UserDirectory,
         identities: Arc<Identities>,
-        file: std::path::PathBuf,
+        state: isthmus_store::state_dir::StateDir,
         store: Arc<dyn Store>,
         extras: StatusExtras,
     ) -> Result<Arc<Self>, String> {
         let admin =
-            Arc::new(Self { users, identities, file, applied: Mutex::new(FileVersion::default()), store, extras });
-        let content = users_file::load(&admin.file)?;
-        admin.apply(&content, users_file::version_of(&admin.file));
+            Arc::new(Self { users, identities, state, applied: Mutex::new(FileVersion::default()), store, extras });
+        let content = users_file::load(&admin.state)?;
+        admin.apply(&content, users_file::version_of(&admin.state));
         Ok(admin)
     }
 
@@ -115,11 +116,11 @@ impl Administration {
     /// Applies the file again if it changed since it was last applied (another gateway on the
     /// root, or an editor); returns whether it did.
     pub fn reload_if_changed(&self) -> Result<bool, String> {
-        let version = users_file::version_of(&self.file);
+        let version = users_file::version_of(&self.state);
         if version == *self.applied.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(false);
         }
-        let content = users_file::load(&self.file)?;
+        let content = users_file::load(&self.state)?;
         self.apply(&content, version);
         Ok(true)
     }
@@ -128,7 +129,7 @@ impl Administration {
     fn apply(&self, content: &UsersFile, version: FileVersion) {
         let before = self.managed_keys();
         for key in self.users.apply_managed(&content.users, &content.disabled) {
-            tracing::warn!(access_key = %key, file = %self.file.display(), "a managed user has the access key of a configured user: skipped");
+            tracing::warn!(access_key = %key, file = %self.state.path().join(users_file::USERS_FILE).display(), "a managed user has the access key of a configured user: skipped");
         }
         for key in before.iter().filter(|key| !content.users.iter().any(|u| &u.access_key == *key)) {
             let _ = self.identities.set_mapping(key, key, None);
@@ -155,13 +156,13 @@ impl Administration {
 
     /// Runs `change` on the file's content under its lock, then saves and applies the result.
     fn change<T>(&self, change: impl FnOnce(&mut UsersFile) -> Result<T, AdminError>) -> Result<T, AdminError> {
-        let lock = users_file::lock(&self.file).map_err(failed)?;
-        let mut content = users_file::load(&self.file).map_err(failed)?;
+        let lock = users_file::lock(&self.state).map_err(failed)?;
+        let mut content = users_file::load(&self.state).map_err(failed)?;
         // What another gateway wrote is the base of this change.
-        self.apply(&content, users_file::version_of(&self.file));
+        self.apply(&content, users_file::version_of(&self.state));
         let answer = change(&mut content)?;
-        users_file::save(&self.file, &content, &lock).map_err(failed)?;
-        self.apply(&content, users_file::version_of(&self.file));
+        users_file::save(&self.state, &content, &lock).map_err(failed)?;
+        self.apply(&content, users_file::version_of(&self.state));
         Ok(answer)
     }
 
