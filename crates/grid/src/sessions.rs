@@ -4,8 +4,6 @@
 //! the scopes and the expiry, both under one key kept (mode 0600) in the data root's internal
 //! directory. So every gateway serving that root accepts them and none keeps a session table.
 
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine as _;

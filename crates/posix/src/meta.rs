@@ -309,6 +309,7 @@ mod tests {
             identity: FileIdentity { ino: 7, size: 0, mtime_ns: 1_700_000_000_123_456_789 },
             meta,
             version_id: Some("00000000000000010000abcd".into()),
+            acl_seal: None,
         };
         let bytes = serde_json::to_vec(&record).unwrap();
         let back: MetaRecord = serde_json::from_slice(&bytes).unwrap();

@@ -13,6 +13,7 @@ use std::io::Read;
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{GetRequest, HeadRequest, PutRequest, RequestContext, Store};
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
@@ -78,10 +79,10 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
         let cx = RequestContext::process();
-        store.create_bucket(&cx, "b", &Default::default()).unwrap();
+        store.create_bucket(&cx, "fuzz", &Default::default()).unwrap();
         let body: Vec<u8> = (0..(seed % 4096) as usize).map(|i| (i as u64 ^ seed) as u8).collect();
-        store.put_bytes(&cx, "b", "k", &body, PutRequest::default()).unwrap();
-        let path = dir.path().join("b/k");
+        store.put_bytes(&cx, "fuzz", "k", &body, PutRequest::default()).unwrap();
+        let path = dir.path().join("fuzz/k");
         let stat = std::fs::metadata(&path).unwrap();
         use std::os::unix::fs::MetadataExt;
         let mtime_ns = i128::from(stat.mtime()) * 1_000_000_000 + i128::from(stat.mtime_nsec());
@@ -91,7 +92,7 @@ proptest! {
             let bytes = strategy.new_tree(&mut runner).unwrap().current();
             rustix::fs::setxattr(&path, "user.isthmus", &bytes, rustix::fs::XattrFlags::empty()).unwrap();
             // Past the kept description of the object (a new record is read from the file).
-            let head = store.head_object(&cx, "b", "k", &HeadRequest::default());
+            let head = store.head_object(&cx, "fuzz", "k", &HeadRequest::default());
             let info = match head {
                 Ok(info) => info,
                 Err(err) => { prop_assert!(!err.s3_code().is_empty()); continue; }
@@ -105,7 +106,7 @@ proptest! {
                 }
             }
             let request = GetRequest { part_number, ..Default::default() };
-            match store.get_object(&cx, "b", "k", &request) {
+            match store.get_object(&cx, "fuzz", "k", &request) {
                 Ok(mut response) => {
                     let mut read = Vec::new();
                     response.body.read_to_end(&mut read).unwrap();

@@ -87,12 +87,12 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
         let cx = RequestContext::process();
-        store.create_bucket(&cx, "b", &Default::default()).unwrap();
+        store.create_bucket(&cx, "fuzz", &Default::default()).unwrap();
         let records = store.state_dir().subdir("buckets", true).unwrap().unwrap();
-        records.replace("b.json", &record, 0o644).unwrap();
+        records.replace("fuzz.json", &record, 0o644).unwrap();
         // A second store: nothing cached.
         let again = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
-        match again.bucket_config(&cx, "b") {
+        match again.bucket_config(&cx, "fuzz") {
             // Never bound to this directory's inode: none of it applies.
             Ok(config) => prop_assert!(config.owner.is_none() && config.acl == Default::default() && config.versioning.is_none()),
             Err(err) => prop_assert!(!err.s3_code().is_empty()),

@@ -73,6 +73,10 @@ impl std::error::Error for StateError {}
 impl From<StateError> for crate::error::StoreError {
     fn from(err: StateError) -> Self {
         match err {
+            // A process that may not write the gateway's state (an in-process door as a user).
+            StateError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                crate::error::StoreError::AccessDenied
+            }
             StateError::Io { what, path, source } => crate::error::StoreError::io(what, &path, source),
             other => crate::error::StoreError::Io(std::io::Error::other(other.to_string())),
         }
