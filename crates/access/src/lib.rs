@@ -238,8 +238,9 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
     }
 
-    /// Whether `cx` uses `bucket` as its owner does whatever the bucket's settings say: the
-    /// process, root, and users the grants name.
+    /// Whether `cx` uses `bucket` as its owner does whatever the bucket's ACL says: the
+    /// process, root, and users the grants name (whose reads a policy's explicit Deny still
+    /// refuses, as the owner's: `require_read`).
     fn uses_every_bucket(&self, cx: &RequestContext, bucket: &str) -> bool {
         match &cx.principal {
             Principal::Process | Principal::User { is_root: true, .. } => true,
