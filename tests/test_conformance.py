@@ -151,7 +151,8 @@ def test_listing_delimiters_and_url_encoding(s3, server):
 
 
 def test_presigned_urls_live_one_second_to_seven_days(server):
-    """SigV4 presigned URLs (SigV2 ones carry an absolute expiry time and no such bound)."""
+    """SigV4 presigned URLs (SigV2 ones, which carry an absolute expiry time, are bounded to a
+    week too: test_security_limits.py)."""
     import urllib.error
     import urllib.request
 

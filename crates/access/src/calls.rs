@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Access, Authorized, is_superuser};
+use super::{Access, Authorized, KeyGrants, is_superuser};
 use crate::policy::{BucketPolicy, PolicyAction};
 use isthmus_store::acl::Acl;
 use isthmus_store::bucket_config::BucketSettings;
@@ -192,8 +192,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &GetRequest,
     ) -> StoreResult<GetResponse> {
-        cx.require_scope(ScopeAccess::Read, bucket, key)?;
-        self.require_object_read(cx, bucket, key, request.version_id.as_deref())?;
+        self.require_object_read(cx, bucket, key, request.version_id.as_deref(), cx.expected_bucket_owner.as_deref())?;
         self.inner.get_object(cx, bucket, key, request)
     }
 
@@ -204,8 +203,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo> {
-        cx.require_scope(ScopeAccess::Read, bucket, key)?;
-        self.require_object_read(cx, bucket, key, request.version_id.as_deref())?;
+        self.require_object_read(cx, bucket, key, request.version_id.as_deref(), cx.expected_bucket_owner.as_deref())?;
         self.inner.head_object(cx, bucket, key, request)
     }
 
@@ -216,8 +214,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     }
 
     fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
-        cx.require_scope(ScopeAccess::Read, bucket, key)?;
-        self.require_object_read(cx, bucket, key, None)?;
+        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
         self.inner.object_file(cx, bucket, key)
     }
 
@@ -237,15 +234,13 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
     }
 
     fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        cx.require_scope(ScopeAccess::Read, bucket, key)?;
-        self.require_object_read(cx, bucket, key, None)?;
+        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
         self.inner.read_derived(cx, bucket, key, kind)
     }
 
     /// Whoever may read an object may keep what is derived from it: it is a cache of reads.
     fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
-        cx.require_scope(ScopeAccess::Read, bucket, key)?;
-        self.require_object_read(cx, bucket, key, None)?;
+        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
         self.inner.write_derived(cx, bucket, key, kind, bytes)
     }
 
@@ -271,7 +266,8 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         Ok(outcome)
     }
 
-    /// The source must be usable too.
+    /// The source is judged exactly as a GET of it (`require_object_read`): a copy reads
+    /// nothing a GET would not.
     fn copy_object(
         &self,
         cx: &RequestContext,
@@ -279,9 +275,9 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo> {
-        cx.require_scope(ScopeAccess::Read, source.0, source.1)?;
+        let (version, expected) = (request.source_version_id.as_deref(), cx.expected_source_owner.as_deref());
+        self.require_object_read(cx, source.0, source.1, version, expected)?;
         self.creating_only(cx, destination.0, destination.1)?;
-        self.require_source(cx, source.0)?;
         self.require_write(cx, destination.0, request.acl)?;
         let admitted = match &self.quotas {
             Some(quotas) => {
@@ -300,12 +296,15 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
         require_listing(cx, bucket, &request.prefix)?;
-        self.require_read(cx, bucket, PolicyAction::ListBucket { prefix: &request.prefix })?;
+        let (action, expected) =
+            (PolicyAction::ListBucket { prefix: &request.prefix }, cx.expected_bucket_owner.as_deref());
+        self.require_read(cx, bucket, action, expected, KeyGrants::Count)?;
         self.inner.list_objects(cx, bucket, request)
     }
 
-    /// Bucket policies grant `s3:ListBucket`, not `s3:ListBucketVersions`: listing versions
-    /// takes read access by owner, grant or bucket ACL.
+    /// Bucket policies allow `s3:ListBucket`, not `s3:ListBucketVersions`: listing versions
+    /// takes read access by owner, grant or bucket ACL, and a policy's Deny of listing the
+    /// prefix still refuses it.
     fn list_object_versions(
         &self,
         cx: &RequestContext,
@@ -313,7 +312,9 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         request: &ListVersionsRequest,
     ) -> StoreResult<VersionsPage> {
         require_listing(cx, bucket, &request.prefix)?;
-        self.require(cx, bucket, Access::Read)?;
+        let (action, expected) =
+            (PolicyAction::ListBucket { prefix: &request.prefix }, cx.expected_bucket_owner.as_deref());
+        self.require_read(cx, bucket, action, expected, KeyGrants::Ignored)?;
         self.inner.list_object_versions(cx, bucket, request)
     }
 
@@ -427,7 +428,7 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.list_multipart_uploads(cx, bucket, request)
     }
 
-    /// The source must be usable too.
+    /// The source is judged exactly as a GET of it (`require_object_read`).
     #[allow(clippy::too_many_arguments, reason = "the Store trait's signature")]
     fn upload_part_copy(
         &self,
@@ -439,9 +440,9 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         source: (&str, &str),
         source_request: &GetRequest,
     ) -> StoreResult<ObjectInfo> {
-        cx.require_scope(ScopeAccess::Read, source.0, source.1)?;
+        let (version, expected) = (source_request.version_id.as_deref(), cx.expected_source_owner.as_deref());
+        self.require_object_read(cx, source.0, source.1, version, expected)?;
         cx.require_scope(ScopeAccess::Create, bucket, key)?;
-        self.require_source(cx, source.0)?;
         self.require(cx, bucket, Access::Write)?;
         // Held while the part is written: a part is not usage, but it may not be written past
         // a quota the whole object could never fit in.

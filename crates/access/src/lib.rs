@@ -12,7 +12,10 @@
 //! authenticated-read: every signed user) or reading and writing objects (public-read-write);
 //! the bucket itself (deleting it, its ACL, policy, tags) stays its owner's. A bucket policy
 //! (`policy`) may allow reading objects and listing to everyone or named users, or deny it; an
-//! explicit Deny wins over the ACLs. A missing bucket passes
+//! explicit Deny wins over everything else, as in AWS: it refuses the bucket's owner, the users
+//! its grants name and the users the kernel judges too (only the process and root, who may
+//! change the policy anyway, pass). Every read of an object, through every door and as the
+//! source of a copy, asks one question (`require_object_read`). A missing bucket passes
 //! the check, so the operation itself answers NoSuchBucket.
 //!
 //! For a request that runs with its user's Unix identity (`RequestContext::identity`, set by
@@ -35,6 +38,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::policy::{BucketPolicy, PolicyAction};
 use isthmus_store::acl::{Acl, CannedAcl, GrantPermission, PublicAccessBlock};
+use isthmus_store::scopes::ScopeAccess;
 use isthmus_store::{
     AccessJudge, BucketConfig, HeadRequest, Principal, RequestContext, Store, StoreError, StoreResult,
 };
@@ -89,6 +93,15 @@ pub enum Access {
     /// Everything about the bucket itself (delete it, its ACL, tags, owner) and object tags:
     /// the owner's, never shared by an ACL.
     Owner,
+}
+
+/// Whether grants made for one key (a bucket policy's Allow, an object's ACL) may open a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyGrants {
+    Count,
+    /// A read these do not name: a version (`s3:GetObjectVersion`, the version's own ACL), a
+    /// listing of versions (`s3:ListBucketVersions`).
+    Ignored,
 }
 
 /// Whether the principal of `cx` acts for everyone (the process, a door's root user).
@@ -225,8 +238,9 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
     }
 
-    /// Whether `cx` uses `bucket` as its owner does whatever the bucket's settings say: the
-    /// process, root, and users the grants name.
+    /// Whether `cx` uses `bucket` as its owner does whatever the bucket's ACL says: the
+    /// process, root, and users the grants name (whose reads a policy's explicit Deny still
+    /// refuses, as the owner's: `require_read`).
     fn uses_every_bucket(&self, cx: &RequestContext, bucket: &str) -> bool {
         match &cx.principal {
             Principal::Process | Principal::User { is_root: true, .. } => true,
@@ -257,11 +271,6 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// expects, if it names one.
     fn require(&self, cx: &RequestContext, bucket: &str, access: Access) -> StoreResult<()> {
         self.require_owned_by(cx, bucket, access, cx.expected_bucket_owner.as_deref())
-    }
-
-    /// The source of a copy: readable, and owned by whom the request expects (if it says).
-    fn require_source(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.require_owned_by(cx, bucket, Access::Read, cx.expected_source_owner.as_deref())
     }
 
     /// `allowed`, as an AccessDenied error, and the bucket's owner (root's id for buckets
@@ -304,20 +313,25 @@ impl<S: Store + ?Sized> Authorized<S> {
         }
     }
 
-    /// A GET or HEAD: of the latest version, as `require_read` says; of a named version, read
-    /// access by owner, grant or bucket ACL (policies grant `s3:GetObject`, not
-    /// `s3:GetObjectVersion`).
+    /// Reading one object: a GET or HEAD, the source of a copy (CopyObject, UploadPartCopy), the
+    /// file or the records read from it (HDF5 in place, arrays, selections), through any door.
+    /// The one question all of them ask, so none reads what a GET of the key would not: the
+    /// token's scope must reach the key, then the bucket's rules for `s3:GetObject` on it
+    /// (`require_read`: owner, grants, ACLs, policy, public access block; an explicit Deny
+    /// wins). `expected` is the bucket owner the request names (for a copy, the source's). A
+    /// named version: policies allow `s3:GetObject`, not `s3:GetObjectVersion`, and an object's
+    /// ACL is the latest version's, so neither opens it; a Deny of the key still refuses it.
     fn require_object_read(
         &self,
         cx: &RequestContext,
         bucket: &str,
         key: &str,
         version: Option<&str>,
+        expected: Option<&str>,
     ) -> StoreResult<()> {
-        match version {
-            None => self.require_read(cx, bucket, PolicyAction::GetObject { key }),
-            Some(_) => self.require(cx, bucket, Access::Read),
-        }
+        cx.require_scope(ScopeAccess::Read, bucket, key)?;
+        let openers = if version.is_some() { KeyGrants::Ignored } else { KeyGrants::Count };
+        self.require_read(cx, bucket, PolicyAction::GetObject { key }, expected, openers)
     }
 
     /// Writing an object that gets `acl`: write access, and the ACL not blocked.
@@ -354,65 +368,77 @@ impl<S: Store + ?Sized> Authorized<S> {
         Ok(Some(policy))
     }
 
-    /// The bucket policy's verdict for a principal the owner rules do not allow (`None`: there
-    /// is no policy, or no statement applies).
+    /// The bucket policy's verdict on `action` by the principal of `cx` (`None`: there is no
+    /// policy, or no statement applies).
     fn policy_verdict(
         &self,
         cx: &RequestContext,
         bucket: &str,
-        settings: Option<&BucketConfig>,
+        config: &BucketConfig,
         action: PolicyAction<'_>,
     ) -> StoreResult<Option<bool>> {
-        let config = settings.ok_or(StoreError::NoSuchBucket)?;
         let Some(policy) = self.policy_of(bucket, config)? else { return Ok(None) };
-        let public_allows = !block(settings).restrict_public_buckets;
+        let public_allows = !block(Some(config)).restrict_public_buckets;
         Ok(policy.verdict(bucket, cx.user_name(), action, public_allows))
     }
 
-    /// Reading (one object, or a listing): allowed by the bucket's owner rules; for others by
-    /// its policy (an explicit Deny wins), its ACL, or for one object the object's own ACL.
-    /// The bucket's settings are read once for every rule.
-    fn require_read(&self, cx: &RequestContext, bucket: &str, action: PolicyAction<'_>) -> StoreResult<()> {
-        let expected = cx.expected_bucket_owner.as_deref();
-        if self.kernel_decides(cx, bucket) {
-            if is_superuser(cx) && expected.is_none() {
-                return Ok(());
-            }
-            let settings = self.settings(cx, bucket)?;
-            if !is_superuser(cx) && self.policy_verdict(cx, bucket, settings.as_ref(), action)? == Some(false) {
-                return Err(StoreError::denied("the bucket policy denies it"));
-            }
-            return self.owner_is(settings.as_ref(), expected);
-        }
-        let uses_every_bucket = self.uses_every_bucket(cx, bucket);
-        if uses_every_bucket && expected.is_none() {
+    /// Reading (one object, or a listing). The process and root read everything. For anyone
+    /// else an explicit Deny of the bucket policy refuses first, whoever they are (the owner,
+    /// users the grants name, users the kernel judges, as in AWS, where an explicit Deny wins
+    /// over every Allow); then the owner rules (owner, grants, the kernel), the policy's Allow,
+    /// the bucket's ACL, or for one object the object's own ACL open it (with
+    /// `KeyGrants::Ignored` only the owner rules and the bucket's ACL). `expected` is the
+    /// bucket owner the request names. The bucket's settings are read once for every rule; a
+    /// missing bucket passes (the call answers NoSuchBucket).
+    fn require_read(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        action: PolicyAction<'_>,
+        expected: Option<&str>,
+        key_grants: KeyGrants,
+    ) -> StoreResult<()> {
+        if is_superuser(cx) && expected.is_none() {
             return Ok(());
         }
         let settings = self.settings(cx, bucket)?;
-        let settings = settings.as_ref();
-        if uses_every_bucket || owner_in(cx, settings) {
-            return self.owner_is(settings, expected);
+        let Some(config) = settings.as_ref() else { return Ok(()) };
+        if is_superuser(cx) {
+            return self.owner_is(settings.as_ref(), expected);
         }
-        match self.policy_verdict(cx, bucket, settings, action)? {
-            Some(false) => return Err(StoreError::denied("the bucket policy denies it")),
-            Some(true) => return self.owner_is(settings, expected),
-            None => {}
+        let verdict = self.policy_verdict(cx, bucket, config, action)?;
+        if verdict == Some(false) {
+            return Err(StoreError::denied("the bucket policy denies it"));
         }
-        if shared_by_acl(cx, settings, Access::Read) {
-            return self.owner_is(settings, expected);
+        let opened = self.kernel_decides(cx, bucket)
+            || self.uses_every_bucket(cx, bucket)
+            || owner_in(cx, settings.as_ref())
+            || (key_grants == KeyGrants::Count && verdict == Some(true))
+            || shared_by_acl(cx, settings.as_ref(), Access::Read)
+            || (key_grants == KeyGrants::Count && self.object_acl_shares(cx, bucket, config, action)?);
+        if !opened {
+            return Err(StoreError::denied(
+                "neither the bucket policy nor the bucket's or the object's ACL grants read",
+            ));
         }
-        let not_shared = "neither the bucket policy nor the bucket's or the object's ACL grants read";
-        let PolicyAction::GetObject { key } = action else { return Err(StoreError::denied(not_shared)) };
-        let acl = match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
-            Ok(info) => info.meta.object_acl(),
-            Err(StoreError::WouldBlock) => return Err(StoreError::WouldBlock),
-            // Whether the key exists is not told to those who may not read it.
-            Err(_) => return Err(StoreError::denied(not_shared)),
-        };
-        if acl_shares(cx, settings, &acl, Access::Read) {
-            self.owner_is(settings, expected)
-        } else {
-            Err(StoreError::denied(not_shared))
+        self.owner_is(settings.as_ref(), expected)
+    }
+
+    /// Whether `action` reads one object whose own ACL shares reading with the principal of
+    /// `cx` (in a bucket with `config`). A missing object shares nothing: whether a key exists
+    /// is not told to those who may not read it.
+    fn object_acl_shares(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        config: &BucketConfig,
+        action: PolicyAction<'_>,
+    ) -> StoreResult<bool> {
+        let PolicyAction::GetObject { key } = action else { return Ok(false) };
+        match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
+            Ok(info) => Ok(acl_shares(cx, Some(config), &info.meta.object_acl(), Access::Read)),
+            Err(StoreError::WouldBlock) => Err(StoreError::WouldBlock),
+            Err(_) => Ok(false),
         }
     }
 

@@ -3,8 +3,10 @@
 //! (`{"AWS": ["alice", "arn:aws:iam::…:user/alice"]}`), on the bucket (`arn:aws:s3:::b`) and
 //! object resources (`arn:aws:s3:::b/prefix/*`, `*` and `?` wildcards), with `s3:prefix`
 //! conditions (`StringEquals` / `StringLike`) on ListBucket. Anything else is refused when the
-//! policy is put (MalformedPolicy), never silently ignored. The authorization layer evaluates
-//! it for principals the bucket's owner rules do not already allow; an explicit Deny wins.
+//! policy is put (MalformedPolicy), never silently ignored. The authorization layer asks it for
+//! every principal but the process and root: an explicit Deny refuses whoever it names (the
+//! bucket's owner and the users its grants name too), an Allow opens reads to principals the
+//! owner rules do not.
 
 use serde_json::Value;
 

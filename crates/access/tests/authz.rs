@@ -245,3 +245,56 @@ fn a_stale_view_of_the_settings_never_lets_a_user_take_a_bucket_back() {
     }
     assert_eq!(b.bucket_config(&root(), "alices").unwrap().owner.as_deref(), Some("bob"));
 }
+
+/// Every read of an object asks one question (issue 42, finding 4): a key the bucket policy
+/// denies is refused to GET and HEAD, to a copy (CopyObject, UploadPartCopy) that takes it as
+/// its source, to the file and derived records other doors (HDF5, arrays) read, and to a read
+/// of a named version; to a user the bucket's ACL shares it with, to one its grants name
+/// (`buckets = [...]`) and to its owner alike. Keys the policy does not deny stay readable.
+#[test]
+fn an_explicit_deny_refuses_every_read_of_the_key_by_anyone_but_root() {
+    use isthmus_store::{Acl, CannedAcl, PartRequest};
+    let (_dir, store) = store();
+    let (alice, bob, carol) = (user("alice"), user("bob"), user("carol"));
+    for key in ["open.txt", "secret/plan.txt"] {
+        store.put_bytes(&alice, "shared-results", key, b"bytes", PutRequest::default()).unwrap();
+    }
+    store.set_bucket_acl(&alice, "shared-results", Acl::canned(CannedAcl::AuthenticatedRead)).unwrap();
+    let deny = r#"{"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::shared-results/secret/*"}]}"#;
+    store.set_bucket_policy(&alice, "shared-results", Some(deny.to_string())).unwrap();
+    store.create_bucket(&carol, "carols", &Default::default()).unwrap();
+    store.create_bucket(&bob, "bobs", &Default::default()).unwrap();
+    // Carol reads by the bucket's ACL, bob by his grant ("shared-*"), alice owns the bucket.
+    for (cx, own) in [(&carol, "carols"), (&bob, "bobs"), (&alice, "alices")] {
+        let reads = |key: &str| -> Vec<Result<(), StoreError>> {
+            let source = ("shared-results", key);
+            let upload = store.create_multipart_upload(cx, own, "assembled", PutRequest::default()).unwrap();
+            let part = PartRequest { part_number: 1, ..PartRequest::default() };
+            let null_version = GetRequest { version_id: Some("null".into()), ..GetRequest::default() };
+            vec![
+                store.get_object(cx, source.0, key, &GetRequest::default()).map(drop),
+                store.head_object(cx, source.0, key, &Default::default()).map(drop),
+                store.get_object(cx, source.0, key, &null_version).map(drop),
+                store.object_file(cx, source.0, key).map(drop),
+                store.read_derived(cx, source.0, key, "hdf5_index").map(drop),
+                store.copy_object(cx, source, (own, "copied"), &CopyRequest::default()).map(drop),
+                store.upload_part_copy(cx, own, "assembled", &upload, &part, source, &GetRequest::default()).map(drop),
+            ]
+        };
+        for (i, result) in reads("secret/plan.txt").into_iter().enumerate() {
+            assert!(
+                matches!(&result, Err(StoreError::Denied(why)) if why.contains("policy")),
+                "{:?} read {i}: {result:?}",
+                cx.user_name()
+            );
+        }
+        assert!(store.head_object(cx, own, "copied", &Default::default()).is_err(), "the copy happened");
+        for (i, result) in reads("open.txt").into_iter().enumerate() {
+            assert!(result.is_ok(), "{:?} read {i} of an allowed key: {result:?}", cx.user_name());
+        }
+    }
+    // Root (and the process) may change the policy, and are not locked out by it.
+    store.get_object(&root(), "shared-results", "secret/plan.txt", &GetRequest::default()).unwrap();
+    store.get_object(&RequestContext::process(), "shared-results", "secret/plan.txt", &GetRequest::default()).unwrap();
+}

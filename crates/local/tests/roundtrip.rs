@@ -351,3 +351,45 @@ fn a_peer_served_as_the_gateway_writes_objects_whole() {
     // The connection still serves.
     assert_eq!(local.head_object(&cx(), "bkt", "shard", &Default::default()).unwrap().size, 64);
 }
+
+/// Reads through the socket ask the engine's one question (issue 42, finding 4): a peer whose
+/// user is granted the bucket (`buckets = [...]`) gets neither the bytes, nor a descriptor, nor
+/// a copy of a key the bucket policy explicitly denies, and still reads the keys it allows.
+#[test]
+fn a_key_the_bucket_policy_denies_is_not_read_through_the_socket() {
+    use isthmus_store::BucketSettings;
+    let dir = tempfile::tempdir().unwrap();
+    let posix = PosixStore::open(dir.path().join("data"), StoreOptions::default()).unwrap();
+    let authorized = Authorized::new(Arc::new(posix), isthmus_access::BucketGrants::new([("bob", ["shared"])]));
+    let alice = RequestContext::user("alice", false);
+    authorized.create_bucket(&alice, "shared", &Default::default()).unwrap();
+    let big = vec![7u8; 1 << 20];
+    for key in ["open.bin", "secret/plan.bin"] {
+        authorized.put_bytes(&alice, "shared", key, &big, PutRequest::default()).unwrap();
+    }
+    let deny = r#"{"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::shared/secret/*"}]}"#;
+    authorized.set_bucket_policy(&alice, "shared", Some(deny.to_string())).unwrap();
+    authorized.create_bucket(&RequestContext::user("bob", false), "bobs", &Default::default()).unwrap();
+    let path = dir.path().join("isthmus.sock");
+    let socket = LocalSocket::bind(&path).unwrap();
+    let resolve = move |_uid: u32| Some(RequestContext::user("bob", false));
+    socket.serve(Arc::new(authorized), Arc::new(resolve), 8).unwrap();
+
+    let local = LocalStore::connect(&path).unwrap();
+    let refused = |result: Result<(), StoreError>| {
+        assert!(matches!(&result, Err(err) if err.s3_code() == "AccessDenied"), "{result:?}");
+    };
+    refused(local.get_object(&cx(), "shared", "secret/plan.bin", &GetRequest::default()).map(drop));
+    refused(local.head_object(&cx(), "shared", "secret/plan.bin", &Default::default()).map(drop));
+    let copy = isthmus_store::CopyRequest::default();
+    refused(local.copy_object(&cx(), ("shared", "secret/plan.bin"), ("bobs", "stolen"), &copy).map(drop));
+    assert!(local.head_object(&cx(), "bobs", "stolen", &Default::default()).is_err(), "the copy happened");
+    // The connection goes on; the allowed key comes whole (through its descriptor).
+    let response = local.get_object(&cx(), "shared", "open.bin", &GetRequest::default()).unwrap();
+    assert!(response.body.file().is_some());
+    let mut got = Vec::new();
+    { response.body }.read_to_end(&mut got).unwrap();
+    assert_eq!(got, big);
+    local.copy_object(&cx(), ("shared", "open.bin"), ("bobs", "copied"), &copy).unwrap();
+}

@@ -176,6 +176,14 @@ impl LoggedService {
     /// token, a malformed signing region, an oversized XML body, ...); a good bearer token is
     /// admitted on the way (`bearer::admit`).
     fn early_answer(&self, req: &mut hyper::Request<Incoming>, id: &str) -> Option<s3s::HttpResponse> {
+        if header_section_size(req.headers()) > MAX_HEADER_SECTION {
+            let message =
+                format!("Your request header section exceeds the maximum allowed size ({MAX_HEADER_SECTION} bytes).");
+            let extra = format!("<MaxSizeAllowed>{MAX_HEADER_SECTION}</MaxSizeAllowed>");
+            let mut resp = error_response("RequestHeaderSectionTooLarge", &message, &extra, id);
+            *resp.status_mut() = hyper::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+            return Some(resp);
+        }
         if self.console
             && let Some(resp) = crate::console::answer(req)
         {
@@ -203,15 +211,15 @@ impl LoggedService {
             let resp = error_response("MaxMessageLengthExceeded", "Your request was too big.", "", id);
             return Some(resp);
         }
-        if let Some(message) = presigned_expiry_out_of_bounds(req) {
-            let mut resp = error_response("AuthorizationQueryParametersError", message, "", id);
-            *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
-            return Some(resp);
-        }
         if !self.accept_sigv2 && is_sigv2(req) {
             let message =
                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
             let resp = error_response("InvalidRequest", message, "", id);
+            return Some(resp);
+        }
+        if let Some(message) = presigned_expiry_out_of_bounds(req, std::time::SystemTime::now()) {
+            let mut resp = error_response("AuthorizationQueryParametersError", message, "", id);
+            *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
             return Some(resp);
         }
         if let Some(refusal) = sigv2_header_time_refusal(req, std::time::SystemTime::now()) {
@@ -413,16 +421,50 @@ fn sigv2_header_time_refusal<B>(req: &hyper::Request<B>, now: std::time::SystemT
 /// The longest a presigned URL may be valid, in seconds: seven days, as in S3.
 const MAX_PRESIGNED_EXPIRY: u64 = 7 * 24 * 3600;
 
-/// Why a SigV4 presigned URL's `X-Amz-Expires` is refused (below 1 s or over 7 days), if it is.
-fn presigned_expiry_out_of_bounds<B>(req: &hyper::Request<B>) -> Option<&'static str> {
+/// Why a presigned URL's validity is refused, if it is: a SigV4 URL's `X-Amz-Expires` below
+/// 1 s or over 7 days; a SigV2 URL whose `Expires` (a Unix time; s3s refuses it once past) lies
+/// further ahead of `now` than 7 days and the clock skew SigV2 headers are allowed (the URL was
+/// made on another clock). Without the SigV2 bound a URL signed for 30 years would be a
+/// credential that never expires.
+fn presigned_expiry_out_of_bounds<B>(req: &hyper::Request<B>, now: std::time::SystemTime) -> Option<&'static str> {
     let query = req.uri().query()?;
-    let value = query.split('&').find_map(|p| p.strip_prefix("X-Amz-Expires="))?;
-    match value.parse::<u64>() {
-        Ok(seconds) if (1..=MAX_PRESIGNED_EXPIRY).contains(&seconds) => None,
-        Ok(0) => Some("X-Amz-Expires must be at least 1 second"),
-        Ok(_) => Some("X-Amz-Expires must be less than a week (in seconds) that is 604800"),
-        Err(_) => Some("X-Amz-Expires should be a number between 1 and 604800"),
+    if let Some(value) = query.split('&').find_map(|p| p.strip_prefix("X-Amz-Expires=")) {
+        return match value.parse::<u64>() {
+            Ok(seconds) if (1..=MAX_PRESIGNED_EXPIRY).contains(&seconds) => None,
+            Ok(0) => Some("X-Amz-Expires must be at least 1 second"),
+            Ok(_) => Some("X-Amz-Expires must be less than a week (in seconds) that is 604800"),
+            Err(_) => Some("X-Amz-Expires should be a number between 1 and 604800"),
+        };
     }
+    if !query.split('&').any(|p| p.starts_with("AWSAccessKeyId=")) {
+        return None;
+    }
+    // Not a number: s3s refuses the URL as malformed.
+    let expires = query.split('&').find_map(|p| p.strip_prefix("Expires="))?.parse::<u64>().ok()?;
+    let now = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let latest = now.saturating_add(MAX_PRESIGNED_EXPIRY).saturating_add(SIGV2_MAX_SKEW.as_secs());
+    (expires > latest).then_some("Expires must be less than a week (604800 seconds) from now")
+}
+
+/// The largest request header section accepted, in bytes (each header's name and value with
+/// its `: ` and line end): 400 KiB. hyper stops reading a request head at its read buffer's
+/// size (`HEAD_READ_BUFFER`) and answers 431 itself, but it reads in growing steps, so a head
+/// a little larger can arrive whole; this bound is the one enforced, exactly, with an error
+/// that names it.
+pub const MAX_HEADER_SECTION: usize = 400 << 10;
+
+/// hyper's read buffer for a request head (its default, stated): a head that has not ended
+/// within it is answered 431 without being read further, so a connection holds at most about
+/// this much (and what the last read added) of an unfinished head.
+const HEAD_READ_BUFFER: usize = 8192 + 4096 * 100;
+
+// A head just past the bound is read whole, and refused by the gateway with its error.
+const _: () = assert!(HEAD_READ_BUFFER > MAX_HEADER_SECTION);
+
+/// The size of a request's header section as sent on the wire (HTTP/1.1): `name: value\r\n`
+/// per header.
+fn header_section_size(headers: &hyper::HeaderMap) -> usize {
+    headers.iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum()
 }
 
 /// An S3 error answered by the server itself, before the protocol layer. `message` is XML-safe;
@@ -454,7 +496,12 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let mut builder = ConnBuilder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_timeout).keep_alive(true);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .max_buf_size(HEAD_READ_BUFFER)
+        .keep_alive(true);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let ids = Arc::new(RequestIds::new());
     let mut shutdown = std::pin::pin!(shutdown);
@@ -558,5 +605,34 @@ mod tests {
         assert_eq!(sigv2_header_time_refusal(&v4, now), None, "SigV4 is checked by s3s");
         let refusal = SigV2TimeRefusal::Skewed(at(-3600), at(0)).response("id");
         assert_eq!(refusal.status(), hyper::StatusCode::FORBIDDEN);
+    }
+
+    #[test]
+    fn sigv2_presigned_urls_live_at_most_a_week() {
+        // Issue 42, finding 8: `Expires` 10^9 s ahead was accepted.
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let url = |query: &str| hyper::Request::get(format!("/b/k?{query}")).body(()).unwrap();
+        let v2 = |expires: u64| url(&format!("AWSAccessKeyId=KEY&Expires={expires}&Signature=c2ln"));
+        let week = MAX_PRESIGNED_EXPIRY;
+        for ok in [1_800_000_060, 1_800_000_000 + week, 1_800_000_000 + week + 15 * 60, 1] {
+            assert_eq!(presigned_expiry_out_of_bounds(&v2(ok), now), None, "{ok}");
+        }
+        for far in [1_800_000_000 + week + 15 * 60 + 1, 2_800_000_000, u64::MAX] {
+            assert!(presigned_expiry_out_of_bounds(&v2(far), now).is_some(), "{far}");
+        }
+        // `response-expires` is not the URL's expiry; a header-signed request has none.
+        assert_eq!(presigned_expiry_out_of_bounds(&url("response-expires=9999999999&x=1"), now), None);
+        assert_eq!(presigned_expiry_out_of_bounds(&url("Expires=9999999999"), now), None);
+        // SigV4 keeps its bounds on X-Amz-Expires.
+        assert!(presigned_expiry_out_of_bounds(&url("X-Amz-Expires=604801"), now).is_some());
+        assert_eq!(presigned_expiry_out_of_bounds(&url("X-Amz-Expires=604800"), now), None);
+    }
+
+    #[test]
+    fn the_header_section_is_measured_as_sent() {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("x-padding", "a".repeat(100).parse().unwrap());
+        headers.append("x-padding", "b".parse().unwrap());
+        assert_eq!(header_section_size(&headers), (9 + 100 + 4) + (9 + 1 + 4));
     }
 }
