@@ -5,7 +5,7 @@
 //! keeping a version copies nothing) and `<id>.json` (its record). A record without its bytes
 //! file is a delete marker or a crash leftover (ignored). The tree mirrors key paths, so
 //! ListObjectVersions walks it in key order with prefix and marker pruning. The bucket's state
-//! (`Enabled`/`Suspended`) is the file `.isthmus/versioning`; a bucket without it is
+//! (`Enabled`/`Suspended`) is a bucket setting (`bucket_records`); a bucket without it is
 //! unversioned and pays nothing: no lock, no extra call.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

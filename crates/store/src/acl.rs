@@ -1,6 +1,6 @@
 //! ACLs of buckets and objects (canned ACLs and grants to users): who besides the owner (and
 //! those the configuration grants) may read or write a bucket's objects, or read one object. Kept by the backend beside
-//! the data (posix: `BUCKET/.isthmus/acl`, and in the object's metadata record), enforced by the
+//! the data (posix: the bucket's record in `ROOT/.isthmus/buckets`, and sealed in the object's metadata record), enforced by the
 //! authorization layer (`authz`).
 
 use std::fmt;
