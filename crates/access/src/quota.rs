@@ -334,9 +334,21 @@ impl Quotas {
         bucket: &str,
         size: Option<u64>,
     ) -> StoreResult<Option<Admitted>> {
-        let growth = Growth { usage: Usage { bytes: size.unwrap_or(0), objects: 0 } };
-        let reservation = self.reserve(store, cx, bucket, growth)?;
+        let reservation = self.reserve_staging(store, cx, bucket, size.unwrap_or(0))?;
         Ok(reservation.map(|reservation| Admitted { reservation, old: Some(0) }))
+    }
+
+    /// Holds `bytes` against `bucket`'s quotas (its own, its owner's) for data staged on the way
+    /// to a write there but not part of it (a part, a third-party pull's staged copy): refused
+    /// if they have no room for it, held until the reservation is dropped, never usage.
+    pub fn reserve_staging<S: Store + ?Sized>(
+        self: &Arc<Self>,
+        store: &S,
+        cx: &RequestContext,
+        bucket: &str,
+        bytes: u64,
+    ) -> StoreResult<Option<Reservation>> {
+        self.reserve(store, cx, bucket, Growth { usage: Usage { bytes, objects: 0 } })
     }
 
     /// The size of the object a multipart completion makes of `parts` (from the upload's

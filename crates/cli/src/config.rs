@@ -180,6 +180,15 @@ pub struct FileConfig {
     /// the gateway's own listeners are refused unless listed here [default: none].
     #[serde(default)]
     pub outbound_allow: Vec<String>,
+    /// Seconds a third-party copy waits for the remote side's response (or any read or write of
+    /// its body) [default: 30].
+    pub tpc_response_timeout_seconds: Option<u64>,
+    /// Seconds one third-party copy may run in all [default: 14400].
+    pub tpc_deadline_seconds: Option<u64>,
+    /// Third-party copies the gateway runs at once [default: 64].
+    pub tpc_max_copies: Option<usize>,
+    /// Third-party copies one user runs at once [default: 16].
+    pub tpc_max_copies_per_user: Option<usize>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub http_address: Option<SocketAddr>,
@@ -231,6 +240,8 @@ pub struct ServeSettings {
     pub select_max_bytes: u64,
     pub token_issuers: Vec<isthmus_grid::IssuerConfig>,
     pub outbound_allow: Vec<isthmus_grid::AllowEntry>,
+    /// Third-party copies' caps and timeouts.
+    pub tpc_limits: isthmus_grid::CopyLimits,
     pub quotas: Vec<isthmus_access::quota::QuotaEntry>,
     pub quota_rescan: std::time::Duration,
     /// Certificate chain and key: the main listener serves HTTPS.
@@ -248,6 +259,7 @@ impl ServeSettings {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
+        let tpc_limits = tpc_limits(&file);
         let root_user = match env_keys {
             (Some(access_key), Some(secret_key)) => {
                 Some(User { display_name: "root".into(), ..User::new(access_key, secret_key) })
@@ -299,6 +311,7 @@ impl ServeSettings {
                 .unwrap_or(isthmus_s3::DEFAULT_SELECT_MAX_BYTES),
             token_issuers: file.token_issuers,
             outbound_allow: isthmus_grid::OutboundPolicy::parse_allow(&file.outbound_allow)?,
+            tpc_limits,
             quotas: file.quotas,
             quota_rescan: std::time::Duration::from_secs(file.quota_rescan_seconds.unwrap_or(300).max(1)),
             tls: match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {
@@ -312,6 +325,20 @@ impl ServeSettings {
             access_log_format: args.access_log_format.or(file.access_log_format).unwrap_or_default(),
             console: !args.no_console && file.console.unwrap_or(true),
         })
+    }
+}
+
+/// Third-party copies' caps and timeouts from the file, each at least 1 (second or copy).
+fn tpc_limits(file: &FileConfig) -> isthmus_grid::CopyLimits {
+    let defaults = isthmus_grid::CopyLimits::default();
+    let seconds = |value: Option<u64>, default: std::time::Duration| {
+        value.map_or(default, |s| std::time::Duration::from_secs(s.max(1)))
+    };
+    isthmus_grid::CopyLimits {
+        response_timeout: seconds(file.tpc_response_timeout_seconds, defaults.response_timeout),
+        deadline: seconds(file.tpc_deadline_seconds, defaults.deadline),
+        max_copies: file.tpc_max_copies.unwrap_or(defaults.max_copies).max(1),
+        max_copies_per_user: file.tpc_max_copies_per_user.unwrap_or(defaults.max_copies_per_user).max(1),
     }
 }
 

@@ -65,6 +65,14 @@ fn check(file: PathBuf) -> Result<(), String> {
         let allowed: Vec<String> = settings.outbound_allow.iter().map(ToString::to_string).collect();
         lines.push(format!("  third-party copy reaches public hosts and {}", allowed.join(", ")));
     }
+    let tpc = settings.tpc_limits;
+    lines.push(format!(
+        "  third-party copy: at most {} at once, {} per user; {} s for a remote answer, {} s per copy",
+        tpc.max_copies,
+        tpc.max_copies_per_user,
+        tpc.response_timeout.as_secs(),
+        tpc.deadline.as_secs()
+    ));
     lines.push(format!(
         "  durability {:?}, metadata {:?}, identity {:?}",
         settings.durability, settings.metadata, settings.identity

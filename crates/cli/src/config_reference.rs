@@ -58,6 +58,25 @@ const FILE_ONLY: &[(&str, &str)] = &[
          (`[\"10.1.0.0/16\", \"127.0.0.1:9001\"]`); loopback, private, link-local and the gateway's own \
          listeners are refused unless listed [default: none]",
     ),
+    (
+        "tpc_response_timeout_seconds",
+        "Seconds a third-party copy waits for the remote side's response, or for any read or write of its body, \
+         before it fails with RequestTimeout [default: 30]",
+    ),
+    (
+        "tpc_deadline_seconds",
+        "Seconds one third-party copy may run in all before it fails with RequestTimeout and its staged bytes go \
+         [default: 14400]",
+    ),
+    (
+        "tpc_max_copies",
+        "Third-party copies (pulls and pushes) the gateway runs at once, each on a thread of its own; more are \
+         refused with 503 SlowDown [default: 64]",
+    ),
+    (
+        "tpc_max_copies_per_user",
+        "Third-party copies one user runs at once; more are refused with 503 SlowDown [default: 16]",
+    ),
     ("quotas", "Hard quotas per bucket or user (`[[quotas]]`: `bucket` or `user`, `max_bytes`, `max_objects`)"),
     (
         "quota_rescan_seconds",

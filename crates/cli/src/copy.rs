@@ -3,7 +3,7 @@
 //! instead), so the bytes never pass through this machine. Each side is an object URL
 //! (`http://host:port/bucket/key`): a presigned URL as given, or signed here with that side's
 //! keys (the remote side is presigned for the gateway; the gateway's own side signs the COPY
-//! request). Pulls run parallel streams, resume when run again after an interruption, and are
+//! request). Pulls run parallel streams, fetch a chunk again when its connection drops, and are
 //! verified against the source's digest before they are stored.
 
 use std::io::{BufRead, BufReader};
@@ -147,6 +147,6 @@ pub fn run(args: CopyArgs) -> Result<(), String> {
             Ok(())
         }
         Some(line) => Err(format!("the copy failed: {}", line.trim_start_matches("failure:").trim())),
-        None => Err("the copy's progress stream ended without an outcome; run the same command again to resume".into()),
+        None => Err("the copy's progress stream ended without an outcome; run the same command again".into()),
     }
 }

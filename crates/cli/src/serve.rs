@@ -13,7 +13,8 @@ use crate::serve_status::{drive_metrics, identity_of, pool_metrics, status_extra
 
 /// Temporary files older than this are left over from crashed writers.
 const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
-/// Staged third-party pulls untouched this long were abandoned (a retry resumes them before).
+/// Named third-party copy staging untouched this long was left by an earlier version (which kept
+/// interrupted pulls to resume); pulls now stage without a name.
 const STALE_PULL_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// Raises the open-file limit to its hard maximum: every connection and open object is a file
@@ -149,6 +150,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 quotas: quotas.clone(),
                 tpc_staging: Some(store.internal_dir().join("tpc")),
                 outbound: Arc::new(isthmus_grid::OutboundPolicy::new(settings.outbound_allow.clone(), own_listeners)),
+                tpc_limits: settings.tpc_limits,
                 admin: Some(admin),
             },
         )?;
@@ -216,7 +218,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 let pools = cleaners.clone();
                 let staging = tpc_staging.clone();
                 let cleaned = tokio::task::spawn_blocking(move || {
-                    // Staged third-party pulls nobody resumed for a day.
+                    // Named pull staging an earlier version left.
                     match isthmus_grid::tpc::clean_stale(&staging, STALE_PULL_AGE) {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(removed = n, "removed abandoned third-party copy staging"),

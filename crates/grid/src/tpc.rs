@@ -1,33 +1,41 @@
-//! The remote half of HTTP third-party copy (blocking; run on threads that may block). A pull
-//! downloads the source into a staging file kept under the gateway's internal directory, in
-//! chunks over parallel streams (ranged GETs), records each finished chunk so an interrupted
-//! pull resumes where it stopped (if the source is unchanged: same ETag or Last-Modified), and
-//! verifies the whole file against the digests the source sent (`Digest: adler32=..., md5=...`,
-//! RFC 3230) before anything is stored. A push streams an object to the destination with a
-//! PUT, its MD5 sent as `Content-MD5` when known so the destination refuses a corrupted body.
-//! Progress is counted in an atomic that the caller turns into performance markers. Every
-//! connection goes through an `OutboundPolicy` agent: only to hosts the operator allows.
+//! The remote half of HTTP third-party copy (blocking; run on the copy's own threads, never on
+//! a pool that serves requests). A pull first asks the source what it is (`probe`: its size,
+//! validator and digests), so that everything its bytes will need (the quota, free space) is
+//! admitted before any is staged; then `fetch_into` downloads it into a staging file under the
+//! gateway's internal directory, in chunks over parallel streams (ranged GETs; a chunk whose
+//! connection drops is fetched again, a finished one never), while the consumer stores the
+//! bytes in order, verified against the digests the source sent (`Digest: adler32=...,
+//! md5=...`, RFC 3230) before the object is visible. The staging file has no name: it goes
+//! when the copy ends, however it ends (a gateway that dies leaves nothing either). A push
+//! streams an object to the destination with a PUT, its MD5 sent as `Content-MD5` when known.
+//! Every remote call waits at most the response timeout for an answer or a read, and ends by
+//! the copy's deadline (`Budget`). Progress is counted in an atomic that the caller turns into
+//! performance markers. Every connection goes through an `OutboundPolicy` agent: only to hosts
+//! the operator allows.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
+use isthmus_store::StoreError;
+use ureq::Timeout;
 
+pub use crate::copy_limits::{Budget, StagingRefusal};
 use crate::outbound::{CONNECT_TIMEOUT, OutboundPolicy};
 
-/// The size of the chunks a pull fetches and records (each a ranged GET).
+/// The size of the chunks a pull fetches (each a ranged GET).
 pub const CHUNK_SIZE: u64 = 8 << 20;
 /// The most parallel streams a client may ask for.
 pub const MAX_STREAMS: usize = 16;
+/// How often a chunk is tried when its connection drops.
+const CHUNK_ATTEMPTS: usize = 3;
 
 /// Why a transfer failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,15 +48,36 @@ pub enum TransferError {
     ChecksumMismatch { algorithm: &'static str, expected: String, actual: String },
     #[error("the source sends no checksum (adler32 or md5) and RequireChecksumVerification is set")]
     NoChecksum,
+    #[error("the source announces no size (no Content-Range, no Content-Length)")]
+    NoSize,
     #[error("the source sent {got} bytes where {expected} were expected")]
     ShortRead { got: u64, expected: u64 },
+    #[error("the remote side sent no response within {0:?} (tpc_response_timeout_seconds)")]
+    NoResponse(Duration),
+    #[error("the remote side sent or took nothing for {0:?} (tpc_response_timeout_seconds)")]
+    Stalled(Duration),
+    #[error("the copy did not end within its deadline of {0:?} (tpc_deadline_seconds)")]
+    Deadline(Duration),
+    #[error(transparent)]
+    Staging(#[from] StagingRefusal),
     #[error("staging I/O: {0}")]
     Io(#[from] std::io::Error),
-    #[error("a copy of this source to this object by the same user is already running")]
-    Busy,
-    /// The bytes arrived, and storing them was refused (a checksum mismatch, a quota, ...).
+    /// Storing the bytes was refused (a quota, a permission, ...).
     #[error("{0}")]
-    Refused(String),
+    Store(StoreError),
+}
+
+impl TransferError {
+    /// The S3 error code a client is told with the failure, where one says more than the text.
+    pub fn s3_code(&self) -> Option<&'static str> {
+        match self {
+            Self::NoResponse(_) | Self::Stalled(_) | Self::Deadline(_) => Some("RequestTimeout"),
+            Self::Staging(StagingRefusal::NoSpace { .. }) => Some("InsufficientStorage"),
+            Self::NoSize => Some("InvalidRequest"),
+            Self::Store(err) => Some(err.s3_code()),
+            _ => None,
+        }
+    }
 }
 
 /// What the caller asks of a transfer.
@@ -59,6 +88,30 @@ pub struct TransferOptions {
     pub streams: usize,
     /// Refuse a source that sends no digest.
     pub require_checksum: bool,
+}
+
+/// The other side of a copy: its URL, what the caller asked for it, where the gateway may
+/// connect, and the copy's time budget.
+#[derive(Clone, Copy)]
+pub struct Remote<'a> {
+    pub url: &'a str,
+    pub options: &'a TransferOptions,
+    pub policy: &'a Arc<OutboundPolicy>,
+    pub budget: &'a Budget,
+}
+
+impl Remote<'_> {
+    fn agent(&self) -> ureq::Agent {
+        agent(self.policy, self.budget.response_timeout)
+    }
+
+    /// `request` with the headers the caller gave for the remote side.
+    fn with_headers<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        for (name, value) in &self.options.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        request
+    }
 }
 
 /// Adler-32 (the checksum WLCG storage uses for transfers).
@@ -92,18 +145,60 @@ fn announced_digests(response: &ureq::http::Response<ureq::Body>) -> Vec<(String
 }
 
 /// The agent of a transfer: it connects only where `policy` allows (every redirect hop and
-/// every DNS answer checked).
-fn agent(policy: &Arc<OutboundPolicy>) -> ureq::Agent {
+/// every DNS answer checked), and no wait on the remote side (connecting, its response, any
+/// read or write) lasts longer than `response_timeout`.
+fn agent(policy: &Arc<OutboundPolicy>, response_timeout: Duration) -> ureq::Agent {
     policy.agent(
         ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_recv_body(Some(Duration::from_secs(120))),
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(response_timeout)))
+            .timeout_recv_response(Some(response_timeout))
+            .timeout_per_read(Some(response_timeout))
+            .timeout_per_write(Some(response_timeout)),
     )
 }
 
-fn unreachable(err: ureq::Error) -> TransferError {
-    TransferError::Unreachable(err.to_string())
+/// Sends `request` with what is left of the copy's deadline as its whole budget (its body's
+/// reading included).
+fn call<B>(
+    request: ureq::RequestBuilder<B>,
+    budget: &Budget,
+    send: impl FnOnce(ureq::RequestBuilder<B>) -> Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<ureq::http::Response<ureq::Body>, TransferError> {
+    let left = time_left(budget)?;
+    send(request.config().timeout_global(Some(left)).build()).map_err(|err| call_failed(err, budget))
+}
+
+/// What is left of the copy's deadline; `Deadline` once it has passed.
+fn time_left(budget: &Budget) -> Result<Duration, TransferError> {
+    budget.remaining().ok_or(TransferError::Deadline(budget.allowed))
+}
+
+/// Why a request got no response: a timeout before the response is a remote side that does
+/// not answer.
+fn call_failed(err: ureq::Error, budget: &Budget) -> TransferError {
+    match err {
+        ureq::Error::Timeout(Timeout::Global) => TransferError::Deadline(budget.allowed),
+        ureq::Error::Timeout(Timeout::Connect | Timeout::Resolve) => TransferError::Unreachable(err.to_string()),
+        // A destination that stopped taking a push's body.
+        ureq::Error::Timeout(Timeout::PerWrite | Timeout::SendBody | Timeout::SendRequest) => {
+            TransferError::Stalled(budget.response_timeout)
+        }
+        ureq::Error::Timeout(_) => TransferError::NoResponse(budget.response_timeout),
+        other => TransferError::Unreachable(other.to_string()),
+    }
+}
+
+/// Why reading a response's body failed: a timeout there is a remote side that stopped.
+fn read_failed(err: std::io::Error, budget: &Budget) -> TransferError {
+    match ureq::Error::from(err) {
+        ureq::Error::Timeout(Timeout::Global) => TransferError::Deadline(budget.allowed),
+        ureq::Error::Timeout(_) => TransferError::Stalled(budget.response_timeout),
+        ureq::Error::Io(err) if err.kind() == std::io::ErrorKind::TimedOut => {
+            TransferError::Stalled(budget.response_timeout)
+        }
+        other => TransferError::Unreachable(other.to_string()),
+    }
 }
 
 fn refused(mut response: ureq::http::Response<ureq::Body>) -> TransferError {
@@ -112,79 +207,37 @@ fn refused(mut response: ureq::http::Response<ureq::Body>) -> TransferError {
     TransferError::Remote { status, message: message.chars().take(500).collect() }
 }
 
-/// What a pull records next to its staging file, to resume.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-struct PullState {
-    source: String,
-    /// The source's ETag or Last-Modified when the pull began.
-    validator: String,
-    size: u64,
-    /// Finished chunks (indexes of CHUNK_SIZE pieces).
-    done: Vec<u64>,
-    digests: Vec<(String, String)>,
-}
-
-/// A pull's staging area: the file and its state, named after who pulls, the destination and
-/// the source, and locked while a pull uses it (two pulls of the same name would write the same
-/// file: the second is refused while the first runs; two users never share a name).
+/// A pull's staging file: unnamed (`O_TMPFILE`) in the staging directory, or, where the file
+/// system has no unnamed files, removed by name as soon as it is made; either way its bytes go
+/// when it is dropped, and no other pull (another user's included) ever meets it.
 pub struct Staging {
-    data: PathBuf,
-    state: PathBuf,
-    lock: PathBuf,
-    _held: File,
+    file: File,
 }
 
 impl Staging {
-    pub fn new(dir: &Path, owner: &str, destination: &str, source: &str) -> Result<Self, TransferError> {
+    pub fn create(dir: &Path) -> Result<Self, TransferError> {
+        use rustix::fs::{Mode, OFlags};
         std::fs::create_dir_all(dir)?;
-        // The query of a presigned source changes on every retry: it is not part of the name.
-        let stable_source = source.split('?').next().unwrap_or(source);
-        let name = hex::encode(Sha256::digest(format!("{owner}\n{destination}\n{stable_source}").as_bytes()));
-        let lock = dir.join(format!("{name}.lock"));
-        let held = OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&lock)?;
-        match held.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(TransferError::Busy),
-            Err(std::fs::TryLockError::Error(err)) => return Err(err.into()),
-        }
-        Ok(Self { data: dir.join(format!("{name}.part")), state: dir.join(format!("{name}.json")), lock, _held: held })
-    }
-
-    fn load(&self) -> Option<PullState> {
-        serde_json::from_slice(&std::fs::read(&self.state).ok()?).ok()
-    }
-
-    fn save(&self, state: &PullState) -> std::io::Result<()> {
-        let tmp = self.state.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(state).map_err(std::io::Error::other)?)?;
-        std::fs::rename(tmp, &self.state)
-    }
-
-    /// Drops what was staged (the source changed: the pull starts again).
-    fn discard(&self) {
-        let _ = std::fs::remove_file(&self.data);
-        let _ = std::fs::remove_file(&self.state);
-    }
-
-    /// Removes the staging file, its state and its lock (after the object is stored, or when
-    /// the bytes were refused).
-    pub fn remove(&self) {
-        self.discard();
-        let _ = std::fs::remove_file(&self.lock);
+        let unnamed =
+            rustix::fs::open(dir, OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC, Mode::from_raw_mode(0o600));
+        let file = match unnamed {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
+                let mut random = [0u8; 12];
+                getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+                let path = dir.join(format!("pull.{}", hex::encode(random)));
+                let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path)?;
+                std::fs::remove_file(&path)?;
+                file
+            }
+            Err(err) => return Err(std::io::Error::from(err).into()),
+        };
+        Ok(Self { file })
     }
 }
 
-impl Drop for Staging {
-    /// A pull that staged nothing leaves nothing behind (its lock would be all there is).
-    fn drop(&mut self) {
-        if !self.data.exists() && !self.state.exists() {
-            let _ = std::fs::remove_file(&self.lock);
-        }
-    }
-}
-
-/// Removes staged pulls in `dir` untouched for `age` (pulls nobody retried), returning how
-/// many files went.
+/// Removes files in `dir` untouched for `age` (named staging left by earlier versions, which
+/// kept interrupted pulls to resume), returning how many went.
 pub fn clean_stale(dir: &Path, age: Duration) -> std::io::Result<usize> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -202,13 +255,36 @@ pub fn clean_stale(dir: &Path, age: Duration) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// What a pull's consumer learns before the bytes: their size and the source's digests.
+/// What the source says it is, before any of its bytes are fetched.
 #[derive(Debug, Clone)]
 pub struct PullInfo {
     pub size: u64,
     pub digests: Vec<(String, String)>,
-    /// Bytes that came from an earlier, interrupted attempt.
-    pub resumed_bytes: u64,
+}
+
+/// Asks the source what it is with a one-byte ranged GET (its size, its digests): the only
+/// request a pull makes before its size is admitted. A source that announces no size is
+/// refused, and so is one without digests when the caller requires them.
+pub fn probe(remote: &Remote<'_>) -> Result<PullInfo, TransferError> {
+    let request = remote.agent().get(remote.url).header("Want-Digest", "adler32, md5").header("Range", "bytes=0-0");
+    let request = remote.with_headers(request);
+    let response = call(request, remote.budget, |r| r.call())?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) && status != 416 {
+        return Err(refused(response));
+    }
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let size = match (status, header("content-range")) {
+        (206 | 416, Some(range)) => range.rsplit('/').next().and_then(|s| s.trim().parse().ok()),
+        _ => header("content-length").and_then(|s| s.trim().parse().ok()),
+    };
+    let size = size.ok_or(TransferError::NoSize)?;
+    let digests = announced_digests(&response);
+    drop(response);
+    if digests.is_empty() && remote.options.require_checksum {
+        return Err(TransferError::NoChecksum);
+    }
+    Ok(PullInfo { size, digests })
 }
 
 /// Which chunks are on disk, shared by the streams and the reader that follows them.
@@ -221,12 +297,13 @@ struct Arrivals {
 }
 
 /// The pulled bytes in order, as the streams land them in the staging file: a read waits for
-/// its chunk (a failed stream fails it).
+/// its chunk (a failed stream fails it, and so does the copy's deadline).
 struct InOrder<'a> {
     file: &'a File,
     size: u64,
     offset: u64,
     arrivals: &'a (Mutex<Arrivals>, Condvar),
+    budget: &'a Budget,
 }
 
 impl Read for InOrder<'_> {
@@ -241,7 +318,8 @@ impl Read for InOrder<'_> {
             if let Some(failed) = &arrivals.failed {
                 return Err(std::io::Error::other(failed.clone()));
             }
-            arrivals = arrived.wait(arrivals).unwrap_or_else(|e| e.into_inner());
+            let left = time_left(self.budget).map_err(|err| std::io::Error::new(std::io::ErrorKind::TimedOut, err))?;
+            arrivals = arrived.wait_timeout(arrivals, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         drop(arrivals);
         let end = ((chunk + 1) * CHUNK_SIZE).min(self.size);
@@ -252,84 +330,37 @@ impl Read for InOrder<'_> {
     }
 }
 
-/// Pulls `source` through `staging` (where finished chunks are recorded, for a resume) and
-/// hands the bytes in order to `consume` as they arrive, so storing and verifying them runs
-/// alongside the download. `consume` runs on the calling thread (with whatever identity that
-/// thread takes); the streams run on threads of their own, started before it.
-pub fn pull_into<T>(
-    source: &str,
+/// Fetches the `info.size` bytes of the source through `staging` and hands them in order to
+/// `consume` as they arrive, so storing and verifying them runs alongside the download.
+/// `consume` runs on the calling thread (with whatever identity that thread takes); the streams
+/// run on threads of their own, started before it.
+pub fn fetch_into<T>(
+    remote: &Remote<'_>,
+    info: &PullInfo,
     staging: &Staging,
-    options: &TransferOptions,
-    policy: &Arc<OutboundPolicy>,
     progress: &AtomicU64,
-    consume: impl FnOnce(&PullInfo, &mut dyn Read) -> Result<T, String>,
+    consume: impl FnOnce(&mut dyn Read) -> Result<T, TransferError>,
 ) -> Result<T, TransferError> {
-    let agent = agent(policy);
-    // The first request says what the source is (size, validator, digests).
-    let mut request = agent.get(source).header("Want-Digest", "adler32, md5").header("Range", "bytes=0-0");
-    for (name, value) in &options.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    let response = request.call().map_err(unreachable)?;
-    let status = response.status().as_u16();
-    if !(200..300).contains(&status) && status != 416 {
-        return Err(refused(response));
-    }
-    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let size = match (status, header("content-range")) {
-        (206 | 416, Some(range)) => range.rsplit('/').next().and_then(|s| s.parse().ok()).unwrap_or(0),
-        _ => header("content-length").and_then(|s| s.parse().ok()).unwrap_or(0),
-    };
-    let validator = header("etag").or_else(|| header("last-modified")).unwrap_or_default();
-    let digests = announced_digests(&response);
-    drop(response);
-    if digests.is_empty() && options.require_checksum {
-        return Err(TransferError::NoChecksum);
-    }
-
-    let stable_source = source.split('?').next().unwrap_or(source).to_string();
-    let state = match staging.load() {
-        Some(old) if old.source == stable_source && old.validator == validator && old.size == size => old,
-        _ => {
-            staging.discard();
-            PullState { source: stable_source, validator, size, done: Vec::new(), digests: Vec::new() }
-        }
-    };
-    // Nothing will check bytes without a digest: what is recorded as fetched must then be on
-    // disk before it is recorded (a resume after a crash trusts the record).
-    let sync_chunks = digests.is_empty();
-    let file =
-        OpenOptions::new().read(true).write(true).create(true).mode(0o600).truncate(false).open(&staging.data)?;
-    file.set_len(size)?;
-    let chunks = size.div_ceil(CHUNK_SIZE);
-    let resumed_bytes: u64 = state.done.iter().map(|&c| chunk_len(c, size)).sum();
-    progress.store(resumed_bytes, Ordering::Relaxed);
-    staging.save(&state)?;
-    let info = PullInfo { size, digests, resumed_bytes };
-    let todo: Vec<u64> = (0..chunks).filter(|c| !state.done.contains(c)).collect();
-    let arrivals =
-        (Mutex::new(Arrivals { done: state.done.iter().copied().collect(), ..Arrivals::default() }), Condvar::new());
-    let queue = Mutex::new(todo.into_iter());
-    let state = Mutex::new(state);
-    let streams = options.streams.clamp(1, MAX_STREAMS);
+    let agent = remote.agent();
+    let budget = remote.budget;
+    let size = info.size;
+    let file = &staging.file;
+    progress.store(0, Ordering::Relaxed);
+    let arrivals = (Mutex::new(Arrivals::default()), Condvar::new());
+    let queue = Mutex::new(0..size.div_ceil(CHUNK_SIZE));
+    let streams = remote.options.streams.clamp(1, MAX_STREAMS);
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..streams)
             .map(|_| {
-                let (queue, state, file, agent, arrivals) = (&queue, &state, &file, &agent, &arrivals);
+                let (queue, agent, arrivals) = (&queue, &agent, &arrivals);
                 scope.spawn(move || -> Result<(), TransferError> {
                     let result: Result<(), TransferError> = (|| loop {
                         if arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).abort {
                             return Ok(());
                         }
                         let Some(chunk) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { return Ok(()) };
-                        fetch_chunk(agent, source, options, file, chunk, size, progress)?;
-                        if sync_chunks {
-                            file.sync_data()?;
-                        }
-                        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-                        state.done.push(chunk);
-                        staging.save(&state)?;
-                        drop(state);
+                        let fetch = Fetch { agent, remote, file, size, progress };
+                        fetch.chunk_with_retries(chunk)?;
                         arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).done.insert(chunk);
                         arrivals.1.notify_all();
                     })();
@@ -341,8 +372,8 @@ pub fn pull_into<T>(
                 })
             })
             .collect();
-        let mut reader = InOrder { file: &file, size, offset: 0, arrivals: &arrivals };
-        let consumed = consume(&info, &mut reader);
+        let mut reader = InOrder { file, size, offset: 0, arrivals: &arrivals, budget };
+        let consumed = consume(&mut reader);
         if consumed.is_err() {
             arrivals.0.lock().unwrap_or_else(|e| e.into_inner()).abort = true;
         }
@@ -350,7 +381,10 @@ pub fn pull_into<T>(
             // A failed stream (an interrupted download) is what the caller must hear of first.
             worker.join().unwrap_or_else(|_| Err(TransferError::Unreachable("a stream panicked".into())))?;
         }
-        consumed.map_err(TransferError::Refused)
+        match consumed {
+            Err(_) if budget.remaining().is_none() => Err(TransferError::Deadline(budget.allowed)),
+            other => other,
+        }
     })
 }
 
@@ -358,41 +392,61 @@ fn chunk_len(chunk: u64, size: u64) -> u64 {
     (size - chunk * CHUNK_SIZE).min(CHUNK_SIZE)
 }
 
-/// Fetches one chunk with a ranged GET and writes it at its offset.
-fn fetch_chunk(
-    agent: &ureq::Agent,
-    source: &str,
-    options: &TransferOptions,
-    file: &File,
-    chunk: u64,
+/// What a stream needs to fetch chunks.
+struct Fetch<'a> {
+    agent: &'a ureq::Agent,
+    remote: &'a Remote<'a>,
+    file: &'a File,
     size: u64,
-    progress: &AtomicU64,
-) -> Result<(), TransferError> {
-    let start = chunk * CHUNK_SIZE;
-    let len = chunk_len(chunk, size);
-    let mut request = agent.get(source).header("Range", format!("bytes={start}-{}", start + len - 1));
-    for (name, value) in &options.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    let response = request.call().map_err(unreachable)?;
-    let status = response.status().as_u16();
-    if status != 206 && !(status == 200 && start == 0 && len == size) {
-        return Err(refused(response));
-    }
-    let mut reader = response.into_body().into_reader();
-    let mut buf = vec![0u8; 256 << 10];
-    let mut offset = start;
-    while offset < start + len {
-        let n = reader.read(&mut buf).map_err(|e| TransferError::Unreachable(e.to_string()))?;
-        if n == 0 {
-            return Err(TransferError::ShortRead { got: offset - start, expected: len });
+    progress: &'a AtomicU64,
+}
+
+impl Fetch<'_> {
+    /// Fetches a chunk, again when its connection dropped (a few times, within the deadline).
+    fn chunk_with_retries(&self, chunk: u64) -> Result<(), TransferError> {
+        let mut attempt = 1;
+        loop {
+            let counted = AtomicU64::new(0);
+            match self.chunk(chunk, &counted) {
+                Ok(()) => return Ok(()),
+                Err(err @ (TransferError::Unreachable(_) | TransferError::ShortRead { .. }))
+                    if attempt < CHUNK_ATTEMPTS =>
+                {
+                    tracing::info!(chunk, attempt, error = %err, "a pull's chunk is fetched again");
+                    self.progress.fetch_sub(counted.load(Ordering::Relaxed), Ordering::Relaxed);
+                    attempt += 1;
+                }
+                Err(err) => return Err(err),
+            }
         }
-        let n = n.min((start + len - offset) as usize);
-        file.write_all_at(&buf[..n], offset)?;
-        offset += n as u64;
-        progress.fetch_add(n as u64, Ordering::Relaxed);
     }
-    Ok(())
+
+    /// Fetches one chunk with a ranged GET and writes it at its offset (never past it).
+    fn chunk(&self, chunk: u64, counted: &AtomicU64) -> Result<(), TransferError> {
+        let start = chunk * CHUNK_SIZE;
+        let len = chunk_len(chunk, self.size);
+        let request = self.agent.get(self.remote.url).header("Range", format!("bytes={start}-{}", start + len - 1));
+        let response = call(self.remote.with_headers(request), self.remote.budget, |r| r.call())?;
+        let status = response.status().as_u16();
+        if status != 206 && !(status == 200 && start == 0 && len == self.size) {
+            return Err(refused(response));
+        }
+        let mut reader = response.into_body().into_reader();
+        let mut buf = vec![0u8; 256 << 10];
+        let mut offset = start;
+        while offset < start + len {
+            let n = reader.read(&mut buf).map_err(|e| read_failed(e, self.remote.budget))?;
+            if n == 0 {
+                return Err(TransferError::ShortRead { got: offset - start, expected: len });
+            }
+            let n = n.min((start + len - offset) as usize);
+            self.file.write_all_at(&buf[..n], offset)?;
+            offset += n as u64;
+            self.progress.fetch_add(n as u64, Ordering::Relaxed);
+            counted.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
 }
 
 /// Checks bytes against the digests a source announced, as they pass (once, while they are
@@ -437,26 +491,22 @@ impl Verifier {
     }
 }
 
-/// Pushes `size` bytes from `body` to `destination` with a PUT; `md5` (if the object's MD5 is
-/// known) goes as Content-MD5 so the destination checks what it received.
+/// Pushes `size` bytes from `body` to the destination with a PUT; `md5` (if the object's MD5
+/// is known) goes as Content-MD5 so the destination checks what it received.
 pub fn push(
-    destination: &str,
+    remote: &Remote<'_>,
     body: &mut dyn Read,
     size: u64,
     md5: Option<[u8; 16]>,
-    options: &TransferOptions,
-    policy: &Arc<OutboundPolicy>,
     progress: &AtomicU64,
 ) -> Result<(), TransferError> {
-    let mut request = agent(policy).put(destination).header("Content-Length", size.to_string());
+    let mut request = remote.agent().put(remote.url).header("Content-Length", size.to_string());
     if let Some(md5) = md5 {
         request = request.header("Content-MD5", STANDARD.encode(md5));
     }
-    for (name, value) in &options.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
     let mut counted = Counted { inner: body, progress };
-    let response = request.send(ureq::SendBody::from_reader(&mut counted)).map_err(unreachable)?;
+    let response =
+        call(remote.with_headers(request), remote.budget, |r| r.send(ureq::SendBody::from_reader(&mut counted)))?;
     if !response.status().is_success() {
         return Err(refused(response));
     }
@@ -495,23 +545,98 @@ mod tests {
     }
 
     #[test]
-    fn staging_is_per_user_and_one_pull_at_a_time() {
+    fn staging_has_no_name_and_its_bytes_go_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let source = "http://example.org/file?X-Amz-Signature=1";
-        let alice = Staging::new(dir.path(), "alice", "data/k", source).unwrap();
-        // Another user's pull of the same source to the same object has staging of its own.
-        let bob = Staging::new(dir.path(), "bob", "data/k", source).unwrap();
-        assert_ne!(alice.data, bob.data);
-        // The same user's second pull while the first runs is refused, not interleaved;
-        // a retry (a new signature) after it ended resumes the same staging.
-        assert!(matches!(Staging::new(dir.path(), "alice", "data/k", source), Err(TransferError::Busy)));
-        let data = alice.data.clone();
-        drop(alice);
-        let again = Staging::new(dir.path(), "alice", "data/k", "http://example.org/file?X-Amz-Signature=2").unwrap();
-        assert_eq!(again.data, data);
-        again.remove();
-        bob.remove();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing left after remove");
+        let first = Staging::create(&dir.path().join("tpc")).unwrap();
+        let second = Staging::create(&dir.path().join("tpc")).unwrap();
+        first.file.write_all_at(b"first", 0).unwrap();
+        second.file.write_all_at(b"second", 0).unwrap();
+        let mut back = [0u8; 5];
+        first.file.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back, b"first", "each pull has a file of its own");
+        assert_eq!(std::fs::read_dir(dir.path().join("tpc")).unwrap().count(), 0, "nothing named in the directory");
+    }
+
+    /// A source on loopback that runs `answer` on each connection (with the request's head).
+    fn source(answer: fn(&str, &mut std::net::TcpStream)) -> (String, Arc<OutboundPolicy>) {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    loop {
+                        let mut head = String::new();
+                        let mut reader = BufReader::new(stream.try_clone().unwrap());
+                        while reader.read_line(&mut head).is_ok_and(|n| n > 2) {}
+                        if head.is_empty() {
+                            return;
+                        }
+                        answer(&head, &mut stream);
+                    }
+                });
+            }
+        });
+        let allow = vec!["127.0.0.1".parse().unwrap()];
+        (format!("http://{address}/file"), Arc::new(OutboundPolicy::new(allow, Vec::new())))
+    }
+
+    fn options() -> TransferOptions {
+        TransferOptions { headers: Vec::new(), streams: 2, require_checksum: false }
+    }
+
+    #[test]
+    fn a_source_that_accepts_and_never_answers_is_left_after_the_response_timeout() {
+        let (url, policy) = source(|_, _| std::thread::sleep(Duration::from_secs(3600)));
+        let budget = Budget::new(Duration::from_millis(300), Duration::from_secs(60));
+        let started = std::time::Instant::now();
+        let err = probe(&Remote { url: &url, options: &options(), policy: &policy, budget: &budget }).unwrap_err();
+        assert!(matches!(err, TransferError::NoResponse(_)), "{err}");
+        assert_eq!(err.s3_code(), Some("RequestTimeout"));
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_source_that_trickles_is_stopped_by_the_deadline_and_one_without_a_size_is_refused() {
+        use std::io::Write;
+        // Announces 1 MiB, then sends a byte every 50 ms: never silent, never done.
+        let (url, policy) = source(|head, stream| {
+            if head.contains("bytes=0-0") {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 206 Partial\r\nContent-Range: bytes 0-0/1048576\r\nContent-Length: 1\r\n\r\nx",
+                );
+                return;
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 206 Partial\r\nContent-Range: bytes 0-1048575/1048576\r\nContent-Length: 1048576\r\n\r\n",
+            );
+            while stream.write_all(b"x").is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let budget = Budget::new(Duration::from_secs(5), Duration::from_millis(800));
+        let options = options();
+        let remote = Remote { url: &url, options: &options, policy: &policy, budget: &budget };
+        let info = probe(&remote).unwrap();
+        assert_eq!(info.size, 1 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let staging = Staging::create(dir.path()).unwrap();
+        let progress = AtomicU64::new(0);
+        let started = std::time::Instant::now();
+        let err = fetch_into(&remote, &info, &staging, &progress, |bytes| {
+            std::io::copy(bytes, &mut std::io::sink()).map_err(TransferError::from)
+        })
+        .unwrap_err();
+        assert!(matches!(err, TransferError::Deadline(_)), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+
+        let (url, policy) = source(|_, stream| {
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n");
+        });
+        let budget = Budget::new(Duration::from_secs(5), Duration::from_secs(5));
+        let err = probe(&Remote { url: &url, options: &options, policy: &policy, budget: &budget }).unwrap_err();
+        assert!(matches!(err, TransferError::NoSize), "{err}");
     }
 
     #[test]

@@ -370,6 +370,8 @@ pub struct ServiceOptions<'a> {
     pub tpc_staging: Option<std::path::PathBuf>,
     /// Where third-party copies may connect (default: public hosts only, never this gateway).
     pub outbound: Arc<isthmus_grid::OutboundPolicy>,
+    /// How many third-party copies run at once, and how long one may wait and run.
+    pub tpc_limits: isthmus_grid::CopyLimits,
     /// Administration of users on the running gateway (none: refused); it must manage the
     /// same `UserDirectory` the service is given.
     pub admin: Option<Arc<admin::Administration>>,
@@ -386,8 +388,8 @@ pub fn build_service(
     options: ServiceOptions<'_>,
 ) -> Result<S3Service, String> {
     let users = Arc::new(users);
-    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, outbound, admin } = options;
-    let store = authorized(store, &users, quotas);
+    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, outbound, tpc_limits, admin } = options;
+    let store = authorized(store, &users, quotas.clone());
     let engine = Engine::new(store, io);
     let gateway =
         Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes).with_grid(grid.clone());
@@ -398,6 +400,8 @@ pub fn build_service(
         staging,
         marker_interval: tpc::MARKER_INTERVAL,
         outbound,
+        slots: isthmus_grid::CopySlots::new(tpc_limits),
+        quotas,
     });
     builder.set_route(routes::GridRoutes { grid, tpc, admin });
     builder.set_access(access::SignedRequestsOnly);

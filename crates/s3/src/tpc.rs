@@ -4,13 +4,20 @@
 //! remote request (a bearer token or presigned URL for the other site); `X-Number-Of-Streams`
 //! sets a pull's parallel streams; `RequireChecksumVerification: true` refuses a source that
 //! sends no digest. The answer is 202 with a body streamed while the copy runs: a performance
-//! marker every interval, then `success: Created` or `failure: <reason>`. The request is
+//! marker every interval, then `success: Created` or `failure: [Code: ]<reason>`. The request is
 //! authorized like the S3 call it amounts to (a PUT of the object for a pull, a GET for a
 //! push), token scopes included; a pull is verified before the object is stored, and stored
-//! atomically, so a failed pull never leaves a torn object (an interrupted one resumes). The
-//! remote URL must lead where the operator's `OutboundPolicy` allows (not to loopback, private
-//! or link-local hosts, nor to this gateway's own listeners, unless allowed): checked before
-//! the answer, and again by the transfer's agent on every connection and redirect.
+//! atomically, so a failed pull never leaves a torn object. The remote URL must lead where the
+//! operator's `OutboundPolicy` allows (not to loopback, private or link-local hosts, nor to this
+//! gateway's own listeners, unless allowed): checked before the answer, and again by the
+//! transfer's agent on every connection and redirect.
+//!
+//! Copies are bounded work: each holds a `CopySlot` (a gateway-wide and a per-user cap; over
+//! either, `503 SlowDown` before anything reaches out), runs on a thread of its own (never on
+//! the blocking pool that serves PUT and GET), waits at most the response timeout for a remote
+//! answer and ends by its deadline (`RequestTimeout`). A pull's size is admitted before any
+//! byte is staged: the object's quota, its staged copy's share of the quota (held while it
+//! runs), and free space; its staging has no name and goes with the copy, however it ends.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,9 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use isthmus_grid::OutboundPolicy;
-use isthmus_grid::tpc::{self, Staging, TransferOptions};
-use isthmus_store::{GetRequest, HeadRequest, PutRequest, RequestContext, ScopeAccess, Store, StoreError};
+use isthmus_access::quota::Quotas;
+use isthmus_grid::tpc::{self, Remote, Staging, TransferError, TransferOptions};
+use isthmus_grid::{CopySlot, CopySlots, OutboundPolicy};
+use isthmus_store::{BoxedWriter, GetRequest, HeadRequest, PutRequest, RequestContext, ScopeAccess, StoreError};
 use s3s::{Body, S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
@@ -41,6 +49,10 @@ pub struct ThirdPartyCopy {
     pub marker_interval: Duration,
     /// Where the gateway may connect for a user.
     pub outbound: Arc<OutboundPolicy>,
+    /// The copies running, against the operator's caps and timeouts.
+    pub slots: Arc<CopySlots>,
+    /// The quotas a pull's staged copy counts against while it runs.
+    pub quotas: Option<Arc<Quotas>>,
 }
 
 enum Direction {
@@ -95,6 +107,31 @@ fn marker(bytes: u64) -> String {
     )
 }
 
+impl Direction {
+    fn url(&self) -> &str {
+        match self {
+            Direction::Pull(url) | Direction::Push(url) => url,
+        }
+    }
+}
+
+/// The line that ends a copy's answer.
+fn outcome_line(outcome: Result<String, TransferError>) -> String {
+    match outcome {
+        Ok(summary) => {
+            tracing::info!(%summary, "third-party copy done");
+            "success: Created\n".to_string()
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "third-party copy failed");
+            match err.s3_code() {
+                Some(code) => format!("failure: {code}: {err}\n"),
+                None => format!("failure: {err}\n"),
+            }
+        }
+    }
+}
+
 impl ThirdPartyCopy {
     pub async fn handle(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         let cx = self.gateway.cx(&req)?;
@@ -125,50 +162,71 @@ impl ThirdPartyCopy {
                     .await?;
             }
         }
-        let (policy, url) = (
-            self.outbound.clone(),
-            match &direction {
-                Direction::Pull(url) | Direction::Push(url) => url.clone(),
-            },
-        );
-        // The remote host, as resolved now (the transfer's agent checks each connection again).
-        tokio::task::spawn_blocking(move || policy.check_url(&url))
-            .await
-            .map_err(|e| s3_error!(InternalError, "checking the remote URL: {e}"))?
-            .map_err(|refusal| {
-                tracing::warn!(%refusal, "third-party copy refused");
-                s3_error!(AccessDenied, "third-party copy: {refusal}")
-            })?;
-        let (lines, rx) = tokio::sync::mpsc::channel::<String>(16);
+        // A slot before anything reaches out (the name's resolution included), so copies from
+        // a source that never answers cannot pile up.
+        let user = cx.user_name().unwrap_or("(anonymous)").to_string();
+        let slot = self.slots.try_take(&user).map_err(|refusal| {
+            tracing::warn!(%user, %refusal, "third-party copy refused");
+            s3_error!(SlowDown, "third-party copy: {refusal}")
+        })?;
+        let (checked_tx, checked_rx) = tokio::sync::oneshot::channel();
+        let (done_tx, done) = tokio::sync::oneshot::channel();
         let progress = Arc::new(AtomicU64::new(0));
-        let task = self.spawn(cx, bucket, key, direction, options, progress.clone());
+        let (copy, counted) = (self.clone(), progress.clone());
+        // The copy's own thread, with the gateway's identity (the staging is the gateway's; the
+        // object is read or stored with the request's): never one of the blocking pool's.
+        isthmus_store::identity::spawn_gateway_thread("isthmus-tpc", move || {
+            // The remote host, as resolved now (the transfer's agent checks each connection again).
+            let checked = copy.outbound.check_url(direction.url());
+            let allowed = checked.is_ok();
+            // No one waits for the answer any more (the client left): nothing is copied.
+            if checked_tx.send(checked).is_ok() && allowed {
+                let budget = slot.budget();
+                let remote =
+                    Remote { url: direction.url(), options: &options, policy: &copy.outbound, budget: &budget };
+                let cx = cx.with_may_block(true);
+                let outcome = match &direction {
+                    Direction::Pull(_) => copy.pull(slot, &cx, &bucket, &key, &remote, &counted),
+                    Direction::Push(_) => copy.push(&cx, &bucket, &key, &remote, &counted),
+                };
+                let _ = done_tx.send(outcome);
+            }
+        })
+        .map_err(|err| {
+            tracing::error!(error = %err, "cannot start a third-party copy's thread");
+            s3_error!(SlowDown, "third-party copy: the gateway cannot start another copy now; retry later")
+        })?;
+        match checked_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => {
+                tracing::warn!(%refusal, "third-party copy refused");
+                return Err(s3_error!(AccessDenied, "third-party copy: {refusal}"));
+            }
+            Err(_) => return Err(s3_error!(InternalError, "third-party copy: the copy's thread ended")),
+        }
+        let (lines, rx) = tokio::sync::mpsc::channel::<String>(16);
         let interval = self.marker_interval;
         tokio::spawn(async move {
             let _ = lines.send(marker(0)).await;
-            let mut task = task;
+            let mut done = done;
             let mut client_here = true;
             let outcome = loop {
                 tokio::select! {
-                    result = &mut task => break result,
+                    outcome = &mut done => break outcome,
                     () = tokio::time::sleep(interval) => {
                         if client_here && lines.send(marker(progress.load(Ordering::Relaxed))).await.is_err() {
-                            tracing::info!("the client left during a third-party copy; the copy goes on");
+                            tracing::info!("the client left during a third-party copy; the copy goes on until its deadline");
                             client_here = false;
                         }
                     }
                 }
             };
+            if matches!(outcome, Ok(Ok(_))) {
+                let _ = lines.send(marker(progress.load(Ordering::Relaxed))).await;
+            }
             let last = match outcome {
-                Ok(Ok(summary)) => {
-                    let _ = lines.send(marker(progress.load(Ordering::Relaxed))).await;
-                    tracing::info!(%summary, "third-party copy done");
-                    "success: Created\n".to_string()
-                }
-                Ok(Err(message)) => {
-                    tracing::warn!(%message, "third-party copy failed");
-                    format!("failure: {message}\n")
-                }
-                Err(err) => format!("failure: internal error: {err}\n"),
+                Ok(outcome) => outcome_line(outcome),
+                Err(_) => "failure: internal error: the copy's thread ended without an outcome\n".to_string(),
             };
             let _ = lines.send(last).await;
         });
@@ -184,66 +242,85 @@ impl ThirdPartyCopy {
         Ok(resp)
     }
 
-    /// Starts the copy on the blocking pool; its result is a summary or why it failed.
-    fn spawn(
+    /// A push of the object, read as the request's user; its result is a summary.
+    fn push(
         &self,
-        cx: RequestContext,
-        bucket: String,
-        key: String,
-        direction: Direction,
-        options: TransferOptions,
-        progress: Arc<AtomicU64>,
-    ) -> tokio::task::JoinHandle<Result<String, String>> {
-        let engine = self.gateway.engine.clone();
-        let staging_dir = self.staging.clone();
-        let policy = self.outbound.clone();
-        match direction {
-            Direction::Pull(source) => {
-                let destination = format!("{bucket}/{key}");
-                // The download streams run as the gateway (the staging area is the gateway's);
-                // the object is stored, as the bytes arrive, as the request's user.
-                tokio::task::spawn_blocking(move || {
-                    // Staging is named per user: one user's pull never meets another's.
-                    let owner = format!("{:?}", cx.principal);
-                    let staging =
-                        Staging::new(&staging_dir, &owner, &destination, &source).map_err(|e| e.to_string())?;
-                    let started = std::time::Instant::now();
-                    let store = engine.store();
-                    let pulled = tpc::pull_into(&source, &staging, &options, &policy, &progress, |info, bytes| {
-                        store_pulled(&store, &cx, &bucket, &key, info, bytes)
-                    });
-                    tracing::info!(ms = started.elapsed().as_millis() as u64, ok = pulled.is_ok(), "pull ended");
-                    match pulled {
-                        Ok(verified) => {
-                            staging.remove();
-                            let size = progress.load(Ordering::Relaxed);
-                            let verified = if verified { "checksum verified" } else { "source sent no checksum" };
-                            Ok(format!("pulled {size} bytes, {verified}"))
-                        }
-                        // An interrupted download keeps what it fetched, to resume; bytes that
-                        // were refused (a checksum mismatch, a quota) are not worth keeping.
-                        Err(err @ (tpc::TransferError::Refused(_) | tpc::TransferError::NoChecksum)) => {
-                            staging.remove();
-                            Err(err.to_string())
-                        }
-                        Err(err) => Err(err.to_string()),
-                    }
-                })
-            }
-            Direction::Push(destination) => {
-                let store = engine.store();
-                tokio::task::spawn_blocking(move || {
-                    cx.run_as(|| {
-                        let mut got = store.get_object(&cx, &bucket, &key, &GetRequest::default())?;
-                        let md5 = md5_of_etag(&got.info.etag);
-                        let size = got.info.size;
-                        tpc::push(&destination, &mut got.body, size, md5, &options, &policy, &progress)
-                            .map_err(|e| StoreError::InvalidRequest(e.to_string()))?;
-                        Ok(format!("pushed {size} bytes"))
-                    })
-                    .map_err(|e| e.to_string())
-                })
-            }
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        remote: &Remote<'_>,
+        progress: &AtomicU64,
+    ) -> Result<String, TransferError> {
+        let store = self.gateway.engine.store();
+        cx.run_as(|| {
+            let mut got = store.get_object(cx, bucket, key, &GetRequest::default())?;
+            let md5 = md5_of_etag(&got.info.etag);
+            let size = got.info.size;
+            Ok(tpc::push(remote, &mut got.body, size, md5, progress).map(|()| format!("pushed {size} bytes")))
+        })
+        .map_err(TransferError::Store)?
+    }
+
+    /// A pull: what the source is, then everything its bytes will need (the object's write and
+    /// its quota, as the request's user; the staged copy's share of the quota; free space),
+    /// admitted before any byte is staged; then the download, stored as it arrives. `slot` is
+    /// held until it ends; its result is a summary.
+    fn pull(
+        &self,
+        mut slot: CopySlot,
+        cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        remote: &Remote<'_>,
+        progress: &AtomicU64,
+    ) -> Result<String, TransferError> {
+        let started = std::time::Instant::now();
+        let store = self.gateway.engine.store();
+        let pulled = (|| {
+            let info = tpc::probe(remote)?;
+            let request = PutRequest { size_hint: Some(info.size), md5_required: true, ..PutRequest::default() };
+            let writer = cx.run_as(|| store.put_object(cx, bucket, key, request)).map_err(TransferError::Store)?;
+            let writer = UserWriter { writer: Some(writer), cx };
+            let _staged_share = match &self.quotas {
+                Some(quotas) => quotas.reserve_staging(&*store, cx, bucket, info.size).map_err(staging_quota)?,
+                None => None,
+            };
+            slot.hold_staging(info.size, &self.staging)?;
+            let staging = Staging::create(&self.staging)?;
+            let verified =
+                tpc::fetch_into(remote, &info, &staging, progress, |bytes| store_pulled(writer, &info, bytes))?;
+            let verified = if verified { "checksum verified" } else { "source sent no checksum" };
+            Ok(format!("pulled {} bytes, {verified}", info.size))
+        })();
+        tracing::info!(ms = started.elapsed().as_millis() as u64, ok = pulled.is_ok(), "pull ended");
+        pulled
+    }
+}
+
+/// The quota's refusal of a pull's staged copy, saying so.
+fn staging_quota(err: StoreError) -> TransferError {
+    TransferError::Store(match err {
+        StoreError::QuotaExceeded(why) => StoreError::QuotaExceeded(format!(
+            "{why} (a third-party pull holds its size once more for its staged copy while it runs)"
+        )),
+        other => other,
+    })
+}
+
+/// An object's writer that is dropped with the request's identity, as it was made: what it
+/// staged sits where the user writes, which the gateway's own identity may not clean.
+struct UserWriter<'a> {
+    writer: Option<BoxedWriter>,
+    cx: &'a RequestContext,
+}
+
+impl Drop for UserWriter<'_> {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let _ = self.cx.run_as(|| {
+                drop(writer);
+                Ok(())
+            });
         }
     }
 }
@@ -268,37 +345,34 @@ fn md5_of_etag(etag: &str) -> Option<[u8; 16]> {
     bytes.try_into().ok()
 }
 
-/// Stores a pull as `bucket/key`, as the request's user, atomically, checking the bytes
-/// against the source's digests on the way (one pass: the store's writer computes the MD5):
-/// a mismatch drops the write before it is visible. Says whether a digest was checked.
+/// Stores a pull through its open writer, as the request's user, atomically, checking the
+/// bytes against the source's digests on the way (one pass: the store's writer computes the
+/// MD5): a mismatch drops the write before it is visible. Says whether a digest was checked.
 fn store_pulled(
-    store: &Arc<dyn Store>,
-    cx: &RequestContext,
-    bucket: &str,
-    key: &str,
+    mut writer: UserWriter<'_>,
     info: &tpc::PullInfo,
     bytes: &mut dyn std::io::Read,
-) -> Result<bool, String> {
-    cx.run_as(|| {
-        let request = PutRequest { size_hint: Some(info.size), md5_required: true, ..PutRequest::default() };
-        let mut writer = store.put_object(cx, bucket, key, request)?;
-        let mut verifier = tpc::Verifier::new(&info.digests);
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = bytes.read(&mut buf).map_err(StoreError::Io)?;
-            if n == 0 {
-                break;
+) -> Result<bool, TransferError> {
+    let cx = writer.cx;
+    let mut verifier = tpc::Verifier::new(&info.digests);
+    let md5 = cx
+        .run_as(|| {
+            let open = writer.writer.as_mut().ok_or(StoreError::InvalidRequest("the pull's writer is gone".into()))?;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = bytes.read(&mut buf).map_err(StoreError::Io)?;
+                if n == 0 {
+                    break;
+                }
+                verifier.update(&buf[..n]);
+                open.write_all(&buf[..n])?;
             }
-            verifier.update(&buf[..n]);
-            writer.write_all(&buf[..n])?;
-        }
-        let verified = verifier.finish(writer.digests().md5).map_err(|e| StoreError::BadDigest(e.to_string()))?;
-        writer.commit()?;
-        Ok(verified)
-    })
-    .map_err(|e| match e {
-        // The transfer's own words ("checksum mismatch: ..."), not the S3 error's.
-        StoreError::BadDigest(message) => message,
-        other => other.to_string(),
-    })
+            Ok(open.digests().md5)
+        })
+        .map_err(TransferError::Store)?;
+    let verified = verifier.finish(md5)?;
+    if let Some(done) = writer.writer.take() {
+        cx.run_as(move || done.commit()).map_err(TransferError::Store)?;
+    }
+    Ok(verified)
 }
