@@ -48,6 +48,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         isthmus_pools::open_root_with_pools(&settings.root, options)
             .map_err(|e| format!("cannot open data root {}: {e}", settings.root.display()))?;
     let store = posix_pools[0].1.clone();
+    // Third-party copies stage in the state directory, reached through its descriptor.
+    let tpc_dir = store.state_dir().subdir("tpc", true).map_err(|e| e.to_string())?.expect("created when missing");
     let (root_user, announce) = match settings.root_user.clone() {
         Some(user) => (user, None),
         None => {
@@ -148,7 +150,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 select_max_bytes: settings.select_max_bytes,
                 grid: grid.clone(),
                 quotas: quotas.clone(),
-                tpc_staging: Some(store.internal_dir().join("tpc")),
+                tpc_staging: Some(tpc_dir.path_through_fd()),
                 outbound: Arc::new(isthmus_grid::OutboundPolicy::new(settings.outbound_allow.clone(), own_listeners)),
                 tpc_limits: settings.tpc_limits,
                 admin: Some(admin),
@@ -212,8 +214,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         // At start and then every hour, on the blocking pool: what dead writers left, expired
         // records of completed uploads, the trash of interrupted DeleteBuckets.
         let cleaners: Vec<_> = posix_pools.iter().map(|(_, pool)| pool.clone()).collect();
-        let tpc_staging = store.internal_dir().join("tpc");
+        let tpc_staging = tpc_dir.path_through_fd();
         tokio::spawn(async move {
+            let _held = tpc_dir;
             loop {
                 let pools = cleaners.clone();
                 let staging = tpc_staging.clone();

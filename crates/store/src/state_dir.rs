@@ -147,6 +147,13 @@ impl StateDir {
         self.fd.as_fd()
     }
 
+    /// A path that reaches this very directory through the descriptor held
+    /// (`/proc/self/fd/N`), for code that takes paths: valid while this value (or a clone)
+    /// lives, and never the directory a user may have renamed into its name since.
+    pub fn path_through_fd(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&*self.fd)))
+    }
+
     fn at(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
