@@ -307,7 +307,7 @@ def start_error(config, user=None):
     path.chmod(0o644)
     root = base / "root"
     root.mkdir()
-    root.chmod(0o777)
+    root.chmod(0o1777)
     cmd = [str(binary()), "serve", "--root", str(root), "--address", "127.0.0.1:0", "--config", str(path)]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]

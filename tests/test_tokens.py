@@ -272,7 +272,7 @@ def test_a_token_acts_as_its_users_unix_identity(tmp_path, issuer):
         base.chmod(0o755)
         root_dir = base / "data"
         root_dir.mkdir()
-        root_dir.chmod(0o777)
+        root_dir.chmod(0o1777)  # anyone may create buckets; only their owner removes them
         jwks = base / "jwks.json"
         jwks.write_text(json.dumps(issuer.jwks()))
         config = base / "isthmus.toml"

@@ -1,6 +1,7 @@
 """Several users: each sees and uses only its own buckets unless the configuration grants more;
 the root user sees everything."""
 
+import json
 import pytest
 from botocore.exceptions import ClientError
 
@@ -67,8 +68,9 @@ def test_buckets_are_private_unless_granted(multi):
     with pytest.raises(ClientError) as e:
         alice.get_object(Bucket="no-such-bucket", Key="k")
     assert e.value.response["Error"]["Code"] == "NoSuchBucket"
-    # Ownership is kept in the bucket's hidden directory, never listed.
-    assert (srv.root / "alice-bucket" / ".isthmus" / "owner").read_text() == "alice"
+    # Ownership is kept in the gateway's state directory, out of users' reach, never listed.
+    record = json.loads((srv.root / ".isthmus" / "buckets" / "alice-bucket.json").read_text())
+    assert record["config"]["owner"] == "alice"
     assert [o["Key"] for o in alice.list_objects_v2(Bucket="alice-bucket")["Contents"]] == ["a", "copy"]
 
 
