@@ -14,8 +14,11 @@
 
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use isthmus_store::{LockedFile, RemoteUpdate, RequestContext, Store, StoreError, StoreResult, UpdateFile};
+use isthmus_store::{
+    HeadRequest, LockedFile, RemoteUpdate, RequestContext, Store, StoreError, StoreResult, UpdateFile,
+};
 
 use crate::pool::{Connection, Shared, lost};
 use crate::protocol::{
@@ -25,27 +28,64 @@ use crate::protocol::{
 
 // ---- The gateway's side ----
 
-/// What a connection holds for in-place requests: the file its peer locked (`UpdateLock`).
-#[derive(Default)]
+/// What a connection holds for in-place requests: the file its peer locked (`UpdateLock`)
+/// and since when.
 pub(crate) struct Held {
-    locked: Option<LockedFile>,
+    locked: Option<(LockedFile, Instant)>,
+    /// How long the peer may leave the connection idle while it holds a lock.
+    idle: Duration,
 }
 
+/// A lock is let go after it was held this many times `Held::idle`, however busy its peer.
+const LOCK_MAX_IDLES: u32 = 6;
+
 impl Held {
+    pub(crate) fn new(idle: Duration) -> Self {
+        Self { locked: None, idle }
+    }
+
     /// Lets the locked file go (the peer unlocked, or its identity changed).
     pub(crate) fn release(&mut self) {
         self.locked = None;
     }
+
+    /// How long the connection may wait for the peer's next request: the idle bound while it
+    /// holds a lock (a peer silent longer loses the connection, and the lock with it), without
+    /// limit otherwise. A lock held past `LOCK_MAX_IDLES` idle bounds is let go first. Other
+    /// writers of the file wait for the lock (in-process writers in `flock`): a peer that takes
+    /// it and stops does not stall them for longer.
+    pub(crate) fn idle_limit(&mut self) -> Option<Duration> {
+        if self.locked.as_ref().is_some_and(|(_, since)| since.elapsed() > self.idle * LOCK_MAX_IDLES) {
+            self.release();
+        }
+        self.locked.as_ref().map(|_| self.idle)
+    }
+}
+
+/// What a request does with the object's bytes: a write is judged as an in-place update; a
+/// read (or a lock, taken to read, merge and write) also as a GET of the object, so a peer
+/// that may write but not read the object reads none of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Write,
+    ReadWrite,
 }
 
 /// The object's file for one request, if it still has the `size` the peer was told. A file
 /// that changed, was deleted or may no longer be written in place (its bucket became versioned
 /// or began to move) is `PreconditionFailed`: the peer opens the object again.
-fn open(store: &dyn Store, cx: &RequestContext, bucket: &str, key: &str, size: u64) -> StoreResult<UpdateFile> {
-    match store.object_file_for_update(cx, bucket, key) {
-        Ok(Some(file)) if file.size() == size => Ok(file),
-        Ok(_) | Err(StoreError::NoSuchKey) => Err(StoreError::PreconditionFailed),
-        Err(err) => Err(err),
+fn open(store: &dyn Store, cx: &RequestContext, object: (&str, &str, u64), access: Access) -> StoreResult<UpdateFile> {
+    let (bucket, key, size) = object;
+    let changed = |err| match err {
+        StoreError::NoSuchKey => StoreError::PreconditionFailed,
+        err => err,
+    };
+    if access == Access::ReadWrite {
+        store.head_object(cx, bucket, key, &HeadRequest::default()).map_err(changed)?;
+    }
+    match store.object_file_for_update(cx, bucket, key).map_err(changed)? {
+        Some(file) if file.size() == size => Ok(file),
+        _ => Err(StoreError::PreconditionFailed),
     }
 }
 
@@ -58,10 +98,10 @@ enum Target<'a> {
 }
 
 impl<'a> Target<'a> {
-    fn of(store: &dyn Store, cx: &RequestContext, held: &'a Held, file: &InPlace) -> StoreResult<Self> {
+    fn of(store: &dyn Store, cx: &RequestContext, held: &'a Held, file: &InPlace, access: Access) -> StoreResult<Self> {
         match file {
-            InPlace::Object { bucket, key, size } => open(store, cx, bucket, key, *size).map(Target::Opened),
-            InPlace::Locked => held.locked.as_ref().map(Target::Locked).ok_or_else(|| {
+            InPlace::Object { bucket, key, size } => open(store, cx, (bucket, key, *size), access).map(Target::Opened),
+            InPlace::Locked => held.locked.as_ref().map(|(locked, _)| Target::Locked(locked)).ok_or_else(|| {
                 StoreError::InvalidRequest("no object is locked on this connection: send UpdateLock first".into())
             }),
         }
@@ -96,13 +136,13 @@ pub(crate) fn serve(
     writer: &mut impl Write,
 ) -> io::Result<()> {
     match request {
-        Request::UpdateRead { file, offset, length } => match Target::of(store, cx, held, &file) {
+        Request::UpdateRead { file, offset, length } => match Target::of(store, cx, held, &file, Access::ReadWrite) {
             Ok(target) => send_bytes(&target, offset, length, writer),
             Err(err) => reply(writer, Err(err)),
         },
         Request::UpdateWrite { file, pieces } => {
             let mut body = Body { reader, in_chunk: 0, end: None };
-            let written = match Target::of(store, cx, held, &file) {
+            let written = match Target::of(store, cx, held, &file, Access::Write) {
                 Ok(target) => write_pieces(&target, &pieces.0, &mut body)?,
                 Err(err) => Err(err),
             };
@@ -114,10 +154,12 @@ pub(crate) fn serve(
             let result = if held.locked.is_some() {
                 Err(StoreError::InvalidRequest("this connection holds a locked object already".into()))
             } else {
-                open(store, cx, &bucket, &key, size).and_then(UpdateFile::into_locked).map(|locked| {
-                    held.locked = Some(locked);
-                    Reply::Done
-                })
+                open(store, cx, (&bucket, &key, size), Access::ReadWrite).and_then(UpdateFile::into_locked).map(
+                    |locked| {
+                        held.locked = Some((locked, Instant::now()));
+                        Reply::Done
+                    },
+                )
             };
             reply(writer, result)
         }
@@ -126,7 +168,7 @@ pub(crate) fn serve(
             reply(writer, Ok(Reply::Done))
         }
         Request::UpdateSync { file } => {
-            let synced = Target::of(store, cx, held, &file).and_then(|target| target.file().commit());
+            let synced = Target::of(store, cx, held, &file, Access::Write).and_then(|target| target.file().commit());
             reply(writer, synced.map(|()| Reply::Done))
         }
         other => reply(writer, Err(StoreError::InvalidRequest(format!("{other:?} is not an in-place request")))),

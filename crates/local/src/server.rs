@@ -9,6 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use isthmus_store::identity::init_request_thread;
 use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
@@ -44,8 +45,20 @@ impl<F: Fn(u32) -> Option<RequestContext> + Send + Sync> Peers for F {
 pub struct LocalSocket {
     listener: UnixListener,
     path: PathBuf,
-    pass_descriptors: bool,
+    settings: Settings,
 }
+
+/// How connections are served.
+#[derive(Clone, Copy)]
+struct Settings {
+    /// Large GETs may answer with a read-only descriptor.
+    pass_descriptors: bool,
+    /// How long a peer that holds an object's lock for a read-merge-write may stay silent.
+    lock_idle: Duration,
+}
+
+/// The default of `LocalSocket::releasing_idle_locks`.
+pub const LOCK_IDLE: Duration = Duration::from_secs(10);
 
 impl LocalSocket {
     /// Binds `path`, mode 0666 (every local user may connect; the peer's uid decides who it
@@ -68,7 +81,11 @@ impl LocalSocket {
         let listener = UnixListener::bind(path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("cannot open {} to local users: {e}", path.display()))?;
-        Ok(Self { listener, path: path.to_path_buf(), pass_descriptors: true })
+        Ok(Self {
+            listener,
+            path: path.to_path_buf(),
+            settings: Settings { pass_descriptors: true, lock_idle: LOCK_IDLE },
+        })
     }
 
     /// Whether GETs of objects that are one file (from `DESCRIPTOR_MIN` bytes) answer peers
@@ -76,7 +93,16 @@ impl LocalSocket {
     /// itself at the file system's speed (default); otherwise every body is sent through the
     /// socket.
     pub fn passing_descriptors(mut self, pass: bool) -> Self {
-        self.pass_descriptors = pass;
+        self.settings.pass_descriptors = pass;
+        self
+    }
+
+    /// How long a peer that locked an object for an in-place read-merge-write may stay silent
+    /// before its connection is closed and the lock let go (`LOCK_IDLE` by default; a lock is
+    /// let go after six times this however busy the peer): other writers of the file wait
+    /// for the lock meanwhile.
+    pub fn releasing_idle_locks(mut self, after: Duration) -> Self {
+        self.settings.lock_idle = after;
         self
     }
 
@@ -92,14 +118,14 @@ impl LocalSocket {
         std::thread::Builder::new()
             .name("isthmus-local-accept".into())
             .spawn(move || {
-                let pass_descriptors = self.pass_descriptors;
+                let settings = self.settings;
                 let _socket = self;
                 for stream in listener.incoming() {
                     let Ok(stream) = stream else { continue };
                     let (store, peers, open) = (store.clone(), peers.clone(), open.clone());
                     let spawned = std::thread::Builder::new().name("isthmus-local".into()).spawn(move || {
                         let full = open.fetch_add(1, Ordering::SeqCst) >= max_connections;
-                        if let Err(err) = serve_connection(stream, &*store, &*peers, full, pass_descriptors) {
+                        if let Err(err) = serve_connection(stream, &*store, &*peers, full, settings) {
                             tracing::debug!(error = %err, "local connection ended");
                         }
                         open.fetch_sub(1, Ordering::SeqCst);
@@ -132,7 +158,7 @@ fn serve_connection(
     store: &dyn Store,
     peers: &dyn Peers,
     full: bool,
-    pass_descriptors: bool,
+    settings: Settings,
 ) -> io::Result<()> {
     let uid = rustix::net::sockopt::socket_peercred(&stream)?.uid.as_raw();
     // Room for a few chunks of a body in flight (best effort: the kernel caps it at
@@ -147,7 +173,7 @@ fn serve_connection(
         return Err(io::Error::new(io::ErrorKind::InvalidData, "not an Isthmus client"));
     }
     let version = if lowest <= VERSION_MAX && highest >= VERSION_MIN { highest.min(VERSION_MAX) } else { 0 };
-    let passes = pass_descriptors && version >= VERSION_DESCRIPTORS;
+    let passes = settings.pass_descriptors && version >= VERSION_DESCRIPTORS;
     writer.write_all(MAGIC)?;
     writer.write_all(&version.to_le_bytes())?;
     if version == 0 {
@@ -178,8 +204,16 @@ fn serve_connection(
         None;
     // A file the peer locked for a read-merge-write (in_place): let go whenever the peer's
     // identity is resolved again, so a remapped or disabled user keeps nothing.
-    let mut held = Held::default();
+    let mut held = Held::new(settings.lock_idle);
+    let mut waiting = None;
     loop {
+        // While the peer holds a lock, a silent peer times out: the connection ends and the
+        // lock goes with it.
+        let limit = held.idle_limit();
+        if limit != waiting {
+            writer.get_ref().set_read_timeout(limit)?;
+            waiting = limit;
+        }
         let request: Request = match read_frame(&mut reader) {
             Ok(request) => request,
             Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),

@@ -421,3 +421,70 @@ fn a_peer_served_as_the_gateway_writes_in_place_through_requests() {
     // Each request is judged and bounded by the gateway: no gateway-owned descriptor leaves it.
     in_place_through_requests(false);
 }
+
+/// A socket on a store with the object `shard` of 64 bytes, whose peers are all served as
+/// `peer` (with the gateway's identity), releasing idle locks after `lock_idle`.
+fn serve_as(
+    dir: &std::path::Path,
+    peer: RequestContext,
+    lock_idle: std::time::Duration,
+) -> (std::path::PathBuf, Arc<dyn Store>) {
+    let store: Arc<dyn Store> =
+        Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
+    store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", "shard", &[7u8; 64], PutRequest::default()).unwrap();
+    let path = dir.join("isthmus.sock");
+    let socket = LocalSocket::bind(&path).unwrap().releasing_idle_locks(lock_idle);
+    socket.serve(store.clone(), Arc::new(move |_uid: u32| Some(peer.clone())), 8).unwrap();
+    (path, store)
+}
+
+#[test]
+fn a_peer_that_may_write_an_object_but_not_read_it_reads_none_of_it_in_place() {
+    use isthmus_local::protocol::{self, InPlace, Reply, Request};
+    use isthmus_store::{Grant, GrantPermission};
+    let dir = tempfile::tempdir().unwrap();
+    let writer = RequestContext::user("writer", false);
+    let (path, store) = serve_as(dir.path(), writer, std::time::Duration::from_secs(10));
+    let mut config = store.bucket_config(&cx(), "bkt").unwrap();
+    config.acl.grants.push(Grant { grantee: "writer".into(), permission: GrantPermission::Write });
+    store.set_bucket_config(&cx(), "bkt", &config).unwrap();
+    let mut peer = raw_peer(&path, 4);
+    let ask = Request::ObjectFileForUpdate { bucket: "bkt".into(), key: "shard".into() };
+    protocol::write_frame(&mut peer.0, &ask).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert!(matches!(reply, Ok(Reply::UpdateFile { size: 64, .. })), "{reply:?}");
+    // It may write in place, as it may PUT...
+    assert!(matches!(raw_write(&mut peer, 64, 0, b"w"), Ok(Reply::Done)));
+    // ...but reads nothing: not with a read, not under a lock.
+    let shard = InPlace::Object { bucket: "bkt".into(), key: "shard".into(), size: 64 };
+    protocol::write_frame(&mut peer.0, &Request::UpdateRead { file: shard, offset: 0, length: 64 }).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert_eq!(reply.unwrap_err().code, "AccessDenied");
+    let lock = Request::UpdateLock { bucket: "bkt".into(), key: "shard".into(), size: 64 };
+    protocol::write_frame(&mut peer.0, &lock).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert_eq!(reply.unwrap_err().code, "AccessDenied");
+}
+
+#[test]
+fn a_peer_that_locks_an_object_and_goes_silent_loses_the_lock() {
+    use isthmus_local::protocol::{self, Reply, Request};
+    let dir = tempfile::tempdir().unwrap();
+    let idle = std::time::Duration::from_millis(300);
+    let (path, store) = serve_as(dir.path(), RequestContext::user("local-user", true), idle);
+    let mut peer = raw_peer(&path, 4);
+    let lock = Request::UpdateLock { bucket: "bkt".into(), key: "shard".into(), size: 64 };
+    protocol::write_frame(&mut peer.0, &lock).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert!(matches!(reply, Ok(Reply::Done)), "{reply:?}");
+    // An in-process writer of the same file waits for the lock until the silent peer's
+    // connection is closed.
+    let started = std::time::Instant::now();
+    let file = store.object_file_for_update(&cx(), "bkt", "shard").unwrap().unwrap();
+    file.write(&[(0, b"after")]).unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= idle / 2 && waited < idle * 10, "waited {waited:?}");
+    let mut rest = Vec::new();
+    assert_eq!(peer.1.read_to_end(&mut rest).unwrap_or(0), 0, "the silent peer's connection was closed");
+}
