@@ -190,8 +190,12 @@ impl FixedShards {
             return Ok(false);
         }
         let mut stored = vec![0u8; self.index.len()];
-        file.read_at(self.count * self.inner_bytes, &mut stored).map_err(store_error)?;
-        Ok(stored == self.index)
+        match file.read_at(self.count * self.inner_bytes, &mut stored) {
+            Ok(()) => Ok(stored == self.index),
+            // Changed since it was opened (a remote handle learns it here).
+            Err(isthmus_store::StoreError::PreconditionFailed) => Ok(false),
+            Err(err) => Err(store_error(err)),
+        }
     }
 
     fn open_files(&self) -> MutexGuard<'_, Vec<OpenShard>> {
@@ -212,6 +216,11 @@ impl FixedShards {
         Some(file)
     }
 
+    /// Drops the shard file kept under `key`.
+    fn forget(&self, key: &StoreKey) {
+        self.open_files().retain(|(kept, _, _)| kept != key);
+    }
+
     /// Keeps a checked shard file open for the next writes (the least recently used goes).
     fn keep(&self, key: StoreKey, file: Arc<UpdateFile>) {
         let mut open = self.open_files();
@@ -222,31 +231,83 @@ impl FixedShards {
         open.push((key, file, Instant::now()));
     }
 
-    /// Writes the touched inner chunks into the shard's file: each covered whole straight from
-    /// its source when it can be, the others read, merged and written back, all under the
-    /// file's lock; then the file is synced if the store is strictly durable.
-    fn write_inner(&self, file: &UpdateFile, touched: &[Touched<'_>]) -> Result<(), ArrayError> {
+    /// The bytes of an inner chunk that one source covers whole and holds contiguously.
+    fn whole_bytes<'a>(&self, chunk: &Touched<'a>) -> Option<&'a [u8]> {
+        match &chunk.sources[..] {
+            [single] => chunks::whole_chunk_bytes(self.element, &self.inner, single),
+            _ => None,
+        }
+    }
+
+    /// How many of an inner chunk's elements the sources cover.
+    fn covered(chunk: &Touched<'_>) -> u64 {
+        chunk.sources.iter().map(|s| s.piece.elements()).sum()
+    }
+
+    /// Writes the touched inner chunks into the shard's file; false when the file is no
+    /// longer the shard's (replaced, deleted or truncated since it was opened: the caller opens
+    /// it again). Inner chunks all covered whole are written in one call (through the local
+    /// socket, one request); otherwise those covered in part are read, merged and written
+    /// back, all under the file's lock. Synced if the store is strictly durable.
+    fn write_inner(&self, file: &UpdateFile, touched: &[Touched<'_>]) -> Result<bool, ArrayError> {
         let inner_elements = self.inner_bytes / self.element as u64;
-        let lock = file.lock().map_err(store_error)?;
+        let written = if touched.iter().all(|chunk| Self::covered(chunk) == inner_elements) {
+            let merged: Vec<Option<Vec<u8>>> = touched
+                .iter()
+                .map(|chunk| {
+                    self.whole_bytes(chunk).is_none().then(|| {
+                        let mut buffer = vec![0u8; self.inner_bytes as usize];
+                        chunks::merge(self.element, &self.inner, &mut buffer, &chunk.sources);
+                        buffer
+                    })
+                })
+                .collect();
+            let pieces: Vec<(u64, &[u8])> = touched
+                .iter()
+                .zip(&merged)
+                .map(|(chunk, buffer)| {
+                    let bytes = buffer.as_deref().or_else(|| self.whole_bytes(chunk)).unwrap_or_default();
+                    (chunk.index * self.inner_bytes, bytes)
+                })
+                .collect();
+            file.write(&pieces)
+        } else {
+            self.merge_inner(file, touched, inner_elements)
+        };
+        match written {
+            Ok(()) => Ok(true),
+            Err(isthmus_store::StoreError::PreconditionFailed) => Ok(false),
+            Err(err) => Err(store_error(err)),
+        }
+    }
+
+    /// `write_inner` where some inner chunk is covered in part: read, merge, write back.
+    fn merge_inner(
+        &self,
+        file: &UpdateFile,
+        touched: &[Touched<'_>],
+        inner_elements: u64,
+    ) -> isthmus_store::StoreResult<()> {
+        let lock = file.lock()?;
+        if !file.still_current() {
+            return Err(isthmus_store::StoreError::PreconditionFailed);
+        }
         let mut buffer = Vec::new();
         for chunk in touched {
             let offset = chunk.index * self.inner_bytes;
-            let covered: u64 = chunk.sources.iter().map(|s| s.piece.elements()).sum();
-            if let [single] = &chunk.sources[..]
-                && let Some(bytes) = chunks::whole_chunk_bytes(self.element, &self.inner, single)
-            {
-                file.write_at(offset, bytes).map_err(store_error)?;
+            if let Some(bytes) = self.whole_bytes(chunk) {
+                lock.write_at(offset, bytes)?;
                 continue;
             }
             buffer.resize(self.inner_bytes as usize, 0);
-            if covered < inner_elements {
-                file.read_at(offset, &mut buffer).map_err(store_error)?;
+            if Self::covered(chunk) < inner_elements {
+                lock.read_at(offset, &mut buffer)?;
             }
             chunks::merge(self.element, &self.inner, &mut buffer, &chunk.sources);
-            file.write_at(offset, &buffer).map_err(store_error)?;
+            lock.write_at(offset, &buffer)?;
         }
         drop(lock);
-        file.commit().map_err(store_error)
+        file.commit()
     }
 
     /// Writes one shard's sources (disjoint pieces): in place when the shard is in this layout
@@ -265,7 +326,10 @@ impl FixedShards {
         let touched = if whole { Vec::new() } else { self.touched(sources) };
         let zero_fill = array.fill_value().as_ne_bytes().iter().all(|&b| b == 0);
         if !whole && let Some(file) = self.kept(&key) {
-            return self.write_inner(&file, &touched);
+            if self.write_inner(&file, &touched)? {
+                return Ok(());
+            }
+            self.forget(&key);
         }
         for _ in 0..CONFLICT_RETRIES {
             let (current, condition) = if whole {
@@ -274,8 +338,11 @@ impl FixedShards {
                 match store.update_in_place(&key)? {
                     InPlace::File(file) if self.holds(&file)? => {
                         let file = Arc::new(file);
-                        self.keep(key, file.clone());
-                        return self.write_inner(&file, &touched);
+                        if self.write_inner(&file, &touched)? {
+                            self.keep(key, file);
+                            return Ok(());
+                        }
+                        continue;
                     }
                     // A shard of zeros is created with its data a hole, then written in place.
                     InPlace::Missing if zero_fill => {

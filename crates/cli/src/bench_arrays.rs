@@ -1,5 +1,6 @@
 //! `isthmus bench vpic-io` and `bdcats-io`: the particle workloads on the raw POSIX baseline and
-//! on Zarr arrays, in-process (`--target embedded:///path`) and through a gateway (`--serve` or
+//! on Zarr arrays, in-process (`--target embedded:///path`), through a gateway's local socket
+//! (`--target unix:///socket`) and through a gateway over HTTP (`--serve` or
 //! `--target http://...`), each array target in PDC-XF's strong and session modes (or the modes
 //! `ISTHMUS_VPIC_MODES` names). `--svg` draws the transfer buffer in use over time. Ranks are
 //! `--workers` threads in each of the run's processes (`--ranks`, or mpirun/srun with
@@ -32,11 +33,7 @@ fn array_locations(
             let engine =
                 isthmus_pools::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
             let store: Arc<dyn Store> = Arc::new(Authorized::new(engine, isthmus_access::BucketGrants::default()));
-            match store.create_bucket(&RequestContext::process(), &args.bucket, &Default::default()) {
-                Ok(()) => {}
-                Err(e) if e.s3_code().starts_with("BucketAlready") => {}
-                Err(e) => return Err(format!("cannot create bucket {}: {e}", args.bucket)),
-            }
+            create_bucket(&*store, &args.bucket)?;
             let location = Location::Engine {
                 store,
                 cx: RequestContext::process(),
@@ -44,19 +41,43 @@ fn array_locations(
                 prefix: String::new(),
             };
             locations.push((format!("arrays in-process {path}"), location));
+        } else if let Some(path) = isthmus_local::socket_path(url) {
+            // A gateway's local socket: the engine's calls over the socket, as this process's
+            // uid is served there.
+            let store: Arc<dyn Store> =
+                Arc::new(isthmus_local::LocalStore::connect(&path).map_err(|e| format!("cannot use {url}: {e}"))?);
+            create_bucket(&*store, &args.bucket)?;
+            let location = Location::Engine {
+                store,
+                cx: RequestContext::process(),
+                bucket: args.bucket.clone(),
+                prefix: String::new(),
+            };
+            locations.push((format!("arrays via socket {url}"), location));
         } else if url.starts_with("http://") || url.starts_with("https://") {
             let key = std::env::var("AWS_ACCESS_KEY_ID").map_err(|_| "set AWS_ACCESS_KEY_ID for HTTP targets")?;
             let secret =
                 std::env::var("AWS_SECRET_ACCESS_KEY").map_err(|_| "set AWS_SECRET_ACCESS_KEY for HTTP targets")?;
             locations.push((format!("arrays via {url}"), remote(url, &key, &secret, args)?));
         } else {
-            return Err(format!("{url}: vpic-io and bdcats-io take embedded:///path and http(s):// targets"));
+            return Err(format!(
+                "{url}: vpic-io and bdcats-io take embedded:///path, unix:///socket and http(s):// targets"
+            ));
         }
     }
     for (endpoint, key, secret) in endpoints {
         locations.push((format!("arrays via gateway {endpoint}"), remote(endpoint, key, secret, args)?));
     }
     Ok(locations)
+}
+
+/// Creates `bucket` unless it exists.
+fn create_bucket(store: &dyn Store, bucket: &str) -> Result<(), String> {
+    match store.create_bucket(&RequestContext::process(), bucket, &Default::default()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.s3_code().starts_with("BucketAlready") => Ok(()),
+        Err(e) => Err(format!("cannot create bucket {bucket}: {e}")),
+    }
 }
 
 /// A gateway's bucket as an array location, the bucket created if needed.

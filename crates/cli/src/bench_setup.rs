@@ -38,8 +38,8 @@ pub enum BenchWorkload {
     Compare,
     /// VPIC-IO: --workers ranks each write 8 float32 properties of --particles particles per
     /// step for --steps steps, --compute apart; raw files (pwrite) against Zarr arrays
-    /// (in-process with embedded:///path, through the gateway with --serve or http://) at strong
-    /// and session consistency
+    /// (in-process with embedded:///path, through a gateway's local socket with unix:///socket,
+    /// through the gateway with --serve or http://) at strong and session consistency
     VpicIo,
     /// BD-CATS-IO: VPIC-IO's particles written (untimed), then read back property by property
     BdcatsIo,

@@ -5,10 +5,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use isthmus_store::{
     Acl, BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest,
@@ -18,11 +17,11 @@ use isthmus_store::{
     VersionsPage,
 };
 
+use crate::in_place::SocketUpdate;
+use crate::pool::{Connection, Shared, lost};
 use crate::protocol::{
-    CHUNK, Chunk, MAGIC, Reply, Request, VERSION_MAX, VERSION_MIN, VERSION_UPDATE_FILES, WireError, read_chunk_header,
-    read_frame, read_u16, write_chunks, write_end, write_frame,
+    Chunk, Reply, Request, VERSION_UPDATE_REQUESTS, WireError, read_chunk_header, read_frame, write_chunks, write_end,
 };
-use crate::transport::{Inbox, spin_from_env};
 use isthmus_store::file_stretch::FileStretch;
 
 /// The socket path of a `unix:` address (`unix:///run/isthmus.sock` or `unix:/run/isthmus.sock`).
@@ -30,91 +29,6 @@ pub fn socket_path(address: &str) -> Option<PathBuf> {
     let rest = address.strip_prefix("unix:")?;
     let path = rest.strip_prefix("//").unwrap_or(rest);
     path.starts_with('/').then(|| PathBuf::from(path))
-}
-
-/// One connection, after its handshake.
-struct Connection {
-    reader: Inbox,
-    writer: BufWriter<UnixStream>,
-    /// The protocol version the gateway chose.
-    version: u16,
-}
-
-fn lost(err: io::Error) -> StoreError {
-    StoreError::Remote {
-        code: "InternalError",
-        status: 500,
-        message: format!("the local gateway connection failed: {err}"),
-    }
-}
-
-impl Connection {
-    /// Connects and shakes hands; returns the connection and the S3 user the gateway took
-    /// this process for.
-    fn open(path: &Path) -> StoreResult<(Self, String)> {
-        let stream = UnixStream::connect(path).map_err(|e| StoreError::Remote {
-            code: "InternalError",
-            status: 500,
-            message: format!("cannot connect to the local gateway at {}: {e}", path.display()),
-        })?;
-        // Room for a few chunks of a body in flight (best effort, capped by the kernel).
-        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 * CHUNK);
-        let mut conn = Self {
-            reader: Inbox::new(stream.try_clone().map_err(lost)?, CHUNK + 64, spin_from_env()),
-            writer: BufWriter::with_capacity(CHUNK + 64, stream),
-            version: VERSION_MIN,
-        };
-        let user = conn.handshake().map_err(lost)??;
-        Ok((conn, user))
-    }
-
-    fn handshake(&mut self) -> io::Result<StoreResult<String>> {
-        self.writer.write_all(MAGIC)?;
-        self.writer.write_all(&VERSION_MIN.to_le_bytes())?;
-        self.writer.write_all(&VERSION_MAX.to_le_bytes())?;
-        self.writer.flush()?;
-        let mut magic = [0u8; 8];
-        self.reader.read_exact(&mut magic)?;
-        if &magic != MAGIC {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "the socket is not an Isthmus gateway's"));
-        }
-        self.version = read_u16(&mut self.reader)?;
-        let answer: Result<String, WireError> = read_frame(&mut self.reader)?;
-        Ok(answer.map_err(StoreError::from))
-    }
-
-    fn send(&mut self, request: &Request) -> io::Result<()> {
-        write_frame(&mut self.writer, request)?;
-        self.writer.flush()
-    }
-
-    fn receive<T: serde::de::DeserializeOwned>(&mut self) -> io::Result<Result<T, WireError>> {
-        read_frame(&mut self.reader)
-    }
-}
-
-struct Shared {
-    path: PathBuf,
-    user: String,
-    idle: Mutex<Vec<Connection>>,
-}
-
-impl Shared {
-    fn take(&self) -> StoreResult<Connection> {
-        if let Some(conn) = self.idle.lock().expect("not poisoned").pop() {
-            return Ok(conn);
-        }
-        Connection::open(&self.path).map(|(conn, _)| conn)
-    }
-
-    fn give_back(&self, mut conn: Connection) {
-        // A descriptor no reply asked for is not kept open.
-        while conn.reader.take_descriptor().is_some() {}
-        let mut idle = self.idle.lock().expect("not poisoned");
-        if idle.len() < 64 {
-            idle.push(conn);
-        }
-    }
 }
 
 /// An engine reached through a gateway's local socket. The gateway knows the caller by its
@@ -130,12 +44,12 @@ impl LocalStore {
     pub fn connect(path: impl AsRef<Path>) -> StoreResult<Self> {
         let path = path.as_ref().to_path_buf();
         let (conn, user) = Connection::open(&path)?;
-        Ok(Self { shared: Arc::new(Shared { path, user, idle: Mutex::new(vec![conn]) }) })
+        Ok(Self { shared: Arc::new(Shared::new(path, user, conn)) })
     }
 
     /// The S3 user the gateway serves this process as.
     pub fn user(&self) -> &str {
-        &self.shared.user
+        self.shared.user()
     }
 
     /// One call with a reply and nothing streamed.
@@ -154,7 +68,7 @@ impl LocalStore {
     }
 }
 
-fn unexpected(reply: Reply) -> StoreError {
+pub(crate) fn unexpected(reply: Reply) -> StoreError {
     StoreError::Remote {
         code: "InternalError",
         status: 500,
@@ -370,22 +284,23 @@ impl Store for LocalStore {
         self.writer(&Request::PutObject { bucket: bucket.into(), key: key.into(), request })
     }
 
-    /// The gateway's file for in-place writes, when it offers one (protocol 3, a peer served
-    /// as its own Unix user); `None` otherwise: the object is then written whole.
+    /// The object for in-place writes, when the gateway offers them (protocol 4): each read
+    /// and write is then a request the gateway judges and bounds (`in_place`); `None`
+    /// otherwise, and the object is written whole. A gateway of protocol 3 is not asked: it
+    /// would answer with a writable descriptor, which this client never takes.
     fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
         let mut conn = self.shared.take()?;
-        if conn.version < VERSION_UPDATE_FILES {
+        if conn.version < VERSION_UPDATE_REQUESTS {
             self.shared.give_back(conn);
             return Ok(None);
         }
         conn.send(&Request::ObjectFileForUpdate { bucket: bucket.into(), key: key.into() }).map_err(lost)?;
         let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
-        let file = conn.reader.take_descriptor();
         self.shared.give_back(conn);
         match reply {
             Ok(Reply::UpdateFile { size, durability }) => {
-                let file = file.ok_or_else(|| lost(io::Error::other("the gateway passed no descriptor")))?;
-                Ok(Some(UpdateFile::new(std::fs::File::from(file), size, durability, key)))
+                let requests = SocketUpdate::new(self.shared.clone(), bucket, key, size);
+                Ok(Some(UpdateFile::remote(Box::new(requests), size, durability, key)))
             }
             Ok(Reply::Done) => Ok(None),
             Ok(other) => Err(unexpected(other)),

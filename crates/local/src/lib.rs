@@ -3,9 +3,11 @@
 //! tells the gateway the peer's uid (`SO_PEERCRED`), which maps to an S3 user and, with
 //! `identity = "posix"`, to the Unix identity its calls run as. `protocol` is the wire format,
 //! `server` the gateway's side, `client` a `Store` that the in-process doors use for `unix:`
-//! addresses.
+//! addresses (its connections in `pool`), `in_place` in-place writes as requests (both sides).
 
 pub mod client;
+mod in_place;
+mod pool;
 pub mod protocol;
 pub mod server;
 pub mod transport;

@@ -18,13 +18,33 @@
 //!              from version 2, for an object that is a stretch of one file of at least
 //!              DESCRIPTOR_MIN bytes: frame Reply::GetFile sent with the file's descriptor
 //!              (SCM_RIGHTS, read-only), and no chunks: the client reads the file itself
-//!   ObjectFileForUpdate (from version 3): server: frame Reply::UpdateFile sent with the
-//!              object's file descriptor (read-write, opened as the peer's Unix user), or
-//!              Reply::Done where in-place writes are not offered (the peer writes objects whole)
+//!   ObjectFileForUpdate (from version 3): server: frame Reply::Done (the peer writes the
+//!              object whole). Version 3 passed the object's file read-write with
+//!              Reply::UpdateFile; no gateway does any more (see "in place" below).
+//!              From version 4: frame Reply::UpdateFile { size, durability }, no descriptor:
+//!              the object may be written in place with the Update* requests, or Reply::Done
+//!   UpdateRead (from version 4): server: frame Result<Reply::Bytes { length }, WireError>,
+//!              then chunks and end as a GetObject's
+//!   UpdateWrite (from version 4): client: chunks, end (the pieces' bytes in order, no
+//!              decision); server: frame Result<Reply::Done, WireError>
 //!   others:  server: frame Result<Reply, WireError>
 //! frame      u32 length (little endian), MessagePack bytes
 //! chunk      u32 length (1..=CHUNK), bytes; end = u32 0; abort = u32::MAX
 //! ```
+//!
+//! In place (version 4). A peer writes into an object's existing file (an uncompressed Zarr
+//! shard) with requests, never through a descriptor: a passed descriptor cannot be bounded
+//! (a regular file has no seal that stops it growing, F_SEAL_* is for memfd), so its holder
+//! writes outside every check the gateway makes: it grows the object past its size and its
+//! bucket's quota, and keeps writing after its permission is gone, a file its own user may
+//! not even reach by path. Each request names the object and the size the peer
+//! was told; the gateway opens the object's file again for it, judged as the peer is for every
+//! write (`Store::object_file_for_update`: bucket, token scope, the kernel as the peer's Unix
+//! user), refuses it if the size changed (PreconditionFailed: the object was replaced or
+//! truncated, open it again), refuses any byte outside the object before writing one, and
+//! writes under the file's `flock` as in-process writers do. A read-merge-write takes the
+//! lock for several requests (UpdateLock, then UpdateRead/UpdateWrite of `InPlace::Locked`,
+//! UpdateUnlock): the connection holds that file until it unlocks or ends.
 
 use std::io::{self, Read, Write};
 
@@ -38,11 +58,15 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 pub const MAGIC: &[u8; 8] = b"ISTHMUS\0";
 /// The protocol versions this build speaks.
 pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 3;
+pub const VERSION_MAX: u16 = 4;
 /// The first version whose GETs may answer with a descriptor (`Reply::GetFile`).
 pub const VERSION_DESCRIPTORS: u16 = 2;
-/// The first version with `Request::ObjectFileForUpdate`.
+/// The first version with `Request::ObjectFileForUpdate` (answered `Reply::Done` at version 3).
 pub const VERSION_UPDATE_FILES: u16 = 3;
+/// The first version with in-place writes as requests (`Request::UpdateWrite` and the others).
+pub const VERSION_UPDATE_REQUESTS: u16 = 4;
+/// The most pieces one `UpdateWrite` names (a shard's inner chunks, at most).
+pub const MAX_UPDATE_PIECES: usize = 1 << 16;
 /// Objects smaller than this are sent in the reply even where descriptors may be passed: a
 /// few kilobytes cost less to copy than the client's extra system calls to read a file.
 pub const DESCRIPTOR_MIN: u64 = 256 << 10;
@@ -75,10 +99,37 @@ pub enum Request {
         key: String,
         request: PutRequest,
     },
-    /// `Store::object_file_for_update`.
+    /// `Store::object_file_for_update`: whether the object may be written in place, and its
+    /// size.
     ObjectFileForUpdate {
         bucket: String,
         key: String,
+    },
+    /// Reads `length` bytes at `offset` of the file (from version 4).
+    UpdateRead {
+        file: InPlace,
+        offset: u64,
+        length: u64,
+    },
+    /// Followed by the body: the bytes of each piece `(offset, length)` in order, written into
+    /// the file under its lock, then synced if the store is strictly durable (from version 4;
+    /// `InPlace::Locked`: under the lock the connection holds, not synced: `UpdateSync`).
+    UpdateWrite {
+        file: InPlace,
+        pieces: Pieces,
+    },
+    /// Opens the object's file for update, checks it still has `size` bytes and takes its
+    /// lock; the connection holds both for `InPlace::Locked` (from version 4).
+    UpdateLock {
+        bucket: String,
+        key: String,
+        size: u64,
+    },
+    /// Gives up the file `UpdateLock` took (from version 4).
+    UpdateUnlock,
+    /// Makes the writes into the file durable if the store is strictly durable (from version 4).
+    UpdateSync {
+        file: InPlace,
     },
     GetObject {
         bucket: String,
@@ -136,9 +187,53 @@ pub enum Request {
     },
 }
 
+/// The file an in-place request reads or writes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum InPlace {
+    /// The object's file, opened and judged for this request alone, if it still has `size`
+    /// bytes (the size `ObjectFileForUpdate` answered).
+    Object { bucket: String, key: String, size: u64 },
+    /// The file this connection holds locked (`UpdateLock`).
+    Locked,
+}
+
+/// The `(offset, length)` pieces of an `UpdateWrite`: at most `MAX_UPDATE_PIECES`, refused
+/// while they are decoded beyond that, so a frame cannot make the gateway allocate more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Pieces(pub Vec<(u64, u64)>);
+
+impl<'de> Deserialize<'de> for Pieces {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bounded;
+        impl<'de> serde::de::Visitor<'de> for Bounded {
+            type Value = Pieces;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "at most {MAX_UPDATE_PIECES} (offset, length) pairs")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Pieces, A::Error> {
+                let mut pieces = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_UPDATE_PIECES));
+                while let Some(piece) = seq.next_element()? {
+                    if pieces.len() == MAX_UPDATE_PIECES {
+                        return Err(serde::de::Error::invalid_length(pieces.len() + 1, &self));
+                    }
+                    pieces.push(piece);
+                }
+                Ok(Pieces(pieces))
+            }
+        }
+        deserializer.deserialize_seq(Bounded)
+    }
+}
+
 impl Request {
     /// Whether a body follows the request.
     pub fn has_body(&self) -> bool {
+        matches!(self, Self::PutObject { .. } | Self::UploadPart { .. } | Self::UpdateWrite { .. })
+    }
+
+    /// Whether the client sends a decision (commit or discard) after the body.
+    pub fn has_decision(&self) -> bool {
         matches!(self, Self::PutObject { .. } | Self::UploadPart { .. })
     }
 }
@@ -163,11 +258,15 @@ pub enum Reply {
         offset: u64,
         length: u64,
     },
-    /// An object's file for in-place writes: its size and the store's durability; the
-    /// read-write descriptor is passed with this frame.
+    /// An object that may be written in place (`Request::UpdateWrite`): its size and the
+    /// store's durability. No descriptor comes with it (version 3 passed one read-write).
     UpdateFile {
         size: u64,
         durability: Durability,
+    },
+    /// An `UpdateRead`: `length` bytes follow as chunks.
+    Bytes {
+        length: u64,
     },
     Deleted(DeleteOutcome),
     Page(ListPage),
@@ -311,6 +410,17 @@ mod tests {
             assert_eq!(back.http_status(), err.http_status());
             assert_eq!(back.to_string(), err.to_string());
         }
+    }
+
+    #[test]
+    fn an_update_write_names_a_bounded_number_of_pieces() {
+        let write = |n: usize| Request::UpdateWrite { file: InPlace::Locked, pieces: Pieces(vec![(0, 1); n]) };
+        let bytes = frame_bytes(&write(MAX_UPDATE_PIECES)).unwrap();
+        assert!(matches!(read_frame::<Request>(&mut &bytes[..]), Ok(Request::UpdateWrite { pieces, .. })
+            if pieces.0.len() == MAX_UPDATE_PIECES));
+        let bytes = frame_bytes(&write(MAX_UPDATE_PIECES + 1)).unwrap();
+        let refused = read_frame::<Request>(&mut &bytes[..]).unwrap_err();
+        assert!(refused.to_string().contains("at most"), "{refused}");
     }
 
     #[test]

@@ -9,14 +9,16 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use isthmus_store::identity::init_request_thread;
 use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
 
+use crate::in_place::{self, Held};
 use crate::protocol::{
     CHUNK, Chunk, DESCRIPTOR_MIN, MAGIC, Reply, Request, VERSION_DESCRIPTORS, VERSION_MAX, VERSION_MIN,
-    VERSION_UPDATE_FILES, WireError, frame_bytes, read_chunk_header, read_frame, read_u16, write_abort, write_chunks,
-    write_end, write_frame,
+    VERSION_UPDATE_REQUESTS, WireError, frame_bytes, read_chunk_header, read_frame, read_u16, write_abort,
+    write_chunks, write_end, write_frame,
 };
 use crate::transport::{Inbox, send_with_descriptor, spin_from_env};
 
@@ -43,8 +45,20 @@ impl<F: Fn(u32) -> Option<RequestContext> + Send + Sync> Peers for F {
 pub struct LocalSocket {
     listener: UnixListener,
     path: PathBuf,
-    pass_descriptors: bool,
+    settings: Settings,
 }
+
+/// How connections are served.
+#[derive(Clone, Copy)]
+struct Settings {
+    /// Large GETs may answer with a read-only descriptor.
+    pass_descriptors: bool,
+    /// How long a peer that holds an object's lock for a read-merge-write may stay silent.
+    lock_idle: Duration,
+}
+
+/// The default of `LocalSocket::releasing_idle_locks`.
+pub const LOCK_IDLE: Duration = Duration::from_secs(10);
 
 impl LocalSocket {
     /// Binds `path`, mode 0666 (every local user may connect; the peer's uid decides who it
@@ -67,7 +81,11 @@ impl LocalSocket {
         let listener = UnixListener::bind(path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("cannot open {} to local users: {e}", path.display()))?;
-        Ok(Self { listener, path: path.to_path_buf(), pass_descriptors: true })
+        Ok(Self {
+            listener,
+            path: path.to_path_buf(),
+            settings: Settings { pass_descriptors: true, lock_idle: LOCK_IDLE },
+        })
     }
 
     /// Whether GETs of objects that are one file (from `DESCRIPTOR_MIN` bytes) answer peers
@@ -75,7 +93,16 @@ impl LocalSocket {
     /// itself at the file system's speed (default); otherwise every body is sent through the
     /// socket.
     pub fn passing_descriptors(mut self, pass: bool) -> Self {
-        self.pass_descriptors = pass;
+        self.settings.pass_descriptors = pass;
+        self
+    }
+
+    /// How long a peer that locked an object for an in-place read-merge-write may stay silent
+    /// before its connection is closed and the lock let go (`LOCK_IDLE` by default; a lock is
+    /// let go after six times this however busy the peer): other writers of the file wait
+    /// for the lock meanwhile.
+    pub fn releasing_idle_locks(mut self, after: Duration) -> Self {
+        self.settings.lock_idle = after;
         self
     }
 
@@ -91,14 +118,14 @@ impl LocalSocket {
         std::thread::Builder::new()
             .name("isthmus-local-accept".into())
             .spawn(move || {
-                let pass_descriptors = self.pass_descriptors;
+                let settings = self.settings;
                 let _socket = self;
                 for stream in listener.incoming() {
                     let Ok(stream) = stream else { continue };
                     let (store, peers, open) = (store.clone(), peers.clone(), open.clone());
                     let spawned = std::thread::Builder::new().name("isthmus-local".into()).spawn(move || {
                         let full = open.fetch_add(1, Ordering::SeqCst) >= max_connections;
-                        if let Err(err) = serve_connection(stream, &*store, &*peers, full, pass_descriptors) {
+                        if let Err(err) = serve_connection(stream, &*store, &*peers, full, settings) {
                             tracing::debug!(error = %err, "local connection ended");
                         }
                         open.fetch_sub(1, Ordering::SeqCst);
@@ -131,7 +158,7 @@ fn serve_connection(
     store: &dyn Store,
     peers: &dyn Peers,
     full: bool,
-    pass_descriptors: bool,
+    settings: Settings,
 ) -> io::Result<()> {
     let uid = rustix::net::sockopt::socket_peercred(&stream)?.uid.as_raw();
     // Room for a few chunks of a body in flight (best effort: the kernel caps it at
@@ -146,8 +173,7 @@ fn serve_connection(
         return Err(io::Error::new(io::ErrorKind::InvalidData, "not an Isthmus client"));
     }
     let version = if lowest <= VERSION_MAX && highest >= VERSION_MIN { highest.min(VERSION_MAX) } else { 0 };
-    let passes = pass_descriptors && version >= VERSION_DESCRIPTORS;
-    let updates = pass_descriptors && version >= VERSION_UPDATE_FILES;
+    let passes = settings.pass_descriptors && version >= VERSION_DESCRIPTORS;
     writer.write_all(MAGIC)?;
     writer.write_all(&version.to_le_bytes())?;
     if version == 0 {
@@ -176,7 +202,18 @@ fn serve_connection(
     // leaves.
     let mut current: Option<(Arc<isthmus_store::identity::UnixIdentity>, isthmus_store::identity::IdentityGuard)> =
         None;
+    // A file the peer locked for a read-merge-write (in_place): let go whenever the peer's
+    // identity is resolved again, so a remapped or disabled user keeps nothing.
+    let mut held = Held::new(settings.lock_idle);
+    let mut waiting = None;
     loop {
+        // While the peer holds a lock, a silent peer times out: the connection ends and the
+        // lock goes with it.
+        let limit = held.idle_limit();
+        if limit != waiting {
+            writer.get_ref().set_read_timeout(limit)?;
+            waiting = limit;
+        }
         let request: Request = match read_frame(&mut reader) {
             Ok(request) => request,
             Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
@@ -185,6 +222,7 @@ fn serve_connection(
         if peers.generation() != generation {
             generation = peers.generation();
             cx = peers.resolve(uid);
+            held.release();
         }
         let cx = match &cx {
             Some(cx) => cx,
@@ -215,7 +253,8 @@ fn serve_connection(
                 }
             }
         }
-        handle(store, cx, request, &mut reader, &mut writer, (passes, updates))?;
+        let connection = Negotiated { version, passes };
+        handle(store, cx, request, &mut reader, &mut writer, connection, &mut held)?;
         writer.flush()?;
     }
 }
@@ -229,10 +268,20 @@ fn refuse_request(
 ) -> io::Result<()> {
     if request.has_body() {
         drain_body(reader)?;
+    }
+    if request.has_decision() {
         refuse_body(err, reader, writer)
     } else {
         write_frame(writer, &Err::<Reply, _>(WireError::from(err)))
     }
+}
+
+/// What the handshake settled for a connection.
+#[derive(Clone, Copy)]
+struct Negotiated {
+    version: u16,
+    /// Large GETs may answer with a read-only descriptor.
+    passes: bool,
 }
 
 /// Runs one request and writes its reply (store errors are replies; I/O errors on the socket
@@ -243,7 +292,8 @@ fn handle(
     request: Request,
     reader: &mut (impl Read + Send),
     writer: &mut BufWriter<UnixStream>,
-    (passes, updates): (bool, bool),
+    Negotiated { version, passes }: Negotiated,
+    held: &mut Held,
 ) -> io::Result<()> {
     let reply =
         |writer: &mut _, result: StoreResult<Reply>| write_frame(writer, &result.map_err(|e| WireError::from(&e)));
@@ -261,7 +311,23 @@ fn handle(
             receive_body(store.upload_part(cx, &bucket, &key, &upload_id, &request), reader, writer)
         }
         Request::GetObject { bucket, key, request } => send_body(store, cx, (&bucket, &key), &request, writer, passes),
-        Request::ObjectFileForUpdate { bucket, key } => send_update_file(store, cx, (&bucket, &key), writer, updates),
+        Request::ObjectFileForUpdate { bucket, key } => {
+            let offered = version >= VERSION_UPDATE_REQUESTS;
+            reply(writer, update_file(store, cx, (&bucket, &key), offered))
+        }
+        Request::UpdateRead { .. }
+        | Request::UpdateWrite { .. }
+        | Request::UpdateLock { .. }
+        | Request::UpdateUnlock
+        | Request::UpdateSync { .. } => {
+            if version < VERSION_UPDATE_REQUESTS {
+                let err = StoreError::InvalidRequest(format!(
+                    "in-place requests need protocol version {VERSION_UPDATE_REQUESTS}; this connection speaks {version}"
+                ));
+                return refuse_request(&request, &err, reader, writer);
+            }
+            in_place::serve(store, cx, held, request, reader, writer)
+        }
         Request::HeadObject { bucket, key, request } => {
             reply(writer, store.head_object(cx, &bucket, &key, &request).map(Reply::Info))
         }
@@ -406,30 +472,26 @@ fn refuse_body(err: &StoreError, reader: &mut impl Read, writer: &mut impl Write
     read_decision(reader).map(drop)
 }
 
-/// An object's file for in-place writes, passed read-write only to a peer whose requests run
-/// as its own Unix user (the file was opened as that user, so the descriptor lets it do
-/// nothing it could not do by opening the file itself); any other peer is told to write
-/// objects whole (`Reply::Done`): a gateway-owned file's descriptor would let it write past the
-/// object's size and around the gateway's checks.
-fn send_update_file(
+/// Whether the object may be written in place, and its size: `Reply::UpdateFile`, with no
+/// descriptor (the peer writes with `Update*` requests, each judged and bounded here:
+/// `in_place`), to a peer of protocol 4; `Reply::Done` (write the object whole) where the
+/// store cannot, and to a peer of protocol 3, which expects the file read-write with the reply.
+/// That descriptor is never passed any more, to anyone: a passed descriptor cannot be bounded,
+/// so it let its holder grow the object past its size and its bucket's quota, and write a file
+/// its own Unix user could not reach by path, outside every check the gateway makes.
+fn update_file(
     store: &dyn Store,
     cx: &RequestContext,
     (bucket, key): (&str, &str),
-    writer: &mut BufWriter<UnixStream>,
-    updates: bool,
-) -> io::Result<()> {
-    if !updates || cx.identity.is_none() {
-        return write_frame(writer, &Ok::<_, WireError>(Reply::Done));
+    offered: bool,
+) -> StoreResult<Reply> {
+    if !offered {
+        return Ok(Reply::Done);
     }
-    match store.object_file_for_update(cx, bucket, key) {
-        Ok(Some(file)) => {
-            let reply = Reply::UpdateFile { size: file.size(), durability: file.durability() };
-            writer.flush()?;
-            send_with_descriptor(writer.get_ref(), &frame_bytes(&Ok::<_, WireError>(reply))?, file.as_fd())
-        }
-        Ok(None) => write_frame(writer, &Ok::<_, WireError>(Reply::Done)),
-        Err(err) => write_frame(writer, &Err::<Reply, _>(WireError::from(&err))),
-    }
+    Ok(match store.object_file_for_update(cx, bucket, key)? {
+        Some(file) => Reply::UpdateFile { size: file.size(), durability: file.durability() },
+        None => Reply::Done,
+    })
 }
 
 /// A GET: the description, then the bytes in chunks; a read error midway breaks the body off

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use isthmus_access::Authorized;
-use isthmus_local::protocol::{self, MAGIC, Request, VERSION_MAX, VERSION_MIN};
+use isthmus_local::protocol::{self, InPlace, MAGIC, Pieces, Request, VERSION_MAX, VERSION_MIN};
 use isthmus_local::{LocalSocket, LocalStore};
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{PutRequest, RequestContext, Store};
@@ -58,6 +58,7 @@ fn socket() -> &'static std::path::Path {
             PosixStore::open(dir.path().join("data"), StoreOptions::default()).unwrap(),
         ));
         store.create_bucket(&RequestContext::process(), "fuzz", &Default::default()).unwrap();
+        store.put_bytes(&RequestContext::process(), "fuzz", "shard", &[0u8; SHARD], PutRequest::default()).unwrap();
         let path = dir.path().join("isthmus.sock");
         let socket = LocalSocket::bind(&path).unwrap();
         let peers = |_uid: u32| Some(RequestContext::user("local-user", true));
@@ -85,12 +86,17 @@ fn send(bytes: &[u8]) {
     while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
 }
 
-/// The server still serves a well-formed client.
+/// The server still serves a well-formed client, and no in-place request grew the object.
 fn still_serving() {
     let local = LocalStore::connect(socket()).expect("the server accepts connections");
     let info = local.put_bytes(&RequestContext::process(), "fuzz", "alive", b"yes", PutRequest::default()).unwrap();
     assert_eq!(info.size, 3);
+    let shard = local.head_object(&RequestContext::process(), "fuzz", "shard", &Default::default()).unwrap();
+    assert_eq!(shard.size, SHARD as u64, "an in-place write grew the object");
 }
+
+/// The size of the object the in-place requests write.
+const SHARD: usize = 64;
 
 fn frame(payload: &[u8]) -> Vec<u8> {
     let mut bytes = (payload.len() as u32).to_le_bytes().to_vec();
@@ -104,7 +110,11 @@ fn valid_requests() -> Vec<Vec<u8>> {
     let list = Request::ListObjects { bucket: "fuzz".into(), request: Default::default() };
     let head =
         Request::HeadObject { bucket: "fuzz".into(), key: "../../etc/passwd".into(), request: Default::default() };
-    [put, list, head]
+    let shard = InPlace::Object { bucket: "fuzz".into(), key: "shard".into(), size: SHARD as u64 };
+    let write = Request::UpdateWrite { file: shard.clone(), pieces: Pieces(vec![(60, 4), (0, 8)]) };
+    let read = Request::UpdateRead { file: shard, offset: 8, length: 16 };
+    let lock = Request::UpdateLock { bucket: "fuzz".into(), key: "shard".into(), size: SHARD as u64 };
+    [put, list, head, write, read, lock]
         .iter()
         .map(|request| {
             let mut wire = Vec::new();
@@ -126,7 +136,7 @@ proptest! {
     }
 
     #[test]
-    fn fuzz_mutated_requests(which in 0usize..3, flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..6), body in prop::collection::vec(any::<u8>(), 0..64)) {
+    fn fuzz_mutated_requests(which in 0usize..6, flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..6), body in prop::collection::vec(any::<u8>(), 0..64)) {
         let mut payload = valid_requests().swap_remove(which);
         for (at, byte) in flips {
             let at = at % payload.len();

@@ -321,35 +321,172 @@ fn serve_identity(dir: &std::path::Path, as_unix_user: bool) -> std::path::PathB
     path
 }
 
-#[test]
-fn a_peer_served_as_its_own_unix_user_gets_the_file_to_write_in_place() {
-    if me() != 0 {
-        eprintln!("skipped: a peer with a Unix identity needs a gateway that may switch to it (root)");
-        return;
-    }
+/// A hostile peer's raw connection at `version`: its writer and a reader that keeps any
+/// descriptor the gateway passes.
+fn raw_peer(path: &std::path::Path, version: u16) -> (std::os::unix::net::UnixStream, isthmus_local::transport::Inbox) {
+    use isthmus_local::protocol::{self, WireError};
+    let stream = std::os::unix::net::UnixStream::connect(path).unwrap();
+    (&stream).write_all(protocol::MAGIC).unwrap();
+    (&stream).write_all(&[1, 0]).unwrap();
+    (&stream).write_all(&version.to_le_bytes()).unwrap();
+    let mut inbox =
+        isthmus_local::transport::Inbox::new(stream.try_clone().unwrap(), 1 << 16, std::time::Duration::ZERO);
+    let mut magic = [0u8; 8];
+    inbox.read_exact(&mut magic).unwrap();
+    assert_eq!(protocol::read_u16(&mut inbox).unwrap(), version);
+    let _user: Result<String, WireError> = protocol::read_frame(&mut inbox).unwrap();
+    (stream, inbox)
+}
+
+/// Sends an `UpdateWrite` of `bytes` as one piece at `offset` for an object said to be `size`
+/// bytes, and reads the answer.
+fn raw_write(
+    (stream, inbox): &mut (std::os::unix::net::UnixStream, isthmus_local::transport::Inbox),
+    size: u64,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<isthmus_local::protocol::Reply, isthmus_local::protocol::WireError> {
+    use isthmus_local::protocol::{self, InPlace, Pieces, Request};
+    let file = InPlace::Object { bucket: "bkt".into(), key: "shard".into(), size };
+    let pieces = Pieces(vec![(offset, bytes.len() as u64)]);
+    protocol::write_frame(stream, &Request::UpdateWrite { file, pieces }).unwrap();
+    protocol::write_chunks(stream, bytes).unwrap();
+    protocol::write_end(stream).unwrap();
+    protocol::read_frame(inbox).unwrap()
+}
+
+/// A peer writes an object in place through requests, never past its size, whatever it sends;
+/// no descriptor of the file reaches it, at any protocol version.
+fn in_place_through_requests(as_unix_user: bool) {
+    use isthmus_local::protocol::{self, Reply, Request};
     let dir = tempfile::tempdir().unwrap();
-    let path = serve_identity(dir.path(), true);
+    let path = serve_identity(dir.path(), as_unix_user);
+    let on_disk = dir.path().join("data/bkt/shard");
     let local = LocalStore::connect(&path).unwrap();
-    let file = local.object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("a file to write in place");
+    let file = local.object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("in-place writes offered");
     assert_eq!(file.size(), 64);
-    file.write_at(8, b"in place").unwrap();
+    file.write(&[(8, b"in place"), (32, b"second")]).unwrap();
     file.commit().unwrap();
-    assert!(file.write_at(60, b"too far").is_err(), "never past the object's size");
-    let bytes = std::fs::read(dir.path().join("data/bkt/shard")).unwrap();
-    assert_eq!((&bytes[8..16], bytes.len()), (&b"in place"[..], 64));
+    assert!(matches!(file.write(&[(60, b"too far")]), Err(StoreError::InvalidArgument(_))));
+    let lock = file.lock().unwrap();
+    let mut back = [0u8; 8];
+    lock.read_at(8, &mut back).unwrap();
+    lock.write_at(16, &back).unwrap();
+    drop(lock);
+    let mut read = [0u8; 8];
+    file.read_at(16, &mut read).unwrap();
+    assert_eq!(&read, b"in place");
+    let bytes = std::fs::read(&on_disk).unwrap();
+    assert_eq!((&bytes[8..24], &bytes[32..38], bytes.len()), (&b"in placein place"[..], &b"second"[..], 64));
+
+    // A hostile peer skips the client's checks: the gateway's hold.
+    let mut peer = raw_peer(&path, 4);
+    let refused = raw_write(&mut peer, 64, 60, b"too far!").unwrap_err();
+    assert_eq!(refused.code, "InvalidArgument", "{refused:?}");
+    let refused = raw_write(&mut peer, 1 << 20, 4096, b"grown").unwrap_err();
+    assert_eq!(refused.code, "PreconditionFailed", "a size the object does not have: {refused:?}");
+    let refused = raw_write(&mut peer, 64, u64::MAX - 2, b"wrap").unwrap_err();
+    assert_eq!(refused.code, "InvalidArgument", "{refused:?}");
+    assert!(matches!(raw_write(&mut peer, 64, 0, b"ok"), Ok(Reply::Done)), "the connection stays in step");
+    assert!(peer.1.take_descriptor().is_none());
+    // A peer of protocol 3 asks for the file and is told to write the object whole.
+    let mut old = raw_peer(&path, 3);
+    let ask = Request::ObjectFileForUpdate { bucket: "bkt".into(), key: "shard".into() };
+    protocol::write_frame(&mut old.0, &ask).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut old.1).unwrap();
+    assert!(matches!(reply, Ok(Reply::Done)), "{reply:?}");
+    assert!(old.1.take_descriptor().is_none(), "no writable descriptor, at any version");
+    let refused = raw_write(&mut old, 64, 0, b"v3").unwrap_err();
+    assert_eq!(refused.code, "InvalidRequest", "in-place requests are protocol 4's: {refused:?}");
+    assert_eq!(std::fs::metadata(&on_disk).unwrap().len(), 64, "the object never grew");
+
+    // Replaced since it was opened: the handle writes nothing and says so.
+    local.put_bytes(&cx(), "bkt", "shard", &[1u8; 32], PutRequest::default()).unwrap();
+    assert!(matches!(file.write(&[(0, b"stale")]), Err(StoreError::PreconditionFailed)));
+    assert_eq!(std::fs::read(&on_disk).unwrap(), vec![1u8; 32]);
     assert!(matches!(local.object_file_for_update(&cx(), "bkt", "missing"), Err(StoreError::NoSuchKey)));
 }
 
 #[test]
-fn a_peer_served_as_the_gateway_writes_objects_whole() {
+fn a_peer_served_as_its_own_unix_user_writes_in_place_through_requests() {
+    if me() != 0 {
+        eprintln!("skipped: a peer with a Unix identity needs a gateway that may switch to it (root)");
+        return;
+    }
+    in_place_through_requests(true);
+}
+
+#[test]
+fn a_peer_served_as_the_gateway_writes_in_place_through_requests() {
+    // Each request is judged and bounded by the gateway: no gateway-owned descriptor leaves it.
+    in_place_through_requests(false);
+}
+
+/// A socket on a store with the object `shard` of 64 bytes, whose peers are all served as
+/// `peer` (with the gateway's identity), releasing idle locks after `lock_idle`.
+fn serve_as(
+    dir: &std::path::Path,
+    peer: RequestContext,
+    lock_idle: std::time::Duration,
+) -> (std::path::PathBuf, Arc<dyn Store>) {
+    let store: Arc<dyn Store> =
+        Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
+    store.create_bucket(&cx(), "bkt", &Default::default()).unwrap();
+    store.put_bytes(&cx(), "bkt", "shard", &[7u8; 64], PutRequest::default()).unwrap();
+    let path = dir.join("isthmus.sock");
+    let socket = LocalSocket::bind(&path).unwrap().releasing_idle_locks(lock_idle);
+    socket.serve(store.clone(), Arc::new(move |_uid: u32| Some(peer.clone())), 8).unwrap();
+    (path, store)
+}
+
+#[test]
+fn a_peer_that_may_write_an_object_but_not_read_it_reads_none_of_it_in_place() {
+    use isthmus_local::protocol::{self, InPlace, Reply, Request};
+    use isthmus_store::{Grant, GrantPermission};
     let dir = tempfile::tempdir().unwrap();
-    let path = serve_identity(dir.path(), false);
-    let local = LocalStore::connect(&path).unwrap();
-    // The gateway's own file, read-write, would let the peer write past the object and around
-    // the gateway's checks: it is not passed.
-    assert!(local.object_file_for_update(&cx(), "bkt", "shard").unwrap().is_none());
-    // The connection still serves.
-    assert_eq!(local.head_object(&cx(), "bkt", "shard", &Default::default()).unwrap().size, 64);
+    let writer = RequestContext::user("writer", false);
+    let (path, store) = serve_as(dir.path(), writer, std::time::Duration::from_secs(10));
+    let mut config = store.bucket_config(&cx(), "bkt").unwrap();
+    config.acl.grants.push(Grant { grantee: "writer".into(), permission: GrantPermission::Write });
+    store.set_bucket_config(&cx(), "bkt", &config).unwrap();
+    let mut peer = raw_peer(&path, 4);
+    let ask = Request::ObjectFileForUpdate { bucket: "bkt".into(), key: "shard".into() };
+    protocol::write_frame(&mut peer.0, &ask).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert!(matches!(reply, Ok(Reply::UpdateFile { size: 64, .. })), "{reply:?}");
+    // It may write in place, as it may PUT...
+    assert!(matches!(raw_write(&mut peer, 64, 0, b"w"), Ok(Reply::Done)));
+    // ...but reads nothing: not with a read, not under a lock.
+    let shard = InPlace::Object { bucket: "bkt".into(), key: "shard".into(), size: 64 };
+    protocol::write_frame(&mut peer.0, &Request::UpdateRead { file: shard, offset: 0, length: 64 }).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert_eq!(reply.unwrap_err().code, "AccessDenied");
+    let lock = Request::UpdateLock { bucket: "bkt".into(), key: "shard".into(), size: 64 };
+    protocol::write_frame(&mut peer.0, &lock).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert_eq!(reply.unwrap_err().code, "AccessDenied");
+}
+
+#[test]
+fn a_peer_that_locks_an_object_and_goes_silent_loses_the_lock() {
+    use isthmus_local::protocol::{self, Reply, Request};
+    let dir = tempfile::tempdir().unwrap();
+    let idle = std::time::Duration::from_millis(300);
+    let (path, store) = serve_as(dir.path(), RequestContext::user("local-user", true), idle);
+    let mut peer = raw_peer(&path, 4);
+    let lock = Request::UpdateLock { bucket: "bkt".into(), key: "shard".into(), size: 64 };
+    protocol::write_frame(&mut peer.0, &lock).unwrap();
+    let reply: Result<Reply, protocol::WireError> = protocol::read_frame(&mut peer.1).unwrap();
+    assert!(matches!(reply, Ok(Reply::Done)), "{reply:?}");
+    // An in-process writer of the same file waits for the lock until the silent peer's
+    // connection is closed.
+    let started = std::time::Instant::now();
+    let file = store.object_file_for_update(&cx(), "bkt", "shard").unwrap().unwrap();
+    file.write(&[(0, b"after")]).unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= idle / 2 && waited < idle * 10, "waited {waited:?}");
+    let mut rest = Vec::new();
+    assert_eq!(peer.1.read_to_end(&mut rest).unwrap_or(0), 0, "the silent peer's connection was closed");
 }
 
 /// Reads through the socket ask the engine's one question (issue 42, finding 4): a peer whose

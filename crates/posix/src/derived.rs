@@ -47,8 +47,10 @@ impl PosixStore {
     }
 
     /// The object's file opened read-write beneath its bucket as the calling thread's identity
-    /// (the kernel judges the write permission), for in-place writes; `None` in a versioned
-    /// bucket, where a version's bytes never change.
+    /// (the kernel judges the write permission), for in-place writes bounded by the size it has
+    /// now (`UpdateFile`); `None` in a versioned bucket, where a version's bytes never change.
+    /// The open file stays in this process: the local door opens it again for each of a peer's
+    /// in-place requests rather than pass it (a descriptor could grow the object unbounded).
     pub(super) fn file_for_update(&self, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
         let path = ObjectPath::parse(key)?;
         if path.is_dir() {

@@ -41,7 +41,7 @@ pub use facts::{Durability, FileSystemKind, MetadataMode};
 pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 pub use object_meta::ObjectMeta;
 pub use scopes::{Scope, ScopeAccess, ScopeError, Scopes};
-pub use update::{UpdateFile, UpdateLock};
+pub use update::{LockedFile, RemoteUpdate, UpdateFile, UpdateLock};
 pub use versioning::{
     DeleteOutcome, ListVersionsRequest, NULL_VERSION, ObjectVersion, Versioning, VersionsPage, validate_version_id,
 };
