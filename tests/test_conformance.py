@@ -1,6 +1,7 @@
 """S3 behaviours real clients trip on (issue 12), each against the real server with boto3, the
 aws CLI or plain HTTP."""
 
+import json
 import socket
 
 import pytest
@@ -292,14 +293,15 @@ def test_bucket_tagging_is_kept_beside_the_data(s3, server, tmp_path):
     assert raised.value.response["Error"]["Code"] == "NoSuchTagSet"
     tags = [{"Key": "project", "Value": "climate"}, {"Key": "owner", "Value": "group 7"}]
     s3.put_bucket_tagging(Bucket="tagged-bucket", Tagging={"TagSet": tags})
-    # Another gateway on the same directory sees the same tags (stored in .isthmus).
+    # Another gateway on the same directory sees the same tags (kept in the state directory).
     other = Server(server.root)
     try:
         got = make_client(other.endpoint).get_bucket_tagging(Bucket="tagged-bucket")["TagSet"]
         assert sorted((t["Key"], t["Value"]) for t in got) == [("owner", "group 7"), ("project", "climate")]
     finally:
         other.stop()
-    assert "tags.json" in [p.name for p in (server.root / "tagged-bucket" / ".isthmus").iterdir()]
+    record = json.loads((server.root / ".isthmus" / "buckets" / "tagged-bucket.json").read_text())
+    assert record["config"]["tags"] == {"owner": "group 7", "project": "climate"}
     too_many = [{"Key": f"k{i}", "Value": "v"} for i in range(51)]
     with pytest.raises(ClientError) as raised:
         s3.put_bucket_tagging(Bucket="tagged-bucket", Tagging={"TagSet": too_many})
@@ -401,8 +403,9 @@ def test_canned_acls_and_anonymous_access(s3, server, aws):
     s3.put_bucket_acl(Bucket="closed", ACL="private")
     assert anonymous("GET", "/closed/dropbox.txt")[0] == 403
     assert [g["Permission"] for g in s3.get_bucket_acl(Bucket="closed")["Grants"]] == ["FULL_CONTROL"]
-    # Stored beside the data: a restarted gateway keeps it.
-    assert (server.root / "portal" / ".isthmus" / "acl").read_text() == "public-read"
+    # Kept in the gateway's state directory, beside the data: a restarted gateway keeps it.
+    record = json.loads((server.root / ".isthmus" / "buckets" / "portal.json").read_text())
+    assert record["config"]["acl"]["canned"] == "public-read"
 
 
 def test_object_acls(s3, server):
@@ -501,7 +504,7 @@ def test_bucket_policy_for_a_data_portal(s3, server):
         s3.put_bucket_policy(Bucket="dataportal", Policy=json.dumps(bad))
     assert raised.value.response["Error"]["Code"] == "MalformedPolicy"
     assert json.loads(s3.get_bucket_policy(Bucket="dataportal")["Policy"]) == policy
-    # Another gateway on the same directory applies the same policy (kept in .isthmus).
+    # Another gateway on the same directory applies the same policy (kept in the state directory).
     from conftest import Server
 
     other = Server(server.root)
