@@ -318,17 +318,19 @@ fn quotas_of(
     Ok(Some(quotas))
 }
 
-/// Bearer tokens and temporary credentials: with `[[token_issuers]]` configured, their keys
-/// are loaded now (a JWKS URL fetched; refreshed on a thread of its own) and the session key
-/// that signs temporary credentials is loaded from (or created in) the data root, so every
-/// gateway on that root accepts the same temporary credentials.
+/// Bearer tokens and temporary credentials: the session key that signs temporary credentials
+/// is loaded from (or created in) the data root, so every gateway on that root accepts the same
+/// temporary credentials (made from a user's keys with GetSessionToken, as the web console
+/// does, or from a token); with `[[token_issuers]]` configured, their keys are loaded now (a
+/// JWKS URL fetched; refreshed on a thread of its own).
 fn grid_auth(
     settings: &ServeSettings,
     users: &[User],
     internal_dir: &std::path::Path,
 ) -> Result<isthmus_s3::bearer::GridAuth, String> {
+    let sessions = isthmus_grid::SessionKeys::load_or_create(&internal_dir.join("sts.key"))?;
     if settings.token_issuers.is_empty() {
-        return Ok(isthmus_s3::bearer::GridAuth::default());
+        return Ok(isthmus_s3::bearer::GridAuth { tokens: None, sessions: Some(sessions) });
     }
     let user_of = |name: &str| {
         users
@@ -343,7 +345,6 @@ fn grid_auth(
         .name("jwks-refresh".into())
         .spawn(move || refresher.refresh_forever())
         .map_err(|e| format!("cannot start the token key refresher: {e}"))?;
-    let sessions = isthmus_grid::SessionKeys::load_or_create(&internal_dir.join("sts.key"))?;
     Ok(isthmus_s3::bearer::GridAuth { tokens: Some(tokens), sessions: Some(sessions) })
 }
 

@@ -97,9 +97,17 @@ impl Gateway {
     fn cx<T>(&self, req: &S3Request<T>) -> S3Result<RequestContext> {
         let token = bearer::token_principal(req, &self.grid)?;
         let cx = match (&req.credentials, token) {
-            (_, Some((user, scopes))) => {
-                let is_root = self.users.is_root(&user);
-                bearer::token_context(user, scopes, is_root)
+            (_, Some(principal)) => {
+                // Credentials made from keys last only while those keys are the user's (a
+                // removed user or a rotated secret ends them).
+                if !principal.keys_still_current(self.users.get(&principal.user).as_ref(), &self.grid) {
+                    return Err(s3s::s3_error!(
+                        InvalidAccessKeyId,
+                        "The keys these temporary credentials were made from are no longer valid (user removed or secret changed)"
+                    ));
+                }
+                let is_root = self.users.is_root(&principal.user);
+                bearer::token_context(principal, is_root)
             }
             (Some(c), None) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
             // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
