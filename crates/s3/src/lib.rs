@@ -5,6 +5,7 @@
 pub mod access;
 pub mod access_log;
 mod acl;
+mod active_content;
 pub mod admin;
 pub mod admin_http;
 mod attributes;
@@ -369,8 +370,9 @@ pub fn authorized(
 /// grid credentials, quotas.
 #[derive(Default)]
 pub struct ServiceOptions<'a> {
-    /// Virtual-hosted-style addressing under this domain (with the port served on).
-    pub domain: Option<(&'a str, u16)>,
+    /// Virtual-hosted-style addressing under this domain (with the ports served on: the S3
+    /// listeners' and the console's, whose page signs with its own host).
+    pub domain: Option<(&'a str, Vec<u16>)>,
     pub select_max_bytes: u64,
     pub grid: bearer::GridAuth,
     pub quotas: Option<Arc<isthmus_access::quota::Quotas>>,
@@ -414,13 +416,12 @@ pub fn build_service(
     let mut config = s3s::config::S3Config::default();
     config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(config))));
-    if let Some((domain, port)) = domain {
+    if let Some((domain, ports)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
-        let names = if domain.contains(':') {
-            vec![domain.to_string()]
-        } else {
-            vec![domain.to_string(), format!("{domain}:{port}")]
-        };
+        let mut names = vec![domain.to_string()];
+        if !domain.contains(':') {
+            names.extend(ports.iter().map(|port| format!("{domain}:{port}")));
+        }
         builder.set_host(s3s::host::MultiDomain::new(names).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
     }
     Ok(builder.build())
