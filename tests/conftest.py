@@ -158,6 +158,27 @@ class Server:
         self.log.close()
 
 
+def console_server(root: Path, extra_args=(), env=None) -> Server:
+    """A gateway with its web console on an address of its own (`--console-listen`): the
+    console's URL is `server.console`, the S3 API's `server.endpoint`."""
+    port = free_port()
+    server = Server(root, extra_args=["--console-listen", f"127.0.0.1:{port}", *extra_args], env=env)
+    server.console = f"http://127.0.0.1:{port}"
+
+    def accepts():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    if not wait_until(accepts):
+        output = server.output()
+        server.stop()
+        raise RuntimeError(f"the console's listener did not start: {output}")
+    return server
+
+
 def make_client(endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY, **config):
     return boto3.client(
         "s3",

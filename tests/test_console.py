@@ -1,9 +1,11 @@
 """The web console, end to end in a real headless browser (Debian's Chromium driven by Selenium)
-against a real gateway: log in, create a bucket, upload a 20 MiB file (multipart, with
-progress), see it listed, download it and compare bytes, look at its metadata, make a share
-link, delete it; keyboard-only use and labels; a bearer-token login. Screenshots go to
-target/screenshots (or $ISTHMUS_SCREENSHOTS: scripts/screenshots refreshes the README's, in
-docs/console/), so a test run changes no tracked file."""
+against a real gateway with the console on its own address (`--console-listen`): log in,
+create a bucket, upload a 20 MiB file (multipart, with progress), see it listed, download it
+and compare bytes, look at its metadata, make a share link, delete it; keyboard-only use and
+labels; a bearer-token login; and the attack of issue 42 (finding 9): a user's HTML object,
+opened in the tab of a logged-in console, reads no key. Screenshots go to target/screenshots
+(or $ISTHMUS_SCREENSHOTS: scripts/screenshots refreshes the README's, in docs/console/), so a
+test run changes no tracked file."""
 
 import json
 import os
@@ -15,7 +17,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, make_client
+from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, console_server, make_client
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -62,8 +64,9 @@ def browser(tmp_path):
 
 @pytest.fixture
 def gateway(tmp_path):
-    """A gateway with a bucket `results`, and the root user's boto3 client."""
-    server = Server(tmp_path / "data")
+    """A gateway with its console on an address of its own (`server.console`), a bucket
+    `results`, and the root user's boto3 client."""
+    server = console_server(tmp_path / "data")
     s3 = make_client(server.endpoint)
     s3.create_bucket(Bucket="results")
     yield server, s3
@@ -85,8 +88,8 @@ def shot(driver, name):
     driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
 
-def log_in(driver, endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY):
-    driver.get(f"{endpoint}/console")
+def log_in(driver, console, access_key=ACCESS_KEY, secret_key=SECRET_KEY):
+    driver.get(f"{console}/")
     visible(driver, By.ID, "access-key").send_keys(access_key)
     driver.find_element(By.ID, "secret-key").send_keys(secret_key + Keys.ENTER)
 
@@ -110,10 +113,10 @@ def press(driver, name, action):
 def test_upload_list_download_delete_a_20_mib_file(browser, gateway, tmp_path):
     server, s3 = gateway
     s3.put_object(Bucket="results", Key="run-001/summary.txt", Body=b"ok\n")
-    browser.get(f"{server.endpoint}/console")
+    browser.get(f"{server.console}/")
     visible(browser, By.ID, "access-key")
     shot(browser, "login")
-    log_in(browser, server.endpoint)
+    log_in(browser, server.console)
     visible(browser, By.ID, "buckets-view")
     visible(browser, By.LINK_TEXT, "results")
 
@@ -168,11 +171,11 @@ def test_share_links_folders_breadcrumbs_and_errors(browser, gateway, tmp_path):
     server, s3 = gateway
     s3.put_object(Bucket="results", Key="run-001/deep/table.csv", Body=b"a,b\n1,2\n", ContentType="text/csv")
     # A wrong secret is refused with the gateway's reason, announced to screen readers.
-    log_in(browser, server.endpoint, secret_key="wrong")
+    log_in(browser, server.console, secret_key="wrong")
     alert = visible(browser, By.CSS_SELECTOR, "#status.error")
     assert "SignatureDoesNotMatch" in alert.text and alert.get_attribute("role") == "alert"
     browser.find_element(By.ID, "access-key").clear()
-    log_in(browser, server.endpoint)
+    log_in(browser, server.console)
     visible(browser, By.LINK_TEXT, "results").click()
     visible(browser, By.LINK_TEXT, "run-001/").click()
     visible(browser, By.LINK_TEXT, "deep/").click()
@@ -199,7 +202,10 @@ def test_share_links_folders_breadcrumbs_and_errors(browser, gateway, tmp_path):
     wait(browser, lambda d: d.find_element(By.ID, "share-url").get_attribute("value"))
     url = browser.find_element(By.ID, "share-url").get_attribute("value")
     shot(browser, "share")
-    assert "X-Amz-Expires=3600" in url
+    # A link to the S3 address (the console's serves no object), signed with the session's
+    # temporary credentials: it ends with the session at the latest.
+    assert url.startswith(f"{server.endpoint}/results/") and "X-Amz-Expires=3600" in url
+    assert "X-Amz-Security-Token=" in url and "this session ends" in browser.find_element(By.ID, "share-note").text
     fetched = requests.get(url, timeout=10)  # anyone with the link, no credentials
     assert fetched.status_code == 200 and fetched.content == b"a,b\n1,2\n"
     browser.find_element(By.CSS_SELECTOR, "#share-dialog form[method=dialog] button").click()
@@ -218,7 +224,7 @@ def test_share_links_folders_breadcrumbs_and_errors(browser, gateway, tmp_path):
 def test_keyboard_only_use_and_every_control_labelled(browser, gateway):
     server, s3 = gateway
     s3.put_object(Bucket="results", Key="notes.txt", Body=b"n")
-    browser.get(f"{server.endpoint}/console/")
+    browser.get(f"{server.console}/")
     visible(browser, By.ID, "access-key")
     focused = lambda: browser.switch_to.active_element.get_attribute("id")  # noqa: E731
 
@@ -288,15 +294,16 @@ def test_a_bearer_token_logs_in_and_opens_at_its_scope(browser, tmp_path):
     (tmp_path / "jwks.json").write_text(json.dumps(issuer.jwks()))
     config = tmp_path / "isthmus.toml"
     config.write_text(config_text(tmp_path / "jwks.json"))
-    server = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    server = console_server(tmp_path / "data", extra_args=["--config", str(config)])
     try:
         s3 = make_client(server.endpoint)
         s3.create_bucket(Bucket="data")
         s3.put_object(Bucket="data", Key="run1/a.txt", Body=b"in scope")
         s3.put_object(Bucket="data", Key="secret/d.txt", Body=b"not in scope")
-        browser.get(f"{server.endpoint}/console/")
+        browser.get(f"{server.console}/")
         visible(browser, By.ID, "method-token").click()
-        visible(browser, By.ID, "token").send_keys(issuer.token("storage.read:/data/run1"))
+        token = issuer.token("storage.read:/data/run1")
+        visible(browser, By.ID, "token").send_keys(token)
         browser.find_element(By.ID, "login").click()
         visible(browser, By.LINK_TEXT, "data").click()
         try:
@@ -305,23 +312,106 @@ def test_a_bearer_token_logs_in_and_opens_at_its_scope(browser, tmp_path):
             print("status:", browser.find_element(By.ID, "status").text, browser.current_url)
         assert browser.find_element(By.ID, "objects-title").text == "data/run1/"
         assert "token" in browser.find_element(By.ID, "who").text
+        # The token became temporary credentials with its scopes; the token itself is not kept.
+        stored = browser.execute_script("return sessionStorage.getItem('isthmus-console')")
+        assert token not in stored and json.loads(stored)["accessKey"].startswith("ISTS")
     finally:
         server.stop()
 
 
-def test_the_console_is_off_with_no_console_and_a_bucket_named_console_still_works(tmp_path):
+def test_the_old_console_path_points_to_the_console_and_a_bucket_named_console_still_works(tmp_path):
+    # With --no-console, /console/ is an S3 path like any other: no page, no pointer.
     server = Server(tmp_path / "data", extra_args=["--no-console"])
     try:
-        assert b"<html" not in requests.get(f"{server.endpoint}/console/", timeout=10).content
+        answer = requests.get(f"{server.endpoint}/console/", timeout=10)
+        assert b"<html" not in answer.content and b"web console" not in answer.content
     finally:
         server.stop()
-    server = Server(tmp_path / "data2")
+    # Without console_listen there is no console, and the old path says how to have one.
+    server = Server(tmp_path / "data1")
     try:
-        page = requests.get(f"{server.endpoint}/console/", timeout=10)
+        answer = requests.get(f"{server.endpoint}/console/", timeout=10)
+        assert answer.status_code == 404 and "console_listen" in answer.text
+    finally:
+        server.stop()
+    server = console_server(tmp_path / "data2")
+    try:
+        port = server.console.rsplit(":", 1)[1]
+        for path in ["/console", "/console/"]:
+            answer = requests.get(f"{server.endpoint}{path}", timeout=10, allow_redirects=False)
+            assert answer.status_code == 404 and f"port {port}" in answer.text and b"<html" not in answer.content
+        page = requests.get(f"{server.console}/", timeout=10)
         assert page.status_code == 200 and "default-src 'none'" in page.headers["Content-Security-Policy"]
+        assert "Isthmus console" in page.text
         s3 = make_client(server.endpoint)
         s3.create_bucket(Bucket="console")
         s3.put_object(Bucket="console", Key="console.js", Body=b"mine")
         assert s3.get_object(Bucket="console", Key="console.js")["Body"].read() == b"mine"
     finally:
         server.stop()
+
+
+EVIL_PAGE = b"""<!doctype html><title>evil</title><p>Nothing to see.</p>
+<script>
+  const loot = {};
+  try { loot.session = JSON.stringify(sessionStorage); } catch (e) { loot.session = 'refused ' + e.name; }
+  try { loot.local = JSON.stringify(localStorage); } catch (e) { loot.local = 'refused ' + e.name; }
+  document.title = 'ran ' + JSON.stringify(loot);
+</script>"""
+
+# What the page's own script could reach, asked from the page (Selenium runs this in its
+# document, with its origin): the storage of the tab in that origin, and cookies.
+REACHABLE = """
+  const out = [];
+  for (const read of [() => JSON.stringify(sessionStorage), () => JSON.stringify(localStorage),
+                      () => document.cookie]) {
+    try { out.push(read()); } catch (e) { out.push('refused ' + e.name); }
+  }
+  return out.join(' ');"""
+
+
+def test_an_html_object_opened_in_the_console_tab_reads_no_key(browser, gateway):
+    """Issue 42, finding 9: a user uploads evil.html (text/html) to a public bucket and sends
+    its link; someone logged in to the console opens it in the same tab. It used to run in the
+    console's origin and read the root user's keys from sessionStorage. Now the console has an
+    origin no object shares, keeps only temporary credentials, and HTML objects are sandboxed."""
+    server, s3 = gateway
+    s3.create_bucket(Bucket="public", ACL="public-read")
+    s3.put_object(Bucket="public", Key="evil.html", Body=EVIL_PAGE, ContentType="text/html", ACL="public-read")
+    link = f"{server.endpoint}/public/evil.html"
+    assert requests.get(link, timeout=10).content == EVIL_PAGE  # public: anyone can open it
+
+    log_in(browser, server.console)
+    visible(browser, By.LINK_TEXT, "public")
+    stored = json.loads(browser.execute_script("return sessionStorage.getItem('isthmus-console')"))
+    # Only temporary credentials are kept: never the secret typed in.
+    assert SECRET_KEY not in json.dumps(stored)
+    assert stored["accessKey"].startswith("ISTS") and stored["sessionToken"]
+    secrets = [SECRET_KEY, stored["accessKey"], stored["secretKey"], stored["sessionToken"]]
+
+    # The attack: the link, opened in the same tab.
+    browser.get(link)
+    wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+    seen = browser.title + " " + browser.execute_script(REACHABLE)
+    for secret in secrets:
+        assert secret not in seen, f"the attacker's page read a key: {seen[:300]}"
+    assert not browser.title.startswith("ran"), "the object's script ran in the gateway's origin"
+    # Each defence holds on its own: a page of the S3 address that is not sandboxed (a plain
+    # text object) finds nothing in its origin's storage either.
+    s3.put_object(Bucket="public", Key="note.txt", Body=b"plain", ContentType="text/plain", ACL="public-read")
+    browser.get(f"{server.endpoint}/public/note.txt")
+    reachable = browser.execute_script(REACHABLE)
+    assert "refused" not in reachable and all(secret not in reachable for secret in secrets), reachable
+
+    # Nor can the attacker have the object served on the console's address, plain or presigned
+    # (the console's address answers only its page's own signed calls).
+    presigned = s3.generate_presigned_url("get_object", Params={"Bucket": "public", "Key": "evil.html"})
+    for url in [f"{server.console}/public/evil.html", presigned.replace(server.endpoint, server.console)]:
+        answer = requests.get(url, timeout=10)
+        assert answer.status_code == 403 and b"<script" not in answer.content, url
+        browser.get(url)
+        assert not browser.title.startswith("ran")
+
+    # The console is still signed in in this tab, and works.
+    browser.get(f"{server.console}/#/b/public/")
+    wait(browser, lambda d: object_row(d, "evil.html") is not None)

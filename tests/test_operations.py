@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ACCESS_KEY, SECRET_KEY, Server, free_port, make_client
+from conftest import ACCESS_KEY, SECRET_KEY, Server, console_server, free_port, make_client
 
 
 def make_ca():
@@ -70,8 +70,8 @@ def tls_gateway(tmp_path):
     cert.write_bytes(cert_pem)
     key.write_bytes(key_pem)
     http_port = free_port()
-    srv = Server(tmp_path / "data", extra_args=["--tls-cert", str(cert), "--tls-key", str(key),
-                                                 "--http-address", f"127.0.0.1:{http_port}"])
+    srv = console_server(tmp_path / "data", extra_args=["--tls-cert", str(cert), "--tls-key", str(key),
+                                                         "--http-address", f"127.0.0.1:{http_port}"])
     yield srv, ca, cafile, cert, key, http_port
     srv.stop()
 
@@ -240,7 +240,8 @@ def test_metrics_show_each_drive_of_an_erasure_coded_pool(tmp_path):
 
 def test_admin_and_console_over_https_with_a_private_ca(tls_gateway, tmp_path):
     """`isthmus admin --ca-bundle` talks to an HTTPS gateway whose certificate a private CA
-    signed; without the CA it refuses the certificate. The console is served over HTTPS too."""
+    signed; without the CA it refuses the certificate. The console's own listener is served over
+    HTTPS too."""
     from conftest import binary
     srv, _, cafile, _, _, _ = tls_gateway
     https = f"https://127.0.0.1:{srv.port}"
@@ -256,5 +257,9 @@ def test_admin_and_console_over_https_with_a_private_ca(tls_gateway, tmp_path):
     refused = subprocess.run([str(binary()), "admin", "status", "--endpoint", https], capture_output=True,
                              text=True, env=env, timeout=60)
     assert refused.returncode != 0 and "cannot reach the gateway" in refused.stderr
-    page = requests.get(f"{https}/console/", verify=str(cafile), timeout=10)
+    console = srv.console.replace("http://", "https://")
+    page = requests.get(f"{console}/", verify=str(cafile), timeout=10)
     assert page.status_code == 200 and "Isthmus console" in page.text
+    # The page's links go to the S3 address, over HTTPS too.
+    config = requests.get(f"{console}/config.json", verify=str(cafile), timeout=10).json()
+    assert config == {"s3": {"scheme": "https", "port": srv.port}}

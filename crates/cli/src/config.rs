@@ -89,7 +89,13 @@ pub struct ServeArgs {
     /// Access log format: text or json [default: text]
     #[arg(long, value_enum)]
     pub access_log_format: Option<AccessFormat>,
-    /// Do not serve the web console at /console/
+    /// The web console's own listener, e.g. 127.0.0.1:9001: an origin no object shares (objects
+    /// are served on `address` only); `/console/` on the S3 address tells where it is
+    /// [default: none: no console]
+    #[arg(long)]
+    pub console_listen: Option<SocketAddr>,
+    /// No web console, even with console_listen; `/console/` on the S3 address is then an S3
+    /// path like any other
     #[arg(long)]
     pub no_console: bool,
     /// TOML configuration file (docs/operator/configuration.md); flags given here override it
@@ -195,8 +201,9 @@ pub struct FileConfig {
     pub admin_address: Option<SocketAddr>,
     pub access_log: Option<String>,
     pub access_log_format: Option<AccessFormat>,
-    /// Serve the web console at /console/ (default true).
+    /// Serve the web console on `console_listen` (default true).
     pub console: Option<bool>,
+    pub console_listen: Option<SocketAddr>,
     /// Hard quotas per bucket or user (`[[quotas]]`).
     #[serde(default)]
     pub quotas: Vec<isthmus_access::quota::QuotaEntry>,
@@ -250,10 +257,19 @@ pub struct ServeSettings {
     pub admin_address: Option<SocketAddr>,
     pub access_log: Option<String>,
     pub access_log_format: AccessFormat,
+    /// The console is wanted (`console`, `--no-console`): `/console/` on the S3 address tells
+    /// where it is.
     pub console: bool,
+    /// The console's own listener; served only when `console` is set too.
+    pub console_listen: Option<SocketAddr>,
 }
 
 impl ServeSettings {
+    /// Where the web console is served, if it is.
+    pub fn console_address(&self) -> Option<SocketAddr> {
+        self.console_listen.filter(|_| self.console)
+    }
+
     pub fn resolve(args: ServeArgs, env_keys: (Option<String>, Option<String>)) -> Result<Self, String> {
         let file = match &args.config {
             Some(path) => FileConfig::load(path)?,
@@ -324,6 +340,7 @@ impl ServeSettings {
             access_log: args.access_log.or(file.access_log),
             access_log_format: args.access_log_format.or(file.access_log_format).unwrap_or_default(),
             console: !args.no_console && file.console.unwrap_or(true),
+            console_listen: args.console_listen.or(file.console_listen),
         })
     }
 }

@@ -56,8 +56,9 @@ fn check(file: PathBuf) -> Result<(), String> {
     if let Some(log) = &settings.access_log {
         lines.push(format!("  access log: {log} ({:?})", settings.access_log_format));
     }
-    if !settings.console {
-        lines.push("  web console: off".to_string());
+    match settings.console_address() {
+        Some(address) => lines.push(format!("  web console: {scheme}://{address}/ (an origin of its own)")),
+        None => lines.push("  web console: off (console_listen serves it on an address of its own)".to_string()),
     }
     if settings.outbound_allow.is_empty() {
         lines.push("  third-party copy reaches public hosts only (outbound_allow is empty)".to_string());

@@ -14,7 +14,11 @@ const FILE_ONLY: &[(&str, &str)] = &[
         "sigv2",
         "Accept requests signed with AWS Signature Version 2 (the opposite of `--disable-sigv2`) [default: true]",
     ),
-    ("console", "Serve the web console at /console/ (the opposite of `--no-console`) [default: true]"),
+    (
+        "console",
+        "Serve the web console on `console_listen` (the opposite of `--no-console`); false: no console, and \
+         `/console/` on the S3 address is an S3 path like any other [default: true]",
+    ),
     (
         "root_user",
         "The root user's keys: a table with `access_key`, `secret_key` and, with identity = \"posix\", \

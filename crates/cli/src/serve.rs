@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use isthmus_posix::StoreOptions;
 use isthmus_s3::auth::{credentials_path, load_or_create_root};
-use isthmus_s3::{GatewayConfig, Identities, IoPolicy, User, UserDirectory};
+use isthmus_s3::{GatewayConfig, Identities, IoPolicy, User, UserDirectory, console};
 use isthmus_store::Durability;
 
 use crate::config::{IdentityMode, ServeSettings};
@@ -106,6 +106,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         };
         let http_listener = bind_optional(settings.http_address, "http_address").await?;
         let admin_listener = bind_optional(settings.admin_address, "admin_address").await?;
+        let console_listener = bind_optional(settings.console_address(), "console_listen").await?;
+        let console_port = console_listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
         let access_log = match &settings.access_log {
             Some(target) => {
                 let format = match settings.access_log_format {
@@ -126,13 +128,15 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             inline_reads: filesystem.is_local(),
             inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
         };
-        let domain = settings.domain.as_deref().map(|d| (d, local.port()));
         // Third-party copy never reaches these unless the operator names them.
-        let own_listeners: Vec<std::net::SocketAddr> = [Some(&listener), http_listener.as_ref(), admin_listener.as_ref()]
-            .into_iter()
-            .flatten()
-            .filter_map(|listener| listener.local_addr().ok())
-            .collect();
+        let own_listeners: Vec<std::net::SocketAddr> =
+            [Some(&listener), http_listener.as_ref(), admin_listener.as_ref(), console_listener.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|listener| listener.local_addr().ok())
+                .collect();
+        let served_ports: Vec<u16> = own_listeners.iter().map(|a| a.port()).collect();
+        let domain = settings.domain.as_deref().map(|d| (d, served_ports));
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         if let Some(socket) = local_socket {
             serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
@@ -162,8 +166,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         if let Some(listener) = &http_listener {
             println!("  also plain HTTP on http://{}", listener.local_addr().map_err(|e| e.to_string())?);
         }
-        if settings.console {
-            println!("  web console: {scheme}://{local}/console/");
+        if let Some(listener) = &console_listener {
+            let address = listener.local_addr().map_err(|e| e.to_string())?;
+            println!("  web console: {scheme}://{address}/ (an origin of its own: no object is served there)");
         }
         if let Some(listener) = &admin_listener {
             let address = listener.local_addr().map_err(|e| e.to_string())?;
@@ -245,9 +250,14 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             idle_timeout: settings.idle_timeout,
             grid,
             access_log,
-            console: settings.console,
+            // S3 listeners tell where the console is; `console = false`: nothing.
+            console: if settings.console { console::Role::Pointer(console_port) } else { console::Role::Absent },
             users: Some(signing_users),
             ..GatewayConfig::default()
+        };
+        let console_config = GatewayConfig {
+            console: console::Role::Site(console::Site { s3_port: local.port(), s3_tls: tls.is_some() }),
+            ..config.clone()
         };
         if let Some(path) = &socket_path {
             println!("  local socket: {} (peers are the S3 users their uid maps to)", path.display());
@@ -282,13 +292,16 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let plain = http_listener.map(|listener| {
             isthmus_s3::serve(listener, service.clone(), config.clone(), None, until_stopped(stopped.clone()))
         });
+        let console = console_listener.map(|listener| {
+            isthmus_s3::serve(listener, service.clone(), console_config, tls.clone(), until_stopped(stopped.clone()))
+        });
         let main = isthmus_s3::serve(listener, service, config, tls, until_stopped(stopped.clone()));
-        match plain {
-            Some(plain) => {
-                tokio::join!(main, plain);
+        let optional = |served: Option<_>| async move {
+            if let Some(served) = served {
+                served.await;
             }
-            None => main.await,
-        }
+        };
+        tokio::join!(main, optional(plain), optional(console));
         if let Some(path) = socket_path {
             let _ = std::fs::remove_file(path);
         }
@@ -326,17 +339,19 @@ fn quotas_of(
     Ok(Some(quotas))
 }
 
-/// Bearer tokens and temporary credentials: with `[[token_issuers]]` configured, their keys
-/// are loaded now (a JWKS URL fetched; refreshed on a thread of its own) and the session key
-/// that signs temporary credentials is loaded from (or created in) the data root, so every
-/// gateway on that root accepts the same temporary credentials.
+/// Bearer tokens and temporary credentials: the session key that signs temporary credentials
+/// is loaded from (or created in) the data root, so every gateway on that root accepts the same
+/// temporary credentials (made from a user's keys with GetSessionToken, as the web console
+/// does, or from a token); with `[[token_issuers]]` configured, their keys are loaded now (a
+/// JWKS URL fetched; refreshed on a thread of its own).
 fn grid_auth(
     settings: &ServeSettings,
     users: &[User],
     state: &isthmus_store::state_dir::StateDir,
 ) -> Result<isthmus_s3::bearer::GridAuth, String> {
+    let sessions = isthmus_grid::SessionKeys::load_or_create(state)?;
     if settings.token_issuers.is_empty() {
-        return Ok(isthmus_s3::bearer::GridAuth::default());
+        return Ok(isthmus_s3::bearer::GridAuth { tokens: None, sessions: Some(sessions) });
     }
     let user_of = |name: &str| {
         users
@@ -351,7 +366,6 @@ fn grid_auth(
         .name("jwks-refresh".into())
         .spawn(move || refresher.refresh_forever())
         .map_err(|e| format!("cannot start the token key refresher: {e}"))?;
-    let sessions = isthmus_grid::SessionKeys::load_or_create(state)?;
     Ok(isthmus_s3::bearer::GridAuth { tokens: Some(tokens), sessions: Some(sessions) })
 }
 

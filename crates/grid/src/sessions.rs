@@ -1,8 +1,11 @@
-//! Temporary S3 credentials made from a bearer token (STS `AssumeRoleWithWebIdentity`), for
-//! SDKs that sign with SigV4 and cannot send a token. They carry everything in themselves: the
-//! secret is derived from the access key and the session token is a signed record of the user,
-//! the scopes and the expiry, both under one key kept (mode 0600) in the data root's internal
-//! directory. So every gateway serving that root accepts them and none keeps a session table.
+//! Temporary S3 credentials: made from a bearer token (STS `AssumeRoleWithWebIdentity`), for
+//! SDKs that sign with SigV4 and cannot send a token, limited to the token's scopes; or from a
+//! user's own keys (STS `GetSessionToken`), with all of that user's rights, so a client that
+//! must not keep a long-lived secret (the web console) keeps these instead. They carry
+//! everything in themselves: the secret is derived from the access key and the session token is
+//! a signed record of the user, the scopes and the expiry, both under one key kept (mode 0600)
+//! in the data root's internal directory. So every gateway serving that root accepts them and
+//! none keeps a session table.
 
 use std::sync::Arc;
 
@@ -61,9 +64,25 @@ pub struct Session {
     pub expires_at: u64,
     #[serde(rename = "sub")]
     pub subject: String,
+    /// Made from a user's own keys (`GetSessionToken`): the fingerprint of those keys
+    /// (`SessionKeys::fingerprint`). Such credentials act with all of the user's rights, not a
+    /// token's scopes, and only while the user's keys are still these (a removed user or a
+    /// rotated secret ends them). Empty for a token's.
+    #[serde(rename = "f", default, skip_serializing_if = "String::is_empty")]
+    pub keys: String,
 }
 
 impl Session {
+    /// Whether the credentials were made from a user's own keys.
+    pub fn from_keys(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// The scopes the credentials are limited to; none for credentials made from keys.
+    pub fn limits(&self) -> Option<Arc<Scopes>> {
+        (!self.from_keys()).then(|| self.scopes())
+    }
+
     pub fn scopes(&self) -> Arc<Scopes> {
         let granted = self
             .scopes
@@ -130,19 +149,47 @@ impl SessionKeys {
     /// Temporary credentials for what `grant` allows, valid `seconds` (never past the
     /// token's own expiry).
     pub fn issue(&self, grant: &TokenGrant, seconds: u64) -> SessionCredentials {
+        self.seal((now() + seconds).min(grant.expires_at), |access_key| Session {
+            access_key,
+            user: grant.user.clone(),
+            scopes: grant.scopes.to_claim(),
+            expires_at: 0,
+            subject: grant.subject.clone(),
+            keys: String::new(),
+        })
+    }
+
+    /// Temporary credentials of the user whose keys signed the request (its access key is its
+    /// name), with all of its rights, valid `seconds`.
+    pub fn issue_for_user(&self, access_key: &str, secret_key: &str, seconds: u64) -> SessionCredentials {
+        self.seal(now() + seconds, |temporary| Session {
+            access_key: temporary,
+            user: access_key.to_string(),
+            scopes: String::new(),
+            expires_at: 0,
+            subject: access_key.to_string(),
+            keys: self.fingerprint(access_key, secret_key),
+        })
+    }
+
+    /// What credentials made from these keys record of them: a MAC under the session key, so
+    /// it tells whether the keys changed and reveals nothing of the secret.
+    pub fn fingerprint(&self, access_key: &str, secret_key: &str) -> String {
+        let data = [access_key.as_bytes(), b"\0", secret_key.as_bytes()].concat();
+        let mut fingerprint = URL_SAFE_NO_PAD.encode(self.mac(b"keys\0", &data));
+        fingerprint.truncate(22);
+        fingerprint
+    }
+
+    /// A new temporary access key, the session `make` records for it (expiring at
+    /// `expires_at`), and its signed token.
+    fn seal(&self, expires_at: u64, make: impl FnOnce(String) -> Session) -> SessionCredentials {
         const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).expect("the OS random source works");
         let suffix: String = bytes.iter().map(|b| ALPHABET[usize::from(b & 31)] as char).collect();
         let access_key = format!("{SESSION_KEY_PREFIX}{suffix}");
-        let expires_at = (now() + seconds).min(grant.expires_at);
-        let session = Session {
-            access_key: access_key.clone(),
-            user: grant.user.clone(),
-            scopes: grant.scopes.to_claim(),
-            expires_at,
-            subject: grant.subject.clone(),
-        };
+        let session = Session { expires_at, ..make(access_key.clone()) };
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&session).expect("a session serializes"));
         let signature = URL_SAFE_NO_PAD.encode(self.mac(b"session\0", payload.as_bytes()));
         let secret_key = self.secret_for(&access_key).expect("the key has the session prefix");
@@ -213,5 +260,32 @@ mod tests {
         let expired = keys.issue(&grant(0), 3600);
         assert_eq!(keys.verify(&expired.access_key, Some(&expired.session_token)), Err(SessionError::Expired));
         assert_eq!(keys.secret_for("AKIAUSER"), None);
+        assert!(session.limits().is_some(), "a token's credentials keep its scopes");
+    }
+
+    #[test]
+    fn credentials_from_keys_act_as_the_user_unlimited_and_tokens_of_old_sessions_still_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = SessionKeys::load_or_create(&dir.path().join("sts.key")).unwrap();
+        let creds = keys.issue_for_user("AKIAALICE", "alice-secret", 900);
+        let session = keys.verify(&creds.access_key, Some(&creds.session_token)).unwrap();
+        assert_eq!(session.user, "AKIAALICE");
+        assert!(session.from_keys() && session.limits().is_none());
+        assert_eq!(session.keys, keys.fingerprint("AKIAALICE", "alice-secret"));
+        assert_ne!(session.keys, keys.fingerprint("AKIAALICE", "rotated-secret"));
+        assert!(!creds.session_token.contains("alice-secret") && creds.expires_at <= now() + 900);
+        // A token made before `keys` existed has no "f": it is a token's, limited.
+        let old = Session {
+            access_key: "ISTSOLD".into(),
+            user: "alice".into(),
+            scopes: "storage.read:/data".into(),
+            expires_at: now() + 60,
+            subject: "s".into(),
+            keys: String::new(),
+        };
+        let json = serde_json::to_string(&old).unwrap();
+        assert!(!json.contains("\"f\""), "{json}");
+        let back: Session = serde_json::from_str(&json).unwrap();
+        assert!(!back.from_keys() && back.limits().is_some());
     }
 }

@@ -1,24 +1,35 @@
-// Isthmus console: a small single-page client of the gateway's own S3 API on the same origin.
-// It signs every request in the browser (SigV4 with an unsigned payload, or a bearer token),
-// so the gateway treats the console exactly like any other S3 client of the user who logged in:
-// the same authorization, identities and quotas. The credentials live in this tab's
-// sessionStorage only. Signing is sigv4.js's.
+// Isthmus console: a small single-page client of the gateway's S3 API, served on an address of
+// its own that serves no object (so no object's script ever runs in this origin). Logging in
+// exchanges the keys (or a bearer token) for temporary credentials (STS GetSessionToken, or
+// AssumeRoleWithWebIdentity): only those are kept, in this tab's sessionStorage; the secret
+// key and the token are never stored. Every request is signed in the browser with them (SigV4
+// with an unsigned payload), so the gateway treats the console like any other S3 client of the
+// user who logged in: the same authorization, identities and quotas. Downloads and share links
+// point to the S3 address (`/config.json` says where). Signing is sigv4.js's.
 'use strict';
 
 (function () {
   const SINGLE_PUT_LIMIT = 16 * 1024 * 1024; // larger files go up in parts
   const PART_SIZE = 8 * 1024 * 1024; // grown for files over 80 GB: S3 allows 10,000 parts
   const MAX_PARTS = 10000;
+  const SESSION_SECONDS = 8 * 3600; // a working day; a token's session ends with the token
+  const STS_VERSION = '2011-06-15';
   const $ = (id) => document.getElementById(id);
 
   const { uriEncode, objectPath, canonicalQuery, signHeaders, presign } = window.IsthmusSigV4;
 
   // ---- Session and requests.
-  let session = null; // { accessKey, secretKey } or { token }
+  // { accessKey, secretKey, sessionToken, expiresAt (ms), label, scopes? }: temporary credentials.
+  let session = null;
+  let s3Origin = null; // where objects are served: the S3 address, never this page's
+  let configLoaded = null; // settles once s3Origin is known
 
   function authHeaders(method, path, params) {
-    if (session.token) return { authorization: 'Bearer ' + session.token };
     return signHeaders(session, method, path, params);
+  }
+
+  function secondsLeft() {
+    return Math.floor((session.expiresAt - Date.now()) / 1000);
   }
 
   function urlOf(path, params) {
@@ -35,14 +46,63 @@
     return error;
   }
 
+  // The session is over (expired, or its user's key removed or rotated): back to the login.
+  const SESSION_ENDED = ['ExpiredToken', 'InvalidToken', 'InvalidAccessKeyId'];
+
+  function sessionEnded() {
+    endSession();
+    const error = new Error('Your session has ended; log in again.');
+    error.code = 'SessionEnded';
+    return error;
+  }
+
   async function s3(method, path, { params = {}, body = null, headers = {} } = {}) {
+    if (secondsLeft() <= 0) throw sessionEnded();
     const all = Object.assign(authHeaders(method, path, params), headers);
     // Reads bypass the browser's cache (a listing must be current). Not writes: `no-store` adds a
     // Cache-Control request header, which S3 stores as the object's own Cache-Control.
     const cache = method === 'GET' || method === 'HEAD' ? 'no-store' : 'default';
     const response = await fetch(urlOf(path, params), { method, headers: all, body, cache });
-    if (!response.ok) throw await failure(response.status, await response.text());
+    if (!response.ok) {
+      const error = await failure(response.status, await response.text());
+      throw SESSION_ENDED.includes(error.code) ? sessionEnded() : error;
+    }
     return response;
+  }
+
+  // ---- Logging in: keys or a token become temporary credentials, and only those are kept.
+  async function temporaryCredentials(response, label, scopes) {
+    const text = await response.text();
+    if (!response.ok) throw await failure(response.status, text);
+    const doc = new DOMParser().parseFromString(text, 'application/xml');
+    const field = (name) => doc.querySelector('Credentials > ' + name)?.textContent;
+    return {
+      accessKey: field('AccessKeyId'),
+      secretKey: field('SecretAccessKey'),
+      sessionToken: field('SessionToken'),
+      expiresAt: Date.parse(field('Expiration')),
+      label,
+      scopes,
+    };
+  }
+
+  async function sessionFromKeys(accessKey, secretKey) {
+    const params = { Action: 'GetSessionToken', DurationSeconds: String(SESSION_SECONDS), Version: STS_VERSION };
+    const headers = signHeaders({ accessKey, secretKey }, 'GET', '/', params);
+    const response = await fetch(urlOf('/', params), { headers, cache: 'no-store' });
+    return temporaryCredentials(response, `Signed in as ${accessKey}`, null);
+  }
+
+  async function sessionFromToken(token) {
+    const form = new URLSearchParams({
+      Action: 'AssumeRoleWithWebIdentity',
+      WebIdentityToken: token,
+      RoleSessionName: 'isthmus-console',
+      DurationSeconds: String(SESSION_SECONDS),
+      Version: STS_VERSION,
+    });
+    const response = await fetch('/', { method: 'POST', body: form, cache: 'no-store' });
+    return temporaryCredentials(response, 'Signed in with a token', tokenPaths(token));
   }
 
   async function s3xml(method, path, options) {
@@ -61,7 +121,10 @@
       xhr.upload.onprogress = (e) => onProgress(e.loaded);
       xhr.onload = async () => {
         if (xhr.status >= 200 && xhr.status < 300) resolve(xhr.getResponseHeader('ETag'));
-        else reject(await failure(xhr.status, xhr.responseText));
+        else {
+          const error = await failure(xhr.status, xhr.responseText);
+          reject(SESSION_ENDED.includes(error.code) ? sessionEnded() : error);
+        }
       };
       xhr.onerror = () => reject(new Error('The upload was cut off'));
       xhr.send(body);
@@ -78,6 +141,7 @@
 
   function fail(err) {
     say(err.message || String(err), true);
+    if (err.code === 'SessionEnded') show('login-view');
   }
 
   // ---- Helpers for the tables.
@@ -150,10 +214,11 @@
   }
 
   // The paths a token's scopes name (WLCG `storage.read:/bucket/prefix`, SciTokens `read:/...`):
-  // a token may list only beneath them, so a bucket opens at its first scoped path.
-  function tokenPaths() {
+  // a token may list only beneath them, so a bucket opens at its first scoped path. Read once,
+  // at login; the session keeps these paths, not the token.
+  function tokenPaths(token) {
     try {
-      const payload = session.token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      const payload = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
       const claims = JSON.parse(atob(payload + '='.repeat((4 - (payload.length % 4)) % 4)));
       return String(claims.scope || '').split(' ')
         .map((s) => s.match(/^[a-z.]+:\/([^/]+)\/?(.*)$/))
@@ -165,7 +230,7 @@
   }
 
   function bucketLink(name) {
-    const scoped = session.token ? tokenPaths().find((p) => p.bucket === name) : null;
+    const scoped = session.scopes ? session.scopes.find((p) => p.bucket === name) : null;
     return '#/b/' + encodeURIComponent(name) + '/' + encodeURIComponent(scoped ? scoped.prefix : '');
   }
 
@@ -218,7 +283,7 @@
       cell(row, new Date(c.querySelector('LastModified').textContent).toLocaleString());
       const actions = cell(row, '');
       actions.append(
-        button('Download', `Download ${name}`, () => download(bucket, key).catch(fail)),
+        button('Download', `Download ${name}`, () => configLoaded.then(() => download(bucket, key)).catch(fail)),
         button('Info', `Show metadata of ${name}`, () => info(bucket, key).catch(fail)),
         button('Share', `Make a share link for ${name}`, () => share(bucket, key)),
         button('Delete', `Delete ${name}`, () => remove(bucket, key).catch(fail), 'danger'),
@@ -258,17 +323,13 @@
   // ---- Object actions.
   async function download(bucket, key) {
     const name = key.split('/').filter(Boolean).pop() || 'download';
+    if (secondsLeft() <= 0) throw sessionEnded();
+    // A link to the S3 address that the browser saves (attachment), never shows.
     const a = document.createElement('a');
     a.download = name;
-    if (session.token) {
-      // A token cannot be put in a link: fetch the bytes (held in memory by the browser).
-      const blob = await (await s3('GET', objectPath(bucket, key))).blob();
-      a.href = URL.createObjectURL(blob);
-      setTimeout(() => URL.revokeObjectURL(a.href), 60000);
-    } else {
-      const disposition = `attachment; filename*=UTF-8''${uriEncode(name, false)}`;
-      a.href = presign(session, objectPath(bucket, key), { 'response-content-disposition': disposition }, 300);
-    }
+    const disposition = `attachment; filename*=UTF-8''${uriEncode(name, false)}`;
+    const seconds = Math.min(300, secondsLeft());
+    a.href = presign(session, s3Origin, objectPath(bucket, key), { 'response-content-disposition': disposition }, seconds);
     document.body.append(a);
     a.click();
     a.remove();
@@ -301,13 +362,11 @@
   let shareTarget = null;
 
   function share(bucket, key) {
-    if (session.token) {
-      say('Share links are signed with access keys; log in with keys to make one.', true);
-      return;
-    }
     shareTarget = objectPath(bucket, key);
     $('share-url').value = '';
     $('share-title').textContent = `Share ${key}`;
+    const end = new Date(session.expiresAt).toLocaleString();
+    $('share-note').textContent = `Links made here stop working when this session ends (${end}).`;
     $('share-dialog').showModal();
   }
 
@@ -395,11 +454,27 @@
     } catch (_) {
       session = null;
     }
-    $('who').textContent = session ? (session.token ? 'Signed in with a token' : `Signed in as ${session.accessKey}`) : '';
+    if (session && !(session.sessionToken && session.expiresAt > Date.now())) endSession();
+    $('who').textContent = session ? session.label : '';
+  }
+
+  function endSession() {
+    sessionStorage.removeItem('isthmus-console');
+    session = null;
+    $('who').textContent = '';
+  }
+
+  // Where the S3 address is: this page's host name, the S3 listener's scheme and port.
+  async function loadConfig() {
+    const config = await (await fetch('config.json', { cache: 'no-store' })).json();
+    s3Origin = `${config.s3.scheme}://${location.hostname}:${config.s3.port}`;
   }
 
   document.addEventListener('DOMContentLoaded', () => {
     loadSession();
+    configLoaded = loadConfig().catch((err) => {
+      fail(new Error('The console cannot read its configuration (config.json): ' + err.message));
+    });
     for (const radio of document.querySelectorAll('input[name=method]')) {
       radio.addEventListener('change', () => {
         const token = $('method-token').checked;
@@ -409,13 +484,14 @@
     }
     $('login-form').addEventListener('submit', async (e) => {
       e.preventDefault();
-      session = $('method-token').checked
-        ? { token: $('token').value.trim() }
-        : { accessKey: $('access-key').value.trim(), secretKey: $('secret-key').value };
       try {
+        session = $('method-token').checked
+          ? await sessionFromToken($('token').value.trim())
+          : await sessionFromKeys($('access-key').value.trim(), $('secret-key').value);
+        $('secret-key').value = '';
+        $('token').value = '';
         await s3('GET', '/');
         sessionStorage.setItem('isthmus-console', JSON.stringify(session));
-        $('secret-key').value = '';
         loadSession();
         say('Logged in');
         await render();
@@ -426,8 +502,7 @@
       }
     });
     $('logout').addEventListener('click', () => {
-      sessionStorage.removeItem('isthmus-console');
-      session = null;
+      endSession();
       say('Logged out');
       location.hash = '#/';
       render();
@@ -479,9 +554,18 @@
       const where = place();
       renderObjects(where.bucket, where.prefix, true).catch(fail);
     });
-    $('share-form').addEventListener('submit', (e) => {
+    $('share-form').addEventListener('submit', async (e) => {
       e.preventDefault();
-      $('share-url').value = presign(session, shareTarget, {}, Number($('share-expiry').value));
+      await configLoaded;
+      // Temporary credentials sign the link: it cannot outlive the session.
+      const wanted = $('share-expiry').value;
+      const seconds = wanted === 'session' ? secondsLeft() : Math.min(Number(wanted), secondsLeft());
+      if (seconds <= 0) {
+        fail(sessionEnded());
+        render();
+        return;
+      }
+      $('share-url').value = presign(session, s3Origin, shareTarget, {}, seconds);
       $('share-url').focus();
       $('share-url').select();
     });
@@ -498,5 +582,7 @@
       render().then(() => $(place() ? 'objects-title' : 'buckets-title').focus());
     });
     render();
+    // Until now a press of Enter would have submitted the form to the page itself, keys in its URL.
+    $('login').disabled = false;
   });
 })();

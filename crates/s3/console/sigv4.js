@@ -1,5 +1,6 @@
 // Isthmus console, request signing: SHA-256 (FIPS 180-4), HMAC-SHA256 (RFC 2104) and AWS
-// Signature Version 4 in its header and query (presigned) forms, payload unsigned. Written here
+// Signature Version 4 in its header and query (presigned) forms, payload unsigned, with the
+// session token of temporary credentials when there is one. Written here
 // because crypto.subtle exists only in secure contexts (HTTPS or localhost), and a site may
 // serve the console over plain HTTP inside its network.
 'use strict';
@@ -100,9 +101,11 @@ window.IsthmusSigV4 = (function () {
     return hex(hmac(key, enc.encode(stringToSign)));
   }
 
+  // Headers for a request to this page's own origin.
   function signHeaders(credentials, method, path, params) {
     const t = timestamps();
     const headers = { host: location.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', 'x-amz-date': t.amz };
+    if (credentials.sessionToken) headers['x-amz-security-token'] = credentials.sessionToken;
     const names = Object.keys(headers).sort();
     const canonical = [
       method, path, canonicalQuery(params),
@@ -116,7 +119,9 @@ window.IsthmusSigV4 = (function () {
     return headers;
   }
 
-  function presign(credentials, path, extra, seconds) {
+  // A presigned GET of `path` on `origin` (the S3 address: objects are never served on the
+  // console's own).
+  function presign(credentials, origin, path, extra, seconds) {
     const t = timestamps();
     const params = Object.assign({}, extra, {
       'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
@@ -125,11 +130,13 @@ window.IsthmusSigV4 = (function () {
       'X-Amz-Expires': String(seconds),
       'X-Amz-SignedHeaders': 'host',
     });
-    const canonical = ['GET', path, canonicalQuery(params), 'host:' + location.host + '\n', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
+    if (credentials.sessionToken) params['X-Amz-Security-Token'] = credentials.sessionToken;
+    const host = new URL(origin).host;
+    const canonical = ['GET', path, canonicalQuery(params), 'host:' + host + '\n', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
     const scope = `${t.date}/${REGION}/s3/aws4_request`;
     const toSign = ['AWS4-HMAC-SHA256', t.amz, scope, hex(sha256(enc.encode(canonical)))].join('\n');
     params['X-Amz-Signature'] = signature(credentials, t.date, toSign);
-    return location.origin + path + '?' + canonicalQuery(params);
+    return origin + path + '?' + canonicalQuery(params);
   }
 
   return { uriEncode, objectPath, canonicalQuery, signHeaders, presign };

@@ -73,12 +73,37 @@ pub fn admit<B>(req: &mut hyper::Request<B>, grid: &GridAuth) -> Result<(), Refu
     Ok(())
 }
 
-/// The user and scopes a request acts with when a token (or temporary credentials made from
-/// one) authenticated it: `Ok(None)` for requests signed with a user's own keys and unsigned
-/// ones.
-pub fn token_principal<T>(req: &S3Request<T>, grid: &GridAuth) -> Result<Option<(String, Arc<Scopes>)>, s3s::S3Error> {
+/// Who a request authenticated by a token or by temporary credentials acts as.
+#[derive(Debug)]
+pub struct TokenPrincipal {
+    /// The user (its access key).
+    pub user: String,
+    /// The token's scopes; none for temporary credentials made from the user's own keys.
+    pub scopes: Option<Arc<Scopes>>,
+    /// For temporary credentials made from the user's own keys: the fingerprint of those keys,
+    /// which must still be the user's (`keys_still_current`).
+    pub made_from_keys: Option<String>,
+}
+
+impl TokenPrincipal {
+    /// Whether credentials made from keys were made from the user's current keys (`user`:
+    /// the directory's entry, none if the user is gone). Tokens' principals always are.
+    pub fn keys_still_current(&self, user: Option<&crate::User>, grid: &GridAuth) -> bool {
+        let Some(fingerprint) = &self.made_from_keys else { return true };
+        match (user, &grid.sessions) {
+            (Some(user), Some(sessions)) => sessions.fingerprint(&user.access_key, &user.secret_key) == *fingerprint,
+            _ => false,
+        }
+    }
+}
+
+/// The user and scopes a request acts with when a token (or temporary credentials) authenticated
+/// it: `Ok(None)` for requests signed with a user's own keys and unsigned ones.
+pub fn token_principal<T>(req: &S3Request<T>, grid: &GridAuth) -> Result<Option<TokenPrincipal>, s3s::S3Error> {
     if let Some(BearerGrant(grant)) = req.extensions.get::<BearerGrant>() {
-        return Ok(Some((grant.user.clone(), grant.scopes.clone())));
+        let principal =
+            TokenPrincipal { user: grant.user.clone(), scopes: Some(grant.scopes.clone()), made_from_keys: None };
+        return Ok(Some(principal));
     }
     let (Some(credentials), Some(sessions)) = (&req.credentials, &grid.sessions) else { return Ok(None) };
     if sessions.secret_for(&credentials.access_key).is_none() {
@@ -92,7 +117,11 @@ pub fn token_principal<T>(req: &S3Request<T>, grid: &GridAuth) -> Result<Option<
                 .map(|(_, value)| value.into_owned())
         });
     match sessions.verify(&credentials.access_key, token.as_deref()) {
-        Ok(session) => Ok(Some((session.user.clone(), session.scopes()))),
+        Ok(session) => Ok(Some(TokenPrincipal {
+            scopes: session.limits(),
+            made_from_keys: session.from_keys().then(|| session.keys.clone()),
+            user: session.user,
+        })),
         Err(SessionError::Expired) => {
             Err(s3s::s3_error!(ExpiredToken, "The provided token has expired (temporary credentials)"))
         }
@@ -100,7 +129,7 @@ pub fn token_principal<T>(req: &S3Request<T>, grid: &GridAuth) -> Result<Option<
     }
 }
 
-/// The context of a token-authenticated request: its user, limited to its scopes.
-pub fn token_context(user: String, scopes: Arc<Scopes>, is_root: bool) -> RequestContext {
-    RequestContext::user(user, is_root).with_scopes(Some(scopes))
+/// The context of a token-authenticated request: its user, limited to its scopes (if any).
+pub fn token_context(principal: TokenPrincipal, is_root: bool) -> RequestContext {
+    RequestContext::user(principal.user, is_root).with_scopes(principal.scopes)
 }

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod access_log;
 mod acl;
+mod active_content;
 pub mod admin;
 pub mod admin_http;
 mod attributes;
@@ -97,9 +98,17 @@ impl Gateway {
     fn cx<T>(&self, req: &S3Request<T>) -> S3Result<RequestContext> {
         let token = bearer::token_principal(req, &self.grid)?;
         let cx = match (&req.credentials, token) {
-            (_, Some((user, scopes))) => {
-                let is_root = self.users.is_root(&user);
-                bearer::token_context(user, scopes, is_root)
+            (_, Some(principal)) => {
+                // Credentials made from keys last only while those keys are the user's (a
+                // removed user or a rotated secret ends them).
+                if !principal.keys_still_current(self.users.get(&principal.user).as_ref(), &self.grid) {
+                    return Err(s3s::s3_error!(
+                        InvalidAccessKeyId,
+                        "The keys these temporary credentials were made from are no longer valid (user removed or secret changed)"
+                    ));
+                }
+                let is_root = self.users.is_root(&principal.user);
+                bearer::token_context(principal, is_root)
             }
             (Some(c), None) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
             // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
@@ -361,8 +370,9 @@ pub fn authorized(
 /// grid credentials, quotas.
 #[derive(Default)]
 pub struct ServiceOptions<'a> {
-    /// Virtual-hosted-style addressing under this domain (with the port served on).
-    pub domain: Option<(&'a str, u16)>,
+    /// Virtual-hosted-style addressing under this domain (with the ports served on: the S3
+    /// listeners' and the console's, whose page signs with its own host).
+    pub domain: Option<(&'a str, Vec<u16>)>,
     pub select_max_bytes: u64,
     pub grid: bearer::GridAuth,
     pub quotas: Option<Arc<isthmus_access::quota::Quotas>>,
@@ -410,13 +420,12 @@ pub fn build_service(
     let mut config = s3s::config::S3Config::default();
     config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(config))));
-    if let Some((domain, port)) = domain {
+    if let Some((domain, ports)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
-        let names = if domain.contains(':') {
-            vec![domain.to_string()]
-        } else {
-            vec![domain.to_string(), format!("{domain}:{port}")]
-        };
+        let mut names = vec![domain.to_string()];
+        if !domain.contains(':') {
+            names.extend(ports.iter().map(|port| format!("{domain}:{port}")));
+        }
         builder.set_host(s3s::host::MultiDomain::new(names).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
     }
     Ok(builder.build())

@@ -1,7 +1,8 @@
 //! Requests that are not S3 operations, routed before the protocol layer's S3 dispatch (after
-//! it has checked any signature): STS `AssumeRoleWithWebIdentity` (unsigned: the token in the
-//! form is the credential) and HTTP third-party copy (`COPY`, WebDAV style; it needs a bearer
-//! token or a signature); administration calls (`crate::admin::route`, the root user's).
+//! it has checked any signature): STS (`AssumeRoleWithWebIdentity`, unsigned: the token in the
+//! form is the credential; `GetSessionToken`, signed with a user's keys), HTTP third-party copy
+//! (`COPY`, WebDAV style; it needs a bearer token or a signature), and administration calls
+//! (`crate::admin::route`, the root user's).
 
 use s3s::route::S3Route;
 use s3s::{Body, S3Request, S3Response, S3Result};
@@ -27,7 +28,7 @@ impl S3Route for GridRoutes {
         let name = if crate::admin::route::is_admin(uri) {
             "Admin"
         } else if crate::sts::is_sts(method, uri, headers) {
-            "AssumeRoleWithWebIdentity"
+            "STS"
         } else if method.as_str() == "COPY" {
             "ThirdPartyCopy"
         } else {
@@ -65,6 +66,6 @@ impl S3Route for GridRoutes {
                 None => Err(s3s::s3_error!(NotImplemented, "Third-party copy is not enabled on this gateway")),
             };
         }
-        crate::sts::answer(req, self.grid.tokens.as_deref(), self.grid.sessions.as_ref()).await
+        crate::sts::answer(req, &self.grid).await
     }
 }

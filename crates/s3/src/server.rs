@@ -30,8 +30,9 @@ pub struct GatewayConfig {
     pub grid: crate::bearer::GridAuth,
     /// One line per request, if set.
     pub access_log: Option<Arc<crate::access_log::AccessLog>>,
-    /// Serve the web console under `/console/` (`crate::console`).
-    pub console: bool,
+    /// What this listener does about the web console (`crate::console`): an S3 listener
+    /// points to it, the console's own listener serves it.
+    pub console: crate::console::Role,
     /// The users, to accept SigV2 bucket requests signed over `/bucket/` (botocore's form;
     /// `crate::sigv2_bucket_slash`); none: such requests are checked as sent.
     pub users: Option<crate::auth::UserDirectory>,
@@ -46,7 +47,7 @@ impl Default for GatewayConfig {
             accept_sigv2: true,
             grid: crate::bearer::GridAuth::default(),
             access_log: None,
-            console: true,
+            console: crate::console::Role::default(),
             users: None,
         }
     }
@@ -77,7 +78,7 @@ struct LoggedService {
     accept_sigv2: bool,
     grid: crate::bearer::GridAuth,
     access_log: Option<Arc<crate::access_log::AccessLog>>,
-    console: bool,
+    console: crate::console::Role,
     users: Option<crate::auth::UserDirectory>,
 }
 
@@ -184,9 +185,7 @@ impl LoggedService {
             *resp.status_mut() = hyper::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
             return Some(resp);
         }
-        if self.console
-            && let Some(resp) = crate::console::answer(req)
-        {
+        if let Some(resp) = crate::console::answer(req, self.console) {
             return Some(resp);
         }
         if let Err(refusal) = crate::bearer::admit(req, &self.grid) {
@@ -231,7 +230,8 @@ impl LoggedService {
         None
     }
 
-    /// Hands an admitted request to the protocol layer and finishes its answer.
+    /// Hands an admitted request to the protocol layer and finishes its answer (with the
+    /// headers that keep active content from running in this origin, `crate::active_content`).
     fn answer(
         &self,
         req: hyper::Request<Incoming>,
@@ -239,6 +239,7 @@ impl LoggedService {
     ) -> futures::future::BoxFuture<'static, Result<s3s::HttpResponse, s3s::HttpError>> {
         let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path(), peer = %self.peer);
         let inner = self.inner.clone();
+        let sandbox_all = matches!(self.console, crate::console::Role::Site(_));
         Box::pin(
             async move {
                 let start = Instant::now();
@@ -251,6 +252,7 @@ impl LoggedService {
                 match result {
                     Ok(mut resp) => {
                         crate::expect::close_if_unread(&mut resp, body_finished.as_deref());
+                        crate::active_content::confine(resp.headers_mut(), sandbox_all);
                         crate::error_body::complete(&mut resp, &id);
                         if asks_attributes {
                             crate::attributes::unquote_etag(&mut resp);
