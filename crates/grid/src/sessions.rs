@@ -266,7 +266,8 @@ mod tests {
     #[test]
     fn credentials_from_keys_act_as_the_user_unlimited_and_tokens_of_old_sessions_still_verify() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = SessionKeys::load_or_create(&dir.path().join("sts.key")).unwrap();
+        let state = isthmus_store::state_dir::StateDir::open_path(dir.path(), Default::default()).unwrap();
+        let keys = SessionKeys::load_or_create(&state).unwrap();
         let creds = keys.issue_for_user("AKIAALICE", "alice-secret", 900);
         let session = keys.verify(&creds.access_key, Some(&creds.session_token)).unwrap();
         assert_eq!(session.user, "AKIAALICE");
