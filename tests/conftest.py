@@ -179,6 +179,17 @@ def console_server(root: Path, extra_args=(), env=None) -> Server:
     return server
 
 
+def code_of(call, **kwargs):
+    """The S3 error code a boto3 call answers with, or "OK"."""
+    from botocore.exceptions import ClientError
+
+    try:
+        call(**kwargs)
+    except ClientError as err:
+        return err.response["Error"]["Code"]
+    return "OK"
+
+
 def make_client(endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY, **config):
     return boto3.client(
         "s3",

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from botocore.exceptions import ClientError
 
-from conftest import Server, binary, make_client
+from conftest import binary, code_of, make_client, Server
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users and switches identities (CI runs as root)")
 
@@ -96,13 +95,6 @@ def make_file(path: Path, owner, mode, data=b"data", group=None):
     os.chown(path, owner.pw_uid, group if group is not None else owner.pw_gid)
     path.chmod(mode)
 
-
-def code_of(fn, **kwargs):
-    try:
-        fn(**kwargs)
-    except ClientError as e:
-        return e.response["Error"]["Code"]
-    return "OK"
 
 
 def keys(client, bucket, **kwargs):

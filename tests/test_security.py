@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, SECRET_KEY, Server, make_client, use_erasure_default_pool, wait_until
+from conftest import ACCESS_KEY, SECRET_KEY, code_of, make_client, Server, use_erasure_default_pool, wait_until
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users and switches identities (CI runs as root)")
 
@@ -30,13 +29,6 @@ PREFIX = "isec"
 USERS = {"alice": f"{PREFIX}-alice", "bob": f"{PREFIX}-bob", "admin": f"{PREFIX}-admin"}
 SECRET = "secret-key-0123456789"
 
-
-def code_of(call, **kwargs):
-    try:
-        call(**kwargs)
-    except ClientError as err:
-        return err.response["Error"]["Code"]
-    return "OK"
 
 
 @pytest.fixture(scope="module")

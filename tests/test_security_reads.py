@@ -8,9 +8,8 @@ check, which crates/access/tests/authz.rs plays through every engine call that r
 import json
 
 import pytest
-from botocore.exceptions import ClientError
 
-from conftest import Server, make_client
+from conftest import code_of, make_client, Server
 
 SECRET = "secret-key-0123456789"
 # alice owns the shared bucket; bob is granted it by the configuration; carol reads it through
@@ -27,13 +26,6 @@ POLICY = {
     ],
 }
 
-
-def code_of(call, **kwargs):
-    try:
-        call(**kwargs)
-    except ClientError as err:
-        return err.response["Error"]["Code"]
-    return "OK"
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from botocore.exceptions import ClientError
 
-from conftest import Server, binary, make_client, wait_until
+from conftest import binary, code_of, make_client, Server
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users and switches identities (CI runs as root)")
 
@@ -28,13 +27,6 @@ USERS = {"alice": f"{PREFIX}-alice", "bob": f"{PREFIX}-bob", "admin": f"{PREFIX}
 GROUP = f"{PREFIX}-proj"
 SECRET = "secret-key-0123456789"
 
-
-def code_of(call, **kwargs):
-    try:
-        call(**kwargs)
-    except ClientError as err:
-        return err.response["Error"]["Code"]
-    return "OK"
 
 
 @pytest.fixture(scope="module")
