@@ -223,7 +223,11 @@ fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreRes
         pools.push(Pool { name: entry.name, kind: entry.kind, path, store });
     }
     let default = table.default.unwrap_or_else(|| DEFAULT_POOL.to_string());
-    Ok((Pools::new(pools, &default)?, posix, erasure))
+    // Migration records decide where a bucket's requests go: read through the state
+    // directory's descriptor, never a path a user could have swapped.
+    let mut routed = Pools::new(pools, &default)?;
+    routed.migrations = Migrations::new(Some(posix[0].1.state_dir().path_through_fd().join("migrations")));
+    Ok((routed, posix, erasure))
 }
 
 /// The erasure-coded pool `name` declared in the root's pool table, opened on its own (for the
@@ -277,7 +281,7 @@ impl Pools {
         };
         // Migration records live in the data root's internal area (the posix pool `default`).
         let root = pools.iter().find(|p| p.name == DEFAULT_POOL && p.kind == "posix").map(|p| p.path.clone());
-        let migrations = Migrations::new(root.as_deref());
+        let migrations = Migrations::new(root.map(|root| root.join(MIGRATIONS_DIR)));
         Ok(Self { pools, default, placed: quick_cache::sync::Cache::new(4096), migrations })
     }
 

@@ -71,8 +71,9 @@ pub(super) struct Migrations {
 }
 
 impl Migrations {
-    pub(super) fn new(root: Option<&Path>) -> Self {
-        Self { dir: root.map(|r| r.join(MIGRATIONS_DIR)), cache: RwLock::new((None, Arc::default())) }
+    /// The records in `dir` (`None`: no migrations, a data root without pools).
+    pub(super) fn new(dir: Option<PathBuf>) -> Self {
+        Self { dir, cache: RwLock::new((None, Arc::default())) }
     }
 
     /// The record of `bucket`'s migration, if one is under way.
