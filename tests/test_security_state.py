@@ -89,6 +89,16 @@ def start_error(root, config):
     return lines[0]
 
 
+@pytest.fixture
+def sticky_gateway(unix):
+    """A gateway with Unix identities on a shared root with the sticky bit: (server, root)."""
+    base, root = shared_root(0o1775)
+    srv = Server(root, extra_args=["--config", str(config_file(base))])
+    yield srv, root
+    srv.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
 def test_a_root_others_may_rename_in_is_refused_with_the_fix(unix):
     """Finding 1, first line of defence: a data root writable by its group without the sticky
     bit lets any member rename `.isthmus` (or another user's bucket) away; the gateway refuses
@@ -142,47 +152,42 @@ def test_a_group_member_who_replaces_the_state_directory_becomes_nobody(unix):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_a_group_member_cannot_take_over_a_shared_buckets_settings(unix):
+def test_a_group_member_cannot_take_over_a_shared_buckets_settings(unix, sticky_gateway):
     """Finding 2: bob's bucket is a project directory his group may write. Alice renames its
     `.isthmus` away and puts in her own settings as the former layout kept them (owner alice,
     public-read, a policy denying bob). None of it counts: the settings are the gateway's, in
     its state directory, bound to the bucket directory."""
-    base, root = shared_root(0o1775)
-    srv = Server(root, extra_args=["--config", str(config_file(base))])
-    try:
-        bob = make_client(srv.endpoint, "bob", SECRET)
-        alice = make_client(srv.endpoint, "alice", SECRET)
-        bob.create_bucket(Bucket="project")
-        bob.put_object(Bucket="project", Key="results.dat", Body=b"bob's results")
-        bucket = root / "project"
-        os.chown(bucket, unix["bob"].pw_uid, grp.getgrnam(GROUP).gr_gid)
-        bucket.chmod(0o2775)
-        deny_bob = json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Deny", "Principal": {"AWS": ["bob"]}, "Action": "s3:*",
-                           "Resource": ["arn:aws:s3:::project", "arn:aws:s3:::project/*"]}],
-        })
-        attack = as_user(
-            USERS["alice"],
-            f"cd {bucket} && (mv .isthmus .old-settings 2>/dev/null; true) && mkdir .isthmus && cd .isthmus && "
-            f"printf alice > owner && printf public-read > acl && cat > policy.json <<'EOF'\n{deny_bob}\nEOF\n",
-        )
-        assert attack.returncode == 0, attack.stderr
-        time.sleep(1.2)  # past the gateway's one-second cache of open buckets
-        # Not public, alice is not the owner, and bob is not locked out of his own bucket.
-        assert requests.get(f"{srv.endpoint}/project/results.dat", timeout=10).status_code == 403
-        assert code_of(alice.put_bucket_acl, Bucket="project", ACL="public-read-write") == "AccessDenied"
-        assert code_of(alice.get_bucket_policy, Bucket="project") == "AccessDenied"
-        assert bob.get_object(Bucket="project", Key="results.dat")["Body"].read() == b"bob's results"
-        assert code_of(bob.get_bucket_policy, Bucket="project") == "NoSuchBucketPolicy"
-        bob.put_bucket_acl(Bucket="project", ACL="private")
-        # The real settings live where only the gateway writes.
-        record = root / ".isthmus" / "buckets" / "project.json"
-        assert record.stat().st_uid == os.geteuid() and record.stat().st_mode & 0o022 == 0
-        assert json.loads(record.read_text())["config"]["owner"] == "bob"
-    finally:
-        srv.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    srv, root = sticky_gateway
+    bob = make_client(srv.endpoint, "bob", SECRET)
+    alice = make_client(srv.endpoint, "alice", SECRET)
+    bob.create_bucket(Bucket="project")
+    bob.put_object(Bucket="project", Key="results.dat", Body=b"bob's results")
+    bucket = root / "project"
+    os.chown(bucket, unix["bob"].pw_uid, grp.getgrnam(GROUP).gr_gid)
+    bucket.chmod(0o2775)
+    deny_bob = json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Deny", "Principal": {"AWS": ["bob"]}, "Action": "s3:*",
+                       "Resource": ["arn:aws:s3:::project", "arn:aws:s3:::project/*"]}],
+    })
+    attack = as_user(
+        USERS["alice"],
+        f"cd {bucket} && (mv .isthmus .old-settings 2>/dev/null; true) && mkdir .isthmus && cd .isthmus && "
+        f"printf alice > owner && printf public-read > acl && cat > policy.json <<'EOF'\n{deny_bob}\nEOF\n",
+    )
+    assert attack.returncode == 0, attack.stderr
+    time.sleep(1.2)  # past the gateway's one-second cache of open buckets
+    # Not public, alice is not the owner, and bob is not locked out of his own bucket.
+    assert requests.get(f"{srv.endpoint}/project/results.dat", timeout=10).status_code == 403
+    assert code_of(alice.put_bucket_acl, Bucket="project", ACL="public-read-write") == "AccessDenied"
+    assert code_of(alice.get_bucket_policy, Bucket="project") == "AccessDenied"
+    assert bob.get_object(Bucket="project", Key="results.dat")["Body"].read() == b"bob's results"
+    assert code_of(bob.get_bucket_policy, Bucket="project") == "NoSuchBucketPolicy"
+    bob.put_bucket_acl(Bucket="project", ACL="private")
+    # The real settings live where only the gateway writes.
+    record = root / ".isthmus" / "buckets" / "project.json"
+    assert record.stat().st_uid == os.geteuid() and record.stat().st_mode & 0o022 == 0
+    assert json.loads(record.read_text())["config"]["owner"] == "bob"
 
 
 def forge_record(path, meta=None, **fields):
@@ -204,74 +209,64 @@ def set_record_as(user, path, record):
     assert result.returncode == 0, result.stderr
 
 
-def test_an_objects_owner_cannot_publish_it_by_writing_its_metadata_attribute(unix):
+def test_an_objects_owner_cannot_publish_it_by_writing_its_metadata_attribute(unix, sticky_gateway):
     """Finding 5: alice may write objects in bob's project bucket, whose owner blocks public
     ACLs. She writes `{"meta":{"acl":"public-read"}}` into her object's `user.isthmus`
     attribute (she owns the file); anonymous readers must still be refused. An ACL the gateway
     recorded itself keeps working, and stops at the file it was recorded for."""
-    base, root = shared_root(0o1775)
-    srv = Server(root, extra_args=["--config", str(config_file(base))])
-    try:
-        bob = make_client(srv.endpoint, "bob", SECRET)
-        alice = make_client(srv.endpoint, "alice", SECRET)
-        bob.create_bucket(Bucket="shared")
-        # The kernel decides who writes in a posix pool: the project group may.
-        bucket = root / "shared"
-        os.chown(bucket, unix["bob"].pw_uid, grp.getgrnam(GROUP).gr_gid)
-        bucket.chmod(0o2775)
-        bob.put_public_access_block(Bucket="shared", PublicAccessBlockConfiguration={
-            "BlockPublicAcls": True, "IgnorePublicAcls": False, "BlockPublicPolicy": True, "RestrictPublicBuckets": False,
-        })
-        alice.put_object(Bucket="shared", Key="leak.txt", Body=b"project data")
-        path = bucket / "leak.txt"
-        assert path.stat().st_uid == unix["alice"].pw_uid
-        assert code_of(alice.put_object_acl, Bucket="shared", Key="leak.txt", ACL="public-read") in ("AccessDenied", "InvalidRequest")
-        set_record_as(USERS["alice"], path, forge_record(path, {"acl": "public-read"}))
-        time.sleep(1.2)
-        assert requests.get(f"{srv.endpoint}/shared/leak.txt", timeout=10).status_code == 403
+    srv, root = sticky_gateway
+    bob = make_client(srv.endpoint, "bob", SECRET)
+    alice = make_client(srv.endpoint, "alice", SECRET)
+    bob.create_bucket(Bucket="shared")
+    # The kernel decides who writes in a posix pool: the project group may.
+    bucket = root / "shared"
+    os.chown(bucket, unix["bob"].pw_uid, grp.getgrnam(GROUP).gr_gid)
+    bucket.chmod(0o2775)
+    bob.put_public_access_block(Bucket="shared", PublicAccessBlockConfiguration={
+        "BlockPublicAcls": True, "IgnorePublicAcls": False, "BlockPublicPolicy": True, "RestrictPublicBuckets": False,
+    })
+    alice.put_object(Bucket="shared", Key="leak.txt", Body=b"project data")
+    path = bucket / "leak.txt"
+    assert path.stat().st_uid == unix["alice"].pw_uid
+    assert code_of(alice.put_object_acl, Bucket="shared", Key="leak.txt", ACL="public-read") in ("AccessDenied", "InvalidRequest")
+    set_record_as(USERS["alice"], path, forge_record(path, {"acl": "public-read"}))
+    time.sleep(1.2)
+    assert requests.get(f"{srv.endpoint}/shared/leak.txt", timeout=10).status_code == 403
 
-        # A sealed ACL copied onto another file does not travel with it.
-        bob.create_bucket(Bucket="public")
-        bob.put_object(Bucket="public", Key="open.txt", Body=b"for everyone", ACL="public-read")
-        assert requests.get(f"{srv.endpoint}/public/open.txt", timeout=10).content == b"for everyone"
-        sealed = os.getxattr(root / "public" / "open.txt", "user.isthmus")
-        bob.put_object(Bucket="public", Key="private.txt", Body=b"bob only")
-        os.setxattr(root / "public" / "private.txt", "user.isthmus", sealed)
-        os.utime(root / "public" / "private.txt", ns=(0, os.stat(root / "public" / "open.txt").st_mtime_ns))
-        time.sleep(1.2)
-        assert requests.get(f"{srv.endpoint}/public/private.txt", timeout=10).status_code == 403
-        assert requests.get(f"{srv.endpoint}/public/open.txt", timeout=10).content == b"for everyone"
-    finally:
-        srv.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    # A sealed ACL copied onto another file does not travel with it.
+    bob.create_bucket(Bucket="public")
+    bob.put_object(Bucket="public", Key="open.txt", Body=b"for everyone", ACL="public-read")
+    assert requests.get(f"{srv.endpoint}/public/open.txt", timeout=10).content == b"for everyone"
+    sealed = os.getxattr(root / "public" / "open.txt", "user.isthmus")
+    bob.put_object(Bucket="public", Key="private.txt", Body=b"bob only")
+    os.setxattr(root / "public" / "private.txt", "user.isthmus", sealed)
+    os.utime(root / "public" / "private.txt", ns=(0, os.stat(root / "public" / "open.txt").st_mtime_ns))
+    time.sleep(1.2)
+    assert requests.get(f"{srv.endpoint}/public/private.txt", timeout=10).status_code == 403
+    assert requests.get(f"{srv.endpoint}/public/open.txt", timeout=10).content == b"for everyone"
 
 
-def test_a_forged_record_never_makes_get_or_head_fail(unix):
+def test_a_forged_record_never_makes_get_or_head_fail(unix, sticky_gateway):
     """Finding 5, second half: a record with part sizes that overflow, an ETag that is no ETag
     and headers no response may carry made GET/HEAD answer 500 or drop the connection. The
     record is the writer's to forge; the answers stay well-formed."""
-    base, root = shared_root(0o1775)
-    srv = Server(root, extra_args=["--config", str(config_file(base))])
-    try:
-        alice = make_client(srv.endpoint, "alice", SECRET)
-        alice.create_bucket(Bucket="mine")
-        alice.put_object(Bucket="mine", Key="data", Body=b"0123456789")
-        path = root / "mine" / "data"
-        forged = {
-            "parts": [[18446744073709551615, 4294967295], [7, 3]],
-            "meta": {"content_type": "text/plain\r\nX-Injected: yes", "user": {"a\nb": "c", "ok": "line\nbreak"}},
-        }
-        set_record_as(USERS["alice"], path, forge_record(path, forged["meta"], parts=forged["parts"]))
-        time.sleep(1.2)
-        head = alice.head_object(Bucket="mine", Key="data")
-        assert head["ContentLength"] == 10 and "X-Injected" not in head["ResponseMetadata"]["HTTPHeaders"]
-        assert alice.get_object(Bucket="mine", Key="data")["Body"].read() == b"0123456789"
-        assert code_of(alice.get_object, Bucket="mine", Key="data", PartNumber=2) == "InvalidPartNumber"
-        # An ETag that is no ETag: the record is dropped and the ETag recomputed.
-        set_record_as(USERS["alice"], path, forge_record(path, etag='bad"etag\r\nX: y'))
-        time.sleep(1.2)
-        head = alice.head_object(Bucket="mine", Key="data")
-        assert head["ETag"].strip('"') == "781e5e245d69b566979b86e28d23f2c7"  # MD5 of 0123456789
-    finally:
-        srv.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    srv, root = sticky_gateway
+    alice = make_client(srv.endpoint, "alice", SECRET)
+    alice.create_bucket(Bucket="mine")
+    alice.put_object(Bucket="mine", Key="data", Body=b"0123456789")
+    path = root / "mine" / "data"
+    forged = {
+        "parts": [[18446744073709551615, 4294967295], [7, 3]],
+        "meta": {"content_type": "text/plain\r\nX-Injected: yes", "user": {"a\nb": "c", "ok": "line\nbreak"}},
+    }
+    set_record_as(USERS["alice"], path, forge_record(path, forged["meta"], parts=forged["parts"]))
+    time.sleep(1.2)
+    head = alice.head_object(Bucket="mine", Key="data")
+    assert head["ContentLength"] == 10 and "X-Injected" not in head["ResponseMetadata"]["HTTPHeaders"]
+    assert alice.get_object(Bucket="mine", Key="data")["Body"].read() == b"0123456789"
+    assert code_of(alice.get_object, Bucket="mine", Key="data", PartNumber=2) == "InvalidPartNumber"
+    # An ETag that is no ETag: the record is dropped and the ETag recomputed.
+    set_record_as(USERS["alice"], path, forge_record(path, etag='bad"etag\r\nX: y'))
+    time.sleep(1.2)
+    head = alice.head_object(Bucket="mine", Key="data")
+    assert head["ETag"].strip('"') == "781e5e245d69b566979b86e28d23f2c7"  # MD5 of 0123456789
