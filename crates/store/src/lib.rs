@@ -23,6 +23,7 @@ pub mod key;
 pub mod multipart;
 pub mod object_meta;
 pub mod scopes;
+pub mod seal_key;
 pub mod size;
 pub mod state_dir;
 pub mod update;
