@@ -45,7 +45,8 @@ use crate::resolve::create_dirs_beneath;
 use isthmus_store::MetadataMode;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::{INTERNAL_DIR, validate_bucket_name};
-use isthmus_store::state_dir::{SealKey, StateDir};
+use isthmus_store::seal_key::SealKey;
+use isthmus_store::state_dir::StateDir;
 use isthmus_store::{
     BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, Durability, FileSystemKind,
     GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PutRequest,

@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use isthmus_store::MetadataMode;
 use isthmus_store::error::StoreResult;
 use isthmus_store::key::INTERNAL_DIR;
-use isthmus_store::state_dir::SealKey;
+use isthmus_store::seal_key::SealKey;
 
 /// The extended attribute holding an object's metadata record.
 pub const XATTR_NAME: &str = "user.isthmus";

@@ -40,7 +40,7 @@ pub struct PosixWriter {
     strict: bool,
     etag_md5_limit: u64,
     /// Seals the object's ACL in its record (see `meta`).
-    seal: Option<isthmus_store::state_dir::SealKey>,
+    seal: Option<isthmus_store::seal_key::SealKey>,
     /// Where the new object's description is kept for HEAD and GET (`head_cache`).
     heads: Arc<HeadCache>,
 }

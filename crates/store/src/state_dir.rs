@@ -21,7 +21,6 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::key::INTERNAL_DIR;
-pub use crate::seal_key::{SEAL_KEY_FILE, SealKey};
 
 /// Whose files a state directory believes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -245,20 +244,24 @@ impl StateDir {
     }
 
     /// Creates `name` with `bytes` (mode `mode`, durable) unless it exists: whether it was
-    /// created.
+    /// created. Atomic: the file appears whole or not at all (a temporary file hard-linked into
+    /// place, which works on every file system, NFS included), so another process creating the
+    /// same file at once reads either nothing or all of it.
     pub fn create_new(&self, name: &str, bytes: &[u8], mode: u32) -> StateResult<bool> {
         check_name(name, &self.path)?;
         crate::identity::as_gateway(|| {
-            let path = self.at(name);
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let fd = match rustix::fs::openat(self.fd.as_fd(), name, flags, Mode::from_raw_mode(mode)) {
-                Ok(fd) => fd,
-                Err(Errno::EXIST) => return Ok(false),
-                Err(err) => return Err(StateError::Io { what: "create", path, source: err.into() }),
-            };
-            write_durably(&fd, bytes).map_err(|e| StateError::Io { what: "write", path: path.clone(), source: e })?;
-            self.sync();
-            Ok(true)
+            let temporary = self.write_temporary(name, bytes, mode)?;
+            let linked =
+                rustix::fs::linkat(self.fd.as_fd(), temporary.as_str(), self.fd.as_fd(), name, AtFlags::empty());
+            let _ = rustix::fs::unlinkat(self.fd.as_fd(), temporary.as_str(), AtFlags::empty());
+            match linked {
+                Ok(()) => {
+                    self.sync();
+                    Ok(true)
+                }
+                Err(Errno::EXIST) => Ok(false),
+                Err(err) => Err(StateError::Io { what: "create", path: self.at(name), source: err.into() }),
+            }
         })
     }
 
@@ -267,33 +270,38 @@ impl StateDir {
     pub fn replace(&self, name: &str, bytes: &[u8], mode: u32) -> StateResult<()> {
         check_name(name, &self.path)?;
         crate::identity::as_gateway(|| {
-            let path = self.at(name);
-            let temporary = format!(".tmp.{}", random_suffix());
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let io = |what: &'static str, e: std::io::Error| StateError::Io { what, path: path.clone(), source: e };
-            let fd = rustix::fs::openat(self.fd.as_fd(), temporary.as_str(), flags, Mode::from_raw_mode(mode))
-                .map_err(|e| io("create a temporary file for", e.into()))?;
-            // The mode given, whatever the umask left of it.
-            let written = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
-                .map_err(std::io::Error::from)
-                .and_then(|()| write_durably(&fd, bytes))
-                .and_then(|()| {
-                    rustix::fs::renameat_with(
-                        self.fd.as_fd(),
-                        temporary.as_str(),
-                        self.fd.as_fd(),
-                        name,
-                        RenameFlags::empty(),
-                    )
-                    .map_err(Into::into)
-                });
-            if let Err(err) = written {
+            let temporary = self.write_temporary(name, bytes, mode)?;
+            if let Err(err) = rustix::fs::renameat_with(
+                self.fd.as_fd(),
+                temporary.as_str(),
+                self.fd.as_fd(),
+                name,
+                RenameFlags::empty(),
+            ) {
                 let _ = rustix::fs::unlinkat(self.fd.as_fd(), temporary.as_str(), AtFlags::empty());
-                return Err(io("write", err));
+                return Err(StateError::Io { what: "write", path: self.at(name), source: err.into() });
             }
             self.sync();
             Ok(())
         })
+    }
+
+    /// A new temporary file in this directory holding `bytes` (mode `mode` whatever the umask,
+    /// durable), for `name`'s sake; its name. Nothing is left behind when it fails.
+    fn write_temporary(&self, name: &str, bytes: &[u8], mode: u32) -> StateResult<String> {
+        let temporary = format!(".tmp.{}", random_suffix());
+        let io = |what: &'static str, e: std::io::Error| StateError::Io { what, path: self.at(name), source: e };
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(self.fd.as_fd(), temporary.as_str(), flags, Mode::from_raw_mode(mode))
+            .map_err(|e| io("create a temporary file for", e.into()))?;
+        let written = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
+            .map_err(std::io::Error::from)
+            .and_then(|()| write_durably(&fd, bytes));
+        if let Err(err) = written {
+            let _ = rustix::fs::unlinkat(self.fd.as_fd(), temporary.as_str(), AtFlags::empty());
+            return Err(io("write", err));
+        }
+        Ok(temporary)
     }
 
     /// Removes the file `name` (a missing one is not an error).
@@ -507,6 +515,26 @@ mod tests {
         let names: Vec<_> =
             std::fs::read_dir(dir.path().join(".isthmus")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("users.toml")], "no temporary file left");
+    }
+
+    #[test]
+    fn a_file_created_by_many_at_once_is_read_whole_by_each() {
+        let (_dir, state) = root();
+        let readers: Vec<_> = (0..8)
+            .map(|i| {
+                let state = state.clone();
+                std::thread::spawn(move || {
+                    let mine = format!("{i:064}");
+                    let created = state.create_new("key", mine.as_bytes(), 0o600).unwrap();
+                    let read = state.read_private("key", 100).unwrap().unwrap();
+                    assert_eq!(read.len(), 64, "never a file half written");
+                    (created, read)
+                })
+            })
+            .collect();
+        let results: Vec<_> = readers.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(results.iter().filter(|(created, _)| *created).count(), 1);
+        assert!(results.windows(2).all(|w| w[0].1 == w[1].1));
     }
 
     #[test]
