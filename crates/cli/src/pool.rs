@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use isthmus_erasure::ErasureStore;
-use isthmus_erasure::{DriveReport, DriveState};
+use isthmus_erasure::DriveReport;
 use isthmus_posix::StoreOptions;
 
 #[derive(Args, Debug)]
@@ -58,11 +58,7 @@ fn drive_table(drives: &[DriveReport]) -> comfy_table::Table {
     table.load_preset(comfy_table::presets::NOTHING);
     table.set_header(["drive", "state", "mean latency", "I/Os", "errors", ""]);
     for d in drives {
-        let state = match d.state {
-            DriveState::Online => "online",
-            DriveState::Rebuilding => "rebuilding (run heal)",
-            DriveState::Offline => "offline",
-        };
+        let state = d.state.name();
         table.add_row([
             d.path.display().to_string(),
             state.to_string(),

@@ -37,12 +37,40 @@ struct DriveFormat {
     rebuilding: bool,
 }
 
+/// What a drive of a pool is doing, as `isthmus pool status`, the console and the metrics
+/// show it. Only `Online` serves reads and writes; a drive in any other state is never taken
+/// for another and never written as if it were its slot's drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriveState {
+    /// Formatted into its slot: serves reads and takes writes.
     Online,
-    /// Takes writes, not reads, until heal has rebuilt it.
+    /// A replaced (blank) drive formatted into its slot: takes writes, serves no reads until
+    /// the healer has rebuilt it.
     Rebuilding,
+    /// Serves reads, takes no writes (its file system answered EROFS: remounted read-only).
+    ReadOnly,
+    /// Missing, unreachable or failing.
     Offline,
+    /// Present but carrying no format and not accepted as a replacement (an unmounted mount
+    /// point: an empty directory on the parent's disk): never written.
+    Unformatted,
+    /// Carries another pool's or another slot's format (a drive moved between slots or
+    /// pools): never written until the operator formats it into this slot.
+    Foreign,
+}
+
+impl DriveState {
+    /// The state's name in status output and metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Online => "online",
+            Self::Rebuilding => "healing",
+            Self::ReadOnly => "read-only",
+            Self::Offline => "offline",
+            Self::Unformatted => "unformatted",
+            Self::Foreign => "foreign",
+        }
+    }
 }
 
 const ONLINE: u8 = 0;
