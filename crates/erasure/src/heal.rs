@@ -244,25 +244,6 @@ impl Inner {
         Ok(keys)
     }
 
-    /// Creates `bucket` (with its settings) on drives that lack it.
-    fn heal_bucket(&self, bucket: &str) -> StoreResult<()> {
-        let cx = RequestContext::process();
-        let Some(source) = self.drives.iter().filter_map(|d| d.writable()).find(|s| s.head_bucket(&cx, bucket).is_ok())
-        else {
-            return Ok(());
-        };
-        for drive in &self.drives {
-            let Some(store) = drive.writable() else { continue };
-            if store.head_bucket(&cx, bucket).is_ok() {
-                continue;
-            }
-            store.create_bucket(&cx, bucket, &Default::default())?;
-            let settings = isthmus_store::BucketConfig { version: None, ..source.bucket_config(&cx, bucket)? };
-            store.set_bucket_config(&cx, bucket, &settings)?;
-        }
-        Ok(())
-    }
-
     /// Copies folder objects (keys ending in '/') to drives that lack them.
     fn heal_folder(&self, bucket: &str, key: &str) -> StoreResult<u64> {
         let cx = RequestContext::process();

@@ -11,6 +11,7 @@ pub mod gateway_files;
 mod heal;
 mod manifest;
 mod multipart;
+mod namespace;
 mod read;
 mod store;
 mod write;
@@ -129,6 +130,8 @@ pub(crate) struct Inner {
     drives: Vec<Arc<Drive>>,
     options: StoreOptions,
     healer: heal::Healer,
+    /// The bucket namespace as the drives last decided it.
+    decisions: namespace::Decisions,
 }
 
 /// An erasure-coded pool as a `Store`.
@@ -178,6 +181,7 @@ impl ErasureStore {
             drives,
             options,
             healer: heal::Healer::start(weak.clone()),
+            decisions: namespace::Decisions::default(),
         });
         let online = inner.drives.iter().filter(|d| d.state() == DriveState::Online).count();
         if online < inner.meta_read_quorum() {
@@ -261,12 +265,6 @@ impl Inner {
         let median = self.median_latency_us();
         order.sort_by_key(|&d| self.is_slow(&self.drives[d], median));
         order
-    }
-
-    /// The drive that answers namespace questions (bucket lists, settings, listings): the
-    /// first online one.
-    fn namespace_drive(&self) -> StoreResult<Arc<isthmus_posix::PosixStore>> {
-        self.drives.iter().find_map(|d| d.readable()).ok_or_else(|| self.too_few("none"))
     }
 
     fn too_few(&self, answered: &str) -> StoreError {

@@ -21,7 +21,7 @@ use isthmus_store::key::ObjectPath;
 use isthmus_store::multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
 use isthmus_store::{
     BoxedWriter, ChecksumAlgorithm, ChecksumType, Digests, ListPartsRequest, ObjectInfo, ObjectMeta, ObjectWrite,
-    PartRequest, PutRequest, RequestContext, Store,
+    PartRequest, PutRequest,
 };
 
 const UPLOAD_FILE: &str = "upload.json";
@@ -73,7 +73,7 @@ impl Inner {
         if !valid_upload_id(upload_id) {
             return Err(StoreError::NoSuchUpload);
         }
-        self.namespace_drive()?.head_bucket(&RequestContext::process(), bucket)?;
+        self.existing_bucket(bucket)?;
         for drive in self.drives.iter().filter(|d| d.readable().is_some()) {
             let dir = self.upload_dir(drive, bucket, upload_id);
             let Ok(bytes) = drive.timed(|| std::fs::read(dir.join(UPLOAD_FILE))) else { continue };
@@ -145,7 +145,7 @@ impl Inner {
     pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
         ObjectPath::parse(key)?;
         request.meta.validate()?;
-        self.namespace_drive()?.head_bucket(&RequestContext::process(), bucket)?;
+        self.existing_bucket(bucket)?;
         let upload_id = new_upload_id();
         let record = UploadRecord {
             key: key.to_string(),
@@ -287,7 +287,7 @@ impl Inner {
     }
 
     pub(crate) fn uploads_page(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
-        self.namespace_drive()?.head_bucket(&RequestContext::process(), bucket)?;
+        self.existing_bucket(bucket)?;
         let drive = self.drives.iter().find(|d| d.readable().is_some()).ok_or_else(|| self.too_few("none"))?;
         let dir = uploads_of(drive, bucket);
         let mut uploads = Vec::new();

@@ -1,7 +1,7 @@
-//! `ErasureStore` as a `Store`: buckets and their settings are kept on every drive (each
-//! drive's metadata namespace is a `PosixStore`; settings are read from the first online drive,
-//! written to all); objects are manifests plus shards (`write`, `read`); keys ending in '/'
-//! (folder objects, always empty) are kept as folders on every drive, as in a posix pool.
+//! `ErasureStore` as a `Store`: buckets and their settings are kept on every drive and decided
+//! by the drives together (`namespace`); objects are manifests plus shards (`write`, `read`);
+//! keys ending in '/' (folder objects, always empty) are kept as folders on every drive, as in
+//! a posix pool.
 //! Versioning is not offered on erasure-coded pools (NotImplemented).
 
 use std::collections::BTreeMap;
@@ -22,6 +22,9 @@ use isthmus_store::{
     RequestContext, Store, VersionsPage,
 };
 
+/// Creates, deletes and settings changes of buckets in this process, one at a time.
+static NAMESPACE_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn gateway() -> RequestContext {
     RequestContext::process()
 }
@@ -31,34 +34,31 @@ fn is_folder(key: &str) -> bool {
 }
 
 impl Inner {
-    /// Runs `op` on every drive that takes writes; succeeds when `meta_write_quorum` of them
-    /// did (or answered `tolerated`), else answers the first drive's error.
+    /// Runs `op` on every drive's metadata namespace that takes writes; succeeds when
+    /// `meta_write_quorum` of them did (or answered `tolerated`).
     fn on_every_drive<T>(
         &self,
         what: &str,
         op: impl Fn(&PosixStore) -> StoreResult<T>,
         tolerated: impl Fn(&StoreError) -> bool,
     ) -> StoreResult<()> {
-        let mut done = 0;
-        let mut first_error = None;
+        self.on_every_writable_drive(what, |_, store| op(store), tolerated, self.meta_write_quorum())
+    }
+
+    /// A folder object (key ending in '/'), as the first drive that serves reads and holds it
+    /// answers `op` (a drive that lost it hides nothing).
+    fn folder<T>(&self, bucket: &str, op: impl Fn(&PosixStore) -> StoreResult<T>) -> StoreResult<T> {
+        self.existing_bucket(bucket)?;
         for drive in &self.drives {
-            let Some(store) = drive.writable() else { continue };
+            let Some(store) = drive.readable() else { continue };
             match op(&store) {
-                Ok(_) => done += 1,
-                Err(err) if tolerated(&err) => done += 1,
-                Err(err) => {
-                    if matches!(err, StoreError::Io(_) | StoreError::IoAt { .. }) {
-                        drive.failed(what, &err);
-                    }
-                    first_error.get_or_insert(err);
-                }
+                Ok(found) => return Ok(found),
+                Err(StoreError::NoSuchKey | StoreError::NoSuchBucket) => {}
+                Err(err @ (StoreError::Io(_) | StoreError::IoAt { .. })) => drive.failed("read a folder object", &err),
+                Err(err) => return Err(err),
             }
         }
-        match first_error {
-            Some(err) if done < self.meta_write_quorum() => Err(err),
-            _ if done < self.meta_write_quorum() => Err(self.too_few(&done.to_string())),
-            _ => Ok(()),
-        }
+        Err(StoreError::NoSuchKey)
     }
 
     /// The current object, or NoSuchKey.
@@ -128,34 +128,35 @@ impl ObjectWrite for FolderWriter {
             |store| store.put_bytes(&gateway(), &self.bucket, &self.key, b"", request.clone()),
             |_| false,
         )?;
-        self.inner.namespace_drive()?.head_object(&gateway(), &self.bucket, &self.key, &HeadRequest::default())
+        self.inner.folder(&self.bucket, |store| {
+            store.head_object(&gateway(), &self.bucket, &self.key, &HeadRequest::default())
+        })
     }
 }
 
 impl Store for ErasureStore {
     fn list_buckets(&self, _cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
-        self.inner.namespace_drive()?.list_buckets(&gateway())
+        self.inner.bucket_list()
     }
 
     fn create_bucket(&self, _cx: &RequestContext, bucket: &str, _request: &CreateBucketRequest) -> StoreResult<()> {
         isthmus_store::key::validate_bucket_name(bucket)?;
-        if self.inner.namespace_drive()?.head_bucket(&gateway(), bucket).is_ok() {
+        // Serialised in the process, so two creates of one name do not both find it free.
+        let _serial = NAMESPACE_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.decisions.forget(bucket);
+        if self.inner.bucket_state(bucket)?.is_some() {
             // Whether the requester owns it is for the authorization layer to say.
             return Err(StoreError::BucketAlreadyExists);
         }
-        self.inner.on_every_drive(
-            "create a bucket",
-            |store| store.create_bucket(&gateway(), bucket, &CreateBucketRequest::default()),
-            |e| matches!(e, StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists),
-        )
+        self.inner.make_bucket(bucket, &BucketConfig::default())
     }
 
     fn head_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        self.inner.namespace_drive()?.head_bucket(&gateway(), bucket)
+        self.inner.existing_bucket(bucket).map(|_| ())
     }
 
     fn bucket_facts(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
-        let facts = self.inner.namespace_drive()?.bucket_facts(&gateway(), bucket)?;
+        let facts = self.inner.folder(bucket, |store| store.bucket_facts(&gateway(), bucket))?;
         // Never "local": every call does I/O on several drives, so it runs on the blocking pool.
         // Its files are the gateway's: the kernel cannot judge a user's access (issue 28, 3).
         Ok(BucketFacts {
@@ -166,49 +167,37 @@ impl Store for ErasureStore {
     }
 
     fn delete_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
-        let ns = self.inner.namespace_drive()?;
+        let _serial = NAMESPACE_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let one = ListRequest { max_keys: 1, ..Default::default() };
-        if !ns.list_objects(&gateway(), bucket, &one)?.objects.is_empty() {
+        let page = self.inner.list_page(bucket, &one)?;
+        if !page.objects.is_empty() || !page.common_prefixes.is_empty() {
             return Err(StoreError::BucketNotEmpty);
         }
-        self.inner.on_every_drive(
-            "delete a bucket",
-            |store| store.delete_bucket(&gateway(), bucket),
-            |e| matches!(e, StoreError::NoSuchBucket),
-        )?;
-        for drive in &self.inner.drives {
-            for area in [super::drives::DATA_DIR, super::drives::UPLOADS_DIR] {
-                let _ = std::fs::remove_dir_all(drive.path.join(area).join(bucket));
-            }
-        }
-        Ok(())
+        self.inner.remove_bucket(bucket)
     }
 
     fn bucket_config(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig> {
-        self.inner.namespace_drive()?.bucket_config(&gateway(), bucket)
+        Ok(self.inner.existing_bucket(bucket)?.settings.versioned())
     }
 
-    /// The namespace drive decides whether the write replaces the version it read (under that
-    /// drive's settings lock); the settings then go to every drive as they are. Writes of this
-    /// pool's settings are serialised in the process, so drives end with the same settings.
+    /// The drives' decision says whether the write replaces the version it read; the settings
+    /// then go to every drive. Writes of this process's namespace are serialised, so two
+    /// writers never both replace the same version here; another gateway's write at the same
+    /// moment is ordered by its time (the latest record wins).
     fn set_bucket_config(&self, _cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
-        static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _serial = WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let namespace = self.inner.namespace_drive()?;
-        if config.versioning.is_some() && namespace.bucket_config(&gateway(), bucket)?.versioning.is_none() {
+        let _serial = NAMESPACE_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.decisions.forget(bucket);
+        let current = self.inner.existing_bucket(bucket)?.settings;
+        if config.versioning.is_some() && current.versioning.is_none() {
             return Err(StoreError::NotImplemented(format!(
                 "Versioning is not supported on erasure-coded pools (bucket {bucket:?} is in pool {:?}): \
                  place versioned buckets in a posix pool",
                 self.inner.name
             )));
         }
-        namespace.set_bucket_config(&gateway(), bucket, config)?;
-        let everywhere = BucketConfig { version: None, ..config.clone() };
-        self.inner.on_every_drive(
-            "record the settings",
-            |s| s.set_bucket_config(&gateway(), bucket, &everywhere),
-            |_| false,
-        )
+        isthmus_store::object_meta::validate_bucket_tags(&config.tags)?;
+        config.check_replaces(&current)?;
+        self.inner.record_settings(bucket, config)
     }
 
     fn put_object(
@@ -220,7 +209,7 @@ impl Store for ErasureStore {
     ) -> StoreResult<BoxedWriter> {
         ObjectPath::parse(key)?;
         request.meta.validate()?;
-        self.inner.namespace_drive()?.head_bucket(&gateway(), bucket)?;
+        self.inner.existing_bucket(bucket)?;
         if is_folder(key) {
             let (bucket, key) = (bucket.to_string(), key.to_string());
             return Ok(Box::new(FolderWriter { inner: self.inner.clone(), bucket, key, request, written: 0 }));
@@ -237,7 +226,7 @@ impl Store for ErasureStore {
     ) -> StoreResult<GetResponse> {
         check_version(request.version_id.as_deref())?;
         if is_folder(key) {
-            return self.inner.namespace_drive()?.get_object(&gateway(), bucket, key, request);
+            return self.inner.folder(bucket, |store| store.get_object(&gateway(), bucket, key, request));
         }
         ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let stored = self.inner.existing(bucket, key)?;
@@ -257,7 +246,7 @@ impl Store for ErasureStore {
     ) -> StoreResult<ObjectInfo> {
         check_version(request.version_id.as_deref())?;
         if is_folder(key) {
-            return self.inner.namespace_drive()?.head_object(&gateway(), bucket, key, request);
+            return self.inner.folder(bucket, |store| store.head_object(&gateway(), bucket, key, request));
         }
         ObjectPath::parse(key).map_err(|_| StoreError::NoSuchKey)?;
         let info = self.inner.existing(bucket, key)?.info(key);
@@ -301,25 +290,7 @@ impl Store for ErasureStore {
     }
 
     fn list_objects(&self, _cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
-        let ns = self.inner.namespace_drive()?;
-        let mut page = ns.list_objects(&gateway(), bucket, request)?;
-        let mut objects = Vec::with_capacity(page.objects.len());
-        for listed in page.objects {
-            if is_folder(&listed.key) {
-                objects.push(listed);
-                continue;
-            }
-            // This drive's manifest, else the quorum's (a drive may hold a damaged copy).
-            let stored = match super::read_manifest(&ns, &gateway(), bucket, &listed.key) {
-                Ok(Some(stored)) => Some(stored),
-                _ => self.inner.current(bucket, &listed.key)?,
-            };
-            if let Some(stored) = stored {
-                objects.push(stored.info(&listed.key));
-            }
-        }
-        page.objects = objects;
-        Ok(page)
+        self.inner.list_page(bucket, request)
     }
 
     /// Every object as its null version (versioning is never on here).
