@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use isthmus_erasure::ErasureStore;
 use isthmus_erasure::DriveReport;
+use isthmus_erasure::ErasureStore;
 use isthmus_posix::StoreOptions;
 
 #[derive(Args, Debug)]

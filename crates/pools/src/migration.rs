@@ -357,7 +357,9 @@ fn prepare_target(
 ) -> StoreResult<()> {
     let create = CreateBucketRequest { location: Some(to.to_string()) };
     match target.create_bucket(cx, bucket, &create) {
-        Ok(()) | Err(StoreError::BucketAlreadyOwnedByYou) => {}
+        // Made by the run this one resumes (a bucket's name is one across the pools, so the
+        // target holds no other bucket of this name): backends answer either error.
+        Ok(()) | Err(StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists) => {}
         Err(err) => return Err(err),
     }
     let settings = isthmus_store::BucketConfig { version: None, ..source.bucket_config(cx, bucket)? };
