@@ -52,6 +52,8 @@ struct BucketRecord {
 #[derive(Debug, Clone)]
 pub(crate) struct BucketState {
     pub(crate) settings: BucketConfig,
+    /// Drives that lacked the bucket when this was decided (listings ask them last).
+    lacking: Vec<usize>,
 }
 
 /// What one drive answered about a bucket.
@@ -250,14 +252,14 @@ impl Inner {
         };
         let changed_ns = latest.map(|(_, record)| record.changed_ns);
         let behind = holders.iter().filter(|(_, r)| r.as_ref().map(|r| r.changed_ns) != changed_ns).map(|(i, _)| *i);
-        let stale: Vec<usize> = lacking.into_iter().chain(behind).collect();
+        let stale: Vec<usize> = lacking.iter().copied().chain(behind).collect();
         let record = BucketRecord { changed_ns: changed_ns.unwrap_or(0), settings: settings.clone() };
         for index in stale {
             let (drive, bucket, record, sync) =
                 (self.drives[index].clone(), bucket.to_string(), record.clone(), self.strict());
             self.drives[index].lane.spawn(move || repair_bucket(&drive, &bucket, &record, sync));
         }
-        Ok(Some(BucketState { settings }))
+        Ok(Some(BucketState { settings, lacking }))
     }
 
     /// The settings a pool made before settings records kept in its drives' metadata
@@ -427,11 +429,11 @@ impl Inner {
     /// (a drive that lost some of the bucket's records hides nothing), each object described
     /// by the record of a drive that listed it.
     pub(crate) fn list_page(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
-        self.existing_bucket(bucket)?;
+        let state = self.existing_bucket(bucket)?;
         let wanted = self.meta_read_quorum();
         let median = self.median_latency_us();
         let mut order: Vec<usize> = (0..self.n()).filter(|&i| self.drives[i].readable().is_some()).collect();
-        order.sort_by_key(|&i| self.is_slow(&self.drives[i], median));
+        order.sort_by_key(|&i| (state.lacking.contains(&i), self.is_slow(&self.drives[i], median)));
         let (tx, rx) = mpsc::channel::<(usize, StoreResult<ListPage>)>();
         let ask = |index: usize| {
             let drive = self.drives[index].clone();
