@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Inner;
 use super::drives::{DATA_DIR, Drive, UPLOADS_DIR};
-use isthmus_posix::PosixStore;
+use isthmus_posix::{KeyPage, PosixStore};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::{BucketConfig, BucketInfo, ListPage, ListRequest, RequestContext, Store};
 
@@ -434,13 +434,13 @@ impl Inner {
         let median = self.median_latency_us();
         let mut order: Vec<usize> = (0..self.n()).filter(|&i| self.drives[i].readable().is_some()).collect();
         order.sort_by_key(|&i| (state.lacking.contains(&i), self.is_slow(&self.drives[i], median)));
-        let (tx, rx) = mpsc::channel::<(usize, StoreResult<ListPage>)>();
+        let (tx, rx) = mpsc::channel::<(usize, StoreResult<KeyPage>)>();
         let ask = |index: usize| {
             let drive = self.drives[index].clone();
             let (tx, bucket, request) = (tx.clone(), bucket.to_string(), request.clone());
             self.drives[index].lane.spawn(move || {
                 let page = match drive.readable() {
-                    Some(store) => drive.timed(|| store.list_objects(&gateway(), &bucket, &request)),
+                    Some(store) => drive.timed(|| store.list_keys(&bucket, &request)),
                     None => Err(StoreError::InsufficientShards("offline".into())),
                 };
                 let _ = tx.send((index, page));
@@ -459,7 +459,7 @@ impl Inner {
             match page {
                 Ok(page) => pages.push((index, page)),
                 // A drive that lost the bucket's directory lists nothing of it.
-                Err(StoreError::NoSuchBucket) => pages.push((index, ListPage::default())),
+                Err(StoreError::NoSuchBucket) => pages.push((index, KeyPage::default())),
                 Err(err @ (StoreError::InvalidArgument(_) | StoreError::InvalidKey(_))) => return Err(err),
                 Err(err) => {
                     self.drives[index].failed("list a bucket", &err);
@@ -477,22 +477,21 @@ impl Inner {
         self.merge_pages(bucket, pages, request.max_keys)
     }
 
-    /// The union of drives' listing pages, as one page of at most `max_keys` entries: only
-    /// entries up to the end of the shortest truncated page are certain to be complete.
-    fn merge_pages(&self, bucket: &str, pages: Vec<(usize, ListPage)>, max_keys: usize) -> StoreResult<ListPage> {
-        enum Entry {
-            Object(usize, Box<isthmus_store::ObjectInfo>),
-            Prefix,
-        }
+    /// The union of drives' listings by name, as one page of at most `max_keys` entries: only
+    /// entries up to the end of the shortest truncated page are certain to be complete. Each
+    /// object is described by the record of a drive that listed it (the quorum's when that
+    /// one is damaged).
+    fn merge_pages(&self, bucket: &str, pages: Vec<(usize, KeyPage)>, max_keys: usize) -> StoreResult<ListPage> {
         let bound: Option<String> =
-            pages.iter().filter(|(_, p)| p.is_truncated).filter_map(|(_, p)| p.next_marker.clone()).min();
-        let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
-        for (index, page) in pages {
-            for prefix in page.common_prefixes {
-                entries.insert(prefix, Entry::Prefix);
+            pages.iter().filter(|(_, p)| p.page.is_truncated).filter_map(|(_, p)| p.page.next_marker.clone()).min();
+        // Name -> the drive that listed it as an object (`None`: a common prefix).
+        let mut entries: BTreeMap<String, Option<usize>> = BTreeMap::new();
+        for (index, listed) in pages {
+            for prefix in listed.page.common_prefixes {
+                entries.insert(prefix, None);
             }
-            for object in page.objects {
-                entries.entry(object.key.clone()).or_insert(Entry::Object(index, Box::new(object)));
+            for key in listed.keys {
+                entries.entry(key).or_insert(Some(index));
             }
         }
         if let Some(bound) = &bound {
@@ -500,24 +499,27 @@ impl Inner {
         }
         let cut = entries.len() > max_keys;
         let mut page = ListPage { is_truncated: bound.is_some() || cut, ..Default::default() };
-        for (name, entry) in entries.into_iter().take(max_keys) {
+        for (name, listed_by) in entries.into_iter().take(max_keys) {
             page.next_marker = Some(name.clone());
-            match entry {
-                Entry::Prefix => page.common_prefixes.push(name),
-                Entry::Object(_, listed) if name.ends_with('/') => page.objects.push(*listed),
-                Entry::Object(index, _) => {
-                    // The listing drive's record, else the quorum's (a drive may hold a damaged one).
-                    let stored = match self.drives[index].readable() {
-                        Some(store) => match super::read_manifest(&store, &gateway(), bucket, &name) {
-                            Ok(Some(stored)) => Some(stored),
-                            _ => self.current(bucket, &name)?,
-                        },
-                        None => self.current(bucket, &name)?,
-                    };
-                    if let Some(stored) = stored {
-                        page.objects.push(stored.info(&name));
-                    }
-                }
+            let Some(index) = listed_by else {
+                page.common_prefixes.push(name);
+                continue;
+            };
+            let store = self.drives[index].readable();
+            if name.ends_with('/') {
+                let folder = match &store {
+                    Some(store) => store.head_object(&gateway(), bucket, &name, &Default::default()).ok(),
+                    None => None,
+                };
+                page.objects.extend(folder);
+                continue;
+            }
+            let stored = match store.map(|store| super::read_manifest(&store, &gateway(), bucket, &name)) {
+                Some(Ok(Some(stored))) => Some(stored),
+                _ => self.current(bucket, &name)?,
+            };
+            if let Some(stored) = stored {
+                page.objects.push(stored.info(&name));
             }
         }
         if !page.is_truncated {

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
+pub use list::KeyPage;
 pub use options::{DEFAULT_ETAG_MD5_LIMIT, StoreOptions};
 pub use read::PosixReader;
 pub use write::PosixWriter;
@@ -200,6 +201,13 @@ impl PosixStore {
     /// call. A kept directory is used only while it still has a name (a bucket directory that
     /// POSIX tools removed and re-created is opened again at once); one renamed away and
     /// replaced is seen within the TTL.
+    /// A page of `bucket`'s listing by names alone (`KeyPage`), as the gateway's identity
+    /// reads it.
+    pub fn list_keys(&self, bucket: &str, request: &ListRequest) -> StoreResult<KeyPage> {
+        let open = self.bucket_fd(bucket)?;
+        list::list_keys(self.meta_store(&open, &RequestContext::process()), &self.list_cache, request)
+    }
+
     pub(crate) fn bucket_fd(&self, bucket: &str) -> StoreResult<OpenBucket> {
         if let Some(open) = self.recent_bucket(bucket)
             && rustix::fs::fstat(&*open.fd).is_ok_and(|stat| stat.st_nlink > 0)

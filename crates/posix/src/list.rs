@@ -168,6 +168,8 @@ struct Walk<'a> {
     cache: &'a DirCache,
     request: &'a ListRequest,
     page: ListPage,
+    /// Set for a listing of names alone (`list_keys`): the keys, no object read.
+    names: Option<Vec<String>>,
     /// Objects plus common prefixes collected so far.
     count: usize,
 }
@@ -193,6 +195,16 @@ impl Walk<'_> {
         let Ok(path) = ObjectPath::parse(key) else {
             return true;
         };
+        if self.names.is_some() {
+            if self.full() {
+                self.page.is_truncated = true;
+                return false;
+            }
+            self.page.next_marker = Some(key.to_string());
+            self.names.as_mut().expect("a listing of names").push(key.to_string());
+            self.count += 1;
+            return true;
+        }
         let info = match head(&self.meta, &path) {
             Ok((_, _, info)) => info,
             Err(StoreError::WouldBlock) => {
@@ -317,11 +329,34 @@ impl Walk<'_> {
 }
 
 pub(crate) fn list_objects(meta: MetaStore<'_>, cache: &DirCache, request: &ListRequest) -> StoreResult<ListPage> {
+    walk(meta, cache, request, None).map(|(page, _)| page)
+}
+
+/// A page of a listing by names alone: the keys (in `keys`, `page.objects` empty) and common
+/// prefixes, no object's file or metadata read. For a namespace whose every file is an
+/// object the caller describes itself (an erasure-coded pool's drive).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyPage {
+    pub keys: Vec<String>,
+    pub page: ListPage,
+}
+
+pub(crate) fn list_keys(meta: MetaStore<'_>, cache: &DirCache, request: &ListRequest) -> StoreResult<KeyPage> {
+    walk(meta, cache, request, Some(Vec::new())).map(|(page, keys)| KeyPage { keys: keys.unwrap_or_default(), page })
+}
+
+fn walk(
+    meta: MetaStore<'_>,
+    cache: &DirCache,
+    request: &ListRequest,
+    names: Option<Vec<String>>,
+) -> StoreResult<(ListPage, Option<Vec<String>>)> {
     if request.max_keys == 0 {
-        return Ok(ListPage::default());
+        return Ok((ListPage::default(), names));
     }
     let bucket = meta.bucket;
-    let mut walk = Walk { meta, would_block: false, bucket, cache, request, page: ListPage::default(), count: 0 };
+    let mut walk =
+        Walk { meta, would_block: false, bucket, cache, request, page: ListPage::default(), names, count: 0 };
     match walk.run() {
         Ok(()) if walk.would_block => return Err(StoreError::WouldBlock),
         Ok(()) => {}
@@ -331,7 +366,7 @@ pub(crate) fn list_objects(meta: MetaStore<'_>, cache: &DirCache, request: &List
     if !walk.page.is_truncated {
         walk.page.next_marker = None;
     }
-    Ok(walk.page)
+    Ok((walk.page, walk.names))
 }
 
 #[cfg(test)]
