@@ -195,13 +195,14 @@ impl Walk<'_> {
         let Ok(path) = ObjectPath::parse(key) else {
             return true;
         };
-        if self.names.is_some() {
-            if self.full() {
+        let full = self.full();
+        if let Some(names) = &mut self.names {
+            if full {
                 self.page.is_truncated = true;
                 return false;
             }
             self.page.next_marker = Some(key.to_string());
-            self.names.as_mut().expect("a listing of names").push(key.to_string());
+            names.push(key.to_string());
             self.count += 1;
             return true;
         }
