@@ -245,28 +245,43 @@ def test_a_full_disk_leaves_objects_whole_or_refused(loops):
     check_all(make_client(loops.start().endpoint), {k: v for k, v in objects.items() if k.startswith("before/")})
 
 
+def logged_states(srv, drive):
+    """The states the gateway's log gave `drive`, in order."""
+    lines = [line for line in srv.output().splitlines() if str(drive) in line and 'state="' in line]
+    return [line.split('state="')[1].split('"')[0] for line in lines]
+
+
 def test_a_disk_remounted_read_only_serves_reads_and_writes_go_on(loops):
     srv = loops.start()
     s3 = make_client(srv.endpoint)
     make_bucket(s3)
     objects = shapes("before")
     put_all(s3, objects)
+    ro = loops.drives[3]
     loops.remount(3, "ro")
     later = shapes("read-only")
     put_all(s3, later)
     objects.update(later)
     check_all(s3, objects)
-    def states():
-        """The states the gateway's log gave the drive, in order."""
-        lines = [line for line in srv.output().splitlines() if str(loops.drives[3]) in line and 'state="' in line]
-        return [line.split('state="')[1].split('"')[0] for line in lines]
-
-    assert wait_until(lambda: states()[-1] == "read-only", timeout=5), srv.output()[-3000:]
-    assert not (loops.drives[3] / BUCKET / "read-only").exists()
+    assert wait_until(lambda: logged_states(srv, ro)[-1:] == ["read-only"], timeout=5), srv.output()[-3000:]
+    assert not (ro / BUCKET / "read-only").exists()
+    # Restarted while read-only, with two other drives gone: the read-only drive serves the
+    # shards it holds.
+    srv.stop()
+    loops.umount(0)
+    loops.umount(1)
+    srv = loops.start()
+    check_all(make_client(srv.endpoint), {k: v for k, v in objects.items() if k.startswith("before/")})
+    assert logged_states(srv, ro)[-1:] == ["read-only"], srv.output()[-3000:]
+    srv.stop()
+    loops.mount(0)
+    loops.mount(1)
     # Read-write again: writes reach the drive again within a recheck.
+    srv = loops.start()
+    s3 = make_client(srv.endpoint)
     loops.remount(3, "rw")
-    assert used_again(s3, loops.drives[3], "probe"), "the drive was not written again"
-    assert wait_until(lambda: states()[-2:] == ["read-only", "online"], timeout=5), states()
+    assert used_again(s3, ro, "probe"), "the drive was not written again"
+    assert wait_until(lambda: logged_states(srv, ro)[-2:] == ["read-only", "online"], timeout=5), srv.output()
     check_all(s3, objects)
     whole_without(loops, [0, 1], objects)
 
