@@ -155,11 +155,19 @@ pub(crate) fn make_areas(ec: BorrowedFd<'_>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Whether the directory `dir` is its own mount point: its device differs from its parent's.
+/// Whether the directory `dir` is its own mount point: its device differs from its parent's,
+/// or the kernel says it is a mount's root (a bind mount of the parent's file system).
 pub(crate) fn is_mount_point(dir: BorrowedFd<'_>) -> std::io::Result<bool> {
     let own = rustix::fs::fstat(dir)?;
     let parent = rustix::fs::statat(dir, "..", AtFlags::empty())?;
-    Ok(own.st_dev != parent.st_dev)
+    if own.st_dev != parent.st_dev {
+        return Ok(true);
+    }
+    use rustix::fs::{StatxAttributes, StatxFlags};
+    Ok(rustix::fs::statx(dir, "", AtFlags::EMPTY_PATH, StatxFlags::empty()).is_ok_and(|s| {
+        s.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
+            && s.stx_attributes.contains(StatxAttributes::MOUNT_ROOT)
+    }))
 }
 
 /// The names in the directory `dir` (without `.` and `..`) and whether each is a directory;
@@ -313,6 +321,12 @@ impl PoolIdentity {
                 what(),
                 self.drives
             ));
+        }
+        // Mount points are only ever learnt: what another process (or an earlier run) learnt
+        // is kept, never written back as not known.
+        if found.mounts.len() == self.drives {
+            let mut mounts = self.mounts.lock().expect("mount points lock");
+            mounts.iter_mut().zip(&found.mounts).for_each(|(known, was)| *known |= *was);
         }
         let current = found.version == FORMAT_VERSION
             && found.pool_id.is_some()
@@ -480,6 +494,23 @@ mod tests {
         write(br#"{"pool":"ec","index":2,"drives":4,"rebuilding":true}"#);
         let old = read_format(ec.as_fd()).unwrap();
         assert_eq!((old.version, old.pool_id, old.mounts.len(), old.rebuilding), (1, None, 0, true));
+    }
+
+    #[test]
+    fn a_bind_mount_of_the_parents_file_system_is_a_mount_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let drive = dir.path().join("d");
+        std::fs::create_dir(&drive).unwrap();
+        let fd = || rustix::fs::open(&drive, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        assert!(!is_mount_point(fd().as_fd()).unwrap());
+        let bound = std::process::Command::new("mount").arg("--bind").arg(&drive).arg(&drive).output();
+        if !bound.is_ok_and(|out| out.status.success()) {
+            eprintln!("skipped: bind mounts are not possible here");
+            return;
+        }
+        let mounted = is_mount_point(fd().as_fd());
+        std::process::Command::new("umount").arg(&drive).status().unwrap();
+        assert!(mounted.unwrap(), "a bind mount is a mount point");
     }
 
     #[test]
