@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use super::codec;
 use super::drives::{DATA_DIR, DriveState, UPLOADS_DIR};
-use super::manifest::{Segment, Stored, random_id};
+use super::manifest::{Segment, Stored};
 use super::{ErasureStore, Inner};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::{ListRequest, RequestContext, Store};
@@ -140,27 +140,20 @@ impl Inner {
     /// Rewrites shard `i` of `segment` from the other shards, block by block.
     fn rebuild_shard(self: &Arc<Self>, bucket: &str, segment: &Segment, i: usize) -> StoreResult<()> {
         let drive = &self.drives[segment.drives[i]];
-        let target = drive.data_file(bucket, &segment.data_id);
-        let staged = target.with_extension(format!("heal.{}", random_id()));
-        if let Some(dir) = target.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create a shard directory", dir, e))?;
+        let target = drive.path.join(DATA_DIR).join(bucket).join(&segment.data_id);
+        // Staged beneath the drive's verified directory, removed unless installed.
+        let staged =
+            drive.stage_shard(bucket, &segment.data_id).map_err(|e| StoreError::io("create a shard", &target, e))?;
+        let files = self.open_segment(bucket, segment);
+        for b in 0..segment.blocks() {
+            let block = self.read_block(segment, &files, b, Some(i), &None)?.block;
+            let shard = codec::encode(segment.layout(), &block, segment.framing)?.swap_remove(i);
+            staged
+                .file
+                .write_all_at(&shard, segment.shard_offset(b))
+                .map_err(|e| StoreError::io("write a shard", &target, e))?;
         }
-        let result = (|| -> StoreResult<()> {
-            let file = std::fs::File::create(&staged).map_err(|e| StoreError::io("create a shard", &staged, e))?;
-            let files = self.open_segment(bucket, segment);
-            for b in 0..segment.blocks() {
-                let block = self.read_block(segment, &files, b, Some(i), &None)?.block;
-                let shard = codec::encode(segment.layout(), &block, segment.framing)?.swap_remove(i);
-                file.write_all_at(&shard, segment.shard_offset(b))
-                    .map_err(|e| StoreError::io("write a shard", &staged, e))?;
-            }
-            file.sync_all().map_err(|e| StoreError::io("sync a shard", &staged, e))?;
-            std::fs::rename(&staged, &target).map_err(|e| StoreError::io("install a shard", &target, e))
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&staged);
-        }
-        result
+        staged.install().map_err(|e| StoreError::io("install a shard", &target, e))
     }
 
     /// Heals `bucket/key`: the latest manifest any drive holds is the object; its missing or

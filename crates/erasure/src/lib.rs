@@ -6,9 +6,12 @@
 //! (`heal`). `ErasureStore` is the `Store` (`store`, `multipart`).
 
 pub mod codec;
+mod drive_files;
 mod drives;
+mod format;
 pub mod gateway_files;
 mod heal;
+mod lanes;
 mod manifest;
 mod multipart;
 mod namespace;
@@ -146,31 +149,20 @@ impl ErasureStore {
         (Inner::placement_hash(bucket, key) % drives.max(1) as u64) as usize
     }
 
-    /// Opens the pool `name` over its drives, formatting them on first use. A drive that is
-    /// missing is offline; one found empty is a replaced drive, rebuilt by `heal`.
+    /// Opens the pool `name` over its drives, formatting them on first use. Each drive is
+    /// judged by the identity it carries (`format`): this slot's drive is online (or healing,
+    /// or read-only); a missing one is offline; another pool's or another slot's is foreign and
+    /// a blank directory where a mounted disk was is unformatted, both never written; a blank
+    /// replacement is formatted into its slot and rebuilt by the healer.
     pub fn open(name: &str, config: ErasureConfig, options: StoreOptions) -> StoreResult<Self> {
         let layout = config.check()?;
-        let n = config.drives.len();
+        let identity = format::resolve(name, &config.drives)?;
         let drives: Vec<Arc<Drive>> = config
             .drives
             .iter()
             .enumerate()
-            .map(|(i, path)| Arc::new(Drive::new(i, path.clone(), name, n, options)))
+            .map(|(i, path)| Arc::new(Drive::new(i, path.clone(), identity.clone(), options)))
             .collect();
-        let mut formatted = 0;
-        for drive in &drives {
-            if drive.path.is_dir() && drive.is_formatted()? {
-                formatted += 1;
-            }
-        }
-        if formatted == 0 {
-            // A new pool: every drive is created and formatted as healthy.
-            for drive in &drives {
-                std::fs::create_dir_all(&drive.path)
-                    .map_err(|e| StoreError::io("create the drive directory", &drive.path, e))?;
-                drive.write_format(false)?;
-            }
-        }
         for drive in &drives {
             drive.refresh(true);
         }
@@ -183,15 +175,32 @@ impl ErasureStore {
             healer: heal::Healer::start(weak.clone()),
             decisions: namespace::Decisions::default(),
         });
-        let online = inner.drives.iter().filter(|d| d.state() == DriveState::Online).count();
+        let n = inner.n();
+        let online = inner.drives.iter().filter(|d| d.readable().is_some()).count();
+        let writable = inner.drives.iter().filter(|d| d.writable().is_some()).count();
         if online < inner.meta_read_quorum() {
             tracing::warn!(pool = name, online, drives = n, "erasure pool has too few drives online to serve reads");
+        }
+        if writable < inner.meta_write_quorum() {
+            tracing::warn!(
+                pool = name,
+                writable,
+                drives = n,
+                needed = inner.meta_write_quorum(),
+                "erasure pool has too few drives taking writes to accept writes"
+            );
         }
         Ok(Self { inner })
     }
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Each drive's state and, when it is not online, why and what the operator does about it
+    /// (as the log says when the state changes), for status output.
+    pub fn drive_states(&self) -> Vec<(DriveState, String)> {
+        self.inner.drives.iter().map(|d| (d.state(), d.why())).collect()
     }
 
     pub fn config(&self) -> &ErasureConfig {
@@ -365,18 +374,36 @@ impl Inner {
         self.lock(drives::LockKind::Key, bucket, key)
     }
 
+    /// Takes a lock on the first drive that takes writes and can hold it (a full drive may be
+    /// unable to make a lock file: the next one is asked).
     fn lock(&self, kind: drives::LockKind, bucket: &str, name: &str) -> StoreResult<drives::KeyLock> {
-        let drive = self.drives.iter().find(|d| d.writable().is_some()).ok_or_else(|| self.too_few("none"))?;
-        drive.lock(kind, bucket, name)
+        let mut last = None;
+        for drive in self.drives.iter().filter(|d| d.writable().is_some()) {
+            match drive.lock(kind, bucket, name) {
+                Ok(lock) => return Ok(lock),
+                Err(err) => {
+                    drive.failed("take a lock", &err);
+                    last = Some(err);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| self.too_few("none")))
+    }
+
+    /// Writes `stored` as `bucket/key`'s manifest on every drive that takes writes (see
+    /// `write_manifests_to`).
+    fn write_manifests(&self, bucket: &str, key: &str, stored: &Stored) -> StoreResult<usize> {
+        self.write_manifests_to(bucket, key, stored).map_err(|failed| failed.error)
     }
 
     /// Writes `stored` as `bucket/key`'s manifest on every drive that takes writes, in
-    /// parallel on the drives' lanes; fails unless `meta_write_quorum` took it. Once the
-    /// quorum has it, the other drives get `MANIFEST_GRACE` (or 4x the typical latency) to
-    /// answer; one still writing then finishes in the background and the key is handed to the
-    /// healer (a read meets the quorum's record whatever a late drive holds): a stalled drive
-    /// holds up no commit.
-    fn write_manifests(&self, bucket: &str, key: &str, stored: &Stored) -> StoreResult<usize> {
+    /// parallel on the drives' lanes; fails unless `meta_write_quorum` took it (saying which
+    /// drives did, to undo). Once the quorum has it, the other drives get `MANIFEST_GRACE` (or
+    /// 4x the typical latency) to answer; one still writing then finishes in the background
+    /// and the key is handed to the healer (a read meets the quorum's record whatever a late
+    /// drive holds): a stalled drive holds up no commit. Too few drives with room for it is
+    /// `InsufficientStorage`.
+    fn write_manifests_to(&self, bucket: &str, key: &str, stored: &Stored) -> Result<usize, ManifestsFailed> {
         let bytes = Arc::new(stored.encode());
         let (tx, rx) = mpsc::channel::<(usize, StoreResult<()>)>();
         let mut asked = 0;
@@ -392,8 +419,8 @@ impl Inner {
         drop(tx);
         let grace = std::time::Duration::from_micros(self.median_latency_us().unwrap_or(0).saturating_mul(4))
             .max(MANIFEST_GRACE);
-        let (mut written, mut answered, mut until) = (0, 0, None::<std::time::Instant>);
-        let mut first_error = None;
+        let (mut written, mut answered, mut until) = (Vec::new(), 0, None::<std::time::Instant>);
+        let (mut first_error, mut no_space) = (None, false);
         while answered < asked {
             let answer = match until {
                 None => rx.recv().ok(),
@@ -402,7 +429,7 @@ impl Inner {
             let Some((index, result)) = answer else { break };
             answered += 1;
             match result {
-                Ok(()) => written += 1,
+                Ok(()) => written.push(index),
                 Err(err) => {
                     if !matches!(
                         err,
@@ -410,20 +437,21 @@ impl Inner {
                     ) {
                         self.drives[index].failed("write a manifest", &err);
                     }
+                    no_space |= matches!(err, StoreError::InsufficientStorage | StoreError::QuotaExceeded(_));
                     first_error.get_or_insert(err);
                 }
             }
-            if written >= self.meta_write_quorum() && until.is_none() {
+            if written.len() >= self.meta_write_quorum() && until.is_none() {
                 until = Some(std::time::Instant::now() + grace);
             }
         }
-        if answered < asked && written >= self.meta_write_quorum() {
+        if answered < asked && written.len() >= self.meta_write_quorum() {
             self.healer.request(bucket, key);
         }
-        if written >= self.meta_write_quorum() {
-            return Ok(written);
+        if written.len() >= self.meta_write_quorum() {
+            return Ok(written.len());
         }
-        Err(match first_error {
+        let error = match first_error {
             Some(
                 err @ (StoreError::NoSuchBucket
                 | StoreError::ParentIsObject(_)
@@ -431,13 +459,45 @@ impl Inner {
                 | StoreError::InvalidKey(_)
                 | StoreError::KeyTooLong(_)),
             ) => err,
+            _ if no_space => {
+                tracing::warn!(pool = %self.name, bucket, key, written = written.len(), needed = self.meta_write_quorum(),
+                    "an object's record found too few drives with room: the write is refused");
+                StoreError::InsufficientStorage
+            }
             _ => StoreError::InsufficientShards(format!(
-                "pool {:?}: the object's record reached {written} of {} drives; {} are needed",
+                "pool {:?}: the object's record reached {} of {} drives; {} are needed",
                 self.name,
+                written.len(),
                 self.n(),
                 self.meta_write_quorum()
             )),
-        })
+        };
+        Err(ManifestsFailed { error, written })
+    }
+
+    /// Puts back `previous` (or no record) as `bucket/key`'s manifest on the drives `written`
+    /// took a record that did not reach the write quorum: a refused write leaves the object as
+    /// it was, not a record some reads would find.
+    fn undo_manifests(&self, bucket: &str, key: &str, written: &[usize], previous: Option<&Stored>) {
+        let cx = RequestContext::process();
+        let previous = previous.map(Stored::encode);
+        for &index in written {
+            let drive = &self.drives[index];
+            let Some(store) = drive.writable() else { continue };
+            if previous.as_ref().is_some_and(|bytes| write_manifest(&store, bucket, key, bytes).is_ok()) {
+                continue;
+            }
+            match isthmus_store::Store::delete_object(&*store, &cx, bucket, key, &Default::default()) {
+                Ok(_) | Err(StoreError::NoSuchKey | StoreError::NoSuchBucket) if previous.is_none() => {}
+                // The drive has no record now: heal gives it the previous one back.
+                Ok(_) | Err(StoreError::NoSuchKey | StoreError::NoSuchBucket) => self.healer.request(bucket, key),
+                Err(err) => {
+                    tracing::warn!(pool = %self.name, drive = %drive.path.display(), bucket, key, error = %err,
+                        "a refused write's record could not be taken back: heal settles it");
+                    self.healer.request(bucket, key);
+                }
+            }
+        }
     }
 
     /// Removes `bucket/key`'s manifest from every drive that takes writes.
@@ -462,6 +522,12 @@ impl Inner {
             }
         }
     }
+}
+
+/// A manifest write that did not reach the write quorum: why, and the drives that took it.
+pub(crate) struct ManifestsFailed {
+    pub(crate) error: StoreError,
+    pub(crate) written: Vec<usize>,
 }
 
 /// A drive's copy of a manifest (`None`: the drive has no object under the key).

@@ -113,18 +113,11 @@ impl Inner {
             if drive.writable().is_none() {
                 continue;
             }
-            let dir = self.upload_dir(drive, bucket, upload_id);
-            if create && let Err(err) = std::fs::create_dir_all(&dir) {
-                drive.failed("create an upload", &err);
-                continue;
-            }
-            match super::drives::write_atomically(&dir.join(name), bytes, self.strict()) {
+            match drive.write_upload_file(bucket, upload_id, name, bytes, create, self.strict()) {
                 Ok(()) => written += 1,
-                Err(err) => {
-                    if dir.is_dir() {
-                        drive.failed("record an upload", &err);
-                    }
-                }
+                // The drive does not have the upload (it was away when the upload began).
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound && !create => {}
+                Err(err) => drive.failed("record an upload", &err),
             }
         }
         if written >= self.meta_write_quorum() {
@@ -229,11 +222,7 @@ impl Inner {
         let done = serde_json::to_vec(&DoneRecord { key: key.to_string(), etag: info.etag.clone() })
             .expect("a done record serializes");
         for drive in self.drives.iter().filter(|d| d.writable().is_some()) {
-            let _ = super::drives::write_atomically(
-                &uploads_of(drive, bucket).join(format!("{upload_id}.done")),
-                &done,
-                false,
-            );
+            let _ = drive.write_uploads_record(bucket, &format!("{upload_id}.done"), &done);
         }
         let unused: Vec<Segment> = stored_parts
             .values()
@@ -365,9 +354,7 @@ impl ObjectWrite for PartWriter {
             Ok(())
         })();
         if let Err(err) = result {
-            for &d in &segment.drives {
-                let _ = std::fs::remove_file(self.inner.drives[d].data_file(&self.bucket, &segment.data_id));
-            }
+            self.inner.discard_segments(&self.bucket, std::slice::from_ref(&segment));
             return Err(err);
         }
         Ok(ObjectInfo {

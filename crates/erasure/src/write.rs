@@ -31,6 +31,11 @@ const HARD_LAG: usize = 4;
 /// A drive that finished no write for this long while behind is stalled.
 const STALL: Duration = Duration::from_secs(1);
 
+/// Whether a failed write found its drive full (or over its quota).
+fn is_no_space(err: &std::io::Error) -> bool {
+    [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT].iter().any(|e| err.raw_os_error() == Some(e.raw_os_error()))
+}
+
 /// What a drive's I/O lane reports back to the segment writer.
 enum Done {
     Wrote(usize, std::io::Result<()>),
@@ -64,6 +69,10 @@ pub(crate) struct SegmentWriter {
     synced: Vec<bool>,
     /// Shards left out because their drive fell behind.
     left_behind: usize,
+    /// A drive was full: a write that loses its quorum so is refused as InsufficientStorage.
+    no_space: bool,
+    /// The bucket and data id, for lanes that remove a shard whose write failed.
+    names: Arc<(String, String)>,
     done_tx: mpsc::Sender<Done>,
     done_rx: mpsc::Receiver<Done>,
     buffer: Vec<u8>,
@@ -73,6 +82,7 @@ pub(crate) struct SegmentWriter {
 impl SegmentWriter {
     pub(crate) fn create(inner: &Arc<Inner>, bucket: &str, drives: Vec<usize>) -> StoreResult<Self> {
         let data_id = random_id();
+        let mut no_space = false;
         let files: Vec<Option<Arc<File>>> = drives
             .iter()
             .map(|&d| {
@@ -80,6 +90,7 @@ impl SegmentWriter {
                 match drive.create_shard(bucket, &data_id) {
                     Ok(file) => Some(Arc::new(file)),
                     Err(err) => {
+                        no_space |= is_no_space(&err);
                         if drive.writable().is_some() {
                             drive.failed("create a shard file", &err);
                         }
@@ -95,6 +106,7 @@ impl SegmentWriter {
         let mut writer = Self {
             inner: inner.clone(),
             bucket: bucket.to_string(),
+            names: Arc::new((bucket.to_string(), data_id.clone())),
             segment: Segment {
                 data_id,
                 size: 0,
@@ -110,6 +122,7 @@ impl SegmentWriter {
             progress: vec![Instant::now(); shards],
             synced: vec![false; shards],
             left_behind: 0,
+            no_space,
             done_tx,
             done_rx,
             buffer: Vec::with_capacity(block_size as usize),
@@ -129,6 +142,11 @@ impl SegmentWriter {
             return Ok(());
         }
         self.discard();
+        if self.no_space {
+            tracing::warn!(pool = %self.inner.name, alive, needed = self.inner.shard_write_quorum(),
+                "too few of an object's drives have room for its shards: the write is refused");
+            return Err(StoreError::InsufficientStorage);
+        }
         Err(StoreError::InsufficientShards(format!(
             "pool {:?}: {alive} of the {} drives of the object's stripe take writes; {} are needed",
             self.inner.name,
@@ -168,7 +186,8 @@ impl SegmentWriter {
 
     fn submit_write(&mut self, i: usize, shard: Vec<u8>, offset: u64) {
         let file = self.files[i].clone().expect("only live shards are written");
-        let (lane, tx, inner) = (self.lanes[i].clone(), self.done_tx.clone(), self.inner.clone());
+        let (lane, tx, inner, names) =
+            (self.lanes[i].clone(), self.done_tx.clone(), self.inner.clone(), self.names.clone());
         let (drive, strict) = (self.segment.drives[i], self.inner.strict());
         self.pending[i] += 1;
         lane.pending.fetch_add(1, Ordering::SeqCst);
@@ -177,6 +196,8 @@ impl SegmentWriter {
             drop(shard);
             if let Err(err) = &wrote {
                 inner.drives[drive].failed("write a shard", err);
+                // No partial shard stays (a full drive's, say): the shard is missing, for heal.
+                inner.drives[drive].discard_shard(&names.0, &names.1);
             }
             let ok = wrote.is_ok();
             let _ = tx.send(Done::Wrote(i, wrote));
@@ -194,16 +215,23 @@ impl SegmentWriter {
     }
 
     fn absorb(&mut self, done: Done) {
-        match done {
+        let failed = match done {
             Done::Wrote(i, result) => {
                 self.pending[i] -= 1;
                 self.progress[i] = Instant::now();
-                if result.is_err() {
-                    self.files[i] = None;
-                }
+                result.err().map(|err| (i, err))
             }
-            Done::Synced(i, Ok(())) => self.synced[i] = true,
-            Done::Synced(i, Err(_)) => self.files[i] = None,
+            Done::Synced(i, Ok(())) => {
+                self.synced[i] = true;
+                None
+            }
+            Done::Synced(i, Err(err)) => Some((i, err)),
+        };
+        if let Some((i, err)) = failed {
+            self.no_space |= is_no_space(&err);
+            if self.files[i].take().is_some() {
+                self.inner.drives[self.segment.drives[i]].discard_shard(&self.bucket, &self.segment.data_id);
+            }
         }
     }
 
@@ -287,7 +315,7 @@ impl SegmentWriter {
     /// Removes what was written (an abandoned write).
     fn discard(&mut self) {
         for &d in &self.segment.drives {
-            let _ = std::fs::remove_file(self.inner.drives[d].data_file(&self.bucket, &self.segment.data_id));
+            self.inner.drives[d].discard_shard(&self.bucket, &self.segment.data_id);
         }
         self.files.clear();
     }
@@ -496,7 +524,11 @@ impl Inner {
             // Later than the object it replaces, even if clocks of two gateways differ.
             stored.manifest.written_ns =
                 now_ns().max(current.as_ref().map_or(0, |c| c.manifest.written_ns.saturating_add(1)));
-            self.write_manifests(bucket, key, &stored)?;
+            if let Err(failed) = self.write_manifests_to(bucket, key, &stored) {
+                // Refused: the drives that took the record give it back (never torn).
+                self.undo_manifests(bucket, key, &failed.written, current.as_ref());
+                return Err(failed.error);
+            }
             if let Some(old) = current {
                 let replaced: Vec<Segment> = old
                     .manifest
@@ -509,11 +541,7 @@ impl Inner {
             Ok(stored.info(key))
         })();
         if result.is_err() && remove_on_failure {
-            for segment in &stored.manifest.segments {
-                for &d in &segment.drives {
-                    let _ = std::fs::remove_file(self.drives[d].data_file(bucket, &segment.data_id));
-                }
-            }
+            self.discard_segments(bucket, &stored.manifest.segments);
         }
         result
     }

@@ -350,6 +350,10 @@ impl StateDir {
         name: &str,
         generate: impl FnOnce() -> Vec<u8>,
     ) -> StateResult<(Vec<u8>, bool)> {
+        // Read first: a full or read-only file system holds its secrets but takes no new file.
+        if let Some(bytes) = self.read_private(name, STATE_FILE_LIMIT)? {
+            return Ok((bytes, false));
+        }
         let fresh = generate();
         if self.create_new(name, &fresh, 0o600)? {
             return Ok((fresh, true));
