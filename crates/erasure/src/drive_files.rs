@@ -208,6 +208,71 @@ impl Drive {
     }
 }
 
+/// A bucket settings record larger than this is damaged (settings are a few KiB at most: a
+/// policy is limited to 20 KiB, 50 tags of 384 bytes).
+const BUCKET_RECORD_LIMIT: u64 = 256 << 10;
+
+impl Drive {
+    /// The bytes of `bucket`'s settings record on this drive (`None`: it has none, is not
+    /// ready, or holds one too large to be one).
+    pub(crate) fn read_bucket_record(&self, bucket: &str) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let ec = self.anchor()?;
+        let rel = format!("buckets/{}.json", component(bucket).ok()?);
+        let file = File::from(open_beneath(ec.as_fd(), &rel, OFlags::RDONLY, Mode::empty()).ok()?);
+        let mut bytes = Vec::new();
+        file.take(BUCKET_RECORD_LIMIT + 1).read_to_end(&mut bytes).ok()?;
+        if bytes.len() as u64 > BUCKET_RECORD_LIMIT {
+            tracing::warn!(drive = %self.path.display(), bucket, "bucket settings record too large: ignored");
+            return None;
+        }
+        Some(bytes)
+    }
+
+    /// Writes `bucket`'s settings record (the records' directory made as needed).
+    pub(crate) fn write_bucket_record(&self, bucket: &str, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+        let ec = self.for_writes()?;
+        match rustix::fs::mkdirat(&*ec, "buckets", Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(err) => return Err(err.into()),
+        }
+        let dir = open_dir_beneath(ec.as_fd(), "buckets")?;
+        write_file_at(dir.as_fd(), &format!("{}.json", component(bucket)?), bytes, sync)
+    }
+
+    /// Removes what the drive's `.isthmus/ec` keeps of `bucket`: its settings record, shards
+    /// and uploads.
+    pub(crate) fn remove_bucket_files(&self, bucket: &str) -> std::io::Result<()> {
+        let ec = self.for_writes()?;
+        let bucket = component(bucket)?;
+        match rustix::fs::unlinkat(&*ec, format!("buckets/{bucket}.json").as_str(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(err) => return Err(err.into()),
+        }
+        for area in ["data", "uploads"] {
+            // Through the verified directory's descriptor (`/proc/self/fd`), never the path.
+            let tree = format!("/proc/self/fd/{}/{area}/{bucket}", std::os::fd::AsRawFd::as_raw_fd(&*ec));
+            match std::fs::remove_dir_all(&tree) {
+                Err(err) if err.kind() != ErrorKind::NotFound => return Err(err),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the drive's directory of `bucket` (a leftover of a deleted bucket) and all it
+    /// holds, through the verified directory's descriptor.
+    pub(crate) fn remove_bucket_dir(&self, bucket: &str) -> std::io::Result<()> {
+        let ec = self.for_writes()?;
+        // `.isthmus/ec` is two levels below the drive's root.
+        let dir = format!("/proc/self/fd/{}/../../{}", std::os::fd::AsRawFd::as_raw_fd(&*ec), component(bucket)?);
+        match std::fs::remove_dir_all(&dir) {
+            Err(err) if err.kind() != ErrorKind::NotFound => Err(err),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What a lock serializes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LockKind {

@@ -25,16 +25,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::Inner;
-use super::drives::{DATA_DIR, Drive, UPLOADS_DIR};
+use super::drives::Drive;
 use isthmus_posix::{KeyPage, PosixStore};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::{BucketConfig, BucketInfo, ListPage, ListRequest, RequestContext, Store};
 
-/// Where a drive keeps the settings of the pool's buckets.
-const RECORDS_DIR: &str = ".isthmus/ec/buckets";
-/// A settings record larger than this is damaged (settings are a few KiB at most: a policy
-/// is limited to 20 KiB, 50 tags of 384 bytes).
-const RECORD_LIMIT: u64 = 256 << 10;
 /// How long a namespace decision is reused.
 const DECISION_TTL: Duration = Duration::from_secs(1);
 /// Decisions kept at most (a pool with more buckets in use decides again more often).
@@ -102,20 +97,9 @@ fn gateway() -> RequestContext {
     RequestContext::process()
 }
 
-fn record_path(drive: &Drive, bucket: &str) -> std::path::PathBuf {
-    drive.path.join(RECORDS_DIR).join(format!("{bucket}.json"))
-}
-
 /// A drive's settings record of `bucket` (`None`: it has none, or one too damaged to use).
 fn read_record(drive: &Drive, bucket: &str) -> Option<BucketRecord> {
-    use std::io::Read;
-    let file = std::fs::File::open(record_path(drive, bucket)).ok()?;
-    let mut bytes = Vec::new();
-    file.take(RECORD_LIMIT + 1).read_to_end(&mut bytes).ok()?;
-    if bytes.len() as u64 > RECORD_LIMIT {
-        tracing::warn!(drive = %drive.path.display(), bucket, "bucket settings record too large: ignored");
-        return None;
-    }
+    let bytes = drive.read_bucket_record(bucket)?;
     match serde_json::from_slice(&bytes) {
         Ok(record) => Some(record),
         Err(err) => {
@@ -126,11 +110,10 @@ fn read_record(drive: &Drive, bucket: &str) -> Option<BucketRecord> {
 }
 
 fn write_record(drive: &Drive, bucket: &str, record: &BucketRecord, sync: bool) -> StoreResult<()> {
-    let path = record_path(drive, bucket);
-    let dir = path.parent().expect("a record has a directory");
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create the bucket records' directory", dir, e))?;
     let bytes = serde_json::to_vec(record).expect("a bucket record serializes");
-    super::write_atomically(&path, &bytes, sync)
+    drive
+        .write_bucket_record(bucket, &bytes, sync)
+        .map_err(|e| StoreError::io("record a bucket's settings", &drive.path.join(".isthmus/ec/buckets"), e))
 }
 
 /// What `drive` (its metadata namespace `store`) holds of `bucket`.
@@ -377,15 +360,9 @@ impl Inner {
                     Err(StoreError::BucketNotEmpty) => clear_leftover(drive, store, bucket)?,
                     Err(err) => return Err(err),
                 }
-                for area in [DATA_DIR, UPLOADS_DIR] {
-                    let _ = std::fs::remove_dir_all(drive.path.join(area).join(bucket));
-                }
-                match std::fs::remove_file(record_path(drive, bucket)) {
-                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                        Err(StoreError::io("remove a bucket's settings record", &record_path(drive, bucket), err))
-                    }
-                    _ => Ok(()),
-                }
+                drive
+                    .remove_bucket_files(bucket)
+                    .map_err(|e| StoreError::io("remove a bucket's files", &drive.path.join(".isthmus/ec"), e))
             },
             |_| false,
             self.namespace_write_quorum(),
@@ -555,11 +532,9 @@ fn repair_bucket(drive: &Drive, bucket: &str, record: &BucketRecord, sync: bool)
 /// name can be made anew there.
 fn clear_leftover(drive: &Drive, store: &PosixStore, bucket: &str) -> StoreResult<()> {
     tracing::warn!(drive = %drive.path.display(), bucket, "clearing a drive's leftover of a deleted bucket");
-    let dir = drive.path.join(bucket);
-    std::fs::remove_dir_all(&dir).map_err(|e| StoreError::io("clear a bucket's leftover", &dir, e))?;
-    for area in [DATA_DIR, UPLOADS_DIR] {
-        let _ = std::fs::remove_dir_all(drive.path.join(area).join(bucket));
-    }
+    let failed = |e| StoreError::io("clear a bucket's leftover", &drive.path.join(bucket), e);
+    drive.remove_bucket_dir(bucket).map_err(failed)?;
+    drive.remove_bucket_files(bucket).map_err(failed)?;
     // The metadata namespace notices the directory is gone (its cached descriptor has no name).
     let _ = store.head_bucket(&gateway(), bucket);
     Ok(())
