@@ -211,6 +211,11 @@ impl Inner {
             }
         }
         self.discard_segments(bucket, &stale_segments);
+        // A delete every drive of the pool now records is done with: its tombstones go (under
+        // the key's lock, so no write of the key is between the reads and the removal).
+        if latest.manifest.deleted && copies.len() == self.drives.len() {
+            self.remove_manifests(bucket, key)?;
+        }
         Ok(healed)
     }
 

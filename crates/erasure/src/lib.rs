@@ -285,7 +285,8 @@ impl Inner {
         ))
     }
 
-    /// The current manifest of `bucket/key`: the latest of those m + 1 online drives hold.
+    /// The current manifest of `bucket/key`: the latest of those m + 1 online drives hold
+    /// (`None` when that is a tombstone: the object was deleted).
     /// `NoSuchBucket` when none of them has the bucket. The m + 1 are asked at once on their
     /// drives' lanes, slow drives last, and one more is asked whenever an answer is late (as
     /// shard reads hedge): a slow or stalled drive does not hold up a HEAD, a GET or a commit.
@@ -366,7 +367,8 @@ impl Inner {
         if buckets_missing == answered {
             return Err(StoreError::NoSuchBucket);
         }
-        Ok(latest)
+        // A delete is the latest write: no object.
+        Ok(latest.filter(|stored| !stored.manifest.deleted))
     }
 
     /// Takes `bucket/key`'s commit lock (on the first drive that takes writes).

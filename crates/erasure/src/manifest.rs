@@ -97,6 +97,11 @@ pub(crate) struct Manifest {
     /// The object's bytes follow the manifest's JSON line.
     #[serde(default)]
     pub(crate) inline: bool,
+    /// A tombstone: the object was deleted at `written_ns`. Kept on the drives until every
+    /// drive has it (`isthmus heal` then removes it), so a drive that was away during the
+    /// delete and still holds the object cannot bring it back: the later record wins.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) deleted: bool,
 }
 
 /// A manifest with its inline bytes, as read from a drive.
@@ -123,6 +128,25 @@ impl Stored {
             return Err(StoreError::InvalidArgument("a truncated object manifest".into()));
         }
         Ok(Self { manifest, inline })
+    }
+
+    /// The record of a delete, now.
+    pub(crate) fn tombstone() -> Self {
+        let written_ns =
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
+        let manifest = Manifest {
+            written_ns,
+            write_id: random_id(),
+            size: 0,
+            etag: String::new(),
+            meta: ObjectMeta::default(),
+            checksum: None,
+            parts: Vec::new(),
+            segments: Vec::new(),
+            inline: false,
+            deleted: true,
+        };
+        Self { manifest, inline: Vec::new() }
     }
 
     /// Whether this manifest is of a later write than `other`.
@@ -174,6 +198,7 @@ mod tests {
                 parts: vec![],
                 segments: vec![],
                 inline: true,
+                deleted: false,
             },
             inline: b"a\nb".to_vec(),
         };

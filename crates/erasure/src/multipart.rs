@@ -214,6 +214,7 @@ impl Inner {
                 parts: run_lengths(choice.parts.iter().map(|p| p.size)),
                 segments,
                 inline: false,
+                deleted: false,
             },
             inline: Vec::new(),
         };

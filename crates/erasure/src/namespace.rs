@@ -491,8 +491,9 @@ impl Inner {
                 page.objects.extend(folder);
                 continue;
             }
+            // (A tombstone there may be older than a write it missed: the quorum says.)
             let stored = match store.map(|store| super::read_manifest(&store, &gateway(), bucket, &name)) {
-                Some(Ok(Some(stored))) => Some(stored),
+                Some(Ok(Some(stored))) if !stored.manifest.deleted => Some(stored),
                 _ => self.current(bucket, &name)?,
             };
             if let Some(stored) = stored {

@@ -273,7 +273,8 @@ impl Store for ErasureStore {
         }
         let _lock = self.inner.lock_key(bucket, key)?;
         if let Some(current) = self.inner.current(bucket, key)? {
-            self.inner.remove_manifests(bucket, key)?;
+            // A tombstone, not a removal: a drive away now still holds the object.
+            self.inner.write_manifests(bucket, key, &super::manifest::Stored::tombstone())?;
             self.inner.discard_segments(bucket, &current.manifest.segments);
         }
         Ok(DeleteOutcome::default())

@@ -493,6 +493,7 @@ impl ObjectWrite for EcWriter {
                 parts: Vec::new(),
                 inline: segments.is_empty(),
                 segments,
+                deleted: false,
             },
             inline,
         };

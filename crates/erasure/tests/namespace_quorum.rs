@@ -160,6 +160,33 @@ fn a_bucket_deleted_while_a_drive_was_away_stays_deleted() {
 }
 
 #[test]
+fn objects_deleted_while_a_drive_was_away_stay_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = drives(dir.path());
+    let objects = fill(&open(&paths));
+    let away = dir.path().join("away");
+    std::fs::rename(&paths[4], &away).unwrap();
+    let store = open(&paths);
+    for key in objects.keys() {
+        store.delete_object(&cx(), BUCKET, key, &Default::default()).unwrap();
+    }
+    drop(store);
+    std::fs::rename(&away, &paths[4]).unwrap();
+    let store = open(&paths);
+    for key in objects.keys() {
+        assert!(matches!(read(&store, BUCKET, key), Err(StoreError::NoSuchKey)), "{key} came back");
+    }
+    assert!(listed_keys(&store, BUCKET, 1000).is_empty());
+    // Heal takes the delete to the drive that missed it, then drops the tombstones.
+    store.heal(|_, _| {}).unwrap();
+    for key in objects.keys() {
+        assert!(matches!(read(&open(&paths), BUCKET, key), Err(StoreError::NoSuchKey)), "{key} came back");
+        assert!(!paths[4].join(BUCKET).join(key).exists(), "{key}");
+    }
+    store.delete_bucket(&cx(), BUCKET).unwrap();
+}
+
+#[test]
 fn the_latest_settings_win_over_a_drive_that_missed_a_change() {
     let dir = tempfile::tempdir().unwrap();
     let paths = drives(dir.path());
