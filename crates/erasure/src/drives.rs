@@ -230,6 +230,8 @@ impl Drive {
         }
         if !self.is_formatted()? {
             self.write_format(true)?;
+            // A blank drive: a store opened on the directory before is not on this one.
+            *self.store.write().expect("drive store lock") = None;
         }
         let format: DriveFormat = serde_json::from_slice(
             &std::fs::read(self.path.join(FORMAT_FILE))

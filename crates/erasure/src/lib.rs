@@ -12,6 +12,8 @@ mod heal;
 mod manifest;
 mod multipart;
 mod read;
+mod rebuild;
+mod status;
 mod store;
 mod write;
 
@@ -20,7 +22,8 @@ use std::sync::{Arc, mpsc};
 
 pub use drives::DriveState;
 pub use drives::write_atomically;
-pub use heal::{DriveReport, HealReport};
+pub use heal::HealReport;
+pub use status::{DriveReport, HealProgress, PoolStatus};
 
 use codec::Layout;
 use drives::Drive;
@@ -41,6 +44,9 @@ pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
 /// k + m tiny shard files.
 pub const DEFAULT_INLINE_LIMIT: u64 = 16 << 10;
 
+/// Default pace of the background rebuild of a replaced drive, in MiB of objects a second.
+pub const DEFAULT_HEAL_RATE_MIB: u64 = 128;
+
 /// How an erasure-coded pool is laid out (the `[[pool]]` entry of kind "erasure").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErasureConfig {
@@ -56,6 +62,12 @@ pub struct ErasureConfig {
     pub hedged_reads: bool,
     /// What an object's ETag is (the pool's `etag` key).
     pub etag: EtagPolicy,
+    /// The pace of the background rebuild of a replaced drive, in MiB of objects a second
+    /// (the pool's `heal_rate_mib`); 0: no background rebuild (`isthmus heal` rebuilds).
+    pub heal_rate_mib: u64,
+    /// Whether this process rebuilds replaced drives in the background (a gateway does; the
+    /// one-shot admin commands, which open the pool beside it, do not).
+    pub background_heal: bool,
 }
 
 /// What the ETag of an object written to an erasure-coded pool is.
@@ -94,6 +106,8 @@ impl ErasureConfig {
             inline_limit: DEFAULT_INLINE_LIMIT,
             hedged_reads: true,
             etag: EtagPolicy::Md5,
+            heal_rate_mib: DEFAULT_HEAL_RATE_MIB,
+            background_heal: true,
         }
     }
 
@@ -144,7 +158,8 @@ impl ErasureStore {
     }
 
     /// Opens the pool `name` over its drives, formatting them on first use. A drive that is
-    /// missing is offline; one found empty is a replaced drive, rebuilt by `heal`.
+    /// missing is offline; one found empty is a replaced drive, rebuilt in the background
+    /// (`rebuild`, unless `background_heal` is off) or by `heal`.
     pub fn open(name: &str, config: ErasureConfig, options: StoreOptions) -> StoreResult<Self> {
         let layout = config.check()?;
         let n = config.drives.len();
