@@ -110,6 +110,8 @@ pub(crate) struct Drive {
     drives: usize,
     options: StoreOptions,
     store: RwLock<Option<Arc<PosixStore>>>,
+    /// Which directories the store was opened on (`directories_of`).
+    opened_on: Mutex<Option<[(u64, u64); 2]>>,
     state: AtomicU8,
     checked: Mutex<Option<Instant>>,
     pub(crate) latency: Latency,
@@ -146,6 +148,7 @@ impl Drive {
             drives,
             options,
             store: RwLock::new(None),
+            opened_on: Mutex::new(None),
             state: AtomicU8::new(OFFLINE),
             checked: Mutex::new(None),
             latency: Latency::default(),
@@ -230,19 +233,22 @@ impl Drive {
         }
         if !self.is_formatted()? {
             self.write_format(true)?;
-            // A blank drive: a store opened on the directory before is not on this one.
-            *self.store.write().expect("drive store lock") = None;
         }
         let format: DriveFormat = serde_json::from_slice(
             &std::fs::read(self.path.join(FORMAT_FILE))
                 .map_err(|e| StoreError::io("read the drive format", &self.path, e))?,
         )
         .map_err(|e| StoreError::InvalidArgument(format!("{}: {e}", self.path.display())))?;
-        if self.store.read().expect("drive store lock").is_none() {
+        // A drive replaced (or emptied) since its store was opened is opened again: the store
+        // holds descriptors of the directories it was opened on.
+        let here = directories_of(&self.path)?;
+        let mut opened_on = self.opened_on.lock().expect("drive identity lock");
+        if self.store.read().expect("drive store lock").is_none() || *opened_on != Some(here) {
             let options =
                 StoreOptions { list_cache_entries: self.options.list_cache_entries.min(200_000), ..self.options };
             let store = PosixStore::open(&self.path, options)?;
             *self.store.write().expect("drive store lock") = Some(Arc::new(store));
+            *opened_on = Some(here);
         }
         Ok(if format.rebuilding { REBUILDING } else { ONLINE })
     }
@@ -417,6 +423,16 @@ pub(crate) enum LockKind {
 /// A held lock (released when dropped: the file is closed).
 pub(crate) struct KeyLock {
     _file: File,
+}
+
+/// The device and inode of a drive directory and of its internal area (`.isthmus`): which
+/// directories a path names now.
+fn directories_of(path: &Path) -> StoreResult<[(u64, u64); 2]> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| {
+        std::fs::metadata(p).map(|m| (m.dev(), m.ino())).map_err(|e| StoreError::io("look at the drive", p, e))
+    };
+    Ok([id(path)?, id(&path.join(".isthmus"))?])
 }
 
 /// The delay `ISTHMUS_EC_SLOW_DRIVES` (`PATH=MS,...`) injects into a drive's I/O: a test aid

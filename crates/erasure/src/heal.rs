@@ -409,7 +409,7 @@ impl ErasureStore {
     pub fn probe_drives(&self) {
         for drive in self.inner.drives.iter().filter(|d| d.writable().is_some()) {
             for _ in 0..3 {
-                let _ = drive.timed(|| drive.is_formatted());
+                let _ = drive.timed_io(0, || drive.is_formatted());
             }
         }
     }

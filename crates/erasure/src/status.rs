@@ -10,6 +10,18 @@ use serde_json::{Value, json};
 use super::drives::DriveState;
 use super::{ErasureStore, Inner};
 
+impl DriveState {
+    /// Every state, in the order status output lists them (one series each in the metrics).
+    pub const ALL: [DriveState; 6] = [
+        DriveState::Online,
+        DriveState::Rebuilding,
+        DriveState::ReadOnly,
+        DriveState::Offline,
+        DriveState::Unformatted,
+        DriveState::Foreign,
+    ];
+}
+
 /// How far the rebuild of a replaced drive has come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HealProgress {
@@ -80,10 +92,11 @@ pub struct PoolStatus {
     /// Drives that must take writes for a write to be acknowledged: N - m (and at least the
     /// k, or k + 1 when k = m, its shards need).
     pub write_quorum: usize,
-    /// Objects waiting for the background healer.
-    pub heal_queue: usize,
-    /// Objects the background healer repaired since the pool was opened.
-    pub heal_repaired: u64,
+    /// Objects waiting for this process's background healer, and objects it repaired since
+    /// the pool was opened; `None` in a process that does not serve the pool (an admin command
+    /// beside the gateway: the gateway's are in its metrics and console).
+    pub heal_queue: Option<usize>,
+    pub heal_repaired: Option<u64>,
     /// The pace of the background rebuild (MiB of objects a second; 0: off).
     pub heal_rate_mib: u64,
 }
@@ -177,6 +190,7 @@ impl Inner {
     }
 
     fn status(&self) -> PoolStatus {
+        let serving = self.config.background_heal;
         let (heal_queue, heal_repaired) = self.healer.backlog();
         PoolStatus {
             name: self.name.clone(),
@@ -185,8 +199,8 @@ impl Inner {
             drives: self.drive_reports(),
             read_quorum: self.layout.data.max(self.meta_read_quorum()),
             write_quorum: self.meta_write_quorum().max(self.shard_write_quorum()),
-            heal_queue,
-            heal_repaired,
+            heal_queue: serving.then_some(heal_queue),
+            heal_repaired: serving.then_some(heal_repaired),
             heal_rate_mib: self.config.heal_rate_mib,
         }
     }
