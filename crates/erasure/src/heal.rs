@@ -238,6 +238,15 @@ impl Inner {
         Ok(healed)
     }
 
+    /// Heals the object or folder `bucket/key` (shards only on drive `only`, if given).
+    pub(crate) fn heal_key(self: &Arc<Self>, bucket: &str, key: &str, only: Option<usize>) -> StoreResult<ObjectHeal> {
+        if key.ends_with('/') {
+            self.heal_folder(bucket, key).map(|m| ObjectHeal { manifests: m, ..Default::default() })
+        } else {
+            self.heal_object_on(bucket, key, only)
+        }
+    }
+
     /// Every key of `bucket` that any drive holds.
     fn all_keys(&self, bucket: &str) -> StoreResult<BTreeSet<String>> {
         let cx = RequestContext::process();
@@ -281,7 +290,7 @@ impl Inner {
     }
 
     /// Copies folder objects (keys ending in '/') to drives that lack them.
-    pub(crate) fn heal_folder(&self, bucket: &str, key: &str) -> StoreResult<u64> {
+    fn heal_folder(&self, bucket: &str, key: &str) -> StoreResult<u64> {
         let cx = RequestContext::process();
         let Some(info) = self
             .drives
@@ -351,12 +360,7 @@ impl ErasureStore {
         for (bucket, keys) in &keys {
             for key in keys {
                 report.objects += 1;
-                let healed = if key.ends_with('/') {
-                    inner.heal_folder(bucket, key).map(|m| ObjectHeal { manifests: m, ..Default::default() })
-                } else {
-                    inner.heal_object(bucket, key)
-                };
-                match healed {
+                match inner.heal_key(bucket, key, None) {
                     Ok(h) => {
                         report.shards_rebuilt += h.shards;
                         report.manifests_repaired += h.manifests;

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 
 use super::Inner;
 use super::drives::{Drive, DriveState};
-use super::heal::ObjectHeal;
 use super::status::HealProgress;
 use isthmus_posix::PosixStore;
 use isthmus_store::error::{StoreError, StoreResult};
@@ -296,12 +295,7 @@ impl Pass<'_> {
             if self.drive.state() != DriveState::Rebuilding {
                 return false;
             }
-            let healed = if key.ends_with('/') {
-                inner.heal_folder(bucket, key).map(|m| ObjectHeal { manifests: m, ..Default::default() })
-            } else {
-                inner.heal_object_on(bucket, key, Some(self.drive.index))
-            };
-            match healed {
+            match inner.heal_key(bucket, key, Some(self.drive.index)) {
                 Ok(h) => h.bytes,
                 Err(err) => {
                     self.fail(format!("{bucket}/{key}: {err}"));
@@ -423,7 +417,7 @@ fn key_page(inner: &Inner, bucket: &str, after: Option<&str>) -> StoreResult<Key
         keys.extend(page.objects.into_iter().map(|o| o.key));
     }
     if let Some(bound) = &bound {
-        keys = keys.into_iter().filter(|k| k <= bound).collect();
+        keys.retain(|k| k <= bound);
     }
     Ok(KeyPage { keys: keys.into_iter().collect(), next: bound })
 }
