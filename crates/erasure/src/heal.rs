@@ -2,7 +2,7 @@
 //! is missing or rotten is rebuilt from the others; its manifest is rewritten on drives that
 //! lack it or hold an older one. Reads that found a bad shard ask the background healer;
 //! `isthmus heal POOL` heals everything (buckets, objects, leftovers) and brings a replaced
-//! drive back online. Also the per-drive figures the admin commands print.
+//! drive back online (as the background rebuild, `rebuild`, does by itself).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::FileExt;

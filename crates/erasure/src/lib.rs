@@ -3,7 +3,8 @@
 //! bucket and key; small objects kept whole in their manifest. Every drive holds every
 //! object's manifest (`manifest`) in its own metadata namespace (`drives`), committed by
 //! quorum; reads hedge around slow drives and rebuild from parity (`read`); heal repairs
-//! (`heal`). `ErasureStore` is the `Store` (`store`, `multipart`).
+//! (`heal`), a replaced drive is rebuilt in the background (`rebuild`), and the pool reports its
+//! drives and quorums (`status`). `ErasureStore` is the `Store` (`store`, `multipart`).
 
 pub mod codec;
 mod drives;

@@ -230,10 +230,7 @@ impl Pass<'_> {
             save(self.drive, &self.saved);
             self.rebuilds.show(self.drive.index, &self.saved);
         }
-        let buckets = match self.pool.upgrade() {
-            Some(inner) => buckets(&inner)?,
-            None => return Ok(Outcome::Stopped),
-        };
+        let Some(buckets) = with_pool(self.pool, buckets)? else { return Ok(Outcome::Stopped) };
         let resume_at = self.saved.bucket.clone();
         for bucket in buckets.into_iter().filter(|b| *b >= resume_at) {
             let mut after = if bucket == self.saved.bucket { self.saved.key.clone() } else { None };
@@ -241,17 +238,17 @@ impl Pass<'_> {
                 self.saved.bucket = bucket.clone();
                 self.saved.key = None;
             }
-            {
-                let Some(inner) = self.pool.upgrade() else { return Ok(Outcome::Stopped) };
-                if let Err(err) = inner.heal_bucket(&bucket) {
+            match with_pool(self.pool, |inner| inner.heal_bucket(&bucket)) {
+                Ok(Some(())) => {}
+                Ok(None) => return Ok(Outcome::Stopped),
+                Err(err) => {
                     self.fail(format!("bucket {bucket}: {err}"));
                     continue;
                 }
             }
             loop {
-                let page = match self.pool.upgrade() {
-                    Some(inner) => key_page(&inner, &bucket, after.as_deref())?,
-                    None => return Ok(Outcome::Stopped),
+                let Some(page) = with_pool(self.pool, |inner| key_page(inner, &bucket, after.as_deref()))? else {
+                    return Ok(Outcome::Stopped);
                 };
                 for key in page.keys {
                     if !self.object(&bucket, &key) {
@@ -271,13 +268,18 @@ impl Pass<'_> {
 
     /// Counts the objects of every bucket (`None`: stopped meanwhile).
     fn count(&mut self) -> StoreResult<Option<u64>> {
-        let Some(inner) = self.pool.upgrade() else { return Ok(None) };
+        let Some(names) = with_pool(self.pool, buckets)? else { return Ok(None) };
         let mut total = 0u64;
-        for bucket in buckets(&inner)? {
+        for bucket in names {
             let mut after: Option<String> = None;
             loop {
-                let page = key_page(&inner, &bucket, after.as_deref())?;
-                total += page.keys.len() as u64;
+                if self.drive.state() != DriveState::Rebuilding {
+                    return Ok(None);
+                }
+                let Some(page) = with_pool(self.pool, |inner| key_page(inner, &bucket, after.as_deref()))? else {
+                    return Ok(None);
+                };
+                total = total.saturating_add(page.keys.len() as u64);
                 match page.next {
                     Some(next) => after = Some(next),
                     None => break,
@@ -303,7 +305,7 @@ impl Pass<'_> {
                 }
             }
         };
-        self.saved.done += 1;
+        self.saved.done = self.saved.done.saturating_add(1);
         self.saved.bucket = bucket.to_string();
         self.saved.key = Some(key.to_string());
         self.rebuilds.show(self.drive.index, &self.saved);
@@ -349,6 +351,14 @@ impl Pacer {
             self.started += behind - BURST;
         }
         due.saturating_sub(self.started.elapsed())
+    }
+}
+
+/// Runs `f` on the pool if it is still open (`None`: closed), holding it no longer.
+fn with_pool<T>(pool: &Weak<Inner>, f: impl FnOnce(&Inner) -> StoreResult<T>) -> StoreResult<Option<T>> {
+    match pool.upgrade() {
+        Some(inner) => f(&inner).map(Some),
+        None => Ok(None),
     }
 }
 
