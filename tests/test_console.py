@@ -11,6 +11,7 @@ test run changes no tracked file."""
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, console_server, make_client
+from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, binary, console_server, make_client
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -445,7 +446,7 @@ def test_the_root_user_sees_each_erasure_pools_drives_heal(browser, tmp_path):
         free = browser.find_elements(By.CSS_SELECTOR, "#pools tbody tr")[0].find_elements(By.TAG_NAME, "td")[3].text
         assert free.endswith("iB"), free
         # A blank disk where drive 3 was: the view (reloaded once) shows it healing, then online.
-        shutil.rmtree(drives[3])
+        drives[3].rename(drives[3].with_name("d3.failed"))
         drives[3].mkdir()
         def healing_after_reload(d):
             # The view refreshes itself only while a drive heals: reloaded until it shows one.
@@ -460,9 +461,6 @@ def test_the_root_user_sees_each_erasure_pools_drives_heal(browser, tmp_path):
         # Another user's session: no pools shown.
         env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_")}
         env["ISTHMUS_ADMIN_KEYS"] = f"{ACCESS_KEY}:{SECRET_KEY}"
-        import subprocess
-
-        from conftest import binary
         added = subprocess.run([str(binary()), "admin", "users", "add", "tina", "--endpoint", server.endpoint,
                                 "--json"], capture_output=True, text=True, env=env, timeout=60)
         tina = json.loads(added.stdout)

@@ -47,6 +47,14 @@ def served_pool(tmp_path):
     server.stop()
 
 
+def take_away(drive):
+    """A drive gone at once, as a failed disk is (removed file by file, a drive could be taken
+    for a blank replacement half way)."""
+    gone = drive.with_name(drive.name + ".failed")
+    drive.rename(gone)
+    shutil.rmtree(gone)
+
+
 def pool_status(root):
     out = subprocess.run([str(binary()), "pool", "status", "ec", "--root", str(root), "--json"],
                          capture_output=True, text=True, timeout=60)
@@ -118,9 +126,10 @@ def test_a_blanked_drive_heals_in_the_background_and_every_surface_shows_it(serv
     assert before["heal_rate_mib"] == HEAL_RATE_MIB and before["heal_queue"] is None
     assert all(d["free_bytes"] > 0 and d["size_bytes"] >= d["free_bytes"] for d in before["drives"])
 
-    # A new, blank disk where drive 2 was, while the gateway serves.
+    # A new, blank disk where drive 2 was, while the gateway serves (at once, as a mount is: a
+    # directory emptied file by file could be taken for a blank drive half way).
     blanked = drives[2]
-    shutil.rmtree(blanked)
+    take_away(blanked)
     blanked.mkdir()
     seen = {"cli": [], "metrics": [], "console": []}
     deadline = time.monotonic() + PATIENCE
@@ -153,8 +162,8 @@ def test_a_blanked_drive_heals_in_the_background_and_every_surface_shows_it(serv
     assert "rebuilt drive is online" in server.output()
 
     # The rebuilt drive carries its share: two other drives gone, every object reads.
-    shutil.rmtree(drives[0])
-    shutil.rmtree(drives[4])
+    take_away(drives[0])
+    take_away(drives[4])
     after = pool_status(server.root)
     assert [d["state"] for d in after["drives"]] == ["offline", "online", "online", "online", "offline", "online"]
     assert after["read_quorum"]["met"] and after["write_quorum"]["met"]
@@ -165,7 +174,7 @@ def test_a_blanked_drive_heals_in_the_background_and_every_surface_shows_it(serv
     for key, data in objects.items():
         assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data, key
     # A third gone: below both quorums, and every surface says so.
-    shutil.rmtree(drives[5])
+    take_away(drives[5])
     lost = pool_status(server.root)
     assert lost["read_quorum"] == {"needed": 4, "drives": 3, "met": False}
     assert not lost["write_quorum"]["met"]
