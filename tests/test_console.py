@@ -2,7 +2,8 @@
 against a real gateway with the console on its own address (`--console-listen`): log in,
 create a bucket, upload a 20 MiB file (multipart, with progress), see it listed, download it
 and compare bytes, look at its metadata, make a share link, delete it; keyboard-only use and
-labels; a bearer-token login; and the attack of issue 42 (finding 9): a user's HTML object,
+labels; a bearer-token login; the pools of the root user's view (a replaced drive healing, then
+online); and the attack of issue 42 (finding 9): a user's HTML object,
 opened in the tab of a logged-in console, reads no key. Screenshots go to target/screenshots
 (or $ISTHMUS_SCREENSHOTS: scripts/screenshots refreshes the README's, in docs/console/), so a
 test run changes no tracked file."""
@@ -10,6 +11,7 @@ test run changes no tracked file."""
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, console_server, make_client
+from conftest import ACCESS_KEY, REPO, SECRET_KEY, Server, binary, console_server, make_client
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -415,3 +417,59 @@ def test_an_html_object_opened_in_the_console_tab_reads_no_key(browser, gateway)
     # The console is still signed in in this tab, and works.
     browser.get(f"{server.console}/#/b/public/")
     wait(browser, lambda d: object_row(d, "evil.html") is not None)
+
+
+def test_the_root_user_sees_each_erasure_pools_drives_heal(browser, tmp_path):
+    """Issue 43: the console shows the root user each erasure-coded pool (drives with their
+    states, healing progress, free space; the quorums), refreshed while a drive heals: a drive
+    blanked while the gateway serves shows healing, then online. Another user sees no pools."""
+    root = tmp_path / "data"
+    (root / ".isthmus").mkdir(parents=True)
+    drives = [tmp_path / "drives" / f"d{i}" for i in range(6)]
+    listed = ", ".join(f'"{d}"' for d in drives)
+    (root / ".isthmus" / "pools.toml").write_text(
+        f'[[pool]]\nname = "ec"\nkind = "erasure"\ndrives = [{listed}]\ndata = 4\nparity = 2\n'
+        'block_size = "64KiB"\nheal_rate_mib = 2\n')
+    server = console_server(root)
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="coded", CreateBucketConfiguration={"LocationConstraint": "ec"})
+        for i in range(24):
+            s3.put_object(Bucket="coded", Key=f"o{i}", Body=os.urandom(256 << 10))
+        log_in(browser, server.console)
+        visible(browser, By.ID, "pools-section")
+        assert "Pool ec: 4+2" in browser.find_element(By.ID, "pools").text
+        assert "Read quorum met: 6 drives serve reads, 4 needed." in browser.find_element(By.ID, "pools").text
+        states = lambda d: [r.find_elements(By.TAG_NAME, "td")[1].text  # noqa: E731
+                            for r in d.find_elements(By.CSS_SELECTOR, "#pools tbody tr")]
+        assert states(browser) == ["online"] * 6
+        free = browser.find_elements(By.CSS_SELECTOR, "#pools tbody tr")[0].find_elements(By.TAG_NAME, "td")[3].text
+        assert free.endswith("iB"), free
+        # A blank disk where drive 3 was: the view (reloaded once) shows it healing, then online.
+        drives[3].rename(drives[3].with_name("d3.failed"))
+        drives[3].mkdir()
+        def healing_after_reload(d):
+            # The view refreshes itself only while a drive heals: reloaded until it shows one.
+            d.refresh()
+            wait(d, lambda d: len(states(d)) == 6)
+            return states(d)[3] == "healing"
+        wait(browser, healing_after_reload)
+        row = browser.find_elements(By.CSS_SELECTOR, "#pools tbody tr")[3]
+        wait(browser, lambda d: "objects left" in row.text or "counting" in row.text)
+        shot(browser, "pool-healing")
+        wait(browser, lambda d: states(d) == ["online"] * 6, timeout=60)
+        # Another user's session: no pools shown.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_")}
+        env["ISTHMUS_ADMIN_KEYS"] = f"{ACCESS_KEY}:{SECRET_KEY}"
+        added = subprocess.run([str(binary()), "admin", "users", "add", "tina", "--endpoint", server.endpoint,
+                                "--json"], capture_output=True, text=True, env=env, timeout=60)
+        tina = json.loads(added.stdout)
+        browser.find_element(By.ID, "logout").click()
+        log_in(browser, server.console, tina["access_key"], tina["secret_key"])
+        # Her bucket view opens with the root user's pools still in the page, hidden once the
+        # status page refuses her session.
+        wait(browser, lambda d: d.find_element(By.ID, "buckets-view").is_displayed()
+             and not d.find_element(By.ID, "pools-section").is_displayed())
+        assert tina["access_key"] in browser.find_element(By.ID, "who").text
+    finally:
+        server.stop()

@@ -1,12 +1,12 @@
 //! The pool admin commands: `isthmus heal POOL` (scan and repair an erasure-coded pool, with a
-//! progress bar), `isthmus pool status POOL` (its drives: state, latency, errors, slow ones) and
+//! progress bar), `isthmus pool status POOL` (its drives: state, healing progress, free space,
+//! latency, errors, slow ones; its read and write quorums; `--json` for scripts) and
 //! `isthmus pool migrate BUCKET --to POOL` (move a bucket between pools while it is served).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use isthmus_erasure::DriveReport;
-use isthmus_erasure::ErasureStore;
+use isthmus_erasure::{DriveReport, ErasureStore, HealProgress};
 use isthmus_posix::StoreOptions;
 
 #[derive(Args, Debug)]
@@ -26,11 +26,15 @@ pub struct PoolArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum PoolCommand {
-    /// Show an erasure-coded pool's drives: state, read latency, errors, slow drives
+    /// Show an erasure-coded pool's drives (state, healing progress, free space, read latency,
+    /// errors, slow drives) and whether its read and write quorums are met
     Status {
         pool: String,
         #[arg(long, default_value = "./data")]
         root: PathBuf,
+        /// Print JSON (field names in docs/operator/pools.md) instead of a table
+        #[arg(long)]
+        json: bool,
     },
     /// Move a bucket to another pool while it stays readable and writable; run it again to
     /// resume one that was interrupted
@@ -53,15 +57,31 @@ fn open(root: &Path, pool: &str) -> Result<ErasureStore, String> {
     isthmus_pools::open_erasure_pool(root, pool, StoreOptions::default()).map_err(|e| e.to_string())
 }
 
+/// Bytes as "12.3 GiB".
+fn bytes(n: Option<u64>) -> String {
+    n.map_or("-".to_string(), |n| indicatif::BinaryBytes(n).to_string())
+}
+
 fn drive_table(drives: &[DriveReport]) -> comfy_table::Table {
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::NOTHING);
-    table.set_header(["drive", "state", "mean latency", "I/Os", "errors", ""]);
+    table.set_header(["drive", "state", "healing", "free", "size", "mean latency", "I/Os", "errors", ""]);
     for d in drives {
-        let state = d.state.name();
+        let healing = match d.healing {
+            Some(HealProgress { total: None, done }) => format!("counting ({done} done)"),
+            Some(progress) => format!(
+                "{:.1} %, {} objects left",
+                progress.percent().unwrap_or_default(),
+                progress.left().unwrap_or_default()
+            ),
+            None => String::new(),
+        };
         table.add_row([
             d.path.display().to_string(),
-            state.to_string(),
+            d.state.name().to_string(),
+            healing,
+            bytes(d.free_bytes),
+            bytes(d.size_bytes),
             d.mean_latency_ms.map_or("-".to_string(), |ms| format!("{ms:.3} ms")),
             d.reads.to_string(),
             d.errors.to_string(),
@@ -69,6 +89,44 @@ fn drive_table(drives: &[DriveReport]) -> comfy_table::Table {
         ]);
     }
     table
+}
+
+/// `isthmus pool status`: the pool's layout, quorums and drives, as text or JSON.
+fn status(root: &Path, pool: &str, json: bool) -> Result<(), String> {
+    let store = open(root, pool)?;
+    // Measure: a few small reads per drive, so the latency column means something.
+    store.probe_drives();
+    let status = store.status();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status.to_json()).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let config = store.config();
+    println!(
+        "pool {pool}: erasure {}+{} over {} drives, block size {} bytes, objects up to {} bytes inline",
+        config.data,
+        config.parity,
+        config.drives.len(),
+        config.block_size,
+        config.inline_limit
+    );
+    let met = |yes: bool| if yes { "met" } else { "NOT MET" };
+    println!(
+        "read quorum {}: {} drives serve reads ({}); write quorum {}: {} drives take writes ({})",
+        status.read_quorum,
+        status.drives_serving_reads(),
+        met(status.read_quorum_met()),
+        status.write_quorum,
+        status.drives_taking_writes(),
+        met(status.write_quorum_met())
+    );
+    let rate = match status.heal_rate_mib {
+        0 => "off (run isthmus heal)".to_string(),
+        mib => format!("{mib} MiB/s"),
+    };
+    println!("background rebuild of replaced drives: {rate}");
+    println!("{}", drive_table(&status.drives));
+    Ok(())
 }
 
 pub fn heal(args: HealArgs) -> Result<(), String> {
@@ -145,21 +203,6 @@ fn migrate(root: &Path, bucket: &str, to: &str, abort_uploads: bool) -> Result<(
 pub fn run(args: PoolArgs) -> Result<(), String> {
     match args.command {
         PoolCommand::Migrate { bucket, to, abort_uploads, root } => migrate(&root, &bucket, &to, abort_uploads),
-        PoolCommand::Status { pool, root } => {
-            let store = open(&root, &pool)?;
-            // Measure: one small read per drive, so the latency column means something.
-            store.probe_drives();
-            let config = store.config();
-            println!(
-                "pool {pool}: erasure {}+{} over {} drives, block size {} bytes, objects up to {} bytes inline",
-                config.data,
-                config.parity,
-                config.drives.len(),
-                config.block_size,
-                config.inline_limit
-            );
-            println!("{}", drive_table(&store.drive_reports()));
-            Ok(())
-        }
+        PoolCommand::Status { pool, root, json } => status(&root, &pool, json),
     }
 }

@@ -38,11 +38,13 @@ pub fn status_extras(
             })
             .collect();
         for (name, store) in &erasure {
-            let drives = store.drive_reports();
-            let online = drives.iter().filter(|d| d.state == isthmus_erasure::DriveState::Online).count();
+            let status = store.status();
+            let online = status.drives.iter().filter(|d| d.state == isthmus_erasure::DriveState::Online).count();
             pools.push(serde_json::json!({
-                "name": name, "kind": "erasure", "drives": drives.len(), "drives_online": online,
-                "drives_slow": drives.iter().filter(|d| d.slow).count(),
+                "name": name, "kind": "erasure", "drives": status.drives.len(), "drives_online": online,
+                "drives_slow": status.drives.iter().filter(|d| d.slow).count(),
+                // What `isthmus pool status --json` prints (the console's pool view shows it).
+                "status": status.to_json(),
             }));
         }
         serde_json::json!({
@@ -54,56 +56,149 @@ pub fn status_extras(
     })
 }
 
-/// Per-drive figures of the erasure-coded pools for `/metrics`: state, reads, errors, mean
-/// read latency, and whether reads go around a drive for being slow; and each pool's heal
-/// backlog and repairs.
-pub fn drive_metrics(pools: &[(String, Arc<isthmus_erasure::ErasureStore>)]) -> String {
+/// A Prometheus label value: backslashes, quotes and line ends escaped.
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Writes one metric family: its help, its type, then `rows` (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, rows: impl IntoIterator<Item = (String, f64)>) {
     use std::fmt::Write as _;
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+    for (labels, value) in rows {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
+/// Per-drive figures of the erasure-coded pools for `/metrics`: state, reads, errors, mean
+/// read latency, whether reads go around a drive for being slow, free space, and the objects a
+/// drive being rebuilt has left; and each pool's quorums, heal backlog and repairs.
+pub fn drive_metrics(pools: &[(String, Arc<isthmus_erasure::ErasureStore>)]) -> String {
     if pools.is_empty() {
         return String::new();
     }
-    let families = [
-        ("isthmus_pool_drive_up", "gauge", "1 when a drive of an erasure-coded pool serves reads and writes."),
-        ("isthmus_pool_drive_reads_total", "counter", "Shard reads from a drive."),
-        ("isthmus_pool_drive_errors_total", "counter", "Failed shard reads and writes on a drive."),
-        (
-            "isthmus_pool_drive_read_latency_seconds",
-            "gauge",
-            "Mean shard read latency of a drive (weighted to recent reads).",
-        ),
-        ("isthmus_pool_drive_slow", "gauge", "1 when reads go around a drive much slower than its peers."),
-    ];
+    let statuses: Vec<isthmus_erasure::PoolStatus> = pools.iter().map(|(_, store)| store.status()).collect();
+    let pool_names = || pools.iter().map(|(name, _)| label(name));
+    // Every drive of every pool: its labels and its report.
+    let drives: Vec<(String, &isthmus_erasure::DriveReport)> = pool_names()
+        .zip(&statuses)
+        .flat_map(|(pool, status)| {
+            status
+                .drives
+                .iter()
+                .map(move |d| (format!("pool=\"{pool}\",drive=\"{}\"", label(&d.path.display().to_string())), d))
+        })
+        .collect();
+    let per_drive = |value: &dyn Fn(&isthmus_erasure::DriveReport) -> Option<f64>| -> Vec<(String, f64)> {
+        drives.iter().filter_map(|(labels, d)| value(d).map(|v| (labels.clone(), v))).collect()
+    };
+    let flag = |yes: bool| f64::from(u8::from(yes));
     let mut out = String::new();
-    for (index, (name, kind, help)) in families.iter().enumerate() {
-        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
-        for (pool, store) in pools {
-            for drive in store.drive_reports() {
-                let value = match index {
-                    0 => f64::from(u8::from(drive.state == isthmus_erasure::DriveState::Online)),
-                    1 => drive.reads as f64,
-                    2 => drive.errors as f64,
-                    3 => match drive.mean_latency_ms {
-                        Some(ms) => ms / 1000.0,
-                        None => continue,
-                    },
-                    _ => f64::from(u8::from(drive.slow)),
-                };
-                let _ = writeln!(out, "{name}{{pool=\"{pool}\",drive=\"{}\"}} {value}", drive.path.display());
-            }
-        }
-    }
-    let heal = [
-        ("isthmus_pool_heal_queue", "gauge", "Objects waiting for the background healer of an erasure-coded pool."),
-        ("isthmus_pool_heal_repaired_total", "counter", "Objects the background healer found damaged and repaired."),
-    ];
-    for (index, (name, kind, help)) in heal.iter().enumerate() {
-        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
-        for (pool, store) in pools {
-            let (queued, repaired) = store.heal_backlog();
-            let value = if index == 0 { queued as u64 } else { repaired };
-            let _ = writeln!(out, "{name}{{pool=\"{pool}\"}} {value}");
-        }
-    }
+    family(
+        &mut out,
+        "isthmus_pool_drive_up",
+        "gauge",
+        "1 when a drive of an erasure-coded pool serves reads and writes.",
+        per_drive(&|d| Some(flag(d.state == isthmus_erasure::DriveState::Online))),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_state",
+        "gauge",
+        "1 for the state a drive of an erasure-coded pool is in (online, healing, read-only, offline, unformatted, foreign).",
+        drives.iter().flat_map(|(labels, d)| {
+            isthmus_erasure::DriveState::ALL
+                .iter()
+                .map(move |state| (format!("{labels},state=\"{}\"", state.name()), flag(d.state == *state)))
+        }),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_reads_total",
+        "counter",
+        "Shard reads from a drive.",
+        per_drive(&|d| Some(d.reads as f64)),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_errors_total",
+        "counter",
+        "Failed shard reads and writes on a drive.",
+        per_drive(&|d| Some(d.errors as f64)),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_read_latency_seconds",
+        "gauge",
+        "Mean shard read latency of a drive (weighted to recent reads).",
+        per_drive(&|d| d.mean_latency_ms.map(|ms| ms / 1000.0)),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_slow",
+        "gauge",
+        "1 when reads go around a drive much slower than its peers.",
+        per_drive(&|d| Some(flag(d.slow))),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_free_bytes",
+        "gauge",
+        "Bytes available to the gateway on a drive's file system.",
+        per_drive(&|d| d.free_bytes.map(|b| b as f64)),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_size_bytes",
+        "gauge",
+        "Size of a drive's file system.",
+        per_drive(&|d| d.size_bytes.map(|b| b as f64)),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_heal_objects_left",
+        "gauge",
+        "Objects the rebuild of a replaced drive has still to go through (drives being rebuilt, once counted).",
+        per_drive(&|d| d.healing.and_then(|h| h.left()).map(|n| n as f64)),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_drive_heal_objects_done",
+        "gauge",
+        "Objects the rebuild of a replaced drive has gone through (drives being rebuilt).",
+        per_drive(&|d| d.healing.map(|h| h.done as f64)),
+    );
+    let per_pool = |value: &dyn Fn(&isthmus_erasure::PoolStatus) -> f64| -> Vec<(String, f64)> {
+        pool_names().zip(&statuses).map(|(pool, status)| (format!("pool=\"{pool}\""), value(status))).collect()
+    };
+    family(
+        &mut out,
+        "isthmus_pool_read_quorum_met",
+        "gauge",
+        "1 when enough drives of an erasure-coded pool serve reads for every object to read.",
+        per_pool(&|s| flag(s.read_quorum_met())),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_write_quorum_met",
+        "gauge",
+        "1 when enough drives of an erasure-coded pool take writes for writes to be acknowledged.",
+        per_pool(&|s| flag(s.write_quorum_met())),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_heal_queue",
+        "gauge",
+        "Objects waiting for the background healer of an erasure-coded pool.",
+        per_pool(&|s| s.heal_queue.unwrap_or_default() as f64),
+    );
+    family(
+        &mut out,
+        "isthmus_pool_heal_repaired_total",
+        "counter",
+        "Objects the background healer found damaged and repaired.",
+        per_pool(&|s| s.heal_repaired.unwrap_or_default() as f64),
+    );
     out
 }
 

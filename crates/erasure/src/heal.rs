@@ -2,7 +2,7 @@
 //! is missing or rotten is rebuilt from the others; its manifest is rewritten on drives that
 //! lack it or hold an older one. Reads that found a bad shard ask the background healer;
 //! `isthmus heal POOL` heals everything (buckets, objects, leftovers) and brings a replaced
-//! drive back online. Also the per-drive figures the admin commands print.
+//! drive back online (as the background rebuild, `rebuild`, does by itself).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::FileExt;
@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 use super::codec;
 use super::drives::{DATA_DIR, DriveState, UPLOADS_DIR};
 use super::manifest::{Segment, Stored};
+use super::rebuild::Rebuilds;
+use super::status::{DriveReport, HealProgress};
 use super::{ErasureStore, Inner};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::{ListRequest, RequestContext, Store};
@@ -23,11 +25,14 @@ const ORPHAN_AGE: Duration = Duration::from_secs(3600);
 /// Objects queued for the background healer beyond this are dropped (heal finds them).
 const QUEUE: usize = 1024;
 
-/// The background healer: heals objects reads found damaged.
+/// The background healer: heals objects reads found damaged, and rebuilds replaced drives
+/// (`rebuild`).
 pub(crate) struct Healer {
     queue: Mutex<Option<mpsc::SyncSender<(String, String)>>>,
     /// Objects queued and not yet looked at, and objects it found damaged and repaired.
     counts: Arc<HealCounts>,
+    /// The rebuilds of replaced drives this process runs.
+    rebuilds: Arc<Rebuilds>,
 }
 
 #[derive(Default)]
@@ -41,6 +46,7 @@ impl Healer {
         let (tx, rx) = mpsc::sync_channel::<(String, String)>(QUEUE);
         let counts = Arc::new(HealCounts::default());
         let seen = counts.clone();
+        let rebuilds = Rebuilds::start(inner.clone());
         // The gateway's own work: it may be started by a read switched to a user's identity.
         let _ = isthmus_store::identity::spawn_gateway_thread("isthmus-ec-heal", move || {
             loop {
@@ -68,7 +74,12 @@ impl Healer {
                 }
             }
         });
-        Self { queue: Mutex::new(Some(tx)), counts }
+        Self { queue: Mutex::new(Some(tx)), counts, rebuilds }
+    }
+
+    /// How far the rebuild of `drive` (being rebuilt) has come, in this process or another.
+    pub(crate) fn rebuild_progress(&self, drive: &super::drives::Drive) -> HealProgress {
+        self.rebuilds.progress(drive)
     }
 
     /// Asks for `bucket/key` to be healed soon.
@@ -93,19 +104,8 @@ impl Healer {
 pub(crate) struct ObjectHeal {
     pub(crate) shards: u64,
     pub(crate) manifests: u64,
-}
-
-/// One drive as the admin commands show it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DriveReport {
-    pub path: std::path::PathBuf,
-    pub state: DriveState,
-    /// Mean read latency (exponentially weighted), when measured.
-    pub mean_latency_ms: Option<f64>,
-    pub reads: u64,
-    pub errors: u64,
-    /// Much slower than its peers: reads go around it.
-    pub slow: bool,
+    /// Bytes it read and wrote (about the object's size per rebuilt shard, and the records).
+    pub(crate) bytes: u64,
 }
 
 /// What `heal` did.
@@ -159,6 +159,17 @@ impl Inner {
     /// Heals `bucket/key`: the latest manifest any drive holds is the object; its missing or
     /// rotten shards are rebuilt, and drives without it (or with an older one) get it.
     pub(crate) fn heal_object(self: &Arc<Self>, bucket: &str, key: &str) -> StoreResult<ObjectHeal> {
+        self.heal_object_on(bucket, key, None)
+    }
+
+    /// As `heal_object`, checking and rebuilding shards only on drive `only` if given (a
+    /// replaced drive: the others' shards are not read unless it needs them).
+    pub(crate) fn heal_object_on(
+        self: &Arc<Self>,
+        bucket: &str,
+        key: &str,
+        only: Option<usize>,
+    ) -> StoreResult<ObjectHeal> {
         let _lock = self.lock_key(bucket, key)?;
         let cx = RequestContext::process();
         let mut copies: Vec<(usize, Option<Stored>)> = Vec::new();
@@ -182,11 +193,15 @@ impl Inner {
         let mut healed = ObjectHeal::default();
         for segment in &latest.manifest.segments {
             for i in 0..segment.drives.len() {
-                if self.drives[segment.drives[i]].writable().is_none() || self.shard_is_good(bucket, segment, i) {
+                if only.is_some_and(|d| d != segment.drives[i])
+                    || self.drives[segment.drives[i]].writable().is_none()
+                    || self.shard_is_good(bucket, segment, i)
+                {
                     continue;
                 }
                 self.rebuild_shard(bucket, segment, i)?;
                 healed.shards += 1;
+                healed.bytes += segment.size;
             }
         }
         let mut stale_segments: Vec<Segment> = Vec::new();
@@ -198,8 +213,10 @@ impl Inner {
             if store.head_bucket(&cx, bucket).is_err() {
                 store.create_bucket(&cx, bucket, &Default::default())?;
             }
-            super::write_manifest(&store, bucket, key, &latest.encode())?;
+            let encoded = latest.encode();
+            super::write_manifest(&store, bucket, key, &encoded)?;
             healed.manifests += 1;
+            healed.bytes += encoded.len() as u64;
             if let Some(old) = copy {
                 stale_segments.extend(
                     old.manifest
@@ -217,6 +234,15 @@ impl Inner {
             self.remove_manifests(bucket, key)?;
         }
         Ok(healed)
+    }
+
+    /// Heals the object or folder `bucket/key` (shards only on drive `only`, if given).
+    pub(crate) fn heal_key(self: &Arc<Self>, bucket: &str, key: &str, only: Option<usize>) -> StoreResult<ObjectHeal> {
+        if key.ends_with('/') {
+            self.heal_folder(bucket, key).map(|m| ObjectHeal { manifests: m, ..Default::default() })
+        } else {
+            self.heal_object_on(bucket, key, only)
+        }
     }
 
     /// Every key of `bucket` that any drive holds.
@@ -262,21 +288,6 @@ impl Inner {
             }
         }
         Ok(repaired)
-    }
-
-    pub(crate) fn drive_reports(&self) -> Vec<DriveReport> {
-        let median = self.median_latency_us();
-        self.drives
-            .iter()
-            .map(|d| DriveReport {
-                path: d.path.clone(),
-                state: d.state(),
-                mean_latency_ms: d.latency.mean_us().map(|us| us as f64 / 1000.0),
-                reads: d.latency.samples(),
-                errors: d.errors.load(Ordering::Relaxed),
-                slow: self.is_slow(d, median),
-            })
-            .collect()
     }
 }
 
@@ -328,12 +339,7 @@ impl ErasureStore {
         for (bucket, keys) in &keys {
             for key in keys {
                 report.objects += 1;
-                let healed = if key.ends_with('/') {
-                    inner.heal_folder(bucket, key).map(|m| super::heal::ObjectHeal { shards: 0, manifests: m })
-                } else {
-                    inner.heal_object(bucket, key)
-                };
-                match healed {
+                match inner.heal_key(bucket, key, None) {
                     Ok(h) => {
                         report.shards_rebuilt += h.shards;
                         report.manifests_repaired += h.manifests;
@@ -373,8 +379,7 @@ impl ErasureStore {
         }
         if report.unreadable.is_empty() {
             for drive in inner.drives.iter().filter(|d| d.state() == DriveState::Rebuilding) {
-                drive.write_format(false)?;
-                drive.refresh(true);
+                inner.mark_rebuilt(drive)?;
                 tracing::info!(pool = %inner.name, drive = %drive.path.display(), "rebuilt drive is online");
             }
         }
@@ -387,14 +392,9 @@ impl ErasureStore {
     pub fn probe_drives(&self) {
         for drive in self.inner.drives.iter().filter(|d| d.writable().is_some()) {
             for _ in 0..3 {
-                let _ = drive.timed(|| drive.is_formatted());
+                let _ = drive.timed_io(0, || drive.is_formatted());
             }
         }
-    }
-
-    /// The pool's drives: state, latency, errors.
-    pub fn drive_reports(&self) -> Vec<DriveReport> {
-        self.inner.drive_reports()
     }
 
     /// Objects waiting for the background healer (reads found them damaged, or a write left a

@@ -3,7 +3,8 @@
 //! bucket and key; small objects kept whole in their manifest. Every drive holds every
 //! object's manifest (`manifest`) in its own metadata namespace (`drives`), committed by
 //! quorum; reads hedge around slow drives and rebuild from parity (`read`); heal repairs
-//! (`heal`). `ErasureStore` is the `Store` (`store`, `multipart`).
+//! (`heal`), a replaced drive is rebuilt in the background (`rebuild`), and the pool reports its
+//! drives and quorums (`status`). `ErasureStore` is the `Store` (`store`, `multipart`).
 
 pub mod codec;
 mod drive_files;
@@ -16,6 +17,8 @@ mod manifest;
 mod multipart;
 mod namespace;
 mod read;
+mod rebuild;
+mod status;
 mod store;
 mod write;
 
@@ -24,7 +27,8 @@ use std::sync::{Arc, mpsc};
 
 pub use drives::DriveState;
 pub use drives::write_atomically;
-pub use heal::{DriveReport, HealReport};
+pub use heal::HealReport;
+pub use status::{DriveReport, HealProgress, PoolStatus};
 
 use codec::Layout;
 use drives::Drive;
@@ -45,6 +49,9 @@ pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
 /// k + m tiny shard files.
 pub const DEFAULT_INLINE_LIMIT: u64 = 16 << 10;
 
+/// Default pace of the background rebuild of a replaced drive, in MiB of objects a second.
+pub const DEFAULT_HEAL_RATE_MIB: u64 = 128;
+
 /// How an erasure-coded pool is laid out (the `[[pool]]` entry of kind "erasure").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErasureConfig {
@@ -60,6 +67,12 @@ pub struct ErasureConfig {
     pub hedged_reads: bool,
     /// What an object's ETag is (the pool's `etag` key).
     pub etag: EtagPolicy,
+    /// The pace of the background rebuild of a replaced drive, in MiB of objects a second
+    /// (the pool's `heal_rate_mib`); 0: no background rebuild (`isthmus heal` rebuilds).
+    pub heal_rate_mib: u64,
+    /// Whether this process rebuilds replaced drives in the background (a gateway does; the
+    /// one-shot admin commands, which open the pool beside it, do not).
+    pub background_heal: bool,
 }
 
 /// What the ETag of an object written to an erasure-coded pool is.
@@ -98,6 +111,8 @@ impl ErasureConfig {
             inline_limit: DEFAULT_INLINE_LIMIT,
             hedged_reads: true,
             etag: EtagPolicy::Md5,
+            heal_rate_mib: DEFAULT_HEAL_RATE_MIB,
+            background_heal: true,
         }
     }
 
@@ -153,7 +168,8 @@ impl ErasureStore {
     /// judged by the identity it carries (`format`): this slot's drive is online (or healing,
     /// or read-only); a missing one is offline; another pool's or another slot's is foreign and
     /// a blank directory where a mounted disk was is unformatted, both never written; a blank
-    /// replacement is formatted into its slot and rebuilt by the healer.
+    /// replacement is formatted into its slot and rebuilt in the background (`rebuild`, unless
+    /// `background_heal` is off) or by `heal`.
     pub fn open(name: &str, config: ErasureConfig, options: StoreOptions) -> StoreResult<Self> {
         let layout = config.check()?;
         let identity = format::resolve(name, &config.drives)?;

@@ -406,6 +406,20 @@ impl Inner {
     /// (a drive that lost some of the bucket's records hides nothing), each object described
     /// by the record of a drive that listed it.
     pub(crate) fn list_page(&self, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
+        let merged = self.merged_names(bucket, request)?;
+        self.describe(bucket, merged)
+    }
+
+    /// The keys (folder objects included) of one page of `bucket`'s listing by name, and
+    /// where the next page starts (`None`: this was the last).
+    pub(crate) fn list_names(&self, bucket: &str, request: &ListRequest) -> StoreResult<(Vec<String>, Option<String>)> {
+        let merged = self.merged_names(bucket, request)?;
+        let next = merged.truncated.then(|| merged.entries.last().map(|(name, _)| name.clone())).flatten();
+        Ok((merged.entries.into_iter().filter(|(_, by)| by.is_some()).map(|(name, _)| name).collect(), next))
+    }
+
+    /// One page of the union of the listings by name of a read quorum of drives.
+    fn merged_names(&self, bucket: &str, request: &ListRequest) -> StoreResult<Merged> {
         let state = self.existing_bucket(bucket)?;
         let wanted = self.meta_read_quorum();
         let median = self.median_latency_us();
@@ -451,32 +465,15 @@ impl Inner {
         if pages.len() < wanted {
             return Err(self.too_few(&pages.len().to_string()));
         }
-        self.merge_pages(bucket, pages, request.max_keys)
+        Ok(merge(pages, request.max_keys))
     }
 
-    /// The union of drives' listings by name, as one page of at most `max_keys` entries: only
-    /// entries up to the end of the shortest truncated page are certain to be complete. Each
-    /// object is described by the record of a drive that listed it (the quorum's when that
-    /// one is damaged).
-    fn merge_pages(&self, bucket: &str, pages: Vec<(usize, KeyPage)>, max_keys: usize) -> StoreResult<ListPage> {
-        let bound: Option<String> =
-            pages.iter().filter(|(_, p)| p.page.is_truncated).filter_map(|(_, p)| p.page.next_marker.clone()).min();
-        // Name -> the drive that listed it as an object (`None`: a common prefix).
-        let mut entries: BTreeMap<String, Option<usize>> = BTreeMap::new();
-        for (index, listed) in pages {
-            for prefix in listed.page.common_prefixes {
-                entries.insert(prefix, None);
-            }
-            for key in listed.keys {
-                entries.entry(key).or_insert(Some(index));
-            }
-        }
-        if let Some(bound) = &bound {
-            entries.retain(|name, _| name <= bound);
-        }
-        let cut = entries.len() > max_keys;
-        let mut page = ListPage { is_truncated: bound.is_some() || cut, ..Default::default() };
-        for (name, listed_by) in entries.into_iter().take(max_keys) {
+    /// Describes each object of a merged page by the record of a drive that listed it (the
+    /// quorum's when that one is damaged, or a tombstone that may be older than a write it
+    /// missed).
+    fn describe(&self, bucket: &str, merged: Merged) -> StoreResult<ListPage> {
+        let mut page = ListPage { is_truncated: merged.truncated, ..Default::default() };
+        for (name, listed_by) in merged.entries {
             page.next_marker = Some(name.clone());
             let Some(index) = listed_by else {
                 page.common_prefixes.push(name);
@@ -505,6 +502,35 @@ impl Inner {
         }
         Ok(page)
     }
+}
+
+/// A page of names merged from several drives: each name with the drive that listed it as an
+/// object (`None`: a common prefix), and whether more follow.
+struct Merged {
+    entries: Vec<(String, Option<usize>)>,
+    truncated: bool,
+}
+
+/// The union of drives' listings by name, as one page of at most `max_keys` entries: only
+/// entries up to the end of the shortest truncated page are certain to be complete.
+fn merge(pages: Vec<(usize, KeyPage)>, max_keys: usize) -> Merged {
+    let bound: Option<String> =
+        pages.iter().filter(|(_, p)| p.page.is_truncated).filter_map(|(_, p)| p.page.next_marker.clone()).min();
+    // Name -> the drive that listed it as an object (`None`: a common prefix).
+    let mut entries: BTreeMap<String, Option<usize>> = BTreeMap::new();
+    for (index, listed) in pages {
+        for prefix in listed.page.common_prefixes {
+            entries.insert(prefix, None);
+        }
+        for key in listed.keys {
+            entries.entry(key).or_insert(Some(index));
+        }
+    }
+    if let Some(bound) = &bound {
+        entries.retain(|name, _| name <= bound);
+    }
+    let truncated = bound.is_some() || entries.len() > max_keys;
+    Merged { entries: entries.into_iter().take(max_keys).collect(), truncated }
 }
 
 /// Makes `bucket` (its directory and settings `record`) again on `drive`, if it takes writes;

@@ -20,9 +20,15 @@ fn drives(dir: &Path, n: usize) -> Vec<PathBuf> {
     (0..n).map(|i| dir.join(format!("d{i}"))).collect()
 }
 
+/// A pool without the background rebuild of replaced drives (these tests heal themselves;
+/// tests/background_rebuild.rs has the background's).
 fn open(paths: &[PathBuf], data: usize, parity: usize) -> ErasureStore {
-    let config =
-        ErasureConfig { block_size: 64 << 10, inline_limit: 4096, ..ErasureConfig::new(paths.to_vec(), data, parity) };
+    let config = ErasureConfig {
+        block_size: 64 << 10,
+        inline_limit: 4096,
+        background_heal: false,
+        ..ErasureConfig::new(paths.to_vec(), data, parity)
+    };
     ErasureStore::open("ec", config, StoreOptions::default()).unwrap()
 }
 

@@ -75,6 +75,9 @@ struct PoolEntry {
     hedged_reads: Option<bool>,
     /// An erasure pool's ETags: "md5" (default) or "unique".
     etag: Option<String>,
+    /// The pace of an erasure pool's background rebuild of a replaced drive, in MiB of objects
+    /// a second (default `isthmus_erasure::DEFAULT_HEAL_RATE_MIB`; 0: no background rebuild).
+    heal_rate_mib: Option<u64>,
 }
 
 impl PoolEntry {
@@ -101,6 +104,14 @@ impl PoolEntry {
         if let Some(etag) = &self.etag {
             config.etag = isthmus_erasure::EtagPolicy::parse(etag)?;
         }
+        if let Some(rate) = self.heal_rate_mib {
+            if rate > MAX_HEAL_RATE_MIB {
+                return Err(format!(
+                    "heal_rate_mib = {rate}: at most {MAX_HEAL_RATE_MIB} (MiB a second; 0 turns the background rebuild off)"
+                ));
+            }
+            config.heal_rate_mib = rate;
+        }
         Ok(config)
     }
 
@@ -111,8 +122,9 @@ impl PoolEntry {
             || self.parity.is_some()
             || self.block_size.is_some()
             || self.etag.is_some()
+            || self.heal_rate_mib.is_some()
         {
-            return Err("drives, data, parity, block_size and etag belong to erasure pools".into());
+            return Err("drives, data, parity, block_size, etag and heal_rate_mib belong to erasure pools".into());
         }
         self.path.as_ref().map(|p| root.join(p)).ok_or_else(|| "a posix pool has a path".into())
     }
@@ -244,10 +256,16 @@ pub fn open_erasure_pool(root: &Path, name: &str, options: StoreOptions) -> Stor
             if names.is_empty() { "none".to_string() } else { names.join(", ") }
         ))
     })?;
-    let config =
+    let mut config =
         entry.erasure_config(root).map_err(|why| StoreError::InvalidArgument(format!("pool {name:?}: {why}")))?;
+    // A one-shot command beside the gateway: the gateway rebuilds replaced drives.
+    config.background_heal = false;
     isthmus_erasure::ErasureStore::open(name, config, options)
 }
+
+/// The fastest background rebuild a pool table may ask for (MiB a second): far beyond any
+/// drive, it only keeps the rate's arithmetic sane.
+const MAX_HEAL_RATE_MIB: u64 = 1 << 20;
 
 /// Several pools as one `Store`.
 pub struct Pools {
@@ -396,23 +414,37 @@ mod tests {
         assert!(Pools::new(vec![pool("default")], "nvme").is_err());
     }
 
+    /// Opens a root whose table declares one pool "ec" of `kind` with `extra` keys.
+    fn one_pool_table(dir: &Path, extra: &str, kind: &str) -> StoreResult<RootStores> {
+        let place =
+            if kind == "erasure" { "drives = [\"d0\", \"d1\", \"d2\"]\ndata = 2\nparity = 1" } else { "path = \"p\"" };
+        std::fs::create_dir_all(dir.join(".isthmus")).unwrap();
+        std::fs::write(dir.join(POOLS_FILE), format!("[[pool]]\nname = \"ec\"\nkind = \"{kind}\"\n{place}\n{extra}\n"))
+            .unwrap();
+        open_root_with_pools(dir, StoreOptions::default())
+    }
+
+    #[test]
+    fn an_erasure_pool_heal_rate_is_read_and_a_wrong_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let stores = one_pool_table(dir.path(), "", "erasure").unwrap();
+        assert_eq!(stores.erasure[0].1.config().heal_rate_mib, isthmus_erasure::DEFAULT_HEAL_RATE_MIB);
+        assert!(stores.erasure[0].1.config().background_heal, "a gateway rebuilds replaced drives");
+        let stores = one_pool_table(dir.path(), "heal_rate_mib = 0", "erasure").unwrap();
+        assert_eq!(stores.erasure[0].1.config().heal_rate_mib, 0);
+        let one_shot = open_erasure_pool(dir.path(), "ec", StoreOptions::default()).unwrap();
+        assert!(!one_shot.config().background_heal, "admin commands leave the rebuild to the gateway");
+        for wrong in ["heal_rate_mib = -1", "heal_rate_mib = \"fast\"", "heal_rate_mib = 99999999999"] {
+            assert!(one_pool_table(dir.path(), wrong, "erasure").is_err(), "{wrong}");
+        }
+        let err = one_pool_table(dir.path(), "heal_rate_mib = 10", "posix").err().unwrap().to_string();
+        assert!(err.contains("belong to erasure pools"), "{err}");
+    }
+
     #[test]
     fn an_erasure_pool_etag_policy_is_read_and_a_wrong_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let table = |extra: &str, kind: &str| {
-            let place = if kind == "erasure" {
-                "drives = [\"d0\", \"d1\", \"d2\"]\ndata = 2\nparity = 1"
-            } else {
-                "path = \"p\""
-            };
-            std::fs::create_dir_all(dir.path().join(".isthmus")).unwrap();
-            std::fs::write(
-                dir.path().join(POOLS_FILE),
-                format!("[[pool]]\nname = \"ec\"\nkind = \"{kind}\"\n{place}\n{extra}\n"),
-            )
-            .unwrap();
-            open_root_with_pools(dir.path(), StoreOptions::default())
-        };
+        let table = |extra: &str, kind: &str| one_pool_table(dir.path(), extra, kind);
         let stores = table("etag = \"unique\"", "erasure").unwrap();
         assert_eq!(stores.erasure[0].1.config().etag, isthmus_erasure::EtagPolicy::Unique);
         let err = table("etag = \"sha1\"", "erasure").err().unwrap().to_string();

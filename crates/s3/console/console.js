@@ -251,6 +251,96 @@
       body.append(row);
     }
     show('buckets-view');
+    renderPools().catch(fail);
+  }
+
+  // ---- Pools: each erasure-coded pool's drives (state, healing progress, free space) and
+  // quorums, from the gateway's status page, which answers the root user's session only (for
+  // anyone else the section stays hidden). Refreshed while a drive heals.
+  let poolsTimer = null;
+  let poolsRefused = null; // the session the status page refused: not asked again
+
+  async function renderPools() {
+    clearTimeout(poolsTimer);
+    const section = $('pools-section');
+    if (poolsRefused === session.accessKey) {
+      section.hidden = true;
+      return;
+    }
+    let status;
+    try {
+      status = await (await s3('GET', '/', { params: { 'isthmus-admin': 'status' } })).json();
+    } catch (err) {
+      if (err.code === 'SessionEnded') throw err;
+      if (err.code === 'AccessDenied') poolsRefused = session.accessKey;
+      section.hidden = true;
+      return;
+    }
+    const pools = (status.pools || []).filter((p) => p.kind === 'erasure' && p.status);
+    const list = $('pools');
+    list.replaceChildren();
+    let healing = false;
+    for (const pool of pools) list.append(poolView(pool.status, () => (healing = true)));
+    section.hidden = pools.length === 0;
+    if (healing && !$('buckets-view').hidden) poolsTimer = setTimeout(() => renderPools().catch(fail), 2000);
+  }
+
+  function quorumText(name, quorum, verb) {
+    const met = quorum.met ? 'met' : 'NOT MET';
+    return `${name} quorum ${met}: ${quorum.drives} drives ${verb}, ${quorum.needed} needed.`;
+  }
+
+  function poolView(status, onHealing) {
+    const box = document.createElement('div');
+    const title = document.createElement('h3');
+    title.textContent = `Pool ${status.pool}: ${status.data}+${status.parity}`;
+    const quorums = document.createElement('p');
+    quorums.className = 'pool-quorums';
+    for (const [name, quorum, verb] of [['Read', status.read_quorum, 'serve reads'], ['Write', status.write_quorum, 'take writes']]) {
+      const span = document.createElement('span');
+      span.textContent = quorumText(name, quorum, verb) + ' ';
+      if (!quorum.met) span.className = 'not-met';
+      quorums.append(span);
+    }
+    const table = document.createElement('table');
+    const caption = document.createElement('caption');
+    caption.className = 'visually-hidden';
+    caption.textContent = `Drives of pool ${status.pool}`;
+    const head = table.createTHead().insertRow();
+    for (const name of ['Drive', 'State', 'Healing', 'Free', 'Size', 'Mean latency', 'Errors']) {
+      const th = document.createElement('th');
+      th.scope = 'col';
+      th.textContent = name;
+      head.append(th);
+    }
+    table.prepend(caption);
+    const body = table.createTBody();
+    for (const drive of status.drives) {
+      const row = body.insertRow();
+      row.dataset.slot = drive.slot;
+      cell(row, drive.path);
+      cell(row, drive.slow ? `${drive.state} (slow)` : drive.state).className = `state-${drive.state}`;
+      cell(row, healingView(drive.healing));
+      if (drive.healing) onHealing();
+      cell(row, drive.free_bytes == null ? '-' : humanSize(drive.free_bytes)).className = 'size';
+      cell(row, drive.size_bytes == null ? '-' : humanSize(drive.size_bytes)).className = 'size';
+      cell(row, drive.mean_latency_ms == null ? '-' : `${drive.mean_latency_ms.toFixed(3)} ms`);
+      cell(row, String(drive.errors));
+    }
+    box.append(title, quorums, table);
+    return box;
+  }
+
+  function healingView(healing) {
+    if (!healing) return '';
+    if (healing.percent == null) return `counting objects (${healing.objects_done} done)`;
+    const span = document.createElement('span');
+    const bar = document.createElement('progress');
+    bar.max = 100;
+    bar.value = healing.percent;
+    bar.setAttribute('aria-label', `Healing: ${healing.percent} %`);
+    span.append(bar, `${healing.percent} %, ${healing.objects_left} objects left`);
+    return span;
   }
 
   async function renderObjects(bucket, prefix, more) {

@@ -43,7 +43,7 @@ impl S3Route for GridRoutes {
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
         if crate::admin::route::is_admin(&req.uri) {
             return match &self.admin {
-                Some(admin) => crate::admin::route::check_root(req, admin),
+                Some(admin) => crate::admin::route::check_root(req, admin, &self.grid),
                 None => Err(s3s::s3_error!(NotImplemented, "Administration is not enabled on this gateway")),
             };
         }

@@ -1,5 +1,6 @@
 //! The HTTP form of administration, on the S3 listener (TLS when the gateway has it), signed
 //! with SigV4 by the root user: `GET|POST /?isthmus-admin=CALL[&user=NAME]`, JSON in and out.
+//! The status page also answers the root user's temporary credentials (the web console's).
 //! A query on the service root is used because no bucket or key can collide with it (a path
 //! such as `/admin/...` would be a bucket named `admin`).
 //!
@@ -27,15 +28,43 @@ pub fn is_admin(uri: &hyper::Uri) -> bool {
         && uri.query().is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == ADMIN_PARAMETER))
 }
 
-/// Only the root user's signature opens administration (not a token, nor another user).
-pub fn check_root(req: &S3Request<Body>, admin: &Administration) -> S3Result<()> {
+/// Only the root user's signature opens administration (not a token, nor another user). The
+/// status page (`GET status`, read-only) also opens to the root user's temporary credentials
+/// made from its current keys (STS `GetSessionToken`: what the web console keeps), so the
+/// console can show the pools; never to a token's.
+pub fn check_root(req: &S3Request<Body>, admin: &Administration, grid: &crate::bearer::GridAuth) -> S3Result<()> {
     match &req.credentials {
         Some(c)
             if admin.users().is_root(&c.access_key) && req.extensions.get::<crate::bearer::BearerGrant>().is_none() =>
         {
             Ok(())
         }
+        Some(_) if is_status_read(req) && is_root_session(req, admin, grid) => Ok(()),
         _ => Err(s3s::s3_error!(AccessDenied, "Administration needs a request signed with the root user's keys")),
+    }
+}
+
+/// `GET /?isthmus-admin=status`.
+fn is_status_read(req: &S3Request<Body>) -> bool {
+    req.method == hyper::Method::GET
+        && req.uri.query().is_some_and(|q| {
+            url::form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == ADMIN_PARAMETER && v == "status")
+        })
+}
+
+/// Temporary credentials of the root user made from its current keys (not a token's).
+fn is_root_session(req: &S3Request<Body>, admin: &Administration, grid: &crate::bearer::GridAuth) -> bool {
+    if req.extensions.get::<crate::bearer::BearerGrant>().is_some() {
+        return false;
+    }
+    match crate::bearer::token_principal(req, grid) {
+        Ok(Some(principal)) => {
+            principal.made_from_keys.is_some()
+                && principal.scopes.is_none()
+                && admin.users().is_root(&principal.user)
+                && principal.keys_still_current(admin.users().get(&principal.user).as_ref(), grid)
+        }
+        _ => false,
     }
 }
 
