@@ -19,13 +19,12 @@ import botocore.exceptions
 import pytest
 
 from conftest import Server, binary, make_client
-from test_erasure_pool import BUCKET, body, check_body, write_pools
+from test_erasure_pool import BUCKET, body, check_body
 
 SOAK_SECONDS = float(os.environ.get("ISTHMUS_SOAK_SECONDS", "20"))
 CLIENTS = 8
 KEYS_PER_CLIENT = 12
 SIZES = [0, 700, 20_000, 100_000, 300_000]
-FILLED_DRIVE = 3
 
 
 def try_loop_mount(image, mount_point, size_mib):
@@ -111,9 +110,9 @@ def chaos_loop(root, drives, filled, stop, events):
     away, behind = {}, set()
     full = None
     while not stop.wait(rng.uniform(0.4, 1.2)):
-        hurt = set(away) | behind | ({FILLED_DRIVE} if full else set())
+        hurt = set(away) | behind | ({full[0]} if full else set())
         event = rng.choice(["away", "back", "blank", "fill", "unfill", "heal"])
-        whole = [i for i in range(len(drives)) if i not in hurt and i != FILLED_DRIVE]
+        whole = [i for i in range(len(drives)) if i not in hurt]
         if event == "away" and len(hurt) < 2:
             i = rng.choice(whole)
             away[i] = drives[i].with_name(f"away{i}")
@@ -128,9 +127,10 @@ def chaos_loop(root, drives, filled, stop, events):
             drives[i].rename(drives[i].with_name(f"old{i}-{time.monotonic_ns()}"))
             drives[i].mkdir()
             behind.add(i)
-        elif event == "fill" and filled and full is None and FILLED_DRIVE not in hurt and len(hurt) < 2:
-            full = drives[FILLED_DRIVE] / "filler"
-            with open(full, "wb") as out:
+        elif event == "fill" and filled and full is None and len(hurt) < 2:
+            i = rng.choice(whole)
+            full = (i, drives[i].parent / "filler")
+            with open(full[1], "wb") as out:
                 try:
                     while True:
                         out.write(b"\0" * (1 << 20))
@@ -138,9 +138,9 @@ def chaos_loop(root, drives, filled, stop, events):
                 except OSError:
                     pass
         elif event == "unfill" and full is not None:
-            full.unlink()
+            full[1].unlink()
+            behind.add(full[0])
             full = None
-            behind.add(FILLED_DRIVE)
         elif event == "heal" and behind:
             healed = subprocess.run([str(binary()), "heal", "ec", "--root", str(root)], capture_output=True,
                                     timeout=300)
@@ -152,14 +152,12 @@ def chaos_loop(root, drives, filled, stop, events):
     for i, old in away.items():
         give_back(drives, i, old)
     if full is not None:
-        full.unlink()
+        full[1].unlink()
 
 
 def give_back(drives, i, old):
-    """Puts drive `i` back in its slot (whatever was made in the empty slot meanwhile is
-    moved aside)."""
-    if drives[i].exists():
-        drives[i].rename(drives[i].with_name(f"slot{i}-{time.monotonic_ns()}"))
+    """Puts drive `i` back in its slot, where nothing may have been made while it was away."""
+    assert not drives[i].exists(), f"the gateway wrote where drive {i} was away: {list(drives[i].rglob('*'))[:5]}"
     old.rename(drives[i])
 
 
@@ -177,8 +175,16 @@ def guarded(target, failures):
 
 def test_no_acknowledged_write_is_lost_while_drives_come_and_go(tmp_path):
     root = tmp_path / "data"
-    drives = write_pools(root, tmp_path / "drives")
-    filled = try_loop_mount(tmp_path / "d3.img", drives[FILLED_DRIVE], 96)
+    # Each drive a directory on a file system of its own (a loop-mounted ext4 image) where
+    # this machine can mount, so one drive can be filled; plain directories otherwise.
+    mounts = [tmp_path / f"disk{i}" for i in range(6)]
+    filled = all(try_loop_mount(tmp_path / f"disk{i}.img", mounts[i], 96) for i in range(6))
+    drives = [(mounts[i] if filled else tmp_path / "drives") / f"d{i}" for i in range(6)]
+    (root / ".isthmus").mkdir(parents=True)
+    (root / ".isthmus" / "pools.toml").write_text(
+        '[[pool]]\nname = "ec"\nkind = "erasure"\ndata = 4\nparity = 2\nblock_size = "64KiB"\n'
+        f"drives = [{', '.join(repr(str(d)) for d in drives)}]\n".replace("'", '"')
+    )
     try:
         srv = Server(root)
         try:
@@ -221,5 +227,5 @@ def test_no_acknowledged_write_is_lost_while_drives_come_and_go(tmp_path):
         finally:
             srv.stop()
     finally:
-        if filled:
-            subprocess.run(["umount", "-l", str(drives[FILLED_DRIVE])], capture_output=True)
+        for mount in mounts:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
