@@ -208,9 +208,9 @@ def test_a_migrator_killed_at_any_point_resumes_without_loss_or_duplicates(gatew
     for key, data in expected.items():
         assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data, key
     # A copy killed while its record was being written to the drives can leave the record on
-    # fewer than all of them; the resumed run finds the object (quorum) and keeps it, and an
-    # erasure pool lists from one drive, which may be one that missed it until `isthmus heal`
-    # writes it there (docs/operator/pools.md, "Erasure-coded pools"). Seen in 1 of 5 CI runs.
+    # fewer than all of them; the resumed run finds the object (quorum) and keeps it, and the
+    # listing (the union of m + 1 drives' listings) shows it before any heal.
+    check_all(s3, expected)
     healed = subprocess.run([str(binary()), "heal", "ec", "--root", str(root)], capture_output=True, text=True,
                             timeout=600)
     assert healed.returncode == 0, healed.stderr
