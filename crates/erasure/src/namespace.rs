@@ -64,16 +64,16 @@ enum Answer {
 /// The pool's recent decisions.
 #[derive(Default)]
 pub(crate) struct Decisions {
-    buckets: Mutex<HashMap<String, (Instant, Option<BucketState>)>>,
+    buckets: Mutex<HashMap<String, (Instant, Option<Arc<BucketState>>)>>,
 }
 
 impl Decisions {
-    fn get(&self, bucket: &str) -> Option<Option<BucketState>> {
+    fn get(&self, bucket: &str) -> Option<Option<Arc<BucketState>>> {
         let kept = self.buckets.lock().expect("namespace decisions lock");
         kept.get(bucket).filter(|(at, _)| at.elapsed() < DECISION_TTL).map(|(_, state)| state.clone())
     }
 
-    fn put(&self, bucket: &str, state: Option<BucketState>) {
+    fn put(&self, bucket: &str, state: Option<Arc<BucketState>>) {
         let mut kept = self.buckets.lock().expect("namespace decisions lock");
         if kept.len() >= DECISIONS_KEPT {
             kept.retain(|_, (at, _)| at.elapsed() < DECISION_TTL);
@@ -183,17 +183,17 @@ impl Inner {
 
     /// `bucket` as the drives decide it (`None`: it does not exist), reusing a decision made
     /// within `DECISION_TTL`.
-    pub(crate) fn bucket_state(&self, bucket: &str) -> StoreResult<Option<BucketState>> {
+    pub(crate) fn bucket_state(&self, bucket: &str) -> StoreResult<Option<Arc<BucketState>>> {
         if let Some(state) = self.decisions.get(bucket) {
             return Ok(state);
         }
-        let state = self.decide_bucket(bucket)?;
+        let state = self.decide_bucket(bucket)?.map(Arc::new);
         self.decisions.put(bucket, state.clone());
         Ok(state)
     }
 
     /// `bucket`, or NoSuchBucket.
-    pub(crate) fn existing_bucket(&self, bucket: &str) -> StoreResult<BucketState> {
+    pub(crate) fn existing_bucket(&self, bucket: &str) -> StoreResult<Arc<BucketState>> {
         self.bucket_state(bucket)?.ok_or(StoreError::NoSuchBucket)
     }
 

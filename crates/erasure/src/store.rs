@@ -177,7 +177,7 @@ impl Store for ErasureStore {
     }
 
     fn bucket_config(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig> {
-        Ok(self.inner.existing_bucket(bucket)?.settings.versioned())
+        Ok(self.inner.existing_bucket(bucket)?.settings.clone().versioned())
     }
 
     /// The drives' decision says whether the write replaces the version it read; the settings
@@ -187,7 +187,7 @@ impl Store for ErasureStore {
     fn set_bucket_config(&self, _cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
         let _serial = NAMESPACE_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.inner.decisions.forget(bucket);
-        let current = self.inner.existing_bucket(bucket)?.settings;
+        let current = self.inner.existing_bucket(bucket)?.settings.clone();
         if config.versioning.is_some() && current.versioning.is_none() {
             return Err(StoreError::NotImplemented(format!(
                 "Versioning is not supported on erasure-coded pools (bucket {bucket:?} is in pool {:?}): \
