@@ -61,19 +61,22 @@ enum Answer {
     Lacks,
 }
 
+/// A bucket as decided (`None`: it does not exist).
+type Decision = Option<Arc<BucketState>>;
+
 /// The pool's recent decisions.
 #[derive(Default)]
 pub(crate) struct Decisions {
-    buckets: Mutex<HashMap<String, (Instant, Option<Arc<BucketState>>)>>,
+    buckets: Mutex<HashMap<String, (Instant, Decision)>>,
 }
 
 impl Decisions {
-    fn get(&self, bucket: &str) -> Option<Option<Arc<BucketState>>> {
+    fn get(&self, bucket: &str) -> Option<Decision> {
         let kept = self.buckets.lock().expect("namespace decisions lock");
         kept.get(bucket).filter(|(at, _)| at.elapsed() < DECISION_TTL).map(|(_, state)| state.clone())
     }
 
-    fn put(&self, bucket: &str, state: Option<Arc<BucketState>>) {
+    fn put(&self, bucket: &str, state: Decision) {
         let mut kept = self.buckets.lock().expect("namespace decisions lock");
         if kept.len() >= DECISIONS_KEPT {
             kept.retain(|_, (at, _)| at.elapsed() < DECISION_TTL);
@@ -183,7 +186,7 @@ impl Inner {
 
     /// `bucket` as the drives decide it (`None`: it does not exist), reusing a decision made
     /// within `DECISION_TTL`.
-    pub(crate) fn bucket_state(&self, bucket: &str) -> StoreResult<Option<Arc<BucketState>>> {
+    pub(crate) fn bucket_state(&self, bucket: &str) -> StoreResult<Decision> {
         if let Some(state) = self.decisions.get(bucket) {
             return Ok(state);
         }
