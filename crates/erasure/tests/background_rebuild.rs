@@ -10,16 +10,13 @@ use std::time::{Duration, Instant};
 
 use isthmus_erasure::{DriveState, ErasureConfig, ErasureStore, HealProgress};
 use isthmus_posix::StoreOptions;
-use isthmus_store::multipart::CompletedPart;
-use isthmus_store::{GetRequest, PartRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{GetRequest, PutRequest, Store};
 
-const BUCKET: &str = "bkt";
+mod support;
+
+use support::{BUCKET, cx, pattern, put_multipart};
 /// The longest any condition is waited for.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn cx() -> RequestContext {
-    RequestContext::process()
-}
 
 fn drives(dir: &Path) -> Vec<PathBuf> {
     (0..6).map(|i| dir.join(format!("d{i}"))).collect()
@@ -37,10 +34,6 @@ fn open(paths: &[PathBuf], heal_rate_mib: u64) -> ErasureStore {
     ErasureStore::open("ec", config, StoreOptions::default()).unwrap()
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect()
-}
-
 /// Objects of every shape (inline, one block, many blocks, a folder, a multipart object of
 /// two segments) and `small` more of 20 KiB in a second bucket.
 fn fill(store: &ErasureStore, small: usize) -> Vec<(String, String, Vec<u8>)> {
@@ -53,18 +46,8 @@ fn fill(store: &ErasureStore, small: usize) -> Vec<(String, String, Vec<u8>)> {
     }
     store.put_bytes(&cx(), BUCKET, "folder/", b"", PutRequest::default()).unwrap();
     objects.push((BUCKET.to_string(), "folder/".to_string(), Vec::new()));
-    let id = store.create_multipart_upload(&cx(), BUCKET, "mp", PutRequest::default()).unwrap();
     let parts = [pattern(5 << 20, 7), pattern(123_457, 9)];
-    let mut completed = Vec::new();
-    for (n, part) in parts.iter().enumerate() {
-        let request = PartRequest { part_number: n as u32 + 1, ..Default::default() };
-        let mut writer = store.upload_part(&cx(), BUCKET, "mp", &id, &request).unwrap();
-        writer.write_all(part).unwrap();
-        let info = writer.commit().unwrap();
-        completed.push(CompletedPart { part_number: n as u32 + 1, etag: info.etag, checksum: None });
-    }
-    store.complete_multipart_upload(&cx(), BUCKET, "mp", &id, &completed, PutRequest::default()).unwrap();
-    objects.push((BUCKET.to_string(), "mp".to_string(), parts.concat()));
+    objects.push((BUCKET.to_string(), "mp".to_string(), put_multipart(store, "mp", &parts)));
     objects.extend(fill_small(store, small));
     objects
 }

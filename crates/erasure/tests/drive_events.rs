@@ -6,20 +6,16 @@
 //! not be, reads are byte-exact, writes go on with the quorum.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use isthmus_erasure::{DriveState, ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::multipart::CompletedPart;
-use isthmus_store::{GetRequest, PartRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{PutRequest, Store, StoreError};
 
-const BUCKET: &str = "bkt";
+mod support;
 
-fn cx() -> RequestContext {
-    RequestContext::process()
-}
+use support::{BUCKET, cx, pattern, put_multipart, read};
 
 fn drives(dir: &Path) -> Vec<PathBuf> {
     (0..6).map(|i| dir.join(format!("d{i}"))).collect()
@@ -32,17 +28,6 @@ fn try_open(paths: &[PathBuf]) -> Result<ErasureStore, StoreError> {
 
 fn open(paths: &[PathBuf]) -> ErasureStore {
     try_open(paths).unwrap()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect()
-}
-
-fn read(store: &ErasureStore, key: &str) -> Result<Vec<u8>, StoreError> {
-    let mut response = store.get_object(&cx(), BUCKET, key, &GetRequest::default())?;
-    let mut bytes = Vec::new();
-    response.body.read_to_end(&mut bytes).map_err(StoreError::Io)?;
-    Ok(bytes)
 }
 
 /// Objects of every shape under `prefix` (inline, one block, many blocks, an upload), created
@@ -59,19 +44,10 @@ fn write(store: &ErasureStore, prefix: &str, seed: u8) -> Vec<(String, Vec<u8>)>
         objects.push((key, bytes));
     }
     let key = format!("{prefix}/mp");
-    let id = store.create_multipart_upload(&cx(), BUCKET, &key, PutRequest::default()).unwrap();
     // One part (the last part of an upload may be small): the upload's records and shards.
     let parts = [pattern(200_001, seed ^ 0x55)];
-    let mut completed = Vec::new();
-    for (n, part) in parts.iter().enumerate() {
-        let request = PartRequest { part_number: n as u32 + 1, ..Default::default() };
-        let mut writer = store.upload_part(&cx(), BUCKET, &key, &id, &request).unwrap();
-        writer.write_all(part).unwrap();
-        let info = writer.commit().unwrap();
-        completed.push(CompletedPart { part_number: n as u32 + 1, etag: info.etag, checksum: None });
-    }
-    store.complete_multipart_upload(&cx(), BUCKET, &key, &id, &completed, PutRequest::default()).unwrap();
-    objects.push((key, parts.concat()));
+    let bytes = put_multipart(store, &key, &parts);
+    objects.push((key, bytes));
     objects
 }
 

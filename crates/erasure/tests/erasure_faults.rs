@@ -7,14 +7,11 @@ use std::path::{Path, PathBuf};
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::multipart::CompletedPart;
-use isthmus_store::{DeleteRequest, GetRequest, PartRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{DeleteRequest, GetRequest, PutRequest, Store, StoreError};
 
-const BUCKET: &str = "bkt";
+mod support;
 
-fn cx() -> RequestContext {
-    RequestContext::process()
-}
+use support::{BUCKET, cx, pattern, put_multipart, read};
 
 fn drives(dir: &Path, n: usize) -> Vec<PathBuf> {
     (0..n).map(|i| dir.join(format!("d{i}"))).collect()
@@ -32,17 +29,6 @@ fn open(paths: &[PathBuf], data: usize, parity: usize) -> ErasureStore {
     ErasureStore::open("ec", config, StoreOptions::default()).unwrap()
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect()
-}
-
-fn read(store: &ErasureStore, key: &str) -> Result<Vec<u8>, StoreError> {
-    let mut response = store.get_object(&cx(), BUCKET, key, &GetRequest::default())?;
-    let mut bytes = Vec::new();
-    response.body.read_to_end(&mut bytes).map_err(StoreError::Io)?;
-    Ok(bytes)
-}
-
 /// Objects of every shape: inline, one short block, many blocks with a short last one, and
 /// a multipart object of two segments.
 fn fill(store: &ErasureStore) -> Vec<(String, Vec<u8>)> {
@@ -54,18 +40,8 @@ fn fill(store: &ErasureStore) -> Vec<(String, Vec<u8>)> {
         store.put_bytes(&cx(), BUCKET, &key, &bytes, PutRequest::default()).unwrap();
         objects.push((key, bytes));
     }
-    let id = store.create_multipart_upload(&cx(), BUCKET, "mp", PutRequest::default()).unwrap();
     let parts = [pattern(5 << 20, 7), pattern(123_457, 9)];
-    let mut completed = Vec::new();
-    for (n, part) in parts.iter().enumerate() {
-        let request = PartRequest { part_number: n as u32 + 1, ..Default::default() };
-        let mut writer = store.upload_part(&cx(), BUCKET, "mp", &id, &request).unwrap();
-        writer.write_all(part).unwrap();
-        let info = writer.commit().unwrap();
-        completed.push(CompletedPart { part_number: n as u32 + 1, etag: info.etag, checksum: None });
-    }
-    store.complete_multipart_upload(&cx(), BUCKET, "mp", &id, &completed, PutRequest::default()).unwrap();
-    objects.push(("mp".into(), parts.concat()));
+    objects.push(("mp".into(), put_multipart(store, "mp", &parts)));
     objects
 }
 

@@ -3,19 +3,16 @@
 //! bucket nobody made, or missed a settings change decides nothing, and is repaired.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{BucketConfig, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{BucketConfig, ListRequest, PutRequest, Store, StoreError};
 
-const BUCKET: &str = "bkt";
+mod support;
 
-fn cx() -> RequestContext {
-    RequestContext::process()
-}
+use support::{BUCKET, cx, pattern, read_in as read};
 
 fn drives(dir: &Path) -> Vec<PathBuf> {
     (0..6).map(|i| dir.join(format!("d{i}"))).collect()
@@ -25,17 +22,6 @@ fn drives(dir: &Path) -> Vec<PathBuf> {
 fn open(paths: &[PathBuf]) -> ErasureStore {
     let config = ErasureConfig { block_size: 64 << 10, inline_limit: 4096, ..ErasureConfig::new(paths.to_vec(), 4, 2) };
     ErasureStore::open("ec", config, StoreOptions::default()).unwrap()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
-}
-
-fn read(store: &ErasureStore, bucket: &str, key: &str) -> Result<Vec<u8>, StoreError> {
-    let mut response = store.get_object(&cx(), bucket, key, &GetRequest::default())?;
-    let mut bytes = Vec::new();
-    response.body.read_to_end(&mut bytes).map_err(StoreError::Io)?;
-    Ok(bytes)
 }
 
 /// A bucket with inline, one-block and many-block objects, some under a folder, and tags.
