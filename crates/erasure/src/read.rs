@@ -153,7 +153,8 @@ impl Inner {
             };
             match rx.recv_timeout(timeout) {
                 Ok((i, shard)) => {
-                    if Some(i) == probe {
+                    let was_probe = Some(i) == probe;
+                    if was_probe {
                         probe = None;
                     } else {
                         in_flight -= 1;
@@ -166,8 +167,9 @@ impl Inner {
                         Some(_) => {}
                         None => {
                             bad.push(i);
-                            // A shard lost: ask the next drive at once.
-                            if next < order.len() {
+                            // A shard lost: ask the next drive at once (a probe lost is no
+                            // shard the read was waiting for).
+                            if !was_probe && next < order.len() {
                                 ask(order[next]);
                                 next += 1;
                                 in_flight += 1;
