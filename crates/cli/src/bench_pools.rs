@@ -99,6 +99,8 @@ pub struct PoolRow {
     /// Writes on erasure pools: aggregate / (k/(k+m) x the raw write aggregate).
     pub ratio_of_ideal: Option<f64>,
     pub errors: usize,
+    /// CPU seconds the process spent during the streams (all its threads), where known.
+    pub cpu_seconds: Option<f64>,
     /// With --fill-levels: how full the file system was (percent) when the streams started.
     pub fill_percent: Option<f64>,
     /// Each stream's seconds (the box plots, and any statistic a reader wants).
@@ -119,10 +121,32 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1 << 20)
 }
 
+/// What `timed` measured: each finished stream's seconds, the wall time, the streams that
+/// failed, and the CPU seconds the process spent meanwhile (every thread: the engines' I/O
+/// lanes and healers too), when known.
+struct Run {
+    times: Vec<f64>,
+    wall: f64,
+    errors: usize,
+    cpu: Option<f64>,
+}
+
+/// The CPU time this process has used (user and system, all its threads), from
+/// /proc/self/stat; `None` where there is none.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's closing parenthesis, from the state (field 3) on: utime
+    // and stime are fields 14 and 15, in clock ticks.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |field: usize| fields.get(field - 3)?.parse::<u64>().ok();
+    Some((ticks(14)? + ticks(15)?) as f64 / rustix::param::clock_ticks_per_second() as f64)
+}
+
 /// Times `streams` calls of `stream` in parallel and summarises them.
-fn timed(streams: usize, stream: impl Fn(usize) -> Result<(), String> + Sync) -> (Vec<f64>, f64, usize) {
+fn timed(streams: usize, stream: impl Fn(usize) -> Result<(), String> + Sync) -> Run {
     let times = Mutex::new(Vec::new());
     let errors = Mutex::new(0usize);
+    let cpu = cpu_seconds();
     let start = Instant::now();
     std::thread::scope(|scope| {
         for i in 0..streams {
@@ -139,22 +163,16 @@ fn timed(streams: usize, stream: impl Fn(usize) -> Result<(), String> + Sync) ->
             });
         }
     });
-    (
-        times.into_inner().expect("not poisoned"),
-        start.elapsed().as_secs_f64(),
-        errors.into_inner().expect("not poisoned"),
-    )
+    Run {
+        times: times.into_inner().expect("not poisoned"),
+        wall: start.elapsed().as_secs_f64(),
+        errors: errors.into_inner().expect("not poisoned"),
+        cpu: cpu_seconds().zip(cpu).map(|(after, before)| after - before),
+    }
 }
 
-fn row(
-    pool: &PoolUnderTest,
-    op: &'static str,
-    read_size: Option<u64>,
-    engines: usize,
-    size: u64,
-    run: (Vec<f64>, f64, usize),
-) -> PoolRow {
-    let (mut times, wall, errors) = run;
+fn row(pool: &PoolUnderTest, op: &'static str, read_size: Option<u64>, engines: usize, size: u64, run: Run) -> PoolRow {
+    let Run { mut times, wall, errors, cpu } = run;
     let stream_seconds = times.clone();
     let n = times.len().max(1) as f64;
     let mean = times.iter().sum::<f64>() / n;
@@ -179,6 +197,7 @@ fn row(
         aggregate_mib_s: mib(size) * times.len() as f64 / wall.max(1e-9),
         ratio_of_ideal: None,
         errors,
+        cpu_seconds: cpu,
         fill_percent: None,
         stream_seconds,
     }
@@ -538,6 +557,7 @@ fn print_table(rows: &[PoolRow]) {
         "max s",
         "aggregate MiB/s",
         "of ideal",
+        "CPU s",
     ]);
     let size = |b: u64| match b {
         0 => "-".to_string(),
@@ -559,6 +579,7 @@ fn print_table(rows: &[PoolRow]) {
             format!("{:.3}", r.max_seconds),
             format!("{:.1}", r.aggregate_mib_s),
             r.ratio_of_ideal.map_or("-".into(), |x| format!("{x:.2}")),
+            r.cpu_seconds.map_or("-".into(), |x| format!("{x:.1}")),
         ]);
     }
     println!("{table}");

@@ -5,6 +5,8 @@
 //! chunks it reads, or one for the whole shard (`Framing::Whole`, segments written before).
 //! Any k good shards give the block back; fewer is an error, never wrong bytes.
 
+mod rebuild;
+
 use isthmus_store::error::{StoreError, StoreResult};
 
 /// Shard sizes are a multiple of this (the codec works on 64-byte lanes).
@@ -130,11 +132,44 @@ pub struct Decoded {
 /// The block of `block_len` bytes from its framed shards (`None` for a shard that could not
 /// be read). Shards whose checksum fails count as missing.
 pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize, framing: Framing) -> StoreResult<Decoded> {
+    assemble(layout, shards, block_len, framing, Checks::Verify)
+}
+
+/// As `decode`, for framed shards whose checksums the caller has verified (a read's lanes check
+/// each shard as it arrives): each is used as it is, not checked a second time.
+pub fn decode_verified(
+    layout: Layout,
+    shards: &[Option<Vec<u8>>],
+    block_len: usize,
+    framing: Framing,
+) -> StoreResult<Decoded> {
+    assemble(layout, shards, block_len, framing, Checks::Done)
+}
+
+/// Whether `assemble` checks the shards' checksums.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Checks {
+    Verify,
+    Done,
+}
+
+fn assemble(
+    layout: Layout,
+    shards: &[Option<Vec<u8>>],
+    block_len: usize,
+    framing: Framing,
+    checks: Checks,
+) -> StoreResult<Decoded> {
     let shard_len = layout.shard_len(block_len);
+    let header = framing.header_len(shard_len);
     let mut good: Vec<Option<&[u8]>> = Vec::with_capacity(layout.shards());
     let mut bad = Vec::new();
     for (index, shard) in shards.iter().enumerate().take(layout.shards()) {
-        match shard.as_deref().and_then(|s| unframe(framing, s, shard_len)) {
+        let data = shard.as_deref().and_then(|s| match checks {
+            Checks::Verify => unframe(framing, s, shard_len),
+            Checks::Done => s.get(header..).filter(|data| data.len() == shard_len),
+        });
+        match data {
             Some(data) => good.push(Some(data)),
             None => {
                 good.push(None);
@@ -155,14 +190,14 @@ pub fn decode(layout: Layout, shards: &[Option<Vec<u8>>], block_len: usize, fram
                 layout.data
             )));
         }
-        let originals = good[..layout.data].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s)));
+        let originals: Vec<(usize, &[u8])> =
+            good[..layout.data].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s))).collect();
         // Exactly as many recovery shards as originals are missing: each one more makes the
         // decoder's work larger for nothing (a hedged read may have brought extra ones).
-        let recovery = good[layout.data..].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s))).take(missing);
-        restored = reed_solomon_simd::decode(layout.data, layout.parity, originals, recovery)
-            .map_err(|e| StoreError::InsufficientShards(format!("reconstruction failed: {e}")))?
-            .into_iter()
-            .collect();
+        let recovery: Vec<(usize, &[u8])> =
+            good[layout.data..].iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s))).take(missing).collect();
+        restored = rebuild::rebuild(layout.data, layout.parity, &originals, &recovery)
+            .map_err(|e| StoreError::InsufficientShards(format!("reconstruction failed: {e}")))?;
     }
     let mut block = Vec::with_capacity(shard_len * layout.data);
     for (index, shard) in good[..layout.data].iter().enumerate() {
@@ -212,6 +247,8 @@ mod tests {
                 let decoded = decode(layout, &some, len, framing).unwrap();
                 assert_eq!(decoded.block, original, "{k}+{m}, {len} bytes");
                 assert_eq!(decoded.bad, (0..m).collect::<Vec<_>>());
+                let trusted = decode_verified(layout, &some, len, framing).unwrap();
+                assert_eq!((trusted.block, trusted.bad), (decoded.block, decoded.bad));
             }
         }
     }
@@ -233,6 +270,12 @@ mod tests {
         let decoded = decode(layout, &shards, original.len(), framing).unwrap();
         assert_eq!(decoded.block, original);
         assert_eq!(decoded.bad, vec![1, 5]);
+        // Shards already checked are not checked again, but one of the wrong length is bad.
+        let mut checked = shards.clone();
+        checked[1] = None;
+        checked[5].as_mut().unwrap().pop();
+        let decoded = decode_verified(layout, &checked, original.len(), framing).unwrap();
+        assert_eq!((decoded.block, decoded.bad), (original.clone(), vec![1, 5]));
         shards[2] = None; // m + 1 lost
         let err = decode(layout, &shards, original.len(), framing).err().expect("three of six lost");
         assert!(err.to_string().contains("3 of 6"), "{err}");

@@ -16,6 +16,7 @@ use rustix::io::Errno;
 
 use super::format::{self, DriveFormat, FormatError, Judgment, PoolIdentity};
 use super::lanes::IoPool;
+use super::latency::Latency;
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::error::{StoreError, StoreResult};
 
@@ -86,31 +87,6 @@ fn public_state(code: u8) -> DriveState {
     }
 }
 
-/// Read latency of a drive: an exponentially weighted mean, in microseconds.
-#[derive(Default)]
-pub(crate) struct Latency {
-    mean_us: AtomicU64,
-    samples: AtomicU64,
-}
-
-impl Latency {
-    pub(crate) fn record(&self, took: Duration) {
-        let sample = took.as_micros().min(u128::from(u64::MAX / 16)) as u64;
-        let first = self.samples.fetch_add(1, Ordering::Relaxed) == 0;
-        let _ = self.mean_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |mean| {
-            Some(if first { sample } else { (mean * 7 + sample) / 8 })
-        });
-    }
-
-    pub(crate) fn mean_us(&self) -> Option<u64> {
-        (self.samples.load(Ordering::Relaxed) > 0).then(|| self.mean_us.load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn samples(&self) -> u64 {
-        self.samples.load(Ordering::Relaxed)
-    }
-}
-
 /// The directory a drive's metadata store was opened on (device, inode): a different
 /// directory at the drive's path gets a store of its own.
 type DirId = (u64, u64);
@@ -139,8 +115,6 @@ pub(crate) struct Drive {
     drive_id: Mutex<Option<String>>,
     pub(crate) latency: Latency,
     pub(crate) errors: AtomicU64,
-    /// Requests this drive's reads skipped while it was slow (one in `PROBE_EVERY` still goes).
-    pub(crate) skipped: AtomicU64,
     /// A delay added to every I/O (`ISTHMUS_EC_SLOW_DRIVES`, for fault tests).
     delay: Option<Duration>,
     /// Shard reads fail with EIO (`ISTHMUS_EC_EIO_DRIVES`, for fault tests).
@@ -202,7 +176,6 @@ impl Drive {
             drive_id: Mutex::new(None),
             latency: Latency::default(),
             errors: AtomicU64::new(0),
-            skipped: AtomicU64::new(0),
             delay,
             eio,
             slow_since: Mutex::new(None),
@@ -466,8 +439,10 @@ impl Drive {
         *self.checked.lock().expect("drive check lock") = None;
     }
 
-    /// Runs one I/O on the drive (with the injected delay, if any), not counted in its latency.
+    /// Runs one I/O on the drive (with the injected delay, if any), not counted in its latency
+    /// but in what it has under way (`Latency::stalled`).
     pub(crate) fn timed<T>(&self, io: impl FnOnce() -> T) -> T {
+        let _running = self.latency.begin();
         if let Some(delay) = self.delay {
             std::thread::sleep(delay);
         }
@@ -481,10 +456,11 @@ impl Drive {
         self.measured(Instant::now(), bytes, io)
     }
 
-    /// A shard read as `timed_io`, counting from `asked` (when the I/O was queued on the
-    /// drive's lane): a read's latency is what its reader waits, queue included, so hedging
-    /// compares a late answer with typical answers, not with typical service times. A drive
-    /// named in `ISTHMUS_EC_EIO_DRIVES` answers EIO.
+    /// A shard read as `timed_io`, with the wait counted from `asked` (when the I/O was queued
+    /// on the drive's lane): what a reader waits, queue included, so hedging compares a late
+    /// answer with typical answers, not with typical service times; the service time (from the
+    /// I/O's start) judges the drive slow or not. A drive named in `ISTHMUS_EC_EIO_DRIVES`
+    /// answers EIO.
     pub(crate) fn timed_io_since<T: InjectedEio>(&self, asked: Instant, bytes: usize, io: impl FnOnce() -> T) -> T {
         if self.eio {
             return self.measured(asked, bytes, T::eio);
@@ -492,10 +468,11 @@ impl Drive {
         self.measured(asked, bytes, io)
     }
 
-    fn measured<T>(&self, started: Instant, bytes: usize, io: impl FnOnce() -> T) -> T {
+    fn measured<T>(&self, asked: Instant, bytes: usize, io: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
         let out = self.timed(io);
-        let per_mib = started.elapsed().as_secs_f64() * f64::from(1 << 20) / bytes.max(LATENCY_FLOOR) as f64;
-        self.latency.record(Duration::from_secs_f64(per_mib));
+        let per_mib = |took: Duration| took.mul_f64(f64::from(1 << 20) / bytes.max(LATENCY_FLOOR) as f64);
+        self.latency.record(per_mib(started.elapsed()), per_mib(asked.elapsed()));
         out
     }
 

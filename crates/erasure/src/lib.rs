@@ -2,9 +2,10 @@
 //! (`codec`), written to k + m of the pool's N drive directories chosen by a stable hash of the
 //! bucket and key; small objects kept whole in their manifest. Every drive holds every
 //! object's manifest (`manifest`) in its own metadata namespace (`drives`), committed by
-//! quorum; reads hedge around slow drives and rebuild from parity (`read`); heal repairs
-//! (`heal`), a replaced drive is rebuilt in the background (`rebuild`), and the pool reports its
-//! drives and quorums (`status`). `ErasureStore` is the `Store` (`store`, `multipart`).
+//! quorum; reads hedge around slow drives and rebuild from parity (`read`), drives judged
+//! slow on their service times (`latency`); heal repairs (`heal`), a replaced drive is rebuilt
+//! in the background (`rebuild`), and the pool reports its drives and quorums (`status`).
+//! `ErasureStore` is the `Store` (`store`, `multipart`).
 
 pub mod codec;
 mod drive_files;
@@ -13,6 +14,7 @@ mod format;
 pub mod gateway_files;
 mod heal;
 mod lanes;
+mod latency;
 mod manifest;
 mod multipart;
 mod namespace;
@@ -261,24 +263,30 @@ impl Inner {
         (0..self.layout.shards()).map(|i| (start + i) % self.n()).collect()
     }
 
-    /// The typical read latency of the pool's drives (median of their means), if measured.
+    /// The typical service time of the pool's drives per MiB (median of their means), if
+    /// measured: what a drive is judged slow against.
     fn median_latency_us(&self) -> Option<u64> {
-        let mut means: Vec<u64> = self.drives.iter().filter_map(|d| d.latency.mean_us()).collect();
-        if means.is_empty() {
-            return None;
-        }
-        means.sort_unstable();
-        Some(means[means.len() / 2])
+        median(self.drives.iter().filter_map(|d| d.latency.mean_us()).collect())
     }
 
-    /// Whether `drive` is much slower than its peers (4x their median `median_us` and over
-    /// 2 ms): reads go around it while another drive can serve.
+    /// The typical wait for an answer of the pool's drives per MiB, queue included (median of
+    /// their means), if measured: how late an answer is before a read asks one more drive.
+    fn median_wait_us(&self) -> Option<u64> {
+        median(self.drives.iter().filter_map(|d| d.latency.wait_us()).collect())
+    }
+
+    /// Whether `drive` is much slower than its peers, whose median service time is `median_us`
+    /// (its own service time 4x that and over 2 ms per MiB), or stalled: reads go around it
+    /// while another drive can serve. Service times, not waits: under many streams every
+    /// drive's queue is long now and then, and a slow drive that reads go around has a short
+    /// one.
     fn is_slow(&self, drive: &Drive, median_us: Option<u64>) -> bool {
-        let (Some(mean), Some(median)) = (drive.latency.mean_us(), median_us) else {
-            return false;
+        let (mean, slow) = match (drive.latency.mean_us(), median_us) {
+            (Some(mean), Some(median)) => (mean, mean > 2_000 && mean > 4 * median.max(1)),
+            (mean, _) => (mean.unwrap_or(0), false),
         };
-        let slow = mean > 2_000 && mean > 4 * median.max(1);
-        drive.judged_slow(slow, mean, median);
+        let slow = slow || drive.latency.stalled();
+        drive.judged_slow(slow, mean, median_us.unwrap_or(0));
         slow
     }
 
@@ -286,9 +294,10 @@ impl Inner {
     /// drives much slower than their peers last.
     fn read_order(&self, bucket: &str, key: &str) -> Vec<usize> {
         let start = (Self::placement_hash(bucket, key) % self.n() as u64) as usize;
-        let mut order: Vec<usize> = (0..self.n()).map(|i| (start + i) % self.n()).collect();
         let median = self.median_latency_us();
-        order.sort_by_key(|&d| self.is_slow(&self.drives[d], median));
+        let slow: Vec<bool> = self.drives.iter().map(|d| self.is_slow(d, median)).collect();
+        let mut order: Vec<usize> = (0..self.n()).map(|i| (start + i) % self.n()).collect();
+        order.sort_by_key(|&d| slow[d]);
         order
     }
 
@@ -306,17 +315,20 @@ impl Inner {
     /// `NoSuchBucket` when none of them has the bucket. The m + 1 are asked at once on their
     /// drives' lanes, slow drives last, and one more is asked whenever an answer is late (as
     /// shard reads hedge): a slow or stalled drive does not hold up a HEAD, a GET or a commit.
+    /// Asks still queued when the quorum has answered are dropped unrun.
     fn current(&self, bucket: &str, key: &str) -> StoreResult<Option<Stored>> {
         let quorum = self.meta_read_quorum();
-        let median = self.median_latency_us();
-        let mut order: Vec<usize> =
+        let order: Vec<usize> =
             self.read_order(bucket, key).into_iter().filter(|&i| self.drives[i].readable().is_some()).collect();
-        order.sort_by_key(|&i| self.is_slow(&self.drives[i], median));
         let (tx, rx) = mpsc::channel::<(usize, StoreResult<Option<Stored>>)>();
+        let wanted = read::Wanted::default();
         let ask = |index: usize| {
             let drive = self.drives[index].clone();
-            let (tx, bucket, key) = (tx.clone(), bucket.to_string(), key.to_string());
+            let (tx, bucket, key, wanted) = (tx.clone(), bucket.to_string(), key.to_string(), wanted.token());
             self.drives[index].lane.spawn(move || {
+                if !wanted.still() {
+                    return;
+                }
                 let Some(store) = drive.readable() else {
                     let _ = tx.send((index, Err(StoreError::InsufficientShards("offline".into()))));
                     return;
@@ -331,7 +343,8 @@ impl Inner {
             next += 1;
         }
         let mut in_flight = next;
-        let wait = std::time::Duration::from_micros(median.unwrap_or(0).saturating_mul(3)).max(MANIFEST_HEDGE_WAIT);
+        let wait = std::time::Duration::from_micros(self.median_wait_us().unwrap_or(0).saturating_mul(3))
+            .max(MANIFEST_HEDGE_WAIT);
         let (mut answered, mut buckets_missing) = (0, 0);
         let mut latest: Option<Stored> = None;
         while answered < quorum && in_flight > 0 {
@@ -417,9 +430,9 @@ impl Inner {
     /// Writes `stored` as `bucket/key`'s manifest on every drive that takes writes, in
     /// parallel on the drives' lanes; fails unless `meta_write_quorum` took it (saying which
     /// drives did, to undo). Once the quorum has it, the other drives get `MANIFEST_GRACE` (or
-    /// 4x the typical latency) to answer; one still writing then finishes in the background
-    /// and the key is handed to the healer (a read meets the quorum's record whatever a late
-    /// drive holds): a stalled drive holds up no commit. Too few drives with room for it is
+    /// 4x the typical wait) to answer; one still writing then finishes in the background and
+    /// the key is handed to the healer (a read meets the quorum's record whatever a late drive
+    /// holds): a stalled drive holds up no commit. Too few drives with room for it is
     /// `InsufficientStorage`.
     fn write_manifests_to(&self, bucket: &str, key: &str, stored: &Stored) -> Result<usize, ManifestsFailed> {
         let bytes = Arc::new(stored.encode());
@@ -435,8 +448,8 @@ impl Inner {
             });
         }
         drop(tx);
-        let grace = std::time::Duration::from_micros(self.median_latency_us().unwrap_or(0).saturating_mul(4))
-            .max(MANIFEST_GRACE);
+        let grace =
+            std::time::Duration::from_micros(self.median_wait_us().unwrap_or(0).saturating_mul(4)).max(MANIFEST_GRACE);
         let (mut written, mut answered, mut until) = (Vec::new(), 0, None::<std::time::Instant>);
         let (mut first_error, mut no_space) = (None, false);
         while answered < asked {
@@ -546,6 +559,12 @@ impl Inner {
 pub(crate) struct ManifestsFailed {
     pub(crate) error: StoreError,
     pub(crate) written: Vec<usize>,
+}
+
+/// The median of `values` (the upper one of an even count), if any.
+fn median(mut values: Vec<u64>) -> Option<u64> {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
 }
 
 /// A drive's copy of a manifest (`None`: the drive has no object under the key).

@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -20,9 +20,9 @@ use isthmus_store::error::{StoreError, StoreResult};
 const MIN_HEDGE_WAIT: Duration = Duration::from_millis(2);
 /// The shortest wait for the shards of a ranged read before the whole block is read instead.
 const SPAN_WAIT: Duration = Duration::from_millis(100);
-/// A drive that reads go around still gets one read in this many, so its latency is known
-/// again when it recovers.
-const PROBE_EVERY: u64 = 16;
+/// A drive that reads go around still gets a read (a probe) this often, one at a time, so its
+/// latency is known again when it recovers.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// A block as read: its bytes and which of its shards were bad (to heal).
 pub(crate) struct BlockRead {
@@ -76,34 +76,38 @@ impl Inner {
         let offset = segment.shard_offset(b);
         let (framing, shard_len) = (segment.framing, segment.shard_len(b));
         // Data shards first (no decoding), then parity; drives offline are not asked; slow
-        // drives go last, except for an occasional probe.
+        // drives go last, except for a probe now and then.
         let mut order: Vec<usize> = (0..layout.shards()).filter(|&i| Some(i) != skip && files[i].is_some()).collect();
         // A shard file missing on a drive that serves reads is a shard to heal.
         let mut bad: Vec<usize> = (0..layout.shards())
             .filter(|&i| Some(i) != skip && files[i].is_none() && self.drives[segment.drives[i]].readable().is_some())
             .collect();
-        let mut probe = None;
         let median = self.median_latency_us();
-        order.sort_by_key(|&i| {
-            let drive = &self.drives[segment.drives[i]];
-            let slow = self.is_slow(drive, median);
-            if slow && drive.skipped.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1 {
-                probe = Some(i);
-            }
-            slow
-        });
+        let wait = self.hedge_wait(self.median_wait_us(), framed_len);
+        let slow: Vec<bool> = segment.drives.iter().map(|&d| self.is_slow(&self.drives[d], median)).collect();
+        order.sort_by_key(|&i| slow[i]);
+        let probed =
+            order.iter().copied().find(|&i| slow[i] && self.drives[segment.drives[i]].latency.claim_probe(PROBE_EVERY));
         let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
+        // Asks still queued once the block is read (or given up) are dropped unrun: a slow
+        // drive's lane is not kept busy with reads nobody waits for.
+        let wanted = Wanted::default();
         let ask = |i: usize| {
             let drive_index = segment.drives[i];
+            let is_probe = Some(i) == probed;
             let (tx, file) = (tx.clone(), files[i].clone().expect("only open shards are asked"));
-            let (pool, asked, object) = (self.clone(), Instant::now(), object.clone());
+            let (pool, asked, object, wanted) = (self.clone(), Instant::now(), object.clone(), wanted.token());
+            self.drives[drive_index].latency.ask();
             self.drives[drive_index].lane.spawn(move || {
                 let drive = &pool.drives[drive_index];
-                let read = drive.timed_io_since(asked, framed_len, || -> std::io::Result<Vec<u8>> {
-                    let mut shard = vec![0u8; framed_len];
-                    std::os::unix::fs::FileExt::read_exact_at(&*file, &mut shard, offset)?;
-                    Ok(shard)
-                });
+                // A probe runs whatever: it is how the drive's latency is known again.
+                if !is_probe && !wanted.still() {
+                    return;
+                }
+                let read = drive.timed_io_since(asked, framed_len, || read_at(&file, framed_len, offset));
+                if is_probe {
+                    drive.latency.probed();
+                }
                 let good = match read {
                     Ok(shard) if unframe(framing, &shard, shard_len).is_some() => Some(shard),
                     Ok(_) => {
@@ -121,6 +125,7 @@ impl Inner {
                 let _ = tx.send((i, good));
             });
         };
+        let mut probe = probed;
         if let Some(i) = probe {
             // The probe's answer is used if it comes in time; nobody waits for it.
             ask(i);
@@ -136,7 +141,6 @@ impl Inner {
         let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards()];
         let mut good = 0;
         let hedge = self.config.hedged_reads;
-        let wait = self.hedge_wait(median, framed_len);
         let mut deadline = Instant::now() + wait;
         while good < layout.data {
             if in_flight == 0 && next >= order.len() && probe.is_none() {
@@ -149,7 +153,8 @@ impl Inner {
             };
             match rx.recv_timeout(timeout) {
                 Ok((i, shard)) => {
-                    if Some(i) == probe {
+                    let was_probe = Some(i) == probe;
+                    if was_probe {
                         probe = None;
                     } else {
                         in_flight -= 1;
@@ -162,8 +167,9 @@ impl Inner {
                         Some(_) => {}
                         None => {
                             bad.push(i);
-                            // A shard lost: ask the next drive at once.
-                            if next < order.len() {
+                            // A shard lost: ask the next drive at once (a probe lost is no
+                            // shard the read was waiting for).
+                            if !was_probe && next < order.len() {
                                 ask(order[next]);
                                 next += 1;
                                 in_flight += 1;
@@ -184,7 +190,7 @@ impl Inner {
             }
         }
         // Shards never asked for count as missing for the decoder, not as bad.
-        let decoded = codec::decode(layout, &shards, block_len, framing);
+        let decoded = codec::decode_verified(layout, &shards, block_len, framing);
         if !bad.is_empty() {
             tracing::debug!(pool = %self.name, data_id = %segment.data_id, block = b, ?bad, "bad shards found on read");
         }
@@ -224,13 +230,14 @@ impl Inner {
         if last + 1 - first >= layout.data {
             return None;
         }
-        // A drive taken for slow is still asked: going around it means reading k shards of the
-        // whole block, which cost more than waiting for one in every run measured (64 streams:
-        // 1 MiB reads 0.40-0.58 s p99 asking, 0.40-1.74 s going around, where busy healthy
-        // drives were taken for slow; with one drive 10 ms slow, 1.2-1.3 s both ways). The
-        // wait is bounded below: a stalled drive then gets the whole-block read, hedged.
+        // A drive taken for slow is not asked: the whole block is read around it. (Drives are
+        // judged on their service times: busy healthy drives, whose queues are long now and
+        // then, are not taken for slow.) A drive late all the same is waited for up to a bound,
+        // then the whole block is read, hedged.
         let median = self.median_latency_us();
-        if files[first..=last].iter().any(Option::is_none) {
+        if files[first..=last].iter().any(Option::is_none)
+            || segment.drives[first..=last].iter().any(|&d| self.is_slow(&self.drives[d], median))
+        {
             return None;
         }
         let (framing, header, offset) = (segment.framing, segment.header_len(b), segment.shard_offset(b));
@@ -239,6 +246,7 @@ impl Inner {
             Framing::Whole => shard_len,
         };
         let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
+        let wanted = Wanted::default();
         for (i, file) in files.iter().enumerate().take(last + 1).skip(first) {
             // The shard's bytes the range needs, widened to whole chunks.
             let (lo, hi) = (from.max(i * shard_len) - i * shard_len, to.min((i + 1) * shard_len) - i * shard_len);
@@ -246,15 +254,16 @@ impl Inner {
             let data_at = c0 * chunk;
             let data_len = ((c1 + 1) * chunk).min(shard_len) - data_at;
             let (tx, file, pool, drive_index) = (tx.clone(), file.clone()?, self.clone(), segment.drives[i]);
-            let object = object.clone();
+            let (object, wanted) = (object.clone(), wanted.token());
             let asked = Instant::now();
+            self.drives[drive_index].latency.ask();
             self.drives[drive_index].lane.spawn(move || {
+                if !wanted.still() {
+                    return;
+                }
                 let read = pool.drives[drive_index].timed_io_since(asked, data_len, || -> std::io::Result<Vec<u8>> {
-                    use std::os::unix::fs::FileExt;
-                    let mut crcs = vec![0u8; 4 * (c1 + 1 - c0)];
-                    file.read_exact_at(&mut crcs, offset + 4 * c0 as u64)?;
-                    let mut data = vec![0u8; data_len];
-                    file.read_exact_at(&mut data, offset + (header + data_at) as u64)?;
+                    let crcs = read_at(&file, 4 * (c1 + 1 - c0), offset + 4 * c0 as u64)?;
+                    let data = read_at(&file, data_len, offset + (header + data_at) as u64)?;
                     // A piece that fails its check is answered empty: not good.
                     Ok(if framing.verify(&crcs, &data, shard_len) {
                         data[lo - data_at..hi - data_at].to_vec()
@@ -269,7 +278,7 @@ impl Inner {
         drop(tx);
         // A late shard costs a whole-block read after this, so the wait is long (queued reads
         // of busy drives are late by the hedging measure); it only bounds a stalled drive.
-        let deadline = Instant::now() + (8 * self.hedge_wait(median, to - from)).max(SPAN_WAIT);
+        let deadline = Instant::now() + (8 * self.hedge_wait(self.median_wait_us(), to - from)).max(SPAN_WAIT);
         let mut pieces: Vec<Option<Vec<u8>>> = vec![None; last + 1 - first];
         for _ in first..=last {
             let (i, piece) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;
@@ -283,10 +292,61 @@ impl Inner {
     }
 }
 
+/// Whether a read still wants the answers of the jobs it queued on drives' lanes: a job whose
+/// reader has what it needs (or gave up) is dropped before its I/O, so a slow drive's lane is
+/// not kept busy with reads nobody waits for. Dropping the `Wanted` withdraws its tokens.
+pub(crate) struct Wanted(Arc<AtomicBool>);
+
+/// A queued job's view of its reader's `Wanted`.
+pub(crate) struct WantedToken(Arc<AtomicBool>);
+
+impl Default for Wanted {
+    fn default() -> Self {
+        Self(Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl Wanted {
+    pub(crate) fn token(&self) -> WantedToken {
+        WantedToken(self.0.clone())
+    }
+}
+
+impl Drop for Wanted {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+impl WantedToken {
+    pub(crate) fn still(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// The object a read is for (bucket, key): a lane that finds a rotten shard asks the healer
 /// itself, also when the reader no longer waits for that lane's answer (a hedged read that
 /// had k good shards first, a span read past its deadline). `None` for the healer's own reads.
 pub(crate) type ReadFor = Option<Arc<(String, String)>>;
+
+/// `len` bytes of `file` from `offset`, read into a new buffer without zeroing it first (a
+/// shard read is mostly copies: zeroing 256 KiB before the kernel overwrites it cost as much
+/// as a tenth of a read). A file that ends first is `UnexpectedEof`.
+fn read_at(file: &std::fs::File, len: usize, offset: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(len);
+    while bytes.len() < len {
+        let at = offset + bytes.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut bytes), at) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    // The buffer may hold more than asked (its capacity rounded up): what follows is not ours.
+    bytes.truncate(len);
+    Ok(bytes)
+}
 
 fn report_rot(pool: &Inner, object: &ReadFor) {
     if let Some(object) = object {
@@ -411,3 +471,6 @@ impl ObjectRead for EcReader {
         self.end.saturating_sub(self.position)
     }
 }
+
+#[cfg(test)]
+mod tests;
