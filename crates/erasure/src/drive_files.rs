@@ -5,14 +5,15 @@
 //! were its slot's drive; and a name read from a drive (a manifest's data id) never leads out.
 
 use std::fs::File;
-use std::io::{ErrorKind, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::io::ErrorKind;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::drives::Drive;
+use super::format::write_file_at;
 use isthmus_posix::resolve::{create_dirs_beneath, open_beneath, open_dir_beneath};
 use isthmus_store::error::{StoreError, StoreResult};
 
@@ -35,34 +36,6 @@ fn no_writes() -> std::io::Error {
 
 fn not_ready() -> std::io::Error {
     std::io::Error::new(ErrorKind::NotFound, "the drive is not online")
-}
-
-/// Writes the small file `name` in `dir` atomically: a temporary file, optionally synced (and
-/// the directory after the rename), renamed into place; the temporary removed on failure.
-pub(crate) fn write_file_at(dir: BorrowedFd<'_>, name: &str, bytes: &[u8], sync: bool) -> std::io::Result<()> {
-    let tmp = format!("{name}.tmp.{}", isthmus_posix::writer_names::unique_suffix());
-    let result = (|| -> std::io::Result<()> {
-        let fd = rustix::fs::openat(
-            dir,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )?;
-        let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        if sync {
-            file.sync_all()?;
-        }
-        rustix::fs::renameat(dir, tmp.as_str(), dir, name)?;
-        if sync {
-            rustix::fs::fsync(dir)?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
-    }
-    result
 }
 
 /// A shard being rebuilt under a temporary name beside its place; removed unless installed.

@@ -20,8 +20,6 @@ use super::latency::Latency;
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::error::{StoreError, StoreResult};
 
-pub(crate) use super::drive_files::{KeyLock, LockKind};
-
 /// Shard files: `data/<bucket>/<data id>`.
 pub(crate) const DATA_DIR: &str = ".isthmus/ec/data";
 /// Multipart uploads: `uploads/<bucket>/<upload id>/{upload.json, part.NNNNN.json}`.

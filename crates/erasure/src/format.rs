@@ -13,7 +13,6 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::drive_files::write_file_at;
 use super::manifest::random_id;
 use isthmus_store::error::{StoreError, StoreResult};
 
@@ -457,6 +456,34 @@ fn format_new_pool(name: &str, paths: &[PathBuf]) -> StoreResult<Arc<PoolIdentit
     }
     tracing::info!(pool = name, id = %identity.id, drives = paths.len(), "erasure pool formatted");
     Ok(identity)
+}
+
+/// Writes the small file `name` in `dir` atomically: a temporary file, optionally synced (and
+/// the directory after the rename), renamed into place; the temporary removed on failure.
+pub(crate) fn write_file_at(dir: BorrowedFd<'_>, name: &str, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    let tmp = format!("{name}.tmp.{}", isthmus_posix::writer_names::unique_suffix());
+    let result = (|| -> std::io::Result<()> {
+        let fd = rustix::fs::openat(
+            dir,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?;
+        let mut file = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut file, bytes)?;
+        if sync {
+            file.sync_all()?;
+        }
+        rustix::fs::renameat(dir, tmp.as_str(), dir, name)?;
+        if sync {
+            rustix::fs::fsync(dir)?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+    }
+    result
 }
 
 #[cfg(test)]

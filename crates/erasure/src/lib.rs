@@ -401,13 +401,13 @@ impl Inner {
     }
 
     /// Takes `bucket/key`'s commit lock (on the first drive that takes writes).
-    fn lock_key(&self, bucket: &str, key: &str) -> StoreResult<drives::KeyLock> {
-        self.lock(drives::LockKind::Key, bucket, key)
+    fn lock_key(&self, bucket: &str, key: &str) -> StoreResult<drive_files::KeyLock> {
+        self.lock(drive_files::LockKind::Key, bucket, key)
     }
 
     /// Takes a lock on the first drive that takes writes and can hold it (a full drive may be
     /// unable to make a lock file: the next one is asked).
-    fn lock(&self, kind: drives::LockKind, bucket: &str, name: &str) -> StoreResult<drives::KeyLock> {
+    fn lock(&self, kind: drive_files::LockKind, bucket: &str, name: &str) -> StoreResult<drive_files::KeyLock> {
         let mut last = None;
         for drive in self.drives.iter().filter(|d| d.writable().is_some()) {
             match drive.lock(kind, bucket, name) {

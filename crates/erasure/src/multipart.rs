@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::drives::{LockKind, UPLOADS_DIR};
+use super::drive_files::LockKind;
+use super::drives::UPLOADS_DIR;
 use super::manifest::{Manifest, Segment, Stored, now_ns, random_id};
 use super::write::{SegmentWriter, StreamHashes};
 use super::{Drive, Inner};
