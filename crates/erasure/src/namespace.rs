@@ -279,7 +279,10 @@ impl Inner {
                         repair_bucket(drive, bucket, &decided, self.strict());
                     }
                 }
-                None if store.head_bucket(&gateway(), bucket).is_ok() => clear_leftover(drive, &store, bucket)?,
+                None if store.head_bucket(&gateway(), bucket).is_ok() => {
+                    tracing::warn!(drive = %drive.path.display(), bucket, "clearing a drive's leftover of a deleted bucket");
+                    clear_leftover(drive, &store, bucket)?;
+                }
                 None => {}
             }
         }
@@ -337,6 +340,7 @@ impl Inner {
             |drive, store| {
                 match store.create_bucket(&gateway(), bucket, &Default::default()) {
                     Err(StoreError::BucketAlreadyOwnedByYou | StoreError::BucketAlreadyExists) => {
+                        tracing::warn!(drive = %drive.path.display(), bucket, "clearing a drive's leftover of a deleted bucket");
                         clear_leftover(drive, store, bucket)?;
                         store.create_bucket(&gateway(), bucket, &Default::default())?;
                     }
@@ -360,6 +364,8 @@ impl Inner {
             |drive, store| {
                 match store.delete_bucket(&gateway(), bucket) {
                     Ok(()) | Err(StoreError::NoSuchBucket) => {}
+                    // Tombstones of deleted objects (heal drops them later), or a record of
+                    // one the drive missed the delete of: nothing the listing showed.
                     Err(StoreError::BucketNotEmpty) => clear_leftover(drive, store, bucket)?,
                     Err(err) => return Err(err),
                 }
@@ -561,7 +567,6 @@ fn repair_bucket(drive: &Drive, bucket: &str, record: &BucketRecord, sync: bool)
 /// Clears what `drive` keeps of an earlier bucket `bucket` (records, shards, uploads), so the
 /// name can be made anew there.
 fn clear_leftover(drive: &Drive, store: &PosixStore, bucket: &str) -> StoreResult<()> {
-    tracing::warn!(drive = %drive.path.display(), bucket, "clearing a drive's leftover of a deleted bucket");
     let failed = |e| StoreError::io("clear a bucket's leftover", &drive.path.join(bucket), e);
     drive.remove_bucket_dir(bucket).map_err(failed)?;
     drive.remove_bucket_files(bucket).map_err(failed)?;
