@@ -114,8 +114,9 @@ FLOORS = {
     "posix": 1, "erasure": 1, "conformance": 1,
     "access": 2, "pools": 2,
     "array": 3, "hdf5": 3, "grid": 3, "local": 3, "cost": 3,
-    "s3": 4, "embed": 4, "libs3": 4, "python": 4, "bench": 4,
-    "cli": 5,
+    "session": 4,
+    "s3": 5, "embed": 5, "libs3": 5, "python": 5, "bench": 5,
+    "cli": 6,
 }
 
 
@@ -142,3 +143,36 @@ def test_crate_dependencies_point_down_the_floors():
     assert isthmus_dependencies("access") == {"store"}
     for crate in ("posix", "erasure", "pools"):
         assert "access" not in isthmus_dependencies(crate), crate
+
+
+# Switching a thread to a request's Unix identity (and letting it rest in one) happens in the
+# session floor only; the store crate defines the mechanism (identity.rs). Backends step back to
+# the gateway's own identity for their internal state (`as_gateway`): that is not a switch to a
+# user and may sit where that state is.
+SWITCHES = re.compile(r"\.assume\(|\brun_call\(|\brun_resting\(|\ballow_resting\(|\bend_resting\(")
+
+
+def test_only_the_session_floor_switches_to_a_requests_identity():
+    found = []
+    for path in sorted((REPO / "crates").glob("*/src/**/*.rs")):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith("crates/session/") or relative == "crates/store/src/identity.rs":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if SWITCHES.search(line.split("//")[0]):
+                found.append(f"{relative}:{number}: {line.strip()}")
+    assert not found, "identity switches outside crates/session:\n" + "\n".join(found)
+
+
+def test_only_the_session_floor_assembles_the_store_stack():
+    """`Authorized::new` (the authorization layer over a store) is built by crates/session's
+    stack module, not by a door or a tool (tests may build their own)."""
+    found = []
+    for path in sorted((REPO / "crates").glob("*/src/**/*.rs")):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(("crates/session/", "crates/access/")):
+            continue
+        text = path.read_text()
+        if "Authorized::new(" in text:
+            found.append(relative)
+    assert not found, f"store stacks assembled outside crates/session: {found}"

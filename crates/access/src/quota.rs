@@ -175,11 +175,9 @@ impl Quotas {
         let names = match remembered {
             Some(names) => names,
             None => {
+                // As the process: the store stack's identity wrapper runs it as the gateway.
                 let listed: BTreeSet<String> =
-                    isthmus_store::identity::as_gateway(|| store.list_buckets(&RequestContext::process()))?
-                        .into_iter()
-                        .map(|b| b.name)
-                        .collect();
+                    store.list_buckets(&RequestContext::process())?.into_iter().map(|b| b.name).collect();
                 self.book().names = Some(listed.clone());
                 listed
             }
@@ -445,15 +443,12 @@ fn check(name: &str, limits: &Limits, used: Usage, more: Usage) -> StoreResult<(
     Ok(())
 }
 
-/// The current objects of `bucket`, counted from its listing.
+/// The current objects of `bucket`, counted from its listing, as the process: the first count
+/// often runs inside a user's write, on a thread switched to that user, whose listing would
+/// skip what the user cannot read (and let the user write past the quota by the size of it);
+/// the store stack's identity wrapper (the session floor's) runs a call of the process as the
+/// gateway whatever thread makes it.
 pub fn count<S: Store + ?Sized>(store: &S, bucket: &str) -> StoreResult<Usage> {
-    // With the gateway's identity: the first count often runs inside a user's write, on a
-    // thread switched to that user, whose listing would skip what the user cannot read (and
-    // let the user write past the quota by the size of it).
-    isthmus_store::identity::as_gateway(|| count_listed(store, bucket))
-}
-
-fn count_listed<S: Store + ?Sized>(store: &S, bucket: &str) -> StoreResult<Usage> {
     let cx = RequestContext::process();
     let mut usage = Usage::default();
     let mut request = ListRequest { max_keys: 1000, ..ListRequest::default() };

@@ -73,7 +73,7 @@ impl From<zarrs::storage::StoreKeyError> for ArrayError {
 
 /// A new pool thread inherits the credentials of the thread that created it, which may be
 /// switched to a request's user: it starts as the process (the gateway) instead, and each chunk
-/// call switches for its own request (`RequestContext::run_as`).
+/// call runs as its own request (the store stack's identity wrapper).
 fn reset_thread_identity() {
     if let Err(err) = isthmus_store::identity::init_request_thread() {
         eprintln!("isthmus-array: cannot reset a pool thread's identity: {err}");

@@ -21,9 +21,10 @@ use zarrs::storage::{
 /// A listing page's size when walking a prefix.
 const PAGE: usize = 1000;
 
-/// The engine's `bucket`, under `prefix`, as a Zarr store, acting as `cx`. Every engine call
-/// runs as `cx`'s Unix identity on the thread that makes it (`run_as`): chunk I/O runs on pool
-/// threads, not on the thread that switched for the request.
+/// The engine's `bucket`, under `prefix`, as a Zarr store, acting as `cx`. Chunk I/O runs on
+/// pool threads, not on the thread that switched for the request: the store stack's identity
+/// wrapper (the session floor's) runs each call as `cx`'s Unix identity on the thread that
+/// makes it.
 pub struct EngineStorage {
     store: Arc<dyn Store>,
     cx: RequestContext,
@@ -41,12 +42,11 @@ impl EngineStorage {
 
     /// The whole value under `object` and its ETag; `None` when there is none.
     fn get_whole(&self, object: &str) -> Result<Option<(Bytes, String)>, StorageError> {
-        let response =
-            match self.cx.run_as(|| self.store.get_object(&self.cx, &self.bucket, object, &GetRequest::default())) {
-                Ok(response) => response,
-                Err(StoreError::NoSuchKey) => return Ok(None),
-                Err(err) => return Err(storage_error(err)),
-            };
+        let response = match self.store.get_object(&self.cx, &self.bucket, object, &GetRequest::default()) {
+            Ok(response) => response,
+            Err(StoreError::NoSuchKey) => return Ok(None),
+            Err(err) => return Err(storage_error(err)),
+        };
         let mut body = response.body;
         let mut bytes = Vec::with_capacity(usize::try_from(response.info.size).unwrap_or(0));
         body.read_to_end(&mut bytes)?;
@@ -67,7 +67,7 @@ impl EngineStorage {
             max_keys: PAGE,
         };
         loop {
-            let page = match self.cx.run_as(|| self.store.list_objects(&self.cx, &self.bucket, &request)) {
+            let page = match self.store.list_objects(&self.cx, &self.bucket, &request) {
                 Ok(page) => page,
                 Err(StoreError::NoSuchBucket) => return Ok(walked),
                 Err(err) => return Err(storage_error(err)),
@@ -119,7 +119,7 @@ impl ReadableStorageTraits for EngineStorage {
                 continue;
             };
             let request = GetRequest { range, ..GetRequest::default() };
-            let response = match self.cx.run_as(|| self.store.get_object(&self.cx, &self.bucket, &object, &request)) {
+            let response = match self.store.get_object(&self.cx, &self.bucket, &object, &request) {
                 Ok(response) => response,
                 Err(StoreError::NoSuchKey) => return Ok(None),
                 Err(err) => return Err(storage_error(err)),
@@ -142,7 +142,7 @@ impl ReadableStorageTraits for EngineStorage {
 
     fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
         let object = self.object_key(key.as_str());
-        match self.cx.run_as(|| self.store.head_object(&self.cx, &self.bucket, &object, &Default::default())) {
+        match self.store.head_object(&self.cx, &self.bucket, &object, &Default::default()) {
             Ok(info) => Ok(Some(info.size)),
             Err(StoreError::NoSuchKey) => Ok(None),
             Err(err) => Err(storage_error(err)),
@@ -169,7 +169,7 @@ impl WritableStorageTraits for EngineStorage {
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
         let object = self.object_key(key.as_str());
-        match self.cx.run_as(|| self.store.delete_object(&self.cx, &self.bucket, &object, &Default::default())) {
+        match self.store.delete_object(&self.cx, &self.bucket, &object, &Default::default()) {
             Ok(_) | Err(StoreError::NoSuchKey) => Ok(()),
             Err(err) => Err(storage_error(err)),
         }
@@ -220,7 +220,7 @@ impl ChunkStore for EngineStorage {
             WriteCondition::IfAbsent => request.if_none_match = Some(ETagMatch::Any),
             WriteCondition::IfTag(tag) => request.if_match = Some(ETagMatch::Tags(vec![tag])),
         }
-        match self.cx.run_as(|| self.store.put_bytes(&self.cx, &self.bucket, &object, value, request)) {
+        match self.store.put_bytes(&self.cx, &self.bucket, &object, value, request) {
             Ok(_) => Ok(true),
             Err(StoreError::PreconditionFailed) => Ok(false),
             Err(err) => Err(storage_error(err)),
@@ -235,10 +235,7 @@ impl ChunkStore for EngineStorage {
         let object = self.object_key(key.as_str());
         let mut request = PutRequest::default();
         request.meta.user.insert(SOURCE_TAG.to_string(), source_tag.to_string());
-        let written = self
-            .cx
-            .run_as(|| self.store.put_bytes(&self.cx, &self.bucket, &object, value, request))
-            .map_err(storage_error)?;
+        let written = self.store.put_bytes(&self.cx, &self.bucket, &object, value, request).map_err(storage_error)?;
         let md5 = crate::backend::md5_hex(value);
         if written.etag != md5 {
             return Err(StorageError::Other(format!("{key}: stored with MD5 {}, sent {md5}", written.etag)));
@@ -250,12 +247,12 @@ impl ChunkStore for EngineStorage {
         let object = self.object_key(key.as_str());
         let request =
             PutRequest { etag_without_md5: true, if_none_match: Some(ETagMatch::Any), ..PutRequest::default() };
-        let created = self.cx.run_as(|| {
+        let created = (|| {
             let mut writer = self.store.put_object(&self.cx, &self.bucket, &object, request)?;
             writer.write_zeros(zeros)?;
             writer.write_all(tail)?;
             writer.commit()
-        });
+        })();
         match created {
             Ok(_) => Ok(true),
             Err(StoreError::PreconditionFailed) => Ok(false),
@@ -265,7 +262,7 @@ impl ChunkStore for EngineStorage {
 
     fn update_in_place(&self, key: &StoreKey) -> Result<InPlace, StorageError> {
         let object = self.object_key(key.as_str());
-        match self.cx.run_as(|| self.store.object_file_for_update(&self.cx, &self.bucket, &object)) {
+        match self.store.object_file_for_update(&self.cx, &self.bucket, &object) {
             Ok(Some(file)) => Ok(InPlace::File(file)),
             Ok(None) => Ok(InPlace::Unsupported),
             Err(StoreError::NoSuchKey) => Ok(InPlace::Missing),
@@ -275,7 +272,7 @@ impl ChunkStore for EngineStorage {
 
     fn copied_from(&self, key: &StoreKey) -> Result<Option<String>, StorageError> {
         let object = self.object_key(key.as_str());
-        match self.cx.run_as(|| self.store.head_object(&self.cx, &self.bucket, &object, &Default::default())) {
+        match self.store.head_object(&self.cx, &self.bucket, &object, &Default::default()) {
             Ok(info) => Ok(info.meta.user.get(SOURCE_TAG).cloned()),
             Err(StoreError::NoSuchKey) => Ok(None),
             Err(err) => Err(storage_error(err)),

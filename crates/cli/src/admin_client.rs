@@ -57,8 +57,8 @@ fn root_keys(connection: &Connection) -> Result<(String, String), String> {
     {
         return Ok((user.access_key, user.secret_key));
     }
-    let path = isthmus_s3::auth::credentials_path(&connection.root.join(".isthmus"));
-    let user = isthmus_s3::auth::load_root(&path).map_err(|e| {
+    let path = isthmus_session::users::credentials_path(&connection.root.join(".isthmus"));
+    let user = isthmus_session::users::load_root(&path).map_err(|e| {
         format!("no root keys: {e}; give --keys ACCESS:SECRET, or --root DATA_ROOT on the gateway's host")
     })?;
     Ok((user.access_key, user.secret_key))

@@ -71,10 +71,8 @@ pub(crate) fn open_engine(
     root: &std::path::Path,
     bucket: &str,
 ) -> Result<std::sync::Arc<dyn isthmus_store::Store>, String> {
-    let engine = isthmus_pools::open_root(root, isthmus_posix::StoreOptions::default())
+    let store = isthmus_session::stack::open_root(root, isthmus_posix::StoreOptions::default())
         .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
-    let store: std::sync::Arc<dyn isthmus_store::Store> =
-        std::sync::Arc::new(isthmus_access::Authorized::new(engine, isthmus_access::BucketGrants::default()));
     match store.create_bucket(&isthmus_store::RequestContext::process(), bucket, &Default::default()) {
         Ok(()) => Ok(store),
         Err(e) if e.s3_code().starts_with("BucketAlready") => Ok(store),

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use isthmus_posix::StoreOptions;
-use isthmus_s3::auth::{credentials_path, load_or_create_root};
-use isthmus_s3::{GatewayConfig, Identities, IoPolicy, User, UserDirectory, console};
+use isthmus_s3::{GatewayConfig, console};
+use isthmus_session::users::{credentials_path, load_or_create_root};
+use isthmus_session::{GridAuth, Identities, IoPolicy, Principals, Runner, User, UserDirectory};
 use isthmus_store::Durability;
 
 use crate::config::{IdentityMode, ServeSettings};
@@ -124,10 +125,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             None => None,
         };
         let filesystem = store.filesystem();
-        let io = IoPolicy {
-            inline_reads: filesystem.is_local(),
-            inline_writes: filesystem.is_local() && settings.durability == Durability::Relaxed,
-        };
+        let io = IoPolicy::for_filesystem(filesystem.is_local(), settings.durability != Durability::Relaxed);
         // Third-party copy never reaches these unless the operator names them.
         let own_listeners: Vec<std::net::SocketAddr> =
             [Some(&listener), http_listener.as_ref(), admin_listener.as_ref(), console_listener.as_ref()]
@@ -138,21 +136,21 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let served_ports: Vec<u16> = own_listeners.iter().map(|a| a.port()).collect();
         let domain = settings.domain.as_deref().map(|d| (d, served_ports));
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
+        // The one store stack every door serves (the session floor assembles it) and who asks.
+        let served = isthmus_session::stack::served(engine.clone(), &users, quotas.clone());
+        let principals = Principals::new(users.clone(), identities.clone(), grid.clone());
         if let Some(socket) = local_socket {
-            serve_local_socket(socket, isthmus_s3::authorized(engine.clone(), &users, quotas.clone()), &users, &identities, settings.local_socket_max_connections)?;
+            socket.serve(served.clone(), Arc::new(principals.clone()), settings.local_socket_max_connections)?;
         }
         // The same table, for botocore's SigV2 bucket requests (`GatewayConfig::users`).
         let signing_users = users.clone();
         let service =
             isthmus_s3::build_service(
-            engine.clone(),
-            io,
-            users,
-            identities.clone(),
+            Runner::new(served, io),
+            principals,
             isthmus_s3::ServiceOptions {
                 domain,
                 select_max_bytes: settings.select_max_bytes,
-                grid: grid.clone(),
                 quotas: quotas.clone(),
                 tpc_staging: Some(tpc_dir.path_through_fd()),
                 outbound: Arc::new(isthmus_grid::OutboundPolicy::new(settings.outbound_allow.clone(), own_listeners)),
@@ -348,10 +346,10 @@ fn grid_auth(
     settings: &ServeSettings,
     users: &[User],
     state: &isthmus_store::state_dir::StateDir,
-) -> Result<isthmus_s3::bearer::GridAuth, String> {
+) -> Result<GridAuth, String> {
     let sessions = isthmus_grid::SessionKeys::load_or_create(state)?;
     if settings.token_issuers.is_empty() {
-        return Ok(isthmus_s3::bearer::GridAuth { tokens: None, sessions: Some(sessions) });
+        return Ok(GridAuth { tokens: None, sessions: Some(sessions) });
     }
     let user_of = |name: &str| {
         users
@@ -366,7 +364,7 @@ fn grid_auth(
         .name("jwks-refresh".into())
         .spawn(move || refresher.refresh_forever())
         .map_err(|e| format!("cannot start the token key refresher: {e}"))?;
-    Ok(isthmus_s3::bearer::GridAuth { tokens: Some(tokens), sessions: Some(sessions) })
+    Ok(GridAuth { tokens: Some(tokens), sessions: Some(sessions) })
 }
 
 /// The Unix identities of the users (`identity = "posix"`): every user, root included, must map
@@ -427,46 +425,10 @@ fn check_root_mode(settings: &ServeSettings) -> Result<(), String> {
 }
 
 /// A user's configured Unix identity (root's from `root_identity` when that is set).
-fn identity_spec(settings: &ServeSettings, root: &User, user: &User) -> isthmus_s3::IdentitySpec {
+fn identity_spec(settings: &ServeSettings, root: &User, user: &User) -> isthmus_session::IdentitySpec {
     match &settings.root_identity {
         Some(spec) if user.access_key == root.access_key => spec.clone(),
         _ => user.identity.clone(),
-    }
-}
-
-/// Serves the engine on the local socket: a peer's uid names its S3 user (and, with
-/// `identity = "posix"`, the identity its calls run as); other uids are refused.
-fn serve_local_socket(
-    socket: isthmus_local::LocalSocket,
-    store: Arc<dyn isthmus_store::Store>,
-    users: &UserDirectory,
-    identities: &Arc<Identities>,
-    max_connections: usize,
-) -> Result<(), String> {
-    let peers = SocketPeers { users: users.clone(), identities: identities.clone() };
-    socket.serve(store, Arc::new(peers), max_connections)
-}
-
-/// Who the local socket's peers are: the users their uids map to.
-struct SocketPeers {
-    users: UserDirectory,
-    identities: Arc<Identities>,
-}
-
-impl isthmus_local::Peers for SocketPeers {
-    fn resolve(&self, uid: u32) -> Option<isthmus_store::RequestContext> {
-        let (access_key, identity) = self.identities.by_uid(uid)?;
-        if self.users.is_disabled(&access_key) {
-            return None;
-        }
-        let is_root = self.users.is_root(&access_key);
-        Some(isthmus_store::RequestContext::user(access_key, is_root).with_identity(identity))
-    }
-
-    fn generation(&self) -> u64 {
-        // A disabled user's open connection is refused from its next call, as is a remapped one:
-        // both counters only grow, so their sum moves whenever either does.
-        self.identities.generation().wrapping_add(self.users.generation())
     }
 }
 

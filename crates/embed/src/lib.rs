@@ -10,7 +10,6 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::io::Read;
 
-use isthmus_access::Authorized;
 use isthmus_posix::StoreOptions;
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
@@ -283,16 +282,7 @@ pub unsafe extern "C" fn isthmus_open(root: *const c_char, strict: i32, out: *mu
             return Err(StoreError::InvalidArgument("out is NULL".into()));
         }
         let durability = if strict != 0 { Durability::Strict } else { Durability::Relaxed };
-        let store: std::sync::Arc<dyn Store> = match isthmus_local::socket_path(root) {
-            Some(path) => std::sync::Arc::new(isthmus_local::LocalStore::connect(path)?),
-            None => std::sync::Arc::new(Authorized::new(
-                isthmus_pools::open_root(
-                    std::path::Path::new(root),
-                    StoreOptions { durability, ..StoreOptions::default() },
-                )?,
-                isthmus_access::BucketGrants::default(),
-            )),
-        };
+        let store = isthmus_session::stack::open(root, StoreOptions { durability, ..StoreOptions::default() })?;
         // SAFETY: checked for NULL above.
         unsafe { *out = Box::into_raw(Box::new(IsthmusStore { store })) };
         Ok(())

@@ -77,7 +77,7 @@ impl FileBytes {
                     },
                     ..GetRequest::default()
                 };
-                let response = cx.run_as(|| store.get_object(cx, bucket, key, &request)).map_err(|err| match err {
+                let response = store.get_object(cx, bucket, key, &request).map_err(|err| match err {
                     StoreError::PreconditionFailed => {
                         StorageError::Other(format!("{name} changed since it was indexed: repeat the request"))
                     }
@@ -103,31 +103,33 @@ pub struct Hdf5File {
 
 /// Opens `bucket`/`key` as an HDF5 file, as `cx`: its index comes from memory or the bucket's
 /// hidden area when it describes the file as it is now, and is made with libhdf5 otherwise
-/// (then kept for the next reader).
+/// (then kept for the next reader). `store` is the session floor's stack (each call runs as
+/// `cx`); libhdf5 opens the file by its descriptor's /proc name, which the kernel checks as the
+/// calling thread, so a gateway calls this on its runner's thread for `cx` (`Runner::blocking`).
 pub fn open_file(store: Arc<dyn Store>, cx: &RequestContext, bucket: &str, key: &str) -> Result<Hdf5File, Hdf5Error> {
     let identity = current_identity(&*store, cx, bucket, key)?;
     let cache_key = (bucket.to_string(), key.to_string());
     let remembered = RECENT.get(&cache_key).filter(|index| index.identity == identity).or_else(|| {
-        let bytes = cx.run_as(|| store.read_derived(cx, bucket, key, INDEX_KIND)).ok().flatten()?;
+        let bytes = store.read_derived(cx, bucket, key, INDEX_KIND).ok().flatten()?;
         let index: FileIndex = serde_json::from_slice(&bytes).ok()?;
         (index.identity == identity).then(|| Arc::new(index))
     });
     let index = match remembered {
         Some(index) => index,
         None => {
-            let file = cx.run_as(|| store.object_file(cx, bucket, key))?.ok_or_else(|| NoFile(key.to_string()))?;
+            let file = store.object_file(cx, bucket, key)?.ok_or_else(|| NoFile(key.to_string()))?;
             let changed = || Decode(format!("{key} changed while it was indexed: repeat the request"));
             // The file opened is the version the identity describes, before and after it is
             // indexed, and the object is still that version afterwards.
             if !is_version(&file, &identity) {
                 return Err(changed());
             }
-            let index = cx.run_as(|| Ok(build_index(&file, key, identity.clone())))??;
+            let index = build_index(&file, key, identity.clone())?;
             if !is_version(&file, &identity) || current_identity(&*store, cx, bucket, key)? != identity {
                 return Err(changed());
             }
             let bytes = serde_json::to_vec(&index).expect("an index serialises");
-            if let Err(err) = cx.run_as(|| store.write_derived(cx, bucket, key, INDEX_KIND, &bytes)) {
+            if let Err(err) = store.write_derived(cx, bucket, key, INDEX_KIND, &bytes) {
                 tracing::warn!(bucket, key, error = %err, "could not keep an HDF5 index in the hidden area");
             }
             Arc::new(index)
@@ -161,7 +163,7 @@ fn current_identity(
     bucket: &str,
     key: &str,
 ) -> Result<FileIdentity, Hdf5Error> {
-    let info = cx.run_as(|| store.head_object(cx, bucket, key, &Default::default()))?;
+    let info = store.head_object(cx, bucket, key, &Default::default())?;
     Ok(FileIdentity::new(info.size, &info.etag, info.last_modified))
 }
 

@@ -10,9 +10,8 @@
 mod status_names;
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use isthmus_access::Authorized;
 use isthmus_posix::StoreOptions;
 use isthmus_store::door::{guard, range_of, stream_out};
 use isthmus_store::{
@@ -150,17 +149,17 @@ pub struct S3ListServiceHandler {
 const ENGINE_HOST: &str = "isthmus";
 
 static DEFAULT_HOST: OnceLock<String> = OnceLock::new();
-static STORE: OnceLock<Result<Authorized<dyn Store>, String>> = OnceLock::new();
+static STORE: OnceLock<Result<Arc<dyn Store>, String>> = OnceLock::new();
 
-fn store() -> Result<&'static Authorized<dyn Store>, String> {
+fn store() -> Result<&'static dyn Store, String> {
     STORE
         .get_or_init(|| {
             let root = std::env::var("ISTHMUS_ROOT").map_err(|_| "set ISTHMUS_ROOT to the data root".to_string())?;
-            isthmus_pools::open_root(std::path::Path::new(&root), StoreOptions::default())
-                .map(|engine| Authorized::new(engine, isthmus_access::BucketGrants::default()))
+            isthmus_session::stack::open_root(std::path::Path::new(&root), StoreOptions::default())
                 .map_err(|e| format!("cannot open {root}: {e}"))
         })
         .as_ref()
+        .map(|store| &**store)
         .map_err(Clone::clone)
 }
 
@@ -201,8 +200,8 @@ unsafe fn engine(host: *const c_char) -> Result<&'static dyn Store, Failure> {
     let host = unsafe { text(host) }.map(str::to_string).or_else(|| DEFAULT_HOST.get().cloned());
     let failed = |m| Failure(status("FailedToInitializeRequest"), m);
     match host.as_deref() {
-        Some(h) if h.split(':').next() == Some(ENGINE_HOST) => store().map(|s| s as &dyn Store).map_err(failed),
-        Some(h) if isthmus_local::socket_path(h).is_some() => local_store(h).map(|s| s as &dyn Store).map_err(failed),
+        Some(h) if h.split(':').next() == Some(ENGINE_HOST) => store().map_err(failed),
+        Some(h) if isthmus_local::socket_path(h).is_some() => local_store(h).map_err(failed),
         other => Err(Failure(
             status("NameLookupError"),
             format!(
@@ -214,21 +213,22 @@ unsafe fn engine(host: *const c_char) -> Result<&'static dyn Store, Failure> {
 
 /// The gateway reached through the local socket named by `host` (`unix:/run/isthmus.sock`):
 /// one connection pool per process, to the first socket named.
-fn local_store(host: &str) -> Result<&'static isthmus_local::LocalStore, String> {
-    static LOCAL: OnceLock<Result<(String, isthmus_local::LocalStore), String>> = OnceLock::new();
+fn local_store(host: &str) -> Result<&'static dyn Store, String> {
+    /// The socket named first, and the gateway reached through it.
+    type NamedGateway = (String, Arc<dyn Store>);
+    static LOCAL: OnceLock<Result<NamedGateway, String>> = OnceLock::new();
     let (first, store) = LOCAL
         .get_or_init(|| {
-            let path = isthmus_local::socket_path(host).expect("checked by the caller");
-            isthmus_local::LocalStore::connect(&path)
+            isthmus_session::stack::open(host, StoreOptions::default())
                 .map(|store| (host.to_string(), store))
-                .map_err(|e| format!("cannot use the local gateway at {}: {e}", path.display()))
+                .map_err(|e| format!("cannot use the local gateway at {host}: {e}"))
         })
         .as_ref()
         .map_err(Clone::clone)?;
     if first != host {
         return Err(format!("this process already uses the local gateway {first}; one socket per process"));
     }
-    Ok(store)
+    Ok(&**store)
 }
 
 /// Reports the end of a request through the handler's complete callback.

@@ -32,6 +32,11 @@ pub trait Peers: Send + Sync {
     fn generation(&self) -> u64 {
         0
     }
+    /// Runs `serve`, the loop that serves one peer's requests on a thread of its own. The
+    /// session floor's peers let the thread rest in the peer's identity between calls there.
+    fn serve_connection(&self, serve: &mut dyn FnMut() -> io::Result<()>) -> io::Result<()> {
+        serve()
+    }
 }
 
 /// A fixed mapping.
@@ -195,68 +200,48 @@ fn serve_connection(
     write_frame(&mut writer, &Ok::<_, WireError>(cx.user_name().unwrap_or("").to_string()))?;
     let mut cx = Some(cx);
     writer.flush()?;
-    // The thread serves this peer only: it keeps the peer's identity from one request to the
-    // next (switching costs six credential changes per request otherwise) and switches again
-    // only when the identity changed (resolved again whenever the identities were, so SIGHUP
-    // and the periodic refresh apply). The guard gives the thread back its own when the peer
-    // leaves.
-    let mut current: Option<(Arc<isthmus_store::identity::UnixIdentity>, isthmus_store::identity::IdentityGuard)> =
-        None;
+    // The thread serves this peer only: its calls (the store stack's identity wrapper switches
+    // them) may rest in the peer's identity from one request to the next (`serve_connection`),
+    // so a thread switches once per connection, not six credential changes per request, and
+    // again only when the identity changed (resolved again whenever the identities were, so
+    // SIGHUP and the periodic refresh apply).
     // A file the peer locked for a read-merge-write (in_place): let go whenever the peer's
     // identity is resolved again, so a remapped or disabled user keeps nothing.
     let mut held = Held::new(settings.lock_idle);
     let mut waiting = None;
-    loop {
-        // While the peer holds a lock, a silent peer times out: the connection ends and the
-        // lock goes with it.
-        let limit = held.idle_limit();
-        if limit != waiting {
-            writer.get_ref().set_read_timeout(limit)?;
-            waiting = limit;
-        }
-        let request: Request = match read_frame(&mut reader) {
-            Ok(request) => request,
-            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(err) => return Err(err),
-        };
-        if peers.generation() != generation {
-            generation = peers.generation();
-            cx = peers.resolve(uid);
-            held.release();
-        }
-        let cx = match &cx {
-            Some(cx) => cx,
-            None => {
-                tracing::warn!(uid, "refused a request: the peer's uid no longer maps to an S3 user");
-                current = None;
-                refuse_request(&request, &StoreError::AccessDenied, &mut reader, &mut writer)?;
-                writer.flush()?;
-                continue;
+    peers.serve_connection(&mut || -> io::Result<()> {
+        loop {
+            // While the peer holds a lock, a silent peer times out: the connection ends and the
+            // lock goes with it.
+            let limit = held.idle_limit();
+            if limit != waiting {
+                writer.get_ref().set_read_timeout(limit)?;
+                waiting = limit;
             }
-        };
-        let same = match (&current, &cx.identity) {
-            (Some((held, _)), Some(wanted)) => Arc::ptr_eq(held, wanted),
-            (None, None) => true,
-            _ => false,
-        };
-        if !same {
-            current = None;
-            if let Some(identity) = &cx.identity {
-                match identity.assume() {
-                    Ok(guard) => current = Some((identity.clone(), guard)),
-                    Err(err) => {
-                        tracing::error!(uid, error = %err, "cannot switch to a local peer's identity");
-                        refuse_request(&request, &StoreError::AccessDenied, &mut reader, &mut writer)?;
-                        writer.flush()?;
-                        continue;
-                    }
+            let request: Request = match read_frame(&mut reader) {
+                Ok(request) => request,
+                Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(err) => return Err(err),
+            };
+            if peers.generation() != generation {
+                generation = peers.generation();
+                cx = peers.resolve(uid);
+                held.release();
+            }
+            let cx = match &cx {
+                Some(cx) => cx,
+                None => {
+                    tracing::warn!(uid, "refused a request: the peer's uid no longer maps to an S3 user");
+                    refuse_request(&request, &StoreError::AccessDenied, &mut reader, &mut writer)?;
+                    writer.flush()?;
+                    continue;
                 }
-            }
+            };
+            let connection = Negotiated { version, passes };
+            handle(store, cx, request, &mut reader, &mut writer, connection, &mut held)?;
+            writer.flush()?;
         }
-        let connection = Negotiated { version, passes };
-        handle(store, cx, request, &mut reader, &mut writer, connection, &mut held)?;
-        writer.flush()?;
-    }
+    })
 }
 
 /// Answers `request` with `err` without running it (a body it brings is read and dropped).

@@ -10,7 +10,6 @@ use std::io::Read;
 
 use std::num::NonZeroU64;
 
-use isthmus_access::Authorized;
 use isthmus_posix::StoreOptions;
 use isthmus_store::door::{http_range, range_of};
 use isthmus_store::{
@@ -218,13 +217,12 @@ impl PyStore {
     fn new(root: &str, durability: &str) -> PyResult<Self> {
         let durability: Durability = durability.parse().map_err(PyValueError::new_err)?;
         // The data root with its pools (ROOT/.isthmus/pools.toml), as the gateway sees it.
-        let engine = isthmus_pools::open_root(
+        let inner = isthmus_session::stack::open_root(
             std::path::Path::new(root),
             StoreOptions { durability, ..StoreOptions::default() },
         )
         .map_err(to_py)?;
-        let inner = Authorized::new(engine, isthmus_access::BucketGrants::default());
-        Ok(Self { inner: std::sync::Arc::new(inner), cx: RequestContext::process() })
+        Ok(Self { inner, cx: RequestContext::process() })
     }
 
     fn create_bucket(&self, py: Python<'_>, bucket: &str) -> PyResult<()> {
@@ -516,11 +514,13 @@ impl PyStore {
 /// process's uid maps to, with that user's permissions.
 #[pyfunction]
 fn connect(py: Python<'_>, address: &str) -> PyResult<PyStore> {
-    let path = isthmus_local::socket_path(address).ok_or_else(|| {
-        PyValueError::new_err(format!("{address:?} is not a local socket address: use unix:///path/to/socket"))
-    })?;
-    let local = py.detach(|| isthmus_local::LocalStore::connect(&path)).map_err(to_py)?;
-    Ok(PyStore { inner: std::sync::Arc::new(local), cx: RequestContext::process() })
+    if isthmus_local::socket_path(address).is_none() {
+        return Err(PyValueError::new_err(format!(
+            "{address:?} is not a local socket address: use unix:///path/to/socket"
+        )));
+    }
+    let inner = py.detach(|| isthmus_session::stack::open(address, StoreOptions::default())).map_err(to_py)?;
+    Ok(PyStore { inner, cx: RequestContext::process() })
 }
 
 #[pymodule]

@@ -117,7 +117,7 @@ fn acl_of_grants(gw: &Gateway, stated: Vec<Stated>, owner: &str, on_bucket: bool
         if id == owner && permission == Permission::FULL_CONTROL {
             continue;
         }
-        if gw.users.get(&id).is_none() && id != owner {
+        if gw.principals.users().get(&id).is_none() && id != owner {
             return Err(s3_error!(InvalidArgument, "Invalid id: {id:?} is not a user of this gateway"));
         }
         let permission = match permission {
@@ -228,7 +228,7 @@ fn owner_in(
 
 /// The owner of a bucket, for an ACL being put (its own id may be stated with FULL_CONTROL).
 async fn bucket_owner(gw: &Gateway, cx: &isthmus_store::RequestContext, bucket: &str) -> S3Result<String> {
-    let (bucket, root) = (bucket.to_string(), gw.users.root().to_string());
+    let (bucket, root) = (bucket.to_string(), gw.principals.users().root().to_string());
     gw.read(cx, move |store, cx| owner_in(store, cx, &bucket, &root)).await
 }
 
@@ -259,7 +259,7 @@ pub async fn get_bucket_acl(
 ) -> S3Result<S3Response<GetBucketAclOutput>> {
     let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
-    let root = gw.users.root().to_string();
+    let root = gw.principals.users().root().to_string();
     let (acl, owner) = gw
         .read(&cx, move |store, cx| Ok((store.bucket_acl(cx, &bucket)?, owner_in(store, cx, &bucket, &root)?)))
         .await?;
@@ -305,7 +305,7 @@ pub async fn get_object_acl(
     let cx = gw.cx(&req)?;
     let input = req.input;
     let (bucket, key, version) = (input.bucket, input.key, input.version_id);
-    let root = gw.users.root().to_string();
+    let root = gw.principals.users().root().to_string();
     let (acl, owner) = gw
         .read(&cx, move |store, cx| {
             // Reading an object's ACL is the bucket owner's, as changing it.

@@ -10,8 +10,8 @@ use futures::{Stream, StreamExt};
 use isthmus_store::{BoxedReader, BoxedWriter, ObjectInfo, RequestContext, Store, StoreError, StoreResult};
 
 use crate::Gateway;
-use crate::engine::Placement;
 use crate::integrity::Declared;
+use isthmus_session::Placement;
 use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
 use s3s::{S3Error, S3ErrorCode, StdError};
@@ -174,7 +174,6 @@ where
     if fill(&mut body, &mut buf).await? {
         let bytes = buf.freeze();
         return gw
-            .engine
             .call(cx, placement, move |store, cx| {
                 let mut writer = open(store, cx)?;
                 writer.write_all(&bytes)?;
@@ -184,7 +183,7 @@ where
             .await;
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(2);
-    let task = gw.engine.stream(cx, move |store, cx| -> StoreResult<BoxedWriter> {
+    let task = gw.runner.stream(cx, move |store, cx| -> StoreResult<BoxedWriter> {
         let mut writer = open(store, cx)?;
         while let Some(chunk) = rx.blocking_recv() {
             writer.write_all(&chunk)?;
@@ -213,5 +212,5 @@ where
     // The body and its trailers are complete: verify before anything becomes visible.
     declared.check(&writer.digests()).map_err(s3_error)?;
     // Committing fsyncs in strict mode: always off the async workers.
-    gw.engine.stream(cx, move |_, _| writer.commit()).await.map_err(join_error)?.map_err(s3_error)
+    gw.runner.stream(cx, move |_, _| writer.commit()).await.map_err(join_error)?.map_err(s3_error)
 }

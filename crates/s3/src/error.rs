@@ -57,18 +57,3 @@ pub fn join_error(err: tokio::task::JoinError) -> S3Error {
     tracing::error!(error = %err, "engine task failed");
     S3Error::with_message(S3ErrorCode::InternalError, "We encountered an internal error. Please try again.")
 }
-
-/// Where engine calls run. Tokio's blocking pool costs two thread handoffs per call (about a
-/// third of a small GET here); on a local file system the short calls are cheaper inline on the
-/// async worker. On shared file systems (NFS, Lustre, GPFS...) a call can wait on a server, so
-/// everything goes to the pool; so do writes that fsync.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IoPolicy {
-    pub inline_reads: bool,
-    pub inline_writes: bool,
-}
-
-impl IoPolicy {
-    /// Everything on the blocking pool: safe anywhere.
-    pub const POOL: Self = Self { inline_reads: false, inline_writes: false };
-}

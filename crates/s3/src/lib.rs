@@ -15,11 +15,9 @@ mod body;
 mod bucket;
 pub mod console;
 pub mod convert;
-pub mod engine;
 pub mod error;
 mod error_body;
 mod expect;
-pub mod identities;
 mod idle;
 pub mod integrity;
 mod list;
@@ -40,26 +38,20 @@ pub mod tpc;
 
 use std::sync::Arc;
 
-use isthmus_access::Authorized;
 use isthmus_store::{RequestContext, Store, StoreResult};
 use s3s::dto::*;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Request, S3Response, S3Result};
 
-pub use auth::{User, UserDirectory};
-pub use engine::{Engine, Placement};
-pub use error::IoPolicy;
-pub use identities::{Identities, IdentitySpec};
+pub use isthmus_session::{Identities, IdentitySpec, IoPolicy, Placement, Principals, Runner, User, UserDirectory};
 pub use server::{GatewayConfig, serve};
 
 /// The S3 front of an engine (any `Store`, behind `dyn`).
 #[derive(Clone)]
 pub struct Gateway {
-    engine: Engine,
-    users: Arc<UserDirectory>,
-    identities: Arc<Identities>,
-    /// Bearer tokens and temporary credentials accepted besides the users' keys.
-    grid: bearer::GridAuth,
+    runner: Runner,
+    /// Who is asking: users, their identities, tokens (the session floor).
+    principals: Principals,
     /// The largest array selection answered (`?select=`), in bytes.
     select_max_bytes: u64,
 }
@@ -68,20 +60,8 @@ pub struct Gateway {
 pub const DEFAULT_SELECT_MAX_BYTES: u64 = 1 << 30;
 
 impl Gateway {
-    pub fn new(engine: Engine, users: Arc<UserDirectory>, identities: Arc<Identities>) -> Self {
-        Self {
-            engine,
-            users,
-            identities,
-            grid: bearer::GridAuth::default(),
-            select_max_bytes: DEFAULT_SELECT_MAX_BYTES,
-        }
-    }
-
-    /// Accepts bearer tokens and temporary credentials as `grid` says.
-    pub fn with_grid(mut self, grid: bearer::GridAuth) -> Self {
-        self.grid = grid;
-        self
+    pub fn new(runner: Runner, principals: Principals) -> Self {
+        Self { runner, principals, select_max_bytes: DEFAULT_SELECT_MAX_BYTES }
     }
 
     /// Sets the largest array selection the gateway answers.
@@ -90,39 +70,31 @@ impl Gateway {
         self
     }
 
-    /// The context of a request's engine calls: the user its signature (or bearer token, or
-    /// temporary credentials, then limited to the token's scopes) authenticated, the
-    /// Unix identity its file-system calls run as (`identity = "posix"`; a user without one is
-    /// refused here), and the bucket owner it expects (`x-amz-expected-bucket-owner`, checked
-    /// by the authorization layer).
+    /// The context of a request's engine calls, as the session floor decides it from what the
+    /// request carries (its checked signature, bearer token or session token), with the bucket
+    /// owner it expects (`x-amz-expected-bucket-owner`, checked by the authorization layer).
     fn cx<T>(&self, req: &S3Request<T>) -> S3Result<RequestContext> {
-        let token = bearer::token_principal(req, &self.grid)?;
-        let cx = match (&req.credentials, token) {
-            (_, Some(principal)) => {
-                // Credentials made from keys last only while those keys are the user's (a
-                // removed user or a rotated secret ends them).
-                if !principal.keys_still_current(self.users.get(&principal.user).as_ref(), &self.grid) {
-                    return Err(s3s::s3_error!(
-                        InvalidAccessKeyId,
-                        "The keys these temporary credentials were made from are no longer valid (user removed or secret changed)"
-                    ));
-                }
-                let is_root = self.users.is_root(&principal.user);
-                bearer::token_context(principal, is_root)
-            }
-            (Some(c), None) => RequestContext::user(c.access_key.clone(), self.users.is_root(&c.access_key)),
-            // Unsigned: the authorization layer allows it only where a bucket's ACL shares.
-            (None, None) => RequestContext::anonymous(),
+        let bearer = req.extensions.get::<bearer::BearerGrant>().map(|grant| &*grant.0);
+        let security_token = bearer::security_token(req);
+        let asking = isthmus_session::Asking {
+            access_key: req.credentials.as_ref().map(|c| c.access_key.as_str()),
+            bearer,
+            security_token: security_token.as_deref(),
         };
-        if cx.user_name().is_some_and(|user| self.users.is_disabled(user)) {
-            return Err(s3s::s3_error!(AccessDenied, "Access Denied: your user is disabled on this gateway"));
-        }
-        let identity = self.identities.of(&cx)?;
+        let cx = self.principals.context(&asking).map_err(auth::refusal_error)?;
         let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         Ok(cx
-            .with_identity(identity)
             .expecting_bucket_owner(header("x-amz-expected-bucket-owner"))
             .expecting_source_owner(header("x-amz-source-expected-bucket-owner")))
+    }
+
+    /// Runs one engine call placed as `placement` says (the session floor's runner).
+    async fn call<T, F>(&self, cx: &RequestContext, placement: Placement, f: F) -> S3Result<T>
+    where
+        F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.runner.call(cx, placement, f).await.map_err(error::s3_error)
     }
 
     /// Runs a short engine call that only reads.
@@ -131,7 +103,7 @@ impl Gateway {
         F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.engine.call(cx, Placement::Read, f).await
+        self.call(cx, Placement::Read, f).await
     }
 
     /// Runs a short engine call that changes something.
@@ -140,7 +112,7 @@ impl Gateway {
         F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.engine.call(cx, Placement::Write, f).await
+        self.call(cx, Placement::Write, f).await
     }
 
     /// Runs an engine call that walks many entries (listings).
@@ -149,7 +121,7 @@ impl Gateway {
         F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.engine.call(cx, Placement::Scan, f).await
+        self.call(cx, Placement::Scan, f).await
     }
 
     /// Runs an engine call that moves data (copies, multipart completion).
@@ -158,7 +130,7 @@ impl Gateway {
         F: Fn(&dyn Store, &RequestContext) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.engine.call(cx, Placement::Long, f).await
+        self.call(cx, Placement::Long, f).await
     }
 }
 
@@ -355,17 +327,6 @@ impl S3 for Gateway {
 /// The largest file a browser (POST) upload may carry.
 pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
 
-/// The engine as every door of the gateway calls it: which user may use which bucket is the
-/// authorization layer's decision, on every call; for requests that run with their user's Unix
-/// identity, object access in buckets the kernel can judge is the kernel's.
-pub fn authorized(
-    store: Arc<dyn Store>,
-    users: &UserDirectory,
-    quotas: Option<Arc<isthmus_access::quota::Quotas>>,
-) -> Arc<dyn Store> {
-    Arc::new(Authorized::new(store, users.grants()).with_root_owner(users.root()).with_quotas(quotas))
-}
-
 /// What the service offers besides S3 on the engine: virtual-hosted names, array selections,
 /// grid credentials, quotas.
 #[derive(Default)]
@@ -374,7 +335,6 @@ pub struct ServiceOptions<'a> {
     /// listeners' and the console's, whose page signs with its own host).
     pub domain: Option<(&'a str, Vec<u16>)>,
     pub select_max_bytes: u64,
-    pub grid: bearer::GridAuth,
     pub quotas: Option<Arc<isthmus_access::quota::Quotas>>,
     /// Where third-party copies stage pulls (none: COPY is refused).
     pub tpc_staging: Option<std::path::PathBuf>,
@@ -387,24 +347,15 @@ pub struct ServiceOptions<'a> {
     pub admin: Option<Arc<admin::Administration>>,
 }
 
-/// Builds the S3 service: the gateway, SigV4 authentication against `users`, the engine wrapped
-/// in the authorization layer with the users' grants, and virtual-hosted-style addressing under
-/// `domain` (with the port the server listens on) when one is given; path style always works.
-pub fn build_service(
-    store: Arc<dyn Store>,
-    io: IoPolicy,
-    users: UserDirectory,
-    identities: Arc<Identities>,
-    options: ServiceOptions<'_>,
-) -> Result<S3Service, String> {
-    let users = Arc::new(users);
-    let ServiceOptions { domain, select_max_bytes, grid, quotas, tpc_staging, outbound, tpc_limits, admin } = options;
-    let store = authorized(store, &users, quotas.clone());
-    let engine = Engine::new(store, io);
-    let gateway =
-        Gateway::new(engine, users.clone(), identities).with_select_max_bytes(select_max_bytes).with_grid(grid.clone());
+/// Builds the S3 service: the gateway over `runner` (whose store is the session floor's
+/// stack, `isthmus_session::stack::served`), SigV4 authentication against the principals'
+/// users and temporary credentials, and virtual-hosted-style addressing under `domain` (with
+/// the port the server listens on) when one is given; path style always works.
+pub fn build_service(runner: Runner, principals: Principals, options: ServiceOptions<'_>) -> Result<S3Service, String> {
+    let ServiceOptions { domain, select_max_bytes, quotas, tpc_staging, outbound, tpc_limits, admin } = options;
+    let gateway = Gateway::new(runner, principals.clone()).with_select_max_bytes(select_max_bytes);
     let mut builder = S3ServiceBuilder::new(gateway.clone());
-    builder.set_auth(auth::GatewayKeys { users: (*users).clone(), sessions: grid.sessions.clone() });
+    builder.set_auth(auth::GatewayKeys(principals.clone()));
     let tpc = tpc_staging.map(|staging| tpc::ThirdPartyCopy {
         gateway: gateway.clone(),
         staging,
@@ -413,7 +364,7 @@ pub fn build_service(
         slots: isthmus_grid::CopySlots::new(tpc_limits),
         quotas,
     });
-    builder.set_route(routes::GridRoutes { grid, tpc, admin });
+    builder.set_route(routes::GridRoutes { principals, tpc, admin });
     builder.set_access(access::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees
     // it: bounded here, so memory stays bounded (larger files go by PUT or multipart).

@@ -8,9 +8,9 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use crate::Gateway;
 use crate::body::write_object;
 use crate::convert::{etag, etag_match};
-use crate::engine::Placement;
 use crate::integrity::{checksum_type, parse_checksum_type, upload_checksum};
 use crate::{checksum_headers, meta_headers, set_checksum};
+use isthmus_session::Placement;
 use isthmus_store::ChecksumAlgorithm;
 
 const MAX_LISTED: i32 = 1000;

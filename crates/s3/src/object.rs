@@ -7,10 +7,10 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use crate::Gateway;
 use crate::body::{ObjectBody, write_object};
 use crate::convert::{self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata};
-use crate::engine::Placement;
 use crate::integrity::{ChecksumHeaders, Declared, checksum_type};
 use crate::tagging::parse_tagging_header;
 use crate::{checksum_headers, meta_headers, set_checksum};
+use isthmus_session::Placement;
 
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let cx = gw.cx(&req)?;

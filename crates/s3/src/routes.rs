@@ -7,10 +7,13 @@
 use s3s::route::S3Route;
 use s3s::{Body, S3Request, S3Response, S3Result};
 
-use crate::bearer::{BearerGrant, GridAuth};
+use isthmus_session::Principals;
+
+use crate::bearer::BearerGrant;
 
 pub struct GridRoutes {
-    pub grid: GridAuth,
+    /// Who asks (the session floor): its grid credentials answer STS.
+    pub principals: Principals,
     pub tpc: Option<crate::tpc::ThirdPartyCopy>,
     /// Administration calls (`/?isthmus-admin=...`); none: they are refused.
     pub admin: Option<std::sync::Arc<crate::admin::Administration>>,
@@ -43,7 +46,7 @@ impl S3Route for GridRoutes {
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
         if crate::admin::route::is_admin(&req.uri) {
             return match &self.admin {
-                Some(admin) => crate::admin::route::check_root(req, admin, &self.grid),
+                Some(admin) => crate::admin::route::check_root(req, admin, &self.principals),
                 None => Err(s3s::s3_error!(NotImplemented, "Administration is not enabled on this gateway")),
             };
         }
@@ -66,6 +69,6 @@ impl S3Route for GridRoutes {
                 None => Err(s3s::s3_error!(NotImplemented, "Third-party copy is not enabled on this gateway")),
             };
         }
-        crate::sts::answer(req, &self.grid).await
+        crate::sts::answer(req, self.principals.grid()).await
     }
 }

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use isthmus_array::select::{Expr, Slabs, find, npy_header, parse_selection};
 use isthmus_array::{ArrayError, Location, Region, ZarrArray};
 use isthmus_hdf5::{Hdf5Error, looks_like_hdf5};
-use isthmus_store::{ObjectRead, RequestContext};
+use isthmus_store::{ObjectRead, RequestContext, StoreResult};
 use s3s::dto::GetObjectOutput;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use serde_json::{Value, json};
@@ -149,8 +149,7 @@ pub async fn serve(
     key: String,
     request: ArrayRequest,
 ) -> S3Result<S3Response<GetObjectOutput>> {
-    let cx = cx.with_may_block(true);
-    let store = gw.engine.store();
+    let store = gw.runner.store();
     let limit = gw.select_max_bytes;
     let hdf5 = request.dataset.is_some() || looks_like_hdf5(&key);
     let ArrayRequest { query, dataset } = request;
@@ -159,7 +158,11 @@ pub async fn serve(
         Location::Engine { store: store.clone(), cx: cx.clone(), bucket: bucket.clone(), prefix: String::new() };
     // Opening (an HDF5 file may be indexed now), planning and (for where and metadata) the
     // whole answer are blocking work.
-    let answer = tokio::task::spawn_blocking(move || -> S3Result<(GetObjectOutput, Option<SelectionBody>)> {
+    // On the blocking pool as the request's user (the session floor's runner): libhdf5 opens
+    // the file it indexes by its descriptor's /proc name, which the kernel checks as the thread.
+    let answer = gw.runner.blocking(&cx, move |cx| -> StoreResult<S3Result<(GetObjectOutput, Option<SelectionBody>)>> {
+        let cx = cx.clone();
+        Ok((|| {
         let (location, path) = if hdf5 {
             let file = isthmus_hdf5::open_file(store, &cx, &bucket, &key).map_err(hdf5_error)?;
             let Some(dataset) = dataset else {
@@ -222,9 +225,10 @@ pub async fn serve(
                 Ok((output, Some(SelectionBody { header: std::io::Cursor::new(header), slabs })))
             }
         }
+        })())
     })
     .await
-    .map_err(|e| S3Error::with_message(S3ErrorCode::InternalError, format!("array request failed: {e}")))??;
+    .map_err(crate::error::s3_error)??;
     let (mut output, body) = answer;
     if let Some(body) = body {
         output.body = Some(ObjectBody::Stream(Box::new(body)).into_blob());

@@ -35,7 +35,7 @@ pub struct GatewayConfig {
     pub console: crate::console::Role,
     /// The users, to accept SigV2 bucket requests signed over `/bucket/` (botocore's form;
     /// `crate::sigv2_bucket_slash`); none: such requests are checked as sent.
-    pub users: Option<crate::auth::UserDirectory>,
+    pub users: Option<isthmus_session::UserDirectory>,
 }
 
 impl Default for GatewayConfig {
@@ -79,7 +79,7 @@ struct LoggedService {
     grid: crate::bearer::GridAuth,
     access_log: Option<Arc<crate::access_log::AccessLog>>,
     console: crate::console::Role,
-    users: Option<crate::auth::UserDirectory>,
+    users: Option<isthmus_session::UserDirectory>,
 }
 
 /// What the metrics and the access log record of a request, gathered before it runs.

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{KeyInit, Mac};
 
-use crate::auth::UserDirectory;
+use isthmus_session::UserDirectory;
 
 /// The query parameters a SigV2 resource includes (AWS's list, as s3s 0.14 uses it).
 const SUBRESOURCES: &[&str] = &[
@@ -126,7 +126,7 @@ fn string_to_sign<B>(req: &hyper::Request<B>, resource_path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::User;
+    use isthmus_session::User;
 
     fn users() -> UserDirectory {
         UserDirectory::new("AKIDROOT", [User::new("AKIDROOT".into(), "secret-of-root".into())])

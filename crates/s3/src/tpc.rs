@@ -32,7 +32,6 @@ use isthmus_store::{BoxedWriter, GetRequest, HeadRequest, PutRequest, RequestCon
 use s3s::{Body, S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
-use crate::engine::Placement;
 use crate::error::s3_error;
 
 /// Time between performance markers (FTS shows them as progress; it gives up on a transfer
@@ -148,18 +147,15 @@ impl ThirdPartyCopy {
         };
         let options = options_of(&req)?;
         // Refused now rather than after the data moved: what the copy will need of the caller.
-        let engine = self.gateway.engine.clone();
         match &direction {
             Direction::Pull(_) => {
                 cx.require_scope(ScopeAccess::Create, &bucket, &key).map_err(s3_error)?;
                 let b = bucket.clone();
-                engine.call(&cx, Placement::Read, move |store, cx| store.head_bucket(cx, &b)).await?;
+                self.gateway.read(&cx, move |store, cx| store.head_bucket(cx, &b)).await?;
             }
             Direction::Push(_) => {
                 let (b, k) = (bucket.clone(), key.clone());
-                engine
-                    .call(&cx, Placement::Read, move |store, cx| store.head_object(cx, &b, &k, &HeadRequest::default()))
-                    .await?;
+                self.gateway.read(&cx, move |store, cx| store.head_object(cx, &b, &k, &HeadRequest::default())).await?;
             }
         }
         // A slot before anything reaches out (the name's resolution included), so copies from
@@ -251,14 +247,11 @@ impl ThirdPartyCopy {
         remote: &Remote<'_>,
         progress: &AtomicU64,
     ) -> Result<String, TransferError> {
-        let store = self.gateway.engine.store();
-        cx.run_as(|| {
-            let mut got = store.get_object(cx, bucket, key, &GetRequest::default())?;
-            let md5 = md5_of_etag(&got.info.etag);
-            let size = got.info.size;
-            Ok(tpc::push(remote, &mut got.body, size, md5, progress).map(|()| format!("pushed {size} bytes")))
-        })
-        .map_err(TransferError::Store)?
+        let store = self.gateway.runner.store();
+        let mut got = store.get_object(cx, bucket, key, &GetRequest::default()).map_err(TransferError::Store)?;
+        let md5 = md5_of_etag(&got.info.etag);
+        let size = got.info.size;
+        tpc::push(remote, &mut got.body, size, md5, progress).map(|()| format!("pushed {size} bytes"))
     }
 
     /// A pull: what the source is, then everything its bytes will need (the object's write and
@@ -275,12 +268,13 @@ impl ThirdPartyCopy {
         progress: &AtomicU64,
     ) -> Result<String, TransferError> {
         let started = std::time::Instant::now();
-        let store = self.gateway.engine.store();
+        let store = self.gateway.runner.store();
         let pulled = (|| {
             let info = tpc::probe(remote)?;
             let request = PutRequest { size_hint: Some(info.size), md5_required: true, ..PutRequest::default() };
-            let writer = cx.run_as(|| store.put_object(cx, bucket, key, request)).map_err(TransferError::Store)?;
-            let writer = UserWriter { writer: Some(writer), cx };
+            // The store stack's writer writes, commits and (when dropped) discards as the
+            // request's user: what it staged sits where the user writes.
+            let writer = store.put_object(cx, bucket, key, request).map_err(TransferError::Store)?;
             let _staged_share = match &self.quotas {
                 Some(quotas) => quotas.reserve_staging(&*store, cx, bucket, info.size).map_err(staging_quota)?,
                 None => None,
@@ -307,24 +301,6 @@ fn staging_quota(err: StoreError) -> TransferError {
     })
 }
 
-/// An object's writer that is dropped with the request's identity, as it was made: what it
-/// staged sits where the user writes, which the gateway's own identity may not clean.
-struct UserWriter<'a> {
-    writer: Option<BoxedWriter>,
-    cx: &'a RequestContext,
-}
-
-impl Drop for UserWriter<'_> {
-    fn drop(&mut self) {
-        if let Some(writer) = self.writer.take() {
-            let _ = self.cx.run_as(|| {
-                drop(writer);
-                Ok(())
-            });
-        }
-    }
-}
-
 /// Whether a GET asks for the object's MD5 (`Want-Digest: md5`, RFC 3230).
 pub fn wants_md5_digest(headers: &hyper::HeaderMap) -> bool {
     headers.get("want-digest").and_then(|v| v.to_str().ok()).is_some_and(|v| {
@@ -349,30 +325,21 @@ fn md5_of_etag(etag: &str) -> Option<[u8; 16]> {
 /// bytes against the source's digests on the way (one pass: the store's writer computes the
 /// MD5): a mismatch drops the write before it is visible. Says whether a digest was checked.
 fn store_pulled(
-    mut writer: UserWriter<'_>,
+    mut writer: BoxedWriter,
     info: &tpc::PullInfo,
     bytes: &mut dyn std::io::Read,
 ) -> Result<bool, TransferError> {
-    let cx = writer.cx;
     let mut verifier = tpc::Verifier::new(&info.digests);
-    let md5 = cx
-        .run_as(|| {
-            let open = writer.writer.as_mut().ok_or(StoreError::InvalidRequest("the pull's writer is gone".into()))?;
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = bytes.read(&mut buf).map_err(StoreError::Io)?;
-                if n == 0 {
-                    break;
-                }
-                verifier.update(&buf[..n]);
-                open.write_all(&buf[..n])?;
-            }
-            Ok(open.digests().md5)
-        })
-        .map_err(TransferError::Store)?;
-    let verified = verifier.finish(md5)?;
-    if let Some(done) = writer.writer.take() {
-        cx.run_as(move || done.commit()).map_err(TransferError::Store)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = bytes.read(&mut buf).map_err(|err| TransferError::Store(StoreError::Io(err)))?;
+        if n == 0 {
+            break;
+        }
+        verifier.update(&buf[..n]);
+        writer.write_all(&buf[..n]).map_err(TransferError::Store)?;
     }
+    let verified = verifier.finish(writer.digests().md5)?;
+    writer.commit().map_err(TransferError::Store)?;
     Ok(verified)
 }

@@ -76,8 +76,8 @@ proptest! {
         if let Err(err) = users_file::load(&state) {
             prop_assert!(!err.contains('\n'), "one line: {err}");
         }
-        write_private(&state, isthmus_s3::auth::CREDENTIALS_FILE, &credentials);
-        let _ = isthmus_s3::auth::load_or_create_root(&state);
+        write_private(&state, isthmus_session::users::CREDENTIALS_FILE, &credentials);
+        let _ = isthmus_session::users::load_or_create_root(&state);
         write_private(&state, isthmus_grid::SessionKeys::FILE, &key);
         let _ = isthmus_grid::SessionKeys::load_or_create(&state);
     }

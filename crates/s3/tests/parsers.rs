@@ -27,9 +27,8 @@ impl Harness {
             .put_bytes(&isthmus_store::RequestContext::process(), "fuzz", "obj", b"0123456789", PutRequest::default())
             .unwrap();
         let gateway = Gateway::new(
-            isthmus_s3::Engine::new(store, IoPolicy::POOL),
-            Arc::new(UserDirectory::new("", [])),
-            Arc::new(isthmus_s3::Identities::gateway()),
+            isthmus_s3::Runner::new(store, IoPolicy::POOL),
+            isthmus_s3::Principals::of_users(UserDirectory::new("", [])),
         );
         let service = S3ServiceBuilder::new(gateway).build();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::StoreResult;
 use crate::identity::UnixIdentity;
 use crate::scopes::{ScopeAccess, Scopes};
 
@@ -35,7 +35,7 @@ pub struct RequestContext {
     /// The owner the caller expects a copy's source bucket to have
     /// (`x-amz-source-expected-bucket-owner`).
     pub expected_source_owner: Option<String>,
-    /// The Unix identity the call's file-system work runs as (`run_as`); `None`: the
+    /// The Unix identity the call's file-system work runs as (switched by the session floor); `None`: the
     /// process's own.
     pub identity: Option<Arc<UnixIdentity>>,
     /// The capability scopes of the bearer token (or temporary credentials) the request came
@@ -107,30 +107,6 @@ impl RequestContext {
             Some(scopes) => scopes.require(access, bucket, key),
             None => Ok(()),
         }
-    }
-
-    /// Runs `f` on this thread with the request's Unix identity, if it has one. A switch that
-    /// fails (it was checked when the gateway started, so this is a broken system) refuses the
-    /// request rather than doing its work as the process.
-    pub fn run_as<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
-        let Some(identity) = &self.identity else {
-            return f();
-        };
-        let _guard = identity.assume().map_err(|err| {
-            tracing::error!(uid = identity.uid, error = %err, "cannot switch to a request's identity");
-            StoreError::AccessDenied
-        })?;
-        f()
-    }
-
-    /// `run_as` for a thread that does file-system calls only in such calls (an async worker):
-    /// the thread keeps the identity afterwards, so consecutive calls of one user switch once
-    /// (see `identity::run_resting`).
-    pub fn run_as_resting<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
-        crate::identity::run_resting(self.identity.as_ref(), f).unwrap_or_else(|err| {
-            tracing::error!(error = %err, "cannot switch to a request's identity");
-            Err(StoreError::AccessDenied)
-        })
     }
 
     /// The same request, run where it may (or may not) block.

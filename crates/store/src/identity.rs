@@ -83,12 +83,7 @@ impl UnixIdentity {
             return Err(IdentityError::SharedUmask);
         }
         let own = own_identity();
-        let target = ThreadIdentity {
-            fsuid: self.uid,
-            fsgid: self.gid,
-            groups: self.groups.iter().map(|&g| rustix::process::Gid::from_raw(g)).collect(),
-            umask: self.umask,
-        };
+        let target = self.thread_identity();
         match target.apply() {
             Ok(()) => {}
             // Refused before anything changed (a process without the privilege).
@@ -106,6 +101,64 @@ impl UnixIdentity {
     pub fn is_root(&self) -> bool {
         self.uid == 0
     }
+
+    /// What a thread running as this identity has.
+    fn thread_identity(&self) -> ThreadIdentity {
+        ThreadIdentity {
+            fsuid: self.uid,
+            fsgid: self.gid,
+            groups: self.groups.iter().map(|&g| rustix::process::Gid::from_raw(g)).collect(),
+            umask: self.umask,
+        }
+    }
+}
+
+/// Runs one call with `identity` (the gateway's own for `None`), whatever thread it is on:
+/// - on a thread that rests between calls (an async worker inside the runner's inline call,
+///   a local socket's connection thread: `allow_resting`; or one already resting), as
+///   `run_resting`: a next call of the same identity switches nothing;
+/// - on a thread already switched to this very identity (the runner ran a service's work as
+///   the request's user), as it is;
+/// - otherwise switched for the call and back (`assume`), or, for the gateway, `as_gateway`.
+///
+/// A thread switched to another user is refused (`NotPermitted`): no call runs as a user it
+/// was not made for.
+pub fn run_call<T>(identity: Option<&std::sync::Arc<UnixIdentity>>, f: impl FnOnce() -> T) -> Result<T, IdentityError> {
+    if REST_ALLOWED.get() || RESTING.with(|resting| resting.borrow().is_some()) {
+        return run_resting(identity, f);
+    }
+    let Some(identity) = identity else {
+        return Ok(as_gateway(f));
+    };
+    let already = SWITCHED.with(|s| s.borrow().as_ref().map(|s| s.user == identity.thread_identity()));
+    match already {
+        Some(true) => Ok(f()),
+        Some(false) => Err(IdentityError::NotPermitted { uid: identity.uid }),
+        None => {
+            let _guard = identity.assume()?;
+            Ok(f())
+        }
+    }
+}
+
+/// Runs `f` (a loop serving one peer, or the runner's inline call on an async worker) on a
+/// thread that does file-system calls only through `run_call`: calls there rest in their
+/// identity afterwards (see `run_resting`). The identity stays after `f`: `end_resting` gives
+/// the thread back its own.
+pub fn allow_resting<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            REST_ALLOWED.set(self.0);
+        }
+    }
+    let _restore = Restore(REST_ALLOWED.replace(true));
+    f()
+}
+
+/// Gives a thread that rested in a request's identity its own back.
+pub fn end_resting() {
+    RESTING.with(|resting| *resting.borrow_mut() = None);
 }
 
 /// Runs `f` with the gateway's own identity: on a thread switched to a user's identity, the
@@ -272,6 +325,8 @@ thread_local! {
     static SWITCHED: RefCell<Option<Switched>> = const { RefCell::new(None) };
     /// See `own_identity`.
     static OWN: RefCell<Option<Rc<ThreadIdentity>>> = const { RefCell::new(None) };
+    /// Set while calls on this thread may rest in their identity (`allow_resting`).
+    static REST_ALLOWED: Cell<bool> = const { Cell::new(false) };
     /// Set once `init_request_thread` has run on this thread.
     static OWN_FS_CONTEXT: Cell<bool> = const { Cell::new(false) };
 }

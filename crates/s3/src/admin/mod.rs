@@ -15,8 +15,8 @@ use isthmus_store::{RequestContext, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::{DirectoryEntry, User, UserDirectory, UserSource};
-use crate::identities::{Identities, IdentitySpec};
+use isthmus_session::users::{DirectoryEntry, User, UserDirectory, UserSource};
+use isthmus_session::{Identities, IdentitySpec};
 use users_file::{FileVersion, UsersFile};
 
 /// Why an administration call was refused.

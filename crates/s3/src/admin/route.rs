@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use http_body_util::BodyExt;
+use isthmus_session::Principals;
 use s3s::{Body, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use serde_json::Value;
 
@@ -32,14 +33,14 @@ pub fn is_admin(uri: &hyper::Uri) -> bool {
 /// status page (`GET status`, read-only) also opens to the root user's temporary credentials
 /// made from its current keys (STS `GetSessionToken`: what the web console keeps), so the
 /// console can show the pools; never to a token's.
-pub fn check_root(req: &S3Request<Body>, admin: &Administration, grid: &crate::bearer::GridAuth) -> S3Result<()> {
+pub fn check_root(req: &S3Request<Body>, admin: &Administration, principals: &Principals) -> S3Result<()> {
     match &req.credentials {
         Some(c)
             if admin.users().is_root(&c.access_key) && req.extensions.get::<crate::bearer::BearerGrant>().is_none() =>
         {
             Ok(())
         }
-        Some(_) if is_status_read(req) && is_root_session(req, admin, grid) => Ok(()),
+        Some(_) if is_status_read(req) && is_root_session(req, principals) => Ok(()),
         _ => Err(s3s::s3_error!(AccessDenied, "Administration needs a request signed with the root user's keys")),
     }
 }
@@ -53,19 +54,12 @@ fn is_status_read(req: &S3Request<Body>) -> bool {
 }
 
 /// Temporary credentials of the root user made from its current keys (not a token's).
-fn is_root_session(req: &S3Request<Body>, admin: &Administration, grid: &crate::bearer::GridAuth) -> bool {
+fn is_root_session(req: &S3Request<Body>, principals: &Principals) -> bool {
     if req.extensions.get::<crate::bearer::BearerGrant>().is_some() {
         return false;
     }
-    match crate::bearer::token_principal(req, grid) {
-        Ok(Some(principal)) => {
-            principal.made_from_keys.is_some()
-                && principal.scopes.is_none()
-                && admin.users().is_root(&principal.user)
-                && principal.keys_still_current(admin.users().get(&principal.user).as_ref(), grid)
-        }
-        _ => false,
-    }
+    let Some(credentials) = &req.credentials else { return false };
+    principals.is_root_session(&credentials.access_key, crate::bearer::security_token(req).as_deref())
 }
 
 fn admin_error(err: AdminError) -> S3Error {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use isthmus_store::state_dir::{STATE_FILE_LIMIT, StateDir, StateLock};
 
-use crate::auth::User;
+use isthmus_session::User;
 
 /// What the file holds.
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -11,6 +11,8 @@ use isthmus_store::identity::{UnixIdentity, init_request_thread};
 use isthmus_store::{Principal, RequestContext};
 use serde::{Deserialize, Serialize};
 
+use crate::Refusal;
+
 /// How a user maps to a Unix identity in the configuration file.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct IdentitySpec {
@@ -237,8 +239,8 @@ impl Identities {
     }
 
     /// The identity the request `cx` runs as: `None` with `identity = "gateway"` and for the
-    /// process itself; AccessDenied for a user whose identity does not resolve (logged).
-    pub fn of(&self, cx: &RequestContext) -> Result<Option<Arc<UnixIdentity>>, s3s::S3Error> {
+    /// process itself; refused for a user whose identity does not resolve (logged).
+    pub fn of(&self, cx: &RequestContext) -> Result<Option<Arc<UnixIdentity>>, Refusal> {
         if !self.posix {
             return Ok(None);
         }
@@ -251,7 +253,7 @@ impl Identities {
             Some(identity) => Ok(Some(identity)),
             None => {
                 tracing::warn!(principal = ?cx.principal, "refused: no Unix identity to run the request as");
-                Err(s3s::s3_error!(AccessDenied, "Access Denied: your user has no Unix identity on this gateway"))
+                Err(Refusal::NoUnixIdentity)
             }
         }
     }
