@@ -125,7 +125,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             None => None,
         };
         let filesystem = store.filesystem();
-        let io = IoPolicy::for_filesystem(filesystem.is_local(), settings.durability != Durability::Relaxed);
+        let io = IoPolicy::for_pools(&posix_pools, &erasure_pools, settings.durability != Durability::Relaxed);
         // Third-party copy never reaches these unless the operator names them.
         let own_listeners: Vec<std::net::SocketAddr> =
             [Some(&listener), http_listener.as_ref(), admin_listener.as_ref(), console_listener.as_ref()]

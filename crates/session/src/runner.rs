@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use isthmus_pools::{ErasurePools, PosixPools};
 use isthmus_store::identity::{allow_resting, run_resting};
 use isthmus_store::{RequestContext, Store, StoreError, StoreResult};
 
@@ -47,6 +48,15 @@ impl IoPolicy {
     /// with writes fsynced before they return (`fsync_writes`) or not.
     pub fn for_filesystem(local: bool, fsync_writes: bool) -> Self {
         Self { inline_reads: local, inline_writes: local && !fsync_writes }
+    }
+
+    /// The policy of a data root's pools, decided once here: short calls run inline only when
+    /// every pool keeps its files on a local file system. An erasure-coded pool's calls wait on
+    /// its drives' own threads (and a drive may stall), so a root with one never runs calls on
+    /// an async worker.
+    pub fn for_pools(posix: &PosixPools, erasure: &ErasurePools, fsync_writes: bool) -> Self {
+        let local = erasure.is_empty() && posix.iter().all(|(_, pool)| pool.filesystem().is_local());
+        Self::for_filesystem(local, fsync_writes)
     }
 
     fn inline(self, placement: Placement) -> bool {
@@ -141,5 +151,27 @@ impl Runner {
     {
         let cx = cx.with_may_block(true);
         tokio::task::spawn_blocking(move || run_as(cx.identity.as_ref(), || work(&cx)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_run_inline_only_on_local_pools_and_never_with_an_erasure_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = isthmus_posix::StoreOptions::default();
+        let stores = isthmus_pools::open_root_with_pools(dir.path(), options).unwrap();
+        let local = stores.posix[0].1.filesystem().is_local();
+        let relaxed = IoPolicy::for_pools(&stores.posix, &stores.erasure, false);
+        assert_eq!(relaxed, IoPolicy { inline_reads: local, inline_writes: local });
+        let strict = IoPolicy::for_pools(&stores.posix, &stores.erasure, true);
+        assert_eq!(strict, IoPolicy { inline_reads: local, inline_writes: false });
+        let drives: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("d{i}"))).collect();
+        let config = isthmus_erasure::ErasureConfig::new(drives, 2, 1);
+        let erasure = isthmus_erasure::ErasureStore::open("ec", config, options).unwrap();
+        let with_erasure = vec![("ec".to_string(), Arc::new(erasure))];
+        assert_eq!(IoPolicy::for_pools(&stores.posix, &with_erasure, false), IoPolicy::POOL);
     }
 }
