@@ -392,7 +392,7 @@ impl FixedShards {
 }
 
 fn store_error(err: isthmus_store::StoreError) -> ArrayError {
-    ArrayError::Storage(zarrs::storage::StorageError::Other(format!("{}: {err}", err.s3_code())))
+    ArrayError::Storage(crate::engine_storage_error(err))
 }
 
 #[cfg(test)]

@@ -59,6 +59,38 @@ pub enum ArrayError {
     Storage(#[from] zarrs::storage::StorageError),
 }
 
+impl ArrayError {
+    /// The engine's error, when an engine call failed beneath a Zarr read or write (carried
+    /// through zarrs as the storage error `engine_storage_error` made): its S3 code is the
+    /// answer's, not the array's.
+    pub fn engine_error(&self) -> Option<&isthmus_store::StoreError> {
+        use zarrs::array::{ArrayCreateError, ArrayError as Zarr, CodecError};
+        let storage = match self {
+            Self::Storage(storage)
+            | Self::Zarr(Zarr::StorageError(storage))
+            | Self::Zarr(Zarr::CodecError(CodecError::StorageError(storage)))
+            | Self::Open(ArrayCreateError::StorageError(storage))
+            | Self::Codec(CodecError::StorageError(storage)) => storage,
+            _ => return None,
+        };
+        engine_error_of(storage)
+    }
+}
+
+/// A zarrs storage error that carries an engine error, typed, to whoever reads the array
+/// (`ArrayError::engine_error`, `engine_error_of`).
+pub fn engine_storage_error(err: isthmus_store::StoreError) -> zarrs::storage::StorageError {
+    zarrs::storage::StorageError::IOError(std::sync::Arc::new(std::io::Error::other(err)))
+}
+
+/// The engine error a zarrs storage error carries, if `engine_storage_error` made it.
+pub fn engine_error_of(err: &zarrs::storage::StorageError) -> Option<&isthmus_store::StoreError> {
+    match err {
+        zarrs::storage::StorageError::IOError(io) => io.get_ref()?.downcast_ref::<isthmus_store::StoreError>(),
+        _ => None,
+    }
+}
+
 impl From<zarrs::storage::StorePrefixError> for ArrayError {
     fn from(err: zarrs::storage::StorePrefixError) -> Self {
         Self::Spec(err.to_string())

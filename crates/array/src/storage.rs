@@ -86,7 +86,7 @@ impl EngineStorage {
 
 /// An engine error as zarrs reports storage errors: the S3 code and message kept.
 fn storage_error(err: StoreError) -> StorageError {
-    StorageError::Other(format!("{}: {err}", err.s3_code()))
+    crate::engine_storage_error(err)
 }
 
 /// A zarrs byte range as the engine's (`None` for a range with nothing in it).

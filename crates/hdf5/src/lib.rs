@@ -44,4 +44,8 @@ pub enum Hdf5Error {
     /// A chunk did not decode (damaged file, checksum mismatch).
     #[error("{0}")]
     Decode(String),
+    /// The dataset's array could not be opened (an engine refusal keeps its error:
+    /// `ArrayError::engine_error`).
+    #[error(transparent)]
+    Array(isthmus_array::ArrayError),
 }

@@ -81,7 +81,7 @@ impl FileBytes {
                     StoreError::PreconditionFailed => {
                         StorageError::Other(format!("{name} changed since it was indexed: repeat the request"))
                     }
-                    other => StorageError::Other(format!("{}: {other}", other.s3_code())),
+                    other => isthmus_array::engine_storage_error(other),
                 })?;
                 response.body.take(length).read_to_end(&mut bytes)?;
                 if bytes.len() as u64 != length {
@@ -188,7 +188,7 @@ impl Hdf5File {
     /// The dataset at `path` as a read-only array.
     pub fn array(&self, path: &str) -> Result<ZarrArray, Hdf5Error> {
         let chunks: Arc<dyn ChunkStore> = self.chunks(path)?;
-        ZarrArray::open(&Location::Chunks(chunks), "").map_err(|e| Decode(e.to_string()))
+        ZarrArray::open(&Location::Chunks(chunks), "").map_err(Hdf5Error::Array)
     }
 
     /// Every dataset, servable or not (with the reason), as JSON.
@@ -447,7 +447,7 @@ impl ReadableStorageTraits for Hdf5Chunks {
 }
 
 fn read_only() -> StorageError {
-    StorageError::Other("AccessDenied: an HDF5 dataset served in place is read-only".into())
+    isthmus_array::engine_storage_error(StoreError::Denied("an HDF5 dataset served in place is read-only".into()))
 }
 
 impl WritableStorageTraits for Hdf5Chunks {

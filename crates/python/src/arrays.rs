@@ -20,19 +20,11 @@ fn to_py(err: ArrayError) -> PyErr {
         ArrayError::Exists(_) => "AlreadyExists".to_string(),
         ArrayError::Spec(_) | ArrayError::Region(_) => "InvalidArgument".to_string(),
         ArrayError::Transfer(_) => "InvalidRequest".to_string(),
-        // The engine's refusals keep their S3 code ("AccessDenied: ..."), so callers can tell
-        // a permission from a broken array.
-        _ => engine_code(&err.to_string()).unwrap_or_else(|| "ArrayError".into()),
+        // The engine's refusals keep their S3 code, so callers can tell a permission from a
+        // broken array.
+        _ => err.engine_error().map_or_else(|| "ArrayError".into(), |engine| engine.s3_code().to_string()),
     };
     IsthmusError::new_err((code, err.to_string()))
-}
-
-/// The S3 code an engine error's text starts with (`AccessDenied: Access Denied: ...`).
-fn engine_code(text: &str) -> Option<String> {
-    let (code, _) = text.trim_start_matches("storage: ").split_once(": ")?;
-    let looks_like_code =
-        code.starts_with(|c: char| c.is_ascii_uppercase()) && code.chars().all(|c| c.is_ascii_alphanumeric());
-    looks_like_code.then(|| code.to_string())
 }
 
 /// Where arrays live.

@@ -6,11 +6,16 @@ use s3s::{S3Error, S3ErrorCode};
 /// Turns an engine error into the S3 error the client sees. Internal I/O details are logged,
 /// not sent.
 pub fn s3_error(err: StoreError) -> S3Error {
+    s3_error_of(&err)
+}
+
+/// `s3_error` of an engine error held elsewhere (inside an array's error).
+pub fn s3_error_of(err: &StoreError) -> S3Error {
     crate::metrics::METRICS.engine_error(err.s3_code());
     // Codes S3 itself lacks (QuotaExceeded, as Ceph RGW answers) go out as they are.
     let code = S3ErrorCode::from_bytes(err.s3_code().as_bytes())
         .unwrap_or_else(|| S3ErrorCode::Custom(bytestring::ByteString::from_static(err.s3_code())));
-    let message = match &err {
+    let message = match err {
         StoreError::Io(_) | StoreError::IoAt { .. } | StoreError::WouldBlock => {
             tracing::error!(error = %err, "internal error");
             "We encountered an internal error. Please try again.".to_string()
@@ -31,7 +36,7 @@ pub fn s3_error(err: StoreError) -> S3Error {
         s3.set_headers(headers);
     }
     // S3 says which delete marker answered, so clients can tell "deleted" from "never was".
-    if let StoreError::LatestIsDeleteMarker { version_id } | StoreError::VersionIsDeleteMarker { version_id } = &err {
+    if let StoreError::LatestIsDeleteMarker { version_id } | StoreError::VersionIsDeleteMarker { version_id } = err {
         let mut headers = hyper::HeaderMap::new();
         headers.insert("x-amz-delete-marker", hyper::header::HeaderValue::from_static("true"));
         if let Ok(value) = hyper::header::HeaderValue::from_str(version_id) {

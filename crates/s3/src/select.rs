@@ -94,22 +94,17 @@ fn hdf5_error(err: Hdf5Error) -> S3Error {
         Hdf5Error::Unreadable { .. } | Hdf5Error::Refused { .. } => {
             S3Error::with_message(S3ErrorCode::InvalidArgument, err.to_string())
         }
-        Hdf5Error::Decode(ref text) if text.contains("AccessDenied:") => {
-            S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")
-        }
+        Hdf5Error::Array(err) => array_error(err),
         Hdf5Error::Decode(_) => S3Error::with_message(S3ErrorCode::InternalError, err.to_string()),
     }
 }
 
 fn array_error(err: ArrayError) -> S3Error {
-    // An engine refusal deep in a Zarr read keeps its S3 code in the message (`storage_error`).
-    let text = err.to_string();
-    for (code, s3) in [("AccessDenied", S3ErrorCode::AccessDenied), ("NoSuchBucket", S3ErrorCode::NoSuchBucket)] {
-        if text.contains(&format!("{code}:")) {
-            let message = if code == "AccessDenied" { "Access Denied".to_string() } else { text };
-            return S3Error::with_message(s3, message);
-        }
+    // An engine error deep in a Zarr read is answered as the engine's (its S3 code).
+    if let Some(engine) = err.engine_error() {
+        return crate::error::s3_error_of(engine);
     }
+    let text = err.to_string();
     match err {
         ArrayError::NotFound(path) => S3Error::with_message(S3ErrorCode::NoSuchKey, format!("no Zarr array at {path}")),
         ArrayError::Spec(_) | ArrayError::Region(_) | ArrayError::Open(_) | ArrayError::Size(_) => {
