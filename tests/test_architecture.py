@@ -114,9 +114,13 @@ FLOORS = {
     "posix": 1, "erasure": 1, "conformance": 1,
     "access": 2, "pools": 2,
     "array": 3, "hdf5": 3, "grid": 3, "local": 3, "cost": 3,
-    "s3": 4, "embed": 4, "libs3": 4, "python": 4, "bench": 4,
-    "cli": 5,
+    "s3": 4, "embed": 4, "libs3": 4, "python": 4,
+    "bench": 5, "cli": 5,
 }
+
+# The benchmark crates: the isthmus-bench binary and its library. The gateway binary (cli) does
+# not depend on them; `isthmus bench ...` runs the isthmus-bench binary.
+BENCHMARK_CRATES = {"bench"}
 
 
 def isthmus_dependencies(crate: str):
@@ -142,3 +146,31 @@ def test_crate_dependencies_point_down_the_floors():
     assert isthmus_dependencies("access") == {"store"}
     for crate in ("posix", "erasure", "pools"):
         assert "access" not in isthmus_dependencies(crate), crate
+
+
+def test_the_gateway_binary_holds_no_benchmark():
+    """crates/cli (the `isthmus` binary) depends on no benchmark crate, not even for its tests,
+    and holds no benchmark code: no bench*.rs, no reproduce/, no eqsim script, no use of the
+    harness (`isthmus_bench`)."""
+    cargo = (REPO / "crates" / "cli" / "Cargo.toml").read_text()
+    assert not isthmus_dependencies("cli") & BENCHMARK_CRATES
+    assert not [c for c in BENCHMARK_CRATES if f"isthmus-{c}" in cargo], "crates/cli/Cargo.toml names a benchmark crate"
+    src = REPO / "crates" / "cli" / "src"
+    harness = [p for p in src.rglob("*") if p.name.startswith("bench") or p.name in ("reproduce", "eqsim.py")]
+    assert not harness, f"benchmark code in the gateway binary: {harness}"
+    uses_harness = [p for p in src.rglob("*.rs") if re.search(r"\bisthmus_bench\b", p.read_text())]
+    assert not uses_harness, f"the gateway binary uses the benchmark harness: {uses_harness}"
+
+
+def test_no_crate_includes_a_file_outside_itself():
+    """`include!`, `include_str!` and `include_bytes!` name files inside their own crate's
+    directory, so each crate builds (and packages) from its own directory."""
+    outside = []
+    for crate in sorted((REPO / "crates").glob("*/Cargo.toml")):
+        root = crate.parent.resolve()
+        for source in root.rglob("*.rs"):
+            for path in re.findall(r'\binclude(?:_str|_bytes)?!\(\s*"([^"]+)"', source.read_text()):
+                target = (source.parent / path).resolve()
+                if not target.is_relative_to(root):
+                    outside.append(f"{source.relative_to(REPO)}: {path}")
+    assert not outside, f"includes of files outside their crate: {outside}"
