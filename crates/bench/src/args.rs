@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::units::{parse_duration, parse_size};
-use crate::workload::Op;
 use clap::Parser;
 use isthmus_store::Durability;
+
+use crate::units::{parse_duration, parse_size};
+use crate::workload::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchWorkload {

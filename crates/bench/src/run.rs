@@ -5,16 +5,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::{
-    EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
-    Variant, Workload,
-};
 use isthmus_posix::StoreOptions;
 use isthmus_store::Durability;
 
 use crate::args::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
 use crate::gateway::spawn_gateway;
 use crate::progress::{Progress, announce};
+use crate::{
+    EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
+    Variant, Workload,
+};
 
 /// Starts a timed phase: waits for the other ranks, if any, then shows what runs (only rank 0
 /// speaks, so a many-rank run prints one line per phase; its bar counts its own operations).

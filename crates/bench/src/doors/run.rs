@@ -15,14 +15,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::doors::{self, DoorRow, OpenOperation, Probe, TargetOp};
-use crate::{EmbeddedTarget, LocalSocketTarget, PosixTarget, S3Target, Target};
 use isthmus_posix::StoreOptions;
 use isthmus_store::acl::{Acl, CannedAcl};
 use isthmus_store::{BucketSettings, Durability, RequestContext};
 
 use crate::args::BenchArgs;
+use crate::doors::{self, DoorRow, OpenOperation, Probe, TargetOp};
 use crate::gateway::{SpawnedProcess, free_address, start_gateway, wait_for};
+use crate::{EmbeddedTarget, LocalSocketTarget, PosixTarget, S3Target, Target};
 
 /// The size of an echo message: about a HEAD request's frame.
 const ECHO_MESSAGE: usize = 64;

@@ -3,10 +3,11 @@
 //! max/min/mean/std dev over iterations) and the cost model of its equations 5 and 9. Isthmus
 //! stands where MinIO's gateway stood; the POSIX baseline is the file system under test.
 
-use crate::Report;
-use crate::cosbench::StageReport;
 use isthmus_cost::model::CostModel;
 use isthmus_cost::report::KeyFigures;
+
+use crate::Report;
+use crate::cosbench::StageReport;
 
 use super::report::{Section, StudyReport, Table, number, percent};
 use super::runner::{Runner, path_arg, words};

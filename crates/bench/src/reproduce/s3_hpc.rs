@@ -4,11 +4,12 @@
 //! reached without HTTP: Isthmus's local socket); ranks as processes; the IOR/mdtest mappings of
 //! files to buckets; MD-Workbench's latency density (Figure 8) and the radar of Figure 10.
 
+use isthmus_store::Durability;
+
 use crate::Report;
 use crate::io500::{door_name, phase_figure, phase_of};
 use crate::report::{figure, phase_name};
 use crate::workload::OpResult;
-use isthmus_store::Durability;
 
 use super::report::{Section, StudyReport, Table, number, percent, percent_range};
 use super::runner::{Runner, path_arg, words};

@@ -9,18 +9,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::Team;
-use crate::vpic::cache::CacheUsage;
-use crate::vpic::write;
-use crate::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
 use isthmus_array::{Location, RemoteEndpoint};
 use isthmus_posix::StoreOptions;
 use isthmus_store::{Durability, RequestContext, Store};
 
-use crate::args::ArrayLayoutArg;
-use crate::args::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
+use crate::Team;
+use crate::args::{ArrayLayoutArg, BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
 use crate::engine::{create_bucket, open_engine};
 use crate::gateway::spawn_gateway;
+use crate::vpic::cache::CacheUsage;
+use crate::vpic::write;
+use crate::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
 
 impl From<ArrayLayoutArg> for vpic::VpicLayout {
     fn from(arg: ArrayLayoutArg) -> Self {
