@@ -24,6 +24,14 @@ def binary() -> Path:
     return path
 
 
+def bench_binary() -> Path:
+    """The benchmark binary `isthmus bench ...` runs: ISTHMUS_BENCH_BIN, else the build's
+    target/release/isthmus-bench. Exported as ISTHMUS_BENCH_BIN for every process the tests
+    start (see pytest_configure), so `isthmus bench` finds it when ISTHMUS_BIN is a copy of the
+    gateway elsewhere, with no isthmus-bench beside it."""
+    return Path(os.environ.get("ISTHMUS_BENCH_BIN", REPO / "target" / "release" / "isthmus-bench"))
+
+
 def wait_until(predicate, timeout=10.0):
     """Polls `predicate` until it holds or `timeout` seconds pass; its last answer."""
     deadline = time.time() + timeout
@@ -75,6 +83,7 @@ TEST_POOL = os.environ.get("ISTHMUS_TEST_POOL", "posix")
 
 
 def pytest_configure(config):
+    os.environ["ISTHMUS_BENCH_BIN"] = str(bench_binary())
     config.addinivalue_line(
         "markers", "posix_only: the test looks at objects as files on the data root (file/object duality)"
     )

@@ -115,9 +115,13 @@ FLOORS = {
     "access": 2, "pools": 2,
     "array": 3, "hdf5": 3, "grid": 3, "local": 3, "cost": 3,
     "session": 4,
-    "s3": 5, "embed": 5, "libs3": 5, "python": 5, "bench": 5,
-    "cli": 6,
+    "s3": 5, "embed": 5, "libs3": 5, "python": 5,
+    "bench": 6, "cli": 6,
 }
+
+# The benchmark crates: the isthmus-bench binary and its library. The gateway binary (cli) does
+# not depend on them; `isthmus bench ...` runs the isthmus-bench binary.
+BENCHMARK_CRATES = {"bench"}
 
 
 def isthmus_dependencies(crate: str):
@@ -176,3 +180,31 @@ def test_only_the_session_floor_assembles_the_store_stack():
         if "Authorized::new(" in text:
             found.append(relative)
     assert not found, f"store stacks assembled outside crates/session: {found}"
+
+
+def test_the_gateway_binary_holds_no_benchmark():
+    """crates/cli (the `isthmus` binary) depends on no benchmark crate, not even for its tests,
+    and holds no benchmark code: no bench*.rs, no reproduce/, no eqsim script, no use of the
+    harness (`isthmus_bench`)."""
+    cargo = (REPO / "crates" / "cli" / "Cargo.toml").read_text()
+    assert not isthmus_dependencies("cli") & BENCHMARK_CRATES
+    assert not [c for c in BENCHMARK_CRATES if f"isthmus-{c}" in cargo], "crates/cli/Cargo.toml names a benchmark crate"
+    src = REPO / "crates" / "cli" / "src"
+    harness = [p for p in src.rglob("*") if p.name.startswith("bench") or p.name in ("reproduce", "eqsim.py")]
+    assert not harness, f"benchmark code in the gateway binary: {harness}"
+    uses_harness = [p for p in src.rglob("*.rs") if re.search(r"\bisthmus_bench\b", p.read_text())]
+    assert not uses_harness, f"the gateway binary uses the benchmark harness: {uses_harness}"
+
+
+def test_no_crate_includes_a_file_outside_itself():
+    """`include!`, `include_str!` and `include_bytes!` name files inside their own crate's
+    directory, so each crate builds (and packages) from its own directory."""
+    outside = []
+    for crate in sorted((REPO / "crates").glob("*/Cargo.toml")):
+        root = crate.parent.resolve()
+        for source in root.rglob("*.rs"):
+            for path in re.findall(r'\binclude(?:_str|_bytes)?!\(\s*"([^"]+)"', source.read_text()):
+                target = (source.parent / path).resolve()
+                if not target.is_relative_to(root):
+                    outside.append(f"{source.relative_to(REPO)}: {path}")
+    assert not outside, f"includes of files outside their crate: {outside}"

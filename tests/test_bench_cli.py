@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import binary
+from conftest import bench_binary, binary
 
 
 def bench(tmp_path, *args):
@@ -367,3 +367,35 @@ def test_single_operations_say_what_they_will_do_first_and_keep_to_the_duration(
     assert len(lists) == 2 and all(0 < x["keys"] for x in lists), lists
     fills = re.findall(r"list on .*: the fill made (\d+) of 1000000 objects within --duration", r.stderr)
     assert len(fills) == 2 and all(0 < int(n) < 1000000 for n in fills), r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", [["reproduce"], ["pools"], ["compare"]])
+def test_bench_help_is_the_bench_binarys(command, tmp_path):
+    """`isthmus bench ...` runs the isthmus-bench binary with the same arguments: its --help is
+    the benchmark's own (every workload option), under the name the user typed."""
+    forwarded = subprocess.run([str(binary()), "bench", *command, "--help"], capture_output=True, text=True, timeout=60)
+    direct = subprocess.run([str(bench_binary()), *command, "--help"], capture_output=True, text=True, timeout=60)
+    assert forwarded.returncode == direct.returncode == 0, forwarded.stderr
+    assert forwarded.stdout == re.sub(r"^(Usage: | {7})isthmus-bench ", r"\1isthmus bench ", direct.stdout, flags=re.M)
+    assert "Usage: isthmus bench " in forwarded.stdout
+    flags = ["--quick", "--out"] if command == ["reproduce"] else ["--pool-dir", "--eqsim-shape", "--s3-mapping"]
+    assert all(flag in forwarded.stdout for flag in flags), forwarded.stdout
+    # Found on the PATH too, with no variable naming it.
+    (tmp_path / "isthmus-bench").symlink_to(bench_binary())
+    env = {k: v for k, v in os.environ.items() if k != "ISTHMUS_BENCH_BIN"}
+    env["PATH"] = f"{tmp_path}:{env.get('PATH', '')}"
+    found = subprocess.run([str(binary()), "bench", *command, "--help"], capture_output=True, text=True, timeout=60,
+                           env=env)
+    assert found.returncode == 0 and found.stdout == forwarded.stdout, found.stderr
+
+
+def test_bench_without_the_bench_binary_says_how_to_get_it(tmp_path):
+    """No isthmus-bench where ISTHMUS_BENCH_BIN points: one line naming the fix, a failure status."""
+    missing = tmp_path / "no-such-isthmus-bench"
+    r = subprocess.run([str(binary()), "bench", "ops", "--duration", "1s"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "ISTHMUS_BENCH_BIN": str(missing)})
+    assert r.returncode != 0 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert str(missing) in lines[0] and "isthmus bench needs the isthmus-bench binary" in lines[0], lines[0]
+    assert "cargo build --release -p isthmus-bench" in lines[0] and "ISTHMUS_BENCH_BIN" in lines[0], lines[0]

@@ -74,14 +74,22 @@ def test_shell_completions_parse():
 def test_completions_follow_the_commands_and_flags():
     """Completions are generated from the same definitions as the commands, so they name every
     command, the nested ones (`bench reproduce`, `config reference`) and every flag of `serve`
-    and `bench`: a command added without them would show here."""
+    and `bench`: a command added without them would show here. The benchmarks are the
+    isthmus-bench binary's (`isthmus bench ...` runs it): its own script, `isthmus bench
+    completions SHELL`, names `reproduce` and every flag of `bench` and `bench reproduce`."""
     bash = run("completions", "bash").stdout
+    bench = run("bench", "completions", "bash")
+    assert bench.returncode == 0 and "complete -F" in bench.stdout and "isthmus-bench" in bench.stdout, bench.stderr
+    check = subprocess.run(["bash", "-n"], input=bench.stdout, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
     commands = re.findall(r"^  ([a-z-]+)\s", run("--help").stdout.split("Commands:")[1], re.M)
-    for command in [c for c in commands if c != "help"] + ["reproduce", "reference"]:
+    for command in [c for c in commands if c != "help"] + ["reference"]:
         assert f"isthmus__{command}" in bash or f"__{command}" in bash, command
-    for command in (["serve"], ["bench"], ["bench", "reproduce"], ["cost"]):
+    assert "__reproduce" in bench.stdout
+    for command, script in ((["serve"], bash), (["bench"], bench.stdout), (["bench", "reproduce"], bench.stdout),
+                            (["cost"], bash)):
         for flag in set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", run(*command, "--help").stdout)):
-            assert flag in bash, (command, flag)
+            assert flag in script, (command, flag)
 
 
 def test_config_check_says_what_a_file_means_and_what_is_wrong(tmp_path):

@@ -737,10 +737,10 @@ mod tests {
 
     #[test]
     fn shipped_sweeps_parse() {
-        let sizes = CosbenchWorkload::parse(include_str!("../../../bench/cosbench/sweep-sizes.xml")).unwrap();
+        let sizes = CosbenchWorkload::parse(include_str!("../cosbench/sweep-sizes.xml")).unwrap();
         let mains: Vec<&Work> = sizes.stages.iter().flat_map(|s| &s.works).filter(|w| w.kind == "normal").collect();
         assert_eq!(mains.len(), 5);
-        let workers = CosbenchWorkload::parse(include_str!("../../../bench/cosbench/sweep-workers.xml")).unwrap();
+        let workers = CosbenchWorkload::parse(include_str!("../cosbench/sweep-workers.xml")).unwrap();
         let counts: Vec<usize> =
             workers.stages.iter().flat_map(|s| &s.works).filter(|w| w.kind == "normal").map(|w| w.workers).collect();
         assert_eq!(counts, [1, 4, 16, 64]);

@@ -66,7 +66,7 @@ pub struct ServeArgs {
     pub local_socket: Option<PathBuf>,
     /// The largest array selection (`GET path.zarr?select=[...]`) answered at once, e.g. 1GiB;
     /// larger ones are refused with InvalidArgument [default: 1GiB]
-    #[arg(long, value_parser = isthmus_bench::units::parse_size)]
+    #[arg(long, value_parser = parse_byte_size)]
     pub select_max_bytes: Option<u64>,
     /// PEM certificate chain: `address` serves HTTPS (TLS 1.2 and 1.3); reloaded when the
     /// file changes or on SIGHUP [default: none: plain HTTP]
@@ -346,6 +346,11 @@ impl ServeSettings {
 }
 
 /// Third-party copies' caps and timeouts from the file, each at least 1 (second or copy).
+/// A size on the command line, read as the configuration file's sizes are ("1GiB", "64 KiB").
+fn parse_byte_size(text: &str) -> Result<u64, String> {
+    isthmus_store::size::ByteSize::Text(text.to_string()).bytes()
+}
+
 fn tpc_limits(file: &FileConfig) -> isthmus_grid::CopyLimits {
     let defaults = isthmus_grid::CopyLimits::default();
     let seconds = |value: Option<u64>, default: std::time::Duration| {

@@ -1,27 +1,19 @@
 //! The `isthmus` command: `serve` runs the S3 gateway over a directory, `bench` measures it
-//! against the raw file system.
+//! against the raw file system (the `isthmus-bench` binary, run in place of this one).
 
 mod admin;
 mod admin_client;
 mod array;
-mod bench;
-mod bench_arrays;
-mod bench_doors;
-mod bench_eqsim;
-mod bench_fill;
-mod bench_gateway;
-mod bench_pools;
-mod bench_setup;
 mod config;
 mod config_check;
 mod config_reference;
 mod copy;
 mod cost;
+mod exec_bench;
 #[cfg(test)]
 mod help_check;
 mod pool;
 mod region;
-mod reproduce;
 mod serve;
 mod serve_status;
 
@@ -39,8 +31,14 @@ struct Cli {
 enum Command {
     /// Serve a directory over S3 (every top-level directory is a bucket)
     Serve(config::ServeArgs),
-    /// Measure S3 and embedded targets against the raw POSIX file system in one run
-    Bench(Box<bench_setup::BenchArgs>),
+    /// Measure S3 and embedded targets against the raw POSIX file system in one run (runs the
+    /// isthmus-bench binary with these arguments: `isthmus bench --help`)
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The benchmark's arguments, given to isthmus-bench as they are
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Compare the cost of cloud and on-premises storage over time
     Cost(cost::CostArgs),
     /// Move a region of a Zarr array to or from another site's S3 endpoint
@@ -104,13 +102,7 @@ fn main() {
                 serve::run(settings)
             })
         }
-        Command::Bench(args) => {
-            init_logging("warn", config::LogFormat::Text);
-            match args.study {
-                Some(bench_setup::BenchStudy::Reproduce(study)) => reproduce::run(study),
-                None => bench::run(*args),
-            }
-        }
+        Command::Bench { args } => exec_bench::run(args),
         Command::Cost(args) => cost::run(args),
         Command::Region(args) => {
             init_logging("warn", config::LogFormat::Text);

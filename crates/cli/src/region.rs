@@ -6,8 +6,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use isthmus_array::{CopyMode, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
-use isthmus_bench::pdc_migration::MigrationBreakdown;
+use isthmus_array::{CopyMode, CopyReport, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
 use isthmus_store::RequestContext;
 
 #[derive(Debug, Args)]
@@ -55,6 +54,67 @@ pub struct CopyArgs {
     /// JSON]
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// One copy's figures, seconds and bytes, as `--json` writes them (PDC-XF's Figure 9 reads
+/// them: `isthmus bench reproduce pdc-xf`). `read_s`, `check_s` and `write_s` are thread time
+/// summed over the chunks moved `parallel` at a time (see `isthmus_array::CopyTimes`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MigrationBreakdown {
+    /// `push` or `pull`.
+    pub direction: String,
+    /// Chunks the region intersects, sent now, already there (resumed), absent at the source.
+    pub chunks: u64,
+    pub sent: u64,
+    pub skipped: u64,
+    pub absent: u64,
+    /// Bytes sent (encoded chunks and metadata).
+    pub bytes: u64,
+    pub wall_s: f64,
+    pub plan_s: f64,
+    pub metadata_s: f64,
+    pub read_s: f64,
+    pub check_s: f64,
+    pub write_s: f64,
+    /// Bytes over the wall time, MiB/s.
+    pub mib_s: f64,
+}
+
+impl MigrationBreakdown {
+    pub fn from_report(direction: &str, report: &CopyReport) -> Self {
+        let t = &report.times;
+        Self {
+            direction: direction.to_string(),
+            chunks: report.chunks,
+            sent: report.sent,
+            skipped: report.skipped,
+            absent: report.absent,
+            bytes: report.bytes,
+            wall_s: t.wall.as_secs_f64(),
+            plan_s: t.plan.as_secs_f64(),
+            metadata_s: t.metadata.as_secs_f64(),
+            read_s: t.read.as_secs_f64(),
+            check_s: t.check.as_secs_f64(),
+            write_s: t.write.as_secs_f64(),
+            mib_s: report.bytes as f64 / (1 << 20) as f64 / t.wall.as_secs_f64().max(1e-9),
+        }
+    }
+
+    /// One line: where the wall time went.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {:.3} s wall ({:.1} MiB/s): plan {:.3} s, metadata {:.3} s; summed over chunks: read source \
+             {:.3} s, check destination {:.3} s, write destination {:.3} s",
+            self.direction,
+            self.wall_s,
+            self.mib_s,
+            self.plan_s,
+            self.metadata_s,
+            self.read_s,
+            self.check_s,
+            self.write_s
+        )
+    }
 }
 
 /// `BUCKET/PATH` as its two parts.
@@ -141,4 +201,43 @@ pub fn run(args: RegionArgs) -> Result<(), String> {
         std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use isthmus_array::{CopyReport, CopyTimes};
+
+    use super::MigrationBreakdown;
+
+    #[test]
+    fn a_copy_is_described_by_where_its_time_went() {
+        let ms = Duration::from_millis;
+        let times =
+            CopyTimes { plan: ms(10), metadata: ms(5), read: ms(300), check: ms(20), write: ms(400), wall: ms(500) };
+        let report = CopyReport { chunks: 6, sent: 6, skipped: 0, absent: 0, bytes: 3 << 20, times };
+        let m = MigrationBreakdown::from_report("push", &report);
+        assert_eq!((m.direction.as_str(), m.chunks, m.sent, m.skipped), ("push", 6, 6, 0));
+        assert!((m.wall_s - 0.5).abs() < 1e-9 && (m.mib_s - 6.0).abs() < 1e-9, "{m:?}");
+        let line = m.describe();
+        assert!(line.starts_with("push: 0.500 s wall (6.0 MiB/s): plan 0.010 s"), "{line}");
+        assert!(line.contains("write destination 0.400 s"), "{line}");
+        let json = serde_json::to_value(&m).unwrap();
+        for field in [
+            "direction",
+            "chunks",
+            "sent",
+            "bytes",
+            "wall_s",
+            "plan_s",
+            "metadata_s",
+            "read_s",
+            "check_s",
+            "write_s",
+            "mib_s",
+        ] {
+            assert!(json.get(field).is_some(), "{field} (read by the pdc-xf study)");
+        }
+    }
 }

@@ -15,14 +15,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use isthmus_bench::doors::{self, DoorRow, OpenOperation, Probe, TargetOp};
-use isthmus_bench::{EmbeddedTarget, LocalSocketTarget, PosixTarget, S3Target, Target};
 use isthmus_posix::StoreOptions;
 use isthmus_store::acl::{Acl, CannedAcl};
 use isthmus_store::{BucketSettings, Durability, RequestContext};
 
-use crate::bench_gateway::{SpawnedProcess, free_address, start_gateway, wait_for};
-use crate::bench_setup::BenchArgs;
+use crate::args::BenchArgs;
+use crate::doors::{self, DoorRow, OpenOperation, Probe, TargetOp};
+use crate::gateway::{SpawnedProcess, free_address, start_gateway, wait_for};
+use crate::{EmbeddedTarget, LocalSocketTarget, PosixTarget, S3Target, Target};
 
 /// The size of an echo message: about a HEAD request's frame.
 const ECHO_MESSAGE: usize = 64;
@@ -74,12 +74,12 @@ fn start_nginx(nginx: &Path, root: &Path, work: &Path) -> Result<(SpawnedProcess
 /// Writes the objects every door reads: `objects` small ones and one large one per bulk reader.
 fn populate(target: &dyn Target, keys: &[String], size: u64, bulk: &[String], bulk_size: u64) -> Result<(), String> {
     let mut connection = target.connect().map_err(|e| e.to_string())?;
-    let small = isthmus_bench::workload::payload(size);
+    let small = crate::workload::payload(size);
     for key in keys {
         connection.put(key, &small).map_err(|e| format!("populating {key}: {e}"))?;
     }
     if bulk_size > 0 {
-        let large = isthmus_bench::workload::payload(bulk_size);
+        let large = crate::workload::payload(bulk_size);
         for key in bulk {
             connection.put(key, &large).map_err(|e| format!("populating {key}: {e}"))?;
         }
@@ -107,8 +107,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     eprintln!(
         "doors: {objects} objects of {} and one of {} in {}; for each of {:?} workers, {:?} per door and op \
          (HEAD and GET through 6 doors, an echo), then the large object read and written once per door",
-        isthmus_bench::units::format_size(size),
-        isthmus_bench::units::format_size(bulk_size),
+        crate::units::format_size(size),
+        crate::units::format_size(bulk_size),
         root.display(),
         args.workers,
         args.duration,
@@ -144,7 +144,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     // public-read.
     let first = format!("/{bucket}/{}", keys[0]);
     wait_for("anonymous reads of the public-read bucket", || {
-        isthmus_bench::doors::RawHttp::new(gateway.address).request("HEAD", &first).is_ok()
+        crate::doors::RawHttp::new(gateway.address).request("HEAD", &first).is_ok()
     })?;
     let nginx = match find_nginx() {
         Some(binary) => match start_nginx(&binary, &root, &work) {
@@ -159,8 +159,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             None
         }
     };
-    let echo =
-        isthmus_bench::doors::EchoServer::start(&work.join("echo.sock"), ECHO_MESSAGE).map_err(|e| e.to_string())?;
+    let echo = crate::doors::EchoServer::start(&work.join("echo.sock"), ECHO_MESSAGE).map_err(|e| e.to_string())?;
 
     let no_data = Arc::new(Vec::new());
     let on = |target: &Arc<dyn Target>, op: TargetOp, keys: &Arc<Vec<String>>, data: &Arc<Vec<u8>>| {
@@ -192,7 +191,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     }
     if bulk_size > 0 {
         let bulk_keys = Arc::new(bulk_keys);
-        let data = Arc::new(isthmus_bench::workload::payload(bulk_size));
+        let data = Arc::new(crate::workload::payload(bulk_size));
         // Per op: the raw POSIX ceiling, then the doors beside it.
         let mut bulk = Vec::new();
         for (op, target_op, ceiling, body) in
@@ -229,7 +228,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         eprintln!(
             "doors: {} {} through {} had {} errors, the first: {}",
             row.op,
-            isthmus_bench::units::format_size(row.size),
+            crate::units::format_size(row.size),
             row.door,
             row.errors,
             row.first_error.as_deref().unwrap_or("-")
@@ -243,13 +242,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 
 /// Runs one probe, saying what runs.
 fn measure(probe: &Probe, workers: usize, duration: Duration) -> Result<DoorRow, String> {
-    let _progress = crate::bench_setup::announce(
-        format!(
-            "{} {} through {}, {workers} workers",
-            probe.op,
-            isthmus_bench::units::format_size(probe.size),
-            probe.door
-        ),
+    let _progress = crate::progress::announce(
+        format!("{} {} through {}, {workers} workers", probe.op, crate::units::format_size(probe.size), probe.door),
         None,
     );
     doors::measure(probe, workers, duration).map_err(|e| format!("{} {}: {e}", probe.op, probe.door))

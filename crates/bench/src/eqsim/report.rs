@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::Pattern;
-use crate::bench_setup::BenchArgs;
+use crate::args::BenchArgs;
 
 pub(super) const BASELINE: &str = "h5py";
 pub(super) const CACHED: &str = "h5py, 1 GiB chunk cache";

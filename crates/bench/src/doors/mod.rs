@@ -5,6 +5,8 @@
 //! Latencies go into histograms in nanoseconds: an in-process HEAD takes about a microsecond,
 //! below the resolution of the other workloads' histograms.
 
+pub mod run;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -3,10 +3,11 @@
 //! max/min/mean/std dev over iterations) and the cost model of its equations 5 and 9. Isthmus
 //! stands where MinIO's gateway stood; the POSIX baseline is the file system under test.
 
-use isthmus_bench::Report;
-use isthmus_bench::cosbench::StageReport;
 use isthmus_cost::model::CostModel;
 use isthmus_cost::report::KeyFigures;
+
+use crate::Report;
+use crate::cosbench::StageReport;
 
 use super::report::{Section, StudyReport, Table, number, percent};
 use super::runner::{Runner, path_arg, words};
@@ -46,10 +47,10 @@ fn system(kind: &str) -> &str {
     }
 }
 
-/// The study's COSBench workloads (bench/cosbench/), quick and full.
+/// The study's COSBench workloads (crates/bench/cosbench/), quick and full.
 const WORKLOADS: [(&str, &str); 2] = [
-    ("lustre-minio-quick.xml", include_str!("../../../../bench/cosbench/lustre-minio-quick.xml")),
-    ("lustre-minio.xml", include_str!("../../../../bench/cosbench/lustre-minio.xml")),
+    ("lustre-minio-quick.xml", include_str!("../../cosbench/lustre-minio-quick.xml")),
+    ("lustre-minio.xml", include_str!("../../cosbench/lustre-minio.xml")),
 ];
 
 fn cosbench(runner: &mut Runner) -> Result<Section, String> {
@@ -69,7 +70,7 @@ fn cosbench_section(stages: &[StageReport], file: &str) -> Result<Section, Strin
     }
     let mut section = Section::new("COSBench: every stage on every system");
     section.text.push(format!(
-        "The workload `{file}` (shipped in bench/cosbench/), with COSBench's five stages per object size: init \
+        "The workload `{file}` (shipped in crates/bench/cosbench/), with COSBench's five stages per object size: init \
          makes the containers, prepare writes the objects, main reads (80 %) and writes (20 %) for a fixed \
          time, cleanup deletes every object (one already gone counts as deleted, as COSBench counts it) and \
          dispose removes the containers. Each system runs the same stages in the same run."
@@ -160,7 +161,7 @@ fn mdtest_section(result: &Report) -> Result<Section, String> {
             .filter(|p| p.mean_ops_per_s > 0.0)
             .map(|p| percent(stats.mean_ops_per_s / p.mean_ops_per_s));
         table.row(vec![
-            isthmus_bench::report::phase_name(r),
+            crate::report::phase_name(r),
             system(&r.kind).into(),
             number(stats.max_ops_per_s),
             number(stats.min_ops_per_s),
@@ -282,8 +283,7 @@ mod tests {
     #[test]
     fn the_shipped_workloads_have_every_stage() {
         for (file, text) in WORKLOADS {
-            let workload =
-                isthmus_bench::cosbench::CosbenchWorkload::parse(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            let workload = crate::cosbench::CosbenchWorkload::parse(text).unwrap_or_else(|e| panic!("{file}: {e}"));
             let kinds: std::collections::BTreeSet<String> =
                 workload.stages.iter().flat_map(|s| s.works.iter().map(|w| w.kind.clone())).collect();
             assert_eq!(

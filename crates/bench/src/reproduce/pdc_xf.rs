@@ -381,7 +381,7 @@ fn migration(runner: &mut Runner, root: &std::path::Path) -> Result<Section, Str
     let there = runner.fresh_dir("site-b")?;
     std::fs::create_dir_all(there.join("site-b")).map_err(|e| format!("cannot make the other site's bucket: {e}"))?;
     let work = runner.scratch_dir("site-b")?;
-    let gateway = crate::bench_gateway::start_gateway(&there, &work, isthmus_store::Durability::Strict)?;
+    let gateway = crate::gateway::start_gateway(&there, &work, isthmus_store::Durability::Strict)?;
     runner.env = vec![
         ("AWS_ACCESS_KEY_ID".into(), gateway.access_key.clone()),
         ("AWS_SECRET_ACCESS_KEY".into(), gateway.secret_key.clone()),

@@ -1,6 +1,7 @@
-//! Runs a study's experiments: each one an `isthmus bench ...` process of this same binary with
-//! its results in a JSON file of the report's directory, its data in a fresh directory of its
-//! own, and its command line kept for the report (so a reader can run any one again).
+//! Runs a study's experiments: each one an `isthmus bench ...` process of this same binary (or an
+//! `isthmus ...` process of the gateway's binary) with its results in a JSON file of the
+//! report's directory, its data in a fresh directory of its own, and its command line kept for
+//! the report (so a reader can run any one again).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use serde::de::DeserializeOwned;
 
 pub struct Runner {
+    /// This program, which runs the `isthmus bench` experiments.
     exe: PathBuf,
     /// The report's directory: report.md, figures, raw JSON.
     pub out: PathBuf,
@@ -69,33 +71,38 @@ impl Runner {
         self.out.join(file)
     }
 
-    /// Runs `isthmus ARGS` with its progress shown, and records the command.
+    /// Runs `isthmus ARGS` (the gateway's binary) with its progress shown, and records the
+    /// command.
     pub fn isthmus(&mut self, args: &[String]) -> Result<(), String> {
-        let line = std::iter::once("isthmus".to_string()).chain(args.iter().map(|a| quoted(a))).collect::<Vec<_>>();
+        self.run(&crate::gateway::gateway_binary(), "isthmus", args)
+    }
+
+    /// Runs `isthmus bench ARGS --json OUT/NAME.json` and reads the JSON it wrote.
+    pub fn bench<T: DeserializeOwned>(&mut self, name: &str, args: &[String]) -> Result<T, String> {
+        let json = self.output(&format!("{name}.json"));
+        let mut all = args.to_vec();
+        all.extend(["--json".to_string(), path_arg(&json)]);
+        self.run(&self.exe.clone(), "isthmus bench", &all)?;
+        read_json(&json)
+    }
+
+    /// Runs `program ARGS`, shown and recorded as `shown ARGS`.
+    fn run(&mut self, program: &Path, shown: &str, args: &[String]) -> Result<(), String> {
+        let line = std::iter::once(shown.to_string()).chain(args.iter().map(|a| quoted(a))).collect::<Vec<_>>();
         let line = line.join(" ");
         eprintln!("\n== {line}");
         let started = Instant::now();
-        let status = Command::new(&self.exe)
+        let status = Command::new(program)
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .status()
-            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
         if !status.success() {
             return Err(format!("`{line}` failed ({status})"));
         }
         eprintln!("== done in {:.1} s", started.elapsed().as_secs_f64());
         self.commands.push(line);
         Ok(())
-    }
-
-    /// Runs `isthmus bench ARGS --json OUT/NAME.json` and reads the JSON it wrote.
-    pub fn bench<T: DeserializeOwned>(&mut self, name: &str, args: &[String]) -> Result<T, String> {
-        let json = self.output(&format!("{name}.json"));
-        let mut all = vec!["bench".to_string()];
-        all.extend(args.iter().cloned());
-        all.extend(["--json".to_string(), path_arg(&json)]);
-        self.isthmus(&all)?;
-        read_json(&json)
     }
 }
 

@@ -12,6 +12,8 @@
 //! two ceph-fuse mounts of one CephFS) each get their own engine, as that many gateways would:
 //! streams alternate between them and each stream reads back through the next engine.
 
+mod fill;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -23,7 +25,7 @@ use isthmus_store::{
 };
 use serde::Serialize;
 
-use crate::bench_setup::BenchArgs;
+use crate::args::BenchArgs;
 
 /// One erasure layout: k data and m parity shards.
 #[derive(Debug, Clone, Copy)]
@@ -179,7 +181,7 @@ fn row(pool: &PoolUnderTest, op: &'static str, read_size: Option<u64>, engines: 
     let sigma = (times.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n).sqrt();
     let rate = times.iter().map(|t| mib(size) / t.max(1e-9)).sum::<f64>() / n;
     times.sort_by(f64::total_cmp);
-    let p99 = isthmus_bench::streams::p99(&times);
+    let p99 = crate::streams::p99(&times);
     PoolRow {
         pool: pool.name.clone(),
         layout: pool.layout_label(),
@@ -205,7 +207,7 @@ fn row(pool: &PoolUnderTest, op: &'static str, read_size: Option<u64>, engines: 
 
 /// The bytes every stream writes, 1 MiB repeated (objects are streamed, never held whole).
 fn chunk() -> Vec<u8> {
-    isthmus_bench::workload::payload(1 << 20)
+    crate::workload::payload(1 << 20)
 }
 
 fn write_raw(path: &Path, size: u64, strict: bool, chunk: &[u8]) -> Result<(), String> {
@@ -344,8 +346,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let widest = pools.iter().map(PoolUnderTest::expansion).fold(1.0, f64::max);
     let headroom = (streams as f64 * size as f64 * widest * 1.1) as u64 + (64 << 20);
     if !args.fill_levels.is_empty() {
-        crate::bench_fill::check_own_file_system(&dirs[0])?;
-        crate::bench_fill::Filler::check_room(&dirs[0], &args.fill_levels, headroom)?;
+        fill::check_own_file_system(&dirs[0])?;
+        fill::Filler::check_room(&dirs[0], &args.fill_levels, headroom)?;
     }
     let root_of = |dir: &Path| dir.join("root");
     std::fs::create_dir_all(root_of(&dirs[0]).join(".isthmus")).map_err(|e| e.to_string())?;
@@ -387,7 +389,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         // One gateway per mount, on the same data root, as a site would run them.
         let gateways = dirs
             .iter()
-            .map(|d| crate::bench_gateway::spawn_gateway(&root_of(d), args.durability))
+            .map(|d| crate::gateway::spawn_gateway(&root_of(d), args.durability))
             .collect::<Result<Vec<_>, _>>()?;
         let targets = gateways
             .iter()
@@ -399,7 +401,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         }
     }
     if !args.fill_levels.is_empty() {
-        let mut filler = crate::bench_fill::Filler::new(&dirs[0])?;
+        let mut filler = fill::Filler::new(&dirs[0])?;
         for &level in &args.fill_levels {
             let filled = filler.fill_to(level, headroom)?.percent();
             let raw = bench.raw(&[], Some(filled))?;
@@ -415,13 +417,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         let groups: Vec<(String, Vec<f64>)> = rows
             .iter()
             .map(|r| {
-                let read =
-                    r.read_size.map(|b| format!(" {} reads", isthmus_bench::units::format_size(b))).unwrap_or_default();
+                let read = r.read_size.map(|b| format!(" {} reads", crate::units::format_size(b))).unwrap_or_default();
                 (format!("{} {}{read}", r.pool, r.op_label()), r.stream_seconds.clone())
             })
             .collect();
         let title = format!("{streams} streams of {} MiB: seconds per stream", size >> 20);
-        isthmus_bench::boxplot::write_svg(&title, &groups, path)?;
+        crate::boxplot::write_svg(&title, &groups, path)?;
     }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
@@ -513,14 +514,14 @@ impl Streams<'_> {
         gateways: &[(&str, &str, &str)],
         raw_write_mib_s: f64,
     ) -> Result<Vec<PoolRow>, String> {
-        use isthmus_bench::{S3Target, Target};
+        use crate::{S3Target, Target};
         let targets = gateways
             .iter()
             .map(|(endpoint, key, secret)| S3Target::new(endpoint, &pool.name, key, secret).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
         let n = targets.len();
         let via = PoolUnderTest { name: format!("{} via gateway", pool.name), ..pool.clone() };
-        let body = isthmus_bench::workload::payload(self.size);
+        let body = crate::workload::payload(self.size);
         let key = |i: usize| format!("gateway-stream{i}");
         let connect = |i: usize| targets[i % n].connect().map_err(|e| e.to_string());
         let write = timed(self.streams, |i| connect(i)?.put(&key(i), &body).map_err(|e| e.to_string()));

@@ -2,19 +2,19 @@
 //! the same run, prints the table with ratios, and writes JSON.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use isthmus_bench::{
-    EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
-    Variant, Workload,
-};
 use isthmus_posix::StoreOptions;
 use isthmus_store::Durability;
 
-use crate::bench_gateway::{SpawnedProcess, spawn_gateway};
-use crate::bench_setup::{BenchArgs, BenchWorkload, Progress, SHARED_GATEWAY_VAR, announce};
+use crate::args::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
+use crate::gateway::spawn_gateway;
+use crate::progress::{Progress, announce};
+use crate::{
+    EmbeddedTarget, Ior, IorVariant, LocalSocketTarget, Mdtest, Op, PosixTarget, Report, S3Target, Target, Team,
+    Variant, Workload,
+};
 
 /// Starts a timed phase: waits for the other ranks, if any, then shows what runs (only rank 0
 /// speaks, so a many-rank run prints one line per phase; its bar counts its own operations).
@@ -96,7 +96,7 @@ fn ops_plan(args: &BenchArgs, targets: usize) -> String {
         if args.ops.iter().any(|op| matches!(op, Op::Get | Op::Head | Op::Delete)) {
             for &size in &args.size {
                 let objects = args.objects.unwrap_or_else(|| default_objects(size));
-                sizes.push(format!("{objects} x {}", isthmus_bench::units::format_size(size)));
+                sizes.push(format!("{objects} x {}", crate::units::format_size(size)));
             }
         }
         if args.ops.contains(&Op::List) {
@@ -145,7 +145,7 @@ fn workload_plan(args: &BenchArgs, targets: &[Box<dyn Target>]) -> String {
         BenchWorkload::Streams => format!(
             "streams: each of {:?} parallel streams writes then reads one object of {}",
             args.workers,
-            isthmus_bench::units::format_size(args.size[0])
+            crate::units::format_size(args.size[0])
         ),
         BenchWorkload::Cosbench => "cosbench: the workload file's stages, as many operations as it says".into(),
         _ => return String::new(),
@@ -171,14 +171,14 @@ fn compare(args: &BenchArgs) -> Result<(), String> {
             report,
         ));
     }
-    let rows = isthmus_bench::compare::rows(&files, false);
-    println!("{}", isthmus_bench::compare::table(&rows));
+    let rows = crate::compare::rows(&files, false);
+    println!("{}", crate::compare::table(&rows));
     if let Some(path) = &args.csv {
-        std::fs::write(path, isthmus_bench::compare::csv(&rows))
+        std::fs::write(path, crate::compare::csv(&rows))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if let Some(path) = &args.svg {
-        isthmus_bench::compare::write_svg(&rows, path)?;
+        crate::compare::write_svg(&rows, path)?;
     }
     Ok(())
 }
@@ -202,20 +202,20 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if args.ranks == 0 {
         return Err("--ranks must be at least 1".into());
     }
-    if args.ranks > 1 && std::env::var_os(isthmus_bench::team::RANK_VAR).is_none() {
-        return launch_ranks(&args, &data_root);
+    if args.ranks > 1 && std::env::var_os(crate::team::RANK_VAR).is_none() {
+        return crate::ranks::launch_ranks(&args, &data_root);
     }
     if matches!(args.workload, BenchWorkload::VpicIo | BenchWorkload::BdcatsIo) {
-        return crate::bench_arrays::run(&args, &data_root);
+        return crate::vpic::run::run(&args, &data_root);
     }
     if args.workload == BenchWorkload::Eqsim {
-        return crate::bench_eqsim::run(&args, &data_root);
+        return crate::eqsim::run(&args, &data_root);
     }
     if args.workload == BenchWorkload::Pools {
-        return crate::bench_pools::run(&args);
+        return crate::pools::run(&args);
     }
     if args.workload == BenchWorkload::Doors {
-        return crate::bench_doors::run(&args);
+        return crate::doors::run::run(&args);
     }
     let mut team = Team::from_env(args.sync_dir.as_deref())?;
     // The IO500 workloads (mdtest, IOR, MD-Workbench) place every worker of every process as one
@@ -267,8 +267,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         };
         targets.push(open_target(&url, &bucket, &args)?);
     }
-    let mapping = isthmus_bench::mapping::S3Mapping::from(args.s3_mapping);
-    if mapping != isthmus_bench::mapping::S3Mapping::default() {
+    let mapping = crate::mapping::S3Mapping::from(args.s3_mapping);
+    if mapping != crate::mapping::S3Mapping::default() {
         if !shared_namespace {
             return Err("--s3-mapping applies to mdtest, ior, io500 and md-workbench".into());
         }
@@ -276,11 +276,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         targets = targets
             .into_iter()
             .map(|t| -> Box<dyn Target> {
-                if t.kind() == "posix" {
-                    t
-                } else {
-                    Box::new(isthmus_bench::mapping::MappedTarget::new(t, mapping, &bucket))
-                }
+                if t.kind() == "posix" { t } else { Box::new(crate::mapping::MappedTarget::new(t, mapping, &bucket)) }
             })
             .collect();
     }
@@ -315,7 +311,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             cosbench_file.as_ref().ok_or("the cosbench workload needs its file: isthmus bench cosbench FILE.xml")?;
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let workload =
-            isthmus_bench::cosbench::CosbenchWorkload::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            crate::cosbench::CosbenchWorkload::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         if args.targets.is_empty()
             && args.serve.is_none()
             && let (Some(endpoint), Some(key), Some(secret)) =
@@ -332,7 +328,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 None,
             )?;
             cosbench.extend(
-                isthmus_bench::cosbench::run_synced(&workload, target.as_ref(), &mut team)
+                crate::cosbench::run_synced(&workload, target.as_ref(), &mut team)
                     .map_err(|e| format!("{}: {e}", target.describe()))?,
             );
         }
@@ -341,7 +337,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         for target in &targets {
             start_fresh(&mut team, target.as_ref(), preparing)?;
             for &ranks in &args.workers {
-                let run = isthmus_bench::MdWorkbench {
+                let run = crate::MdWorkbench {
                     ranks,
                     datasets: args.datasets,
                     objects: args.files,
@@ -366,15 +362,11 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             for &n in &args.workers {
                 let _progress = start_phase(
                     &mut team,
-                    format!(
-                        "running streams n={n} size={} on {}",
-                        isthmus_bench::units::format_size(size),
-                        target.describe()
-                    ),
+                    format!("running streams n={n} size={} on {}", crate::units::format_size(size), target.describe()),
                     Some(2 * n as u64),
                 )?;
                 streams.extend(
-                    isthmus_bench::run_streams_synced(target.as_ref(), n, size, &mut team)
+                    crate::run_streams_synced(target.as_ref(), n, size, &mut team)
                         .map_err(|e| format!("{}: {e}", target.describe()))?,
                 );
             }
@@ -387,7 +379,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     for &ranks in if iors.is_empty() && mdtests.is_empty() { &[][..] } else { &args.workers[..] } {
         for target in &targets {
-            let fail = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
+            let fail = |e: crate::BenchError| format!("{}: {e}", target.describe());
             for &variant in iors {
                 let run = Ior { variant, ranks, transfers: args.transfers };
                 let _progress = start_phase(
@@ -450,7 +442,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                         &mut team,
                         format!(
                             "running {op} size={} workers={workers} on {}",
-                            isthmus_bench::units::format_size(size),
+                            crate::units::format_size(size),
                             target.describe()
                         ),
                         None,
@@ -483,7 +475,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let durability = format!("{:?}", args.durability).to_lowercase();
     let report = Report { started_unix, host, durability, results, streams, cosbench, io500: Vec::new() };
     let mut report = match &mut team {
-        Some(team) => match isthmus_bench::merge::gather(team, &report)? {
+        Some(team) => match crate::merge::gather(team, &report)? {
             Some(merged) => {
                 println!(
                     "{} ranks, results merged: rates add up, latency percentiles over all ranks' operations",
@@ -497,9 +489,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     };
     println!("{}", report.table());
     if args.workload == BenchWorkload::Io500 {
-        report.io500 = isthmus_bench::io500_scores(&report.results);
+        report.io500 = crate::io500_scores(&report.results);
         println!("\nIO500 phases: POSIX / HTTP gateway / in-process / local socket, % of POSIX");
-        println!("{}", isthmus_bench::io500::phases_table(&report.results));
+        println!("{}", crate::io500::phases_table(&report.results));
         println!("\nIO500 score, computed as the IO500 does (NOT an official IO500 result: one node, short phases):");
         for s in &report.io500 {
             println!(
@@ -513,23 +505,23 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             );
         }
         if let Some(path) = &args.svg {
-            let (axes, series) = isthmus_bench::io500::percent_of_posix(&report.results);
-            isthmus_bench::radar::write_svg(path, "IO500 phases, % of POSIX", &axes, &series)?;
+            let (axes, series) = crate::io500::percent_of_posix(&report.results);
+            crate::radar::write_svg(path, "IO500 phases, % of POSIX", &axes, &series)?;
             println!("radar chart written to {}", path.display());
         }
     }
     if args.workload == BenchWorkload::MdWorkbench
         && let Some(path) = &args.svg
     {
-        let series = isthmus_bench::density::md_workbench_series(&report.results);
+        let series = crate::density::md_workbench_series(&report.results);
         let title = "MD-Workbench: density of the time per operation (stat, read, delete, create)";
-        isthmus_bench::density::write_svg(path, title, &series)?;
+        crate::density::write_svg(path, title, &series)?;
         println!("latency density written to {}", path.display());
     }
     if let Some(path) = &args.csv {
         let name = args.json.as_ref().and_then(|p| p.file_name()).map_or("run".into(), |n| n.to_string_lossy());
-        let rows = isthmus_bench::compare::rows(&[(name.into_owned(), report.clone())], true);
-        std::fs::write(path, isthmus_bench::compare::csv(&rows))
+        let rows = crate::compare::rows(&[(name.into_owned(), report.clone())], true);
+        std::fs::write(path, crate::compare::csv(&rows))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         println!("results written to {}", path.display());
     }
@@ -550,12 +542,12 @@ fn io500_metadata(
     target: &dyn Target,
     ranks: usize,
     team: &mut Option<Team>,
-) -> isthmus_bench::BenchResult<Vec<isthmus_bench::OpResult>> {
-    let setup = |e: String| isthmus_bench::BenchError::Setup(e);
+) -> crate::BenchResult<Vec<crate::OpResult>> {
+    let setup = |e: String| crate::BenchError::Setup(e);
     let easy = Mdtest::io500(Variant::Easy, ranks, args.files, args.stonewall);
     let hard = Mdtest::io500(Variant::Hard, ranks, args.files, args.stonewall);
     // The IO500's timestamp file: find matches what was modified since.
-    let filter = isthmus_bench::find::FindFilter::io500(SystemTime::now());
+    let filter = crate::find::FindFilter::io500(SystemTime::now());
     let expected = easy.expected_operations() + hard.expected_operations();
     let message = format!(
         "running IO500 mdtest-easy, mdtest-hard and find ranks={ranks} files/rank={} on {}",
@@ -565,65 +557,11 @@ fn io500_metadata(
     let _progress = start_phase(team, message, Some(expected)).map_err(setup)?;
     let (easy_create, made_easy) = easy.create_files(target, team)?;
     let (hard_create, made_hard) = hard.create_files(target, team)?;
-    let find = isthmus_bench::find::run_find(target, team, ranks, &filter)?;
+    let find = crate::find::run_find(target, team, ranks, &filter)?;
     let mut results = vec![easy_create];
     results.extend(easy.after_create(target, team, &made_easy)?);
     results.push(hard_create);
     results.extend(hard.after_create(target, team, &made_hard)?);
     results.push(find);
     Ok(results)
-}
-
-/// `--ranks N` on one host: starts N copies of this command as ranks 0..N, with one gateway
-/// shared by all when `--serve` is given, and waits for them; rank 0 prints the merged report.
-fn launch_ranks(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
-    let sync_dir = args
-        .sync_dir
-        .clone()
-        .unwrap_or_else(|| data_root.join(".isthmus").join(format!("bench-sync-{}", std::process::id())));
-    if sync_dir.exists() {
-        return Err(format!("{} already exists: remove it or pass another --sync-dir", sync_dir.display()));
-    }
-    std::fs::create_dir_all(&sync_dir).map_err(|e| format!("cannot create {}: {e}", sync_dir.display()))?;
-    let outcome = run_ranks(args, &sync_dir);
-    let _ = std::fs::remove_dir_all(&sync_dir);
-    outcome
-}
-
-fn run_ranks(args: &BenchArgs, sync_dir: &Path) -> Result<(), String> {
-    let gateway = match &args.serve {
-        Some(root) => Some(spawn_gateway(root, args.durability)?),
-        None => None,
-    };
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut ranks = Vec::with_capacity(args.ranks);
-    for rank in 0..args.ranks {
-        let mut command = Command::new(&exe);
-        command
-            .args(std::env::args_os().skip(1))
-            .env(isthmus_bench::team::RANK_VAR, rank.to_string())
-            .env(isthmus_bench::team::SIZE_VAR, args.ranks.to_string())
-            .env(isthmus_bench::team::SYNC_VAR, sync_dir);
-        if let Some((_, endpoint, key, secret)) = &gateway {
-            command.env(SHARED_GATEWAY_VAR, format!("{endpoint} {key} {secret}"));
-        }
-        ranks.push(SpawnedProcess(command.spawn().map_err(|e| format!("cannot start rank {rank}: {e}"))?));
-    }
-    // Wait for all; a failed rank would leave the others waiting at a barrier, so on the first
-    // failure the rest are stopped (dropping them kills them).
-    let mut running: Vec<(usize, SpawnedProcess)> = ranks.into_iter().enumerate().collect();
-    while !running.is_empty() {
-        let mut still_running = Vec::with_capacity(running.len());
-        for (rank, mut child) in running {
-            match child.0.try_wait() {
-                Ok(None) => still_running.push((rank, child)),
-                Ok(Some(status)) if status.success() => {}
-                Ok(Some(status)) => return Err(format!("rank {rank} failed ({status})")),
-                Err(e) => return Err(format!("rank {rank}: {e}")),
-            }
-        }
-        running = still_running;
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
 }

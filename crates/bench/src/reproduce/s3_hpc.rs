@@ -4,11 +4,12 @@
 //! reached without HTTP: Isthmus's local socket); ranks as processes; the IOR/mdtest mappings of
 //! files to buckets; MD-Workbench's latency density (Figure 8) and the radar of Figure 10.
 
-use isthmus_bench::Report;
-use isthmus_bench::io500::{door_name, phase_figure, phase_of};
-use isthmus_bench::report::{figure, phase_name};
-use isthmus_bench::workload::OpResult;
 use isthmus_store::Durability;
+
+use crate::Report;
+use crate::io500::{door_name, phase_figure, phase_of};
+use crate::report::{figure, phase_name};
+use crate::workload::OpResult;
 
 use super::report::{Section, StudyReport, Table, number, percent, percent_range};
 use super::runner::{Runner, path_arg, words};
@@ -20,14 +21,14 @@ const PUBLISHED_EMBEDDED_MDTEST_HARD_STAT: f64 = 1.42;
 /// The targets every run of the study measures besides the POSIX baseline: one gateway
 /// (HTTP and local socket) and the engine in-process, on one data root.
 struct Doors {
-    _gateway: crate::bench_gateway::Gateway,
+    _gateway: crate::gateway::Gateway,
     args: Vec<String>,
 }
 
 fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
     let root = runner.fresh_dir(name)?;
     let work = runner.scratch_dir(name)?;
-    let gateway = crate::bench_gateway::start_gateway(&root, &work, Durability::Strict)?;
+    let gateway = crate::gateway::start_gateway(&root, &work, Durability::Strict)?;
     runner.env = vec![
         ("AWS_ACCESS_KEY_ID".into(), gateway.access_key.clone()),
         ("AWS_SECRET_ACCESS_KEY".into(), gateway.secret_key.clone()),
@@ -132,7 +133,7 @@ fn measured<'a>(results: &'a [OpResult], kind: &str, phase: &str) -> Option<&'a 
 /// One row per IO500 phase that ran: POSIX's figure, then each door's share of it; the
 /// scores last (over the phases each door measured).
 fn phases_table(results: &[OpResult]) -> Result<Table, String> {
-    let (axes, _) = isthmus_bench::io500::percent_of_posix(results);
+    let (axes, _) = crate::io500::percent_of_posix(results);
     if axes.is_empty() {
         return Err("the IO500 run reported no POSIX phases".into());
     }
@@ -150,7 +151,7 @@ fn phases_table(results: &[OpResult]) -> Result<Table, String> {
         }));
         table.row(row);
     }
-    let scores = isthmus_bench::io500::io500_scores(results);
+    let scores = crate::io500::io500_scores(results);
     let score = |kind: &str| scores.iter().find(|s| s.kind == kind);
     let posix = score("posix").map_or(f64::NAN, |s| s.score);
     let mut row = vec!["IO500 score (official formula)".to_string(), number(posix)];
@@ -168,7 +169,7 @@ fn phases_table(results: &[OpResult]) -> Result<Table, String> {
 
 /// The shares of POSIX of one door over the IO500 phases both measured.
 fn door_shares(results: &[OpResult], kind: &str) -> Vec<f64> {
-    let (axes, _) = isthmus_bench::io500::percent_of_posix(results);
+    let (axes, _) = crate::io500::percent_of_posix(results);
     axes.iter()
         .filter_map(|axis| {
             let (door, posix) = (measured(results, kind, axis)?, measured(results, "posix", axis)?);
@@ -205,7 +206,7 @@ fn io500_section(result: &Report, radar: &str) -> Result<Section, String> {
     let hard_stat = results
         .iter()
         .find(|r| r.kind == "embedded" && phase_of(r).as_deref() == Some("mdtest-hard-stat"))
-        .and_then(|r| isthmus_bench::report::ratio_to_posix(results, r));
+        .and_then(|r| crate::report::ratio_to_posix(results, r));
     section.differences.push(format!(
         "S3Embedded reached {} of Lustre on mdtest-hard-stat; Isthmus in-process reaches {} (all phases: {}).",
         percent(PUBLISHED_EMBEDDED_MDTEST_HARD_STAT),
@@ -260,7 +261,7 @@ fn md_workbench_section(result: &Report) -> Result<Section, String> {
     );
     let mut table = Table::new(&["phase", "system", "op/s", "p50 ms", "p99 ms", "of POSIX"]);
     for r in result.results.iter().filter(|r| r.workload.starts_with("md-workbench")) {
-        let share = isthmus_bench::report::ratio_to_posix(&result.results, r);
+        let share = crate::report::ratio_to_posix(&result.results, r);
         table.row(vec![
             phase_name(r),
             door_name(&r.kind).into(),

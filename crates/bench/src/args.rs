@@ -1,15 +1,14 @@
-//! What every `isthmus bench` run shares: its arguments (the workload and every option), the
-//! `reproduce` subcommand, and the progress shown while it runs.
+//! The command line of `isthmus-bench` (`isthmus bench ...` runs it): the workload and every
+//! option, the `reproduce` subcommand, and the `completions` script.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clap::Args;
-use isthmus_bench::units::{parse_duration, parse_size};
-use isthmus_bench::workload::Op;
+use clap::Parser;
 use isthmus_store::Durability;
+
+use crate::units::{parse_duration, parse_size};
+use crate::workload::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchWorkload {
@@ -59,12 +58,14 @@ pub enum BenchWorkload {
     Doors,
 }
 
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
+/// Measure S3 and embedded targets against the raw POSIX file system in one run
+#[derive(Debug, Parser)]
+#[command(name = "isthmus-bench", version, args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
-    /// A published study reproduced by one command (`isthmus bench reproduce --help`)
+    /// A published study reproduced by one command (`isthmus bench reproduce --help`), or the
+    /// shell completion script
     #[command(subcommand)]
-    pub study: Option<BenchStudy>,
+    pub command: Option<BenchCommand>,
     /// The workload
     #[arg(value_enum, default_value = "ops")]
     pub workload: BenchWorkload,
@@ -233,7 +234,7 @@ pub struct BenchArgs {
     pub via_gateway: bool,
 }
 
-/// How vpic-io's particle arrays are stored (`isthmus_bench::vpic::VpicLayout`).
+/// How vpic-io's particle arrays are stored (`VpicLayout` of the vpic module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ArrayLayoutArg {
     /// A chunk per rank and step: every region an object of its own
@@ -243,16 +244,7 @@ pub enum ArrayLayoutArg {
     Shards,
 }
 
-impl From<ArrayLayoutArg> for isthmus_bench::vpic::VpicLayout {
-    fn from(arg: ArrayLayoutArg) -> Self {
-        match arg {
-            ArrayLayoutArg::Chunks => Self::Chunks,
-            ArrayLayoutArg::Shards => Self::Shards,
-        }
-    }
-}
-
-/// The S3 mappings of the S3-for-HPC study (`isthmus_bench::mapping::S3Mapping`).
+/// The S3 mappings of the S3-for-HPC study (`crate::mapping::S3Mapping`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum S3MappingArg {
     /// One bucket for the run, one object per file named by its path, each rank's files under
@@ -266,7 +258,7 @@ pub enum S3MappingArg {
     BucketPerFile,
 }
 
-impl From<S3MappingArg> for isthmus_bench::mapping::S3Mapping {
+impl From<S3MappingArg> for crate::mapping::S3Mapping {
     fn from(arg: S3MappingArg) -> Self {
         match arg {
             S3MappingArg::PrefixPerRank => Self::PrefixPerRank,
@@ -276,86 +268,43 @@ impl From<S3MappingArg> for isthmus_bench::mapping::S3Mapping {
     }
 }
 
-/// `isthmus bench reproduce <study>`: the experiments of a published study, with the paper's
-/// figures beside ours in a report.
+/// The subcommands beside the workloads: `isthmus bench reproduce <study>`, the experiments of a
+/// published study with the paper's figures beside ours in a report; and `completions`.
 #[derive(Debug, clap::Subcommand)]
-pub enum BenchStudy {
+pub enum BenchCommand {
     /// Reproduce a published study: run its experiments and write a report (Markdown tables and
     /// SVG figures) with the paper's numbers beside ours and a sentence on each difference
     Reproduce(crate::reproduce::ReproduceArgs),
+    /// Print a shell completion script for isthmus-bench (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// The environment variable through which `--ranks` hands the gateway it started to its ranks:
 /// "ENDPOINT ACCESS_KEY SECRET_KEY".
 pub(crate) const SHARED_GATEWAY_VAR: &str = "ISTHMUS_BENCH_GATEWAY";
 
-/// Shows what is running: on a terminal a bar of the operations done (of the expected number,
-/// when the workload knows it; a count and rate otherwise) with the elapsed time, cleared when
-/// the guard is dropped; otherwise one plain line.
-pub(crate) struct Progress(pub(crate) Option<(indicatif::ProgressBar, Arc<AtomicBool>, std::thread::JoinHandle<()>)>);
-
-pub(crate) fn announce(message: String, expected: Option<u64>) -> Progress {
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("{message}");
-        return Progress(None);
-    }
-    let template = match expected {
-        Some(_) => "{spinner} [{elapsed_precise}] {msg}\n  [{bar:40}] {human_pos}/{human_len} ops ({rate})",
-        None => "{spinner} [{elapsed_precise}] {msg}: {human_pos} ops ({rate})",
-    };
-    let bar = indicatif::ProgressBar::new(expected.unwrap_or(0));
-    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-        let rate = |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-            let _ = write!(w, "{:.0} ops/s", state.per_sec());
-        };
-        bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
-    }
-    bar.set_message(message);
-    bar.enable_steady_tick(Duration::from_millis(120));
-    // The workloads count finished operations in one process-wide counter; follow it.
-    let done = &isthmus_bench::workload::OPERATIONS_DONE;
-    let base = done.load(Ordering::Relaxed);
-    let (follower, stop) = (bar.clone(), Arc::new(AtomicBool::new(false)));
-    let stopped = stop.clone();
-    let ticker = std::thread::spawn(move || {
-        while !stopped.load(Ordering::Relaxed) {
-            follower.set_position(done.load(Ordering::Relaxed) - base);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
-    Progress(Some((bar, stop, ticker)))
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        if let Some((bar, stop, ticker)) = self.0.take() {
-            stop.store(true, Ordering::Relaxed);
-            let _ = ticker.join();
-            bar.finish_and_clear();
-        }
-    }
-}
-
 #[cfg(test)]
 mod reproduce_tests {
-    use clap::{Args, FromArgMatches};
+    use clap::Parser;
 
-    use super::{BenchArgs, BenchStudy, BenchWorkload};
+    use super::{BenchArgs, BenchCommand, BenchWorkload};
     use crate::reproduce::Study;
 
     fn parse(words: &[&str]) -> Result<BenchArgs, clap::Error> {
-        let command = BenchArgs::augment_args(clap::Command::new("bench"));
-        BenchArgs::from_arg_matches(&command.try_get_matches_from(words)?)
+        BenchArgs::try_parse_from(words)
     }
 
     #[test]
     fn reproduce_is_a_subcommand_beside_the_workloads() {
         let args = parse(&["bench", "reproduce", "s3-hpc", "--quick"]).expect("parses");
-        let Some(BenchStudy::Reproduce(study)) = args.study else { panic!("not the reproduce subcommand") };
+        let Some(BenchCommand::Reproduce(study)) = args.command else { panic!("not the reproduce subcommand") };
         assert_eq!(study.study, Study::S3Hpc);
         assert!(study.quick);
         let workload = parse(&["bench", "io500", "--workers", "2"]).expect("parses");
-        assert!(workload.study.is_none());
+        assert!(workload.command.is_none());
         assert_eq!(workload.workload, BenchWorkload::Io500);
         let unknown = parse(&["bench", "reproduce", "nonsense"]).expect_err("refused");
         assert!(unknown.to_string().contains("lustre-minio"), "{unknown}");

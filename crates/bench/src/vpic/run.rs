@@ -9,17 +9,26 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use isthmus_access::Authorized;
 use isthmus_array::{Location, RemoteEndpoint};
-use isthmus_bench::Team;
-use isthmus_bench::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
-use isthmus_bench::vpic_cache::CacheUsage;
-use isthmus_bench::vpic_write;
 use isthmus_posix::StoreOptions;
 use isthmus_store::{Durability, RequestContext, Store};
 
-use crate::bench_gateway::spawn_gateway;
-use crate::bench_setup::{BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
+use crate::Team;
+use crate::args::{ArrayLayoutArg, BenchArgs, BenchWorkload, SHARED_GATEWAY_VAR};
+use crate::engine::{create_bucket, open_engine};
+use crate::gateway::spawn_gateway;
+use crate::vpic::cache::CacheUsage;
+use crate::vpic::write;
+use crate::vpic::{self, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget};
+
+impl From<ArrayLayoutArg> for vpic::VpicLayout {
+    fn from(arg: ArrayLayoutArg) -> Self {
+        match arg {
+            ArrayLayoutArg::Chunks => Self::Chunks,
+            ArrayLayoutArg::Shards => Self::Shards,
+        }
+    }
+}
 
 /// The array locations of the run, with their labels.
 fn array_locations(
@@ -30,9 +39,7 @@ fn array_locations(
     for url in &args.targets {
         if let Some(path) = url.strip_prefix("embedded://") {
             let options = StoreOptions { durability: args.durability, ..StoreOptions::default() };
-            let engine =
-                isthmus_pools::open_root(Path::new(path), options).map_err(|e| format!("cannot open {path}: {e}"))?;
-            let store: Arc<dyn Store> = Arc::new(Authorized::new(engine, isthmus_access::BucketGrants::default()));
+            let store = open_engine(Path::new(path), options)?;
             create_bucket(&*store, &args.bucket)?;
             let location = Location::Engine {
                 store,
@@ -71,20 +78,11 @@ fn array_locations(
     Ok(locations)
 }
 
-/// Creates `bucket` unless it exists.
-fn create_bucket(store: &dyn Store, bucket: &str) -> Result<(), String> {
-    match store.create_bucket(&RequestContext::process(), bucket, &Default::default()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.s3_code().starts_with("BucketAlready") => Ok(()),
-        Err(e) => Err(format!("cannot create bucket {bucket}: {e}")),
-    }
-}
-
 /// A gateway's bucket as an array location, the bucket created if needed.
 fn remote(endpoint: &str, key: &str, secret: &str, args: &BenchArgs) -> Result<Location, String> {
-    let target = isthmus_bench::S3Target::addressed(endpoint, &args.bucket, key, secret, false, &args.region)
+    let target = crate::S3Target::addressed(endpoint, &args.bucket, key, secret, false, &args.region)
         .map_err(|e| e.to_string())?;
-    isthmus_bench::Target::prepare(&target).map_err(|e| format!("{endpoint}: {e}"))?;
+    crate::Target::prepare(&target).map_err(|e| format!("{endpoint}: {e}"))?;
     let endpoint = RemoteEndpoint {
         endpoint: endpoint.to_string(),
         bucket: args.bucket.clone(),
@@ -154,7 +152,7 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
             params.total_ranks,
             params.steps,
             params.particles,
-            isthmus_bench::units::format_size(params.particles * 4),
+            crate::units::format_size(params.particles * 4),
             params.compute,
             targets.len(),
             targets.iter().map(VpicTarget::describe).collect::<Vec<_>>().join(", ")
@@ -162,7 +160,7 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
     }
     let mut results: Vec<VpicResult> = Vec::new();
     for target in &targets {
-        let context = |e: isthmus_bench::BenchError| format!("{}: {e}", target.describe());
+        let context = |e: crate::BenchError| format!("{}: {e}", target.describe());
         if rank == 0 {
             eprintln!("{name} on {}", target.describe());
             vpic::prepare(&params, target).map_err(context)?;
@@ -170,11 +168,11 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         barrier(&mut team)?;
         if args.workload == BenchWorkload::BdcatsIo {
             let untimed = VpicParams { compute: std::time::Duration::ZERO, ..params.clone() };
-            vpic_write::write(&untimed, target).map_err(context)?;
+            write::write(&untimed, target).map_err(context)?;
             barrier(&mut team)?;
         }
         let (mine, cache) = match args.workload {
-            BenchWorkload::VpicIo => vpic_write::write(&params, target),
+            BenchWorkload::VpicIo => write::write(&params, target),
             _ => vpic::read(&params, target).map(|times| (times, None)),
         }
         .map_err(context)?;
@@ -189,7 +187,7 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
     if let VpicTarget::Posix { dir } = &targets[0] {
         let _ = std::fs::remove_dir_all(dir);
     }
-    println!("{}", isthmus_bench::vpic_report::table(&results));
+    println!("{}", crate::vpic::report::table(&results));
     if let Some(path) = &args.json {
         write_json(path, &params, &results)?;
     }
@@ -197,7 +195,7 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         let runs: Vec<(String, &CacheUsage)> =
             results.iter().filter_map(|r| r.cache.as_ref().map(|c| (r.target.clone(), c))).collect();
         let title = format!("{name}: transfer buffer in use per session (sampled every 10 ms) against its bound");
-        isthmus_bench::vpic_cache::write_svg(&title, &runs, path)?;
+        crate::vpic::cache::write_svg(&title, &runs, path)?;
     }
     Ok(())
 }
@@ -220,7 +218,7 @@ fn write_json(path: &PathBuf, params: &VpicParams, results: &[VpicResult]) -> Re
     let document = serde_json::json!({
         "particles": params.particles, "steps": params.steps, "ranks": params.total_ranks,
         "compute_s": params.compute.as_secs_f64(), "results": results,
-        "consistency_gains": isthmus_bench::vpic_report::consistency_gains(results),
+        "consistency_gains": crate::vpic::report::consistency_gains(results),
     });
     std::fs::write(path, serde_json::to_vec_pretty(&document).unwrap_or_default())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))

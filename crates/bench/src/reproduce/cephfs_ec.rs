@@ -42,7 +42,7 @@ impl PoolRow {
 }
 
 fn size_label(bytes: u64) -> String {
-    isthmus_bench::units::format_size(bytes)
+    crate::units::format_size(bytes)
 }
 
 pub fn run(runner: &mut Runner, report: &mut StudyReport) -> Result<(), String> {

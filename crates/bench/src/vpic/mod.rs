@@ -5,9 +5,14 @@
 //! The baseline writes one file per property with `pwrite` (fsync per step when durable); the
 //! arrays are one Zarr array per property, `steps x (ranks * particles)` chunked
 //! `1 x particles` (a rank's step is one whole chunk, never read-merge-written), moved with
-//! transfers in one of the modes of `vpic_write` (writes) or at strong or session consistency
+//! transfers in one of the modes of `write` (writes) or at strong or session consistency
 //! (reads). Reported per target: the client time breakdown (transfer, wait, flush, compute),
 //! bandwidth over the exposed I/O, the close overhead and the transfer buffer in use over time.
+
+pub mod cache;
+pub mod report;
+pub mod run;
+pub mod write;
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -18,7 +23,7 @@ use isthmus_array::{
     ArraySpec, Consistency, DataType, Direction, Location, Region, Transfer, TransferOptions, Transfers, ZarrArray,
 };
 
-use crate::vpic_cache::CacheUsage;
+use crate::vpic::cache::CacheUsage;
 use crate::{BenchError, BenchResult};
 
 /// The properties of a VPIC particle (h5bench: x, y, z, id1, id2, px, py, pz).

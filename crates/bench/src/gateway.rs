@@ -1,6 +1,7 @@
 //! The servers a benchmark run starts and stops: a process stopped when dropped, a free
 //! loopback port, an Isthmus gateway on a data root (HTTP; or HTTP and a local socket with its
-//! root user mapped to this process's uid), and waiting for a server to come up.
+//! root user mapped to this process's uid), and waiting for a server to come up. A gateway is a
+//! process of the `isthmus` binary (`isthmus serve`), as a deployment runs it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,36 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use isthmus_store::Durability;
+
+/// The variable naming the `isthmus` binary whose gateway a run starts (`isthmus bench` sets it
+/// to itself).
+pub const GATEWAY_BIN_VAR: &str = "ISTHMUS_BIN";
+
+/// The `isthmus` binary: `$ISTHMUS_BIN`, else `isthmus` beside this program, else `isthmus` on
+/// the PATH.
+pub fn gateway_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os(GATEWAY_BIN_VAR) {
+        return path.into();
+    }
+    let beside = std::env::current_exe().ok().map(|exe| exe.with_file_name("isthmus"));
+    beside.filter(|path| path.is_file()).unwrap_or_else(|| "isthmus".into())
+}
+
+/// Why the `isthmus` binary could not be started, and the fix.
+pub fn gateway_binary_error(binary: &Path, e: std::io::Error) -> String {
+    format!(
+        "cannot start the gateway ({}): {e}: build it with cargo build --release -p isthmus, or set {GATEWAY_BIN_VAR}",
+        binary.display()
+    )
+}
+
+/// `isthmus serve`, of the binary `gateway_binary` finds.
+fn serve_command() -> (Command, PathBuf) {
+    let binary = gateway_binary();
+    let mut command = Command::new(&binary);
+    command.arg("serve");
+    (command, binary)
+}
 
 /// A process started for the run (a gateway, a rank); stopped when dropped.
 pub(crate) struct SpawnedProcess(pub(crate) Child);
@@ -29,10 +60,10 @@ pub(crate) fn spawn_gateway(
     durability: Durability,
 ) -> Result<(SpawnedProcess, String, String, String), String> {
     let port = free_address()?.port();
-    let user = isthmus_s3::User::generate("bench");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let child = Command::new(exe)
-        .args(["serve", "--address", &format!("127.0.0.1:{port}"), "--log-level", "warn", "--durability"])
+    let user = isthmus_session::User::generate("bench");
+    let (mut command, binary) = serve_command();
+    let child = command
+        .args(["--address", &format!("127.0.0.1:{port}"), "--log-level", "warn", "--durability"])
         .arg(match durability {
             Durability::Strict => "strict",
             Durability::Relaxed => "relaxed",
@@ -43,7 +74,7 @@ pub(crate) fn spawn_gateway(
         .env("ISTHMUS_ROOT_SECRET_KEY", &user.secret_key)
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start the gateway: {e}"))?;
+        .map_err(|e| gateway_binary_error(&binary, e))?;
     let gateway = SpawnedProcess(child);
     let endpoint = format!("http://127.0.0.1:{port}");
     for _ in 0..200 {
@@ -80,7 +111,7 @@ pub(crate) struct Gateway {
 pub(crate) fn start_gateway(root: &Path, work: &Path, durability: Durability) -> Result<Gateway, String> {
     let address = free_address()?;
     let socket = work.join("gateway.sock");
-    let user = isthmus_s3::User::generate("bench");
+    let user = isthmus_session::User::generate("bench");
     let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
     let config = format!(
         "root = {root:?}\ndurability = {durability:?}\nlog_level = \"warn\"\nlocal_socket = {socket:?}\n\
@@ -98,15 +129,15 @@ pub(crate) fn start_gateway(root: &Path, work: &Path, durability: Durability) ->
     );
     let config_path = work.join("gateway.toml");
     std::fs::write(&config_path, config).map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let child = Command::new(exe)
-        .args(["serve", "--config"])
+    let (mut command, binary) = serve_command();
+    let child = command
+        .arg("--config")
         .arg(&config_path)
         .args(["--address", &address.to_string()])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(work.join("gateway.log")).map_err(|e| e.to_string())?)
         .spawn()
-        .map_err(|e| format!("cannot start the gateway: {e}"))?;
+        .map_err(|e| gateway_binary_error(&binary, e))?;
     let process = SpawnedProcess(child);
     wait_for("the gateway", || std::net::TcpStream::connect(address).is_ok() && socket.exists())
         .map_err(|e| format!("{e} (see {})", work.join("gateway.log").display()))?;

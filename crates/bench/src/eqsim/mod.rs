@@ -21,11 +21,13 @@ use std::time::Instant;
 
 use isthmus_array::select::{Expr, find};
 use isthmus_array::{ArraySpec, CopyMode, Location, Region, ZarrArray, copy_region, create_group, parse_selection};
+use isthmus_posix::StoreOptions;
 use isthmus_store::{RequestContext, Store};
 use serde_json::{Map, Value, json};
 
-use crate::bench_gateway::spawn_gateway;
-use crate::bench_setup::BenchArgs;
+use crate::args::BenchArgs;
+use crate::engine::{create_bucket, open_engine};
+use crate::gateway::spawn_gateway;
 
 mod report;
 
@@ -223,7 +225,8 @@ pub fn run(args: &BenchArgs, data_root: &Path) -> Result<(), String> {
         data_root.join(&args.bucket).display(),
         args.repeat
     );
-    let store = crate::open_engine(data_root, &args.bucket)?;
+    let store = open_engine(data_root, StoreOptions::default())?;
+    create_bucket(&*store, &args.bucket)?;
     let cx = RequestContext::process();
     prepare(data_root, &store, &args.bucket, &[t, x, y], tc)?;
     let patterns = patterns(t, x, y);

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use isthmus_array::{Direction, Region, Transfer, Transfers, ZarrArray};
 
+use crate::vpic::cache::{CacheSampler, CacheUsage};
 use crate::vpic::{
     PROPERTIES, RankTimes, VpicMode, VpicParams, VpicResult, VpicTarget, array_error, open_arrays, prepare,
     property_file, run_ranks, session, summarize, values,
 };
-use crate::vpic_cache::{CacheSampler, CacheUsage};
 use crate::{BenchError, BenchResult};
 
 /// How often the transfer buffer in use is sampled during the write phase.
