@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Deserialize;
 
-use isthmus_store::size::ByteSize;
+use isthmus_store::byte_size::ByteSize;
 use isthmus_store::{
     BoxedWriter, Digests, ListRequest, ObjectInfo, ObjectWrite, RequestContext, Store, StoreError, StoreResult,
 };

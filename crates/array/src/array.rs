@@ -213,7 +213,7 @@ impl ZarrArray {
             .into_iter()
             .map(|piece| Target { piece, output: 0, shape: &shape })
             .collect();
-        crate::pool::io_pool().install(|| chunk_reads::read_pieces(&self.array, targets, &mut [out]))
+        crate::io_threads::io_pool().install(|| chunk_reads::read_pieces(&self.array, targets, &mut [out]))
     }
 
     /// Reads `region` into a new buffer.
@@ -232,7 +232,7 @@ impl ZarrArray {
             .into_iter()
             .map(|piece| Source { piece, data, shape: &shape })
             .collect();
-        crate::pool::io_pool().install(|| self.write_pieces(sources))
+        crate::io_threads::io_pool().install(|| self.write_pieces(sources))
     }
 
     /// Creates every missing shard of an array of uncompressed shards now (HDF5's early

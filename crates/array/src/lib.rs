@@ -12,7 +12,7 @@ mod chunk_reads;
 mod chunk_writes;
 mod chunks;
 mod in_place;
-mod pool;
+mod io_threads;
 mod region;
 pub mod region_copy;
 pub mod remote;

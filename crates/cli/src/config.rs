@@ -348,7 +348,7 @@ impl ServeSettings {
 /// Third-party copies' caps and timeouts from the file, each at least 1 (second or copy).
 /// A size on the command line, read as the configuration file's sizes are ("1GiB", "64 KiB").
 fn parse_byte_size(text: &str) -> Result<u64, String> {
-    isthmus_store::size::ByteSize::Text(text.to_string()).bytes()
+    isthmus_store::byte_size::ByteSize::Text(text.to_string()).bytes()
 }
 
 fn tpc_limits(file: &FileConfig) -> isthmus_grid::CopyLimits {

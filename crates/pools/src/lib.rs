@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use isthmus_store::size::ByteSize;
+use isthmus_store::byte_size::ByteSize;
 use isthmus_store::state_dir::{STATE_FILE_LIMIT, StateDir, StateTrust};
 
 use isthmus_posix::{PosixStore, StoreOptions};

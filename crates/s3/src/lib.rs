@@ -2,7 +2,7 @@
 //! hyper + tokio, in front of any engine `Store`. Each family of operations has its module;
 //! this file wires them into the `S3` trait and builds the service.
 
-pub mod access;
+pub mod access_hook;
 pub mod access_log;
 mod acl;
 mod active_content;
@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bearer;
 mod body;
 mod bucket;
+mod bucket_policy;
 pub mod console;
 pub mod convert;
 pub mod error;
@@ -24,7 +25,6 @@ mod list;
 pub mod metrics;
 mod multipart;
 mod object;
-mod policy;
 mod post_filename;
 mod routes;
 mod select;
@@ -33,8 +33,8 @@ mod sigv2_bucket_slash;
 mod sts;
 mod subresources;
 mod tagging;
+pub mod third_party_copy;
 pub mod tls;
-pub mod tpc;
 
 use std::sync::Arc;
 
@@ -260,37 +260,37 @@ impl S3 for Gateway {
         &self,
         req: S3Request<PutBucketPolicyInput>,
     ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
-        policy::put_bucket_policy(self, req).await
+        bucket_policy::put_bucket_policy(self, req).await
     }
     async fn get_bucket_policy(
         &self,
         req: S3Request<GetBucketPolicyInput>,
     ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
-        policy::get_bucket_policy(self, req).await
+        bucket_policy::get_bucket_policy(self, req).await
     }
     async fn delete_bucket_policy(
         &self,
         req: S3Request<DeleteBucketPolicyInput>,
     ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
-        policy::delete_bucket_policy(self, req).await
+        bucket_policy::delete_bucket_policy(self, req).await
     }
     async fn put_public_access_block(
         &self,
         req: S3Request<PutPublicAccessBlockInput>,
     ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
-        policy::put_public_access_block(self, req).await
+        bucket_policy::put_public_access_block(self, req).await
     }
     async fn get_public_access_block(
         &self,
         req: S3Request<GetPublicAccessBlockInput>,
     ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-        policy::get_public_access_block(self, req).await
+        bucket_policy::get_public_access_block(self, req).await
     }
     async fn delete_public_access_block(
         &self,
         req: S3Request<DeletePublicAccessBlockInput>,
     ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
-        policy::delete_public_access_block(self, req).await
+        bucket_policy::delete_public_access_block(self, req).await
     }
     async fn put_bucket_tagging(
         &self,
@@ -356,16 +356,16 @@ pub fn build_service(runner: Runner, principals: Principals, options: ServiceOpt
     let gateway = Gateway::new(runner, principals.clone()).with_select_max_bytes(select_max_bytes);
     let mut builder = S3ServiceBuilder::new(gateway.clone());
     builder.set_auth(auth::GatewayKeys(principals.clone()));
-    let tpc = tpc_staging.map(|staging| tpc::ThirdPartyCopy {
+    let tpc = tpc_staging.map(|staging| third_party_copy::ThirdPartyCopy {
         gateway: gateway.clone(),
         staging,
-        marker_interval: tpc::MARKER_INTERVAL,
+        marker_interval: third_party_copy::MARKER_INTERVAL,
         outbound,
         slots: isthmus_grid::CopySlots::new(tpc_limits),
         quotas,
     });
     builder.set_route(routes::GridRoutes { principals, tpc, admin });
-    builder.set_access(access::SignedRequestsOnly);
+    builder.set_access(access_hook::SignedRequestsOnly);
     // The protocol layer holds a browser (POST) upload's file in memory before the gateway sees
     // it: bounded here, so memory stays bounded (larger files go by PUT or multipart).
     let mut config = s3s::config::S3Config::default();

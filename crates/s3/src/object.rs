@@ -188,7 +188,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     if let Some(request) = crate::select::array_request(&req)? {
         return crate::select::serve(gw, cx, req.input.bucket, req.input.key, request).await;
     }
-    let wants_md5 = crate::tpc::wants_md5_digest(&req.headers);
+    let wants_md5 = crate::third_party_copy::wants_md5_digest(&req.headers);
     let overrides = response_overrides!(cx, req.input);
     let input = req.input;
     let checksum_mode = input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
@@ -210,7 +210,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     let (info, range) = response;
     // RFC 3230 instance digest, for third-party copy between storage systems: the MD5 of the
     // whole object when its ETag is one.
-    let digest = wants_md5.then(|| crate::tpc::md5_digest_header(&info.etag)).flatten();
+    let digest = wants_md5.then(|| crate::third_party_copy::md5_digest_header(&info.etag)).flatten();
     let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let checksum = info.checksum.clone();
     let version_id = info.version_id.clone();

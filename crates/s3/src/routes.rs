@@ -14,7 +14,7 @@ use crate::bearer::BearerGrant;
 pub struct GridRoutes {
     /// Who asks (the session floor): its grid credentials answer STS.
     pub principals: Principals,
-    pub tpc: Option<crate::tpc::ThirdPartyCopy>,
+    pub tpc: Option<crate::third_party_copy::ThirdPartyCopy>,
     /// Administration calls (`/?isthmus-admin=...`); none: they are refused.
     pub admin: Option<std::sync::Arc<crate::admin::Administration>>,
 }

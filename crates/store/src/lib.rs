@@ -11,6 +11,7 @@
 
 pub mod acl;
 pub mod bucket_config;
+pub mod byte_size;
 pub mod checksum;
 pub mod conditions;
 pub mod context;
@@ -24,7 +25,6 @@ pub mod multipart;
 pub mod object_meta;
 pub mod scopes;
 pub mod seal_key;
-pub mod size;
 pub mod state_dir;
 pub mod update;
 pub mod versioning;
