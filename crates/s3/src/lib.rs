@@ -134,194 +134,62 @@ impl Gateway {
     }
 }
 
-#[async_trait::async_trait]
-impl S3 for Gateway {
-    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-        bucket::list_buckets(self, req).await
-    }
-    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
-        bucket::create_bucket(self, req).await
-    }
-    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
-        bucket::head_bucket(self, req).await
-    }
-    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
-        bucket::delete_bucket(self, req).await
-    }
-    async fn get_bucket_location(
-        &self,
-        req: S3Request<GetBucketLocationInput>,
-    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        bucket::get_bucket_location(self, req).await
-    }
-    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        object::put_object(self, req).await
-    }
-    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        object::get_object(self, req).await
-    }
-    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        object::head_object(self, req).await
-    }
-    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
-        object::delete_object(self, req).await
-    }
-    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
-        object::copy_object(self, req).await
-    }
-    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-        list::list_objects(self, req).await
-    }
-    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
-        list::list_objects_v2(self, req).await
-    }
-    async fn create_multipart_upload(
-        &self,
-        req: S3Request<CreateMultipartUploadInput>,
-    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        multipart::create_multipart_upload(self, req).await
-    }
-    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        multipart::upload_part(self, req).await
-    }
-    async fn complete_multipart_upload(
-        &self,
-        req: S3Request<CompleteMultipartUploadInput>,
-    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        multipart::complete_multipart_upload(self, req).await
-    }
-    async fn abort_multipart_upload(
-        &self,
-        req: S3Request<AbortMultipartUploadInput>,
-    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        multipart::abort_multipart_upload(self, req).await
-    }
-    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-        multipart::list_parts(self, req).await
-    }
-    async fn list_multipart_uploads(
-        &self,
-        req: S3Request<ListMultipartUploadsInput>,
-    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        multipart::list_multipart_uploads(self, req).await
-    }
-    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        object::delete_objects(self, req).await
-    }
-    async fn get_bucket_versioning(
-        &self,
-        req: S3Request<GetBucketVersioningInput>,
-    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        bucket::get_bucket_versioning(self, req).await
-    }
-    async fn put_bucket_versioning(
-        &self,
-        req: S3Request<PutBucketVersioningInput>,
-    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
-        bucket::put_bucket_versioning(self, req).await
-    }
-    async fn list_object_versions(
-        &self,
-        req: S3Request<ListObjectVersionsInput>,
-    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        list::list_object_versions(self, req).await
-    }
-    async fn put_object_tagging(
-        &self,
-        req: S3Request<PutObjectTaggingInput>,
-    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
-        tagging::put_object_tagging(self, req).await
-    }
-    async fn get_object_tagging(
-        &self,
-        req: S3Request<GetObjectTaggingInput>,
-    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
-        tagging::get_object_tagging(self, req).await
-    }
-    async fn delete_object_tagging(
-        &self,
-        req: S3Request<DeleteObjectTaggingInput>,
-    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
-        tagging::delete_object_tagging(self, req).await
-    }
-    async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
-        acl::put_bucket_acl(self, req).await
-    }
-    async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
-        acl::get_bucket_acl(self, req).await
-    }
-    async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
-        acl::put_object_acl(self, req).await
-    }
-    async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
-        acl::get_object_acl(self, req).await
-    }
-    async fn put_bucket_policy(
-        &self,
-        req: S3Request<PutBucketPolicyInput>,
-    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
-        bucket_policy::put_bucket_policy(self, req).await
-    }
-    async fn get_bucket_policy(
-        &self,
-        req: S3Request<GetBucketPolicyInput>,
-    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
-        bucket_policy::get_bucket_policy(self, req).await
-    }
-    async fn delete_bucket_policy(
-        &self,
-        req: S3Request<DeleteBucketPolicyInput>,
-    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
-        bucket_policy::delete_bucket_policy(self, req).await
-    }
-    async fn put_public_access_block(
-        &self,
-        req: S3Request<PutPublicAccessBlockInput>,
-    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
-        bucket_policy::put_public_access_block(self, req).await
-    }
-    async fn get_public_access_block(
-        &self,
-        req: S3Request<GetPublicAccessBlockInput>,
-    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-        bucket_policy::get_public_access_block(self, req).await
-    }
-    async fn delete_public_access_block(
-        &self,
-        req: S3Request<DeletePublicAccessBlockInput>,
-    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
-        bucket_policy::delete_public_access_block(self, req).await
-    }
-    async fn put_bucket_tagging(
-        &self,
-        req: S3Request<PutBucketTaggingInput>,
-    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
-        tagging::put_bucket_tagging(self, req).await
-    }
-    async fn get_bucket_tagging(
-        &self,
-        req: S3Request<GetBucketTaggingInput>,
-    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        tagging::get_bucket_tagging(self, req).await
-    }
-    async fn delete_bucket_tagging(
-        &self,
-        req: S3Request<DeleteBucketTaggingInput>,
-    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-        tagging::delete_bucket_tagging(self, req).await
-    }
-    async fn get_object_attributes(
-        &self,
-        req: S3Request<GetObjectAttributesInput>,
-    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-        attributes::get_object_attributes(self, req).await
-    }
-    async fn upload_part_copy(
-        &self,
-        req: S3Request<UploadPartCopyInput>,
-    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        multipart::upload_part_copy(self, req).await
-    }
+/// Wires each S3 operation to the module of its family that serves it (`bucket`, `object`,
+/// `list`, `multipart`, `tagging`, `acl`, `bucket_policy`, `attributes`): one line each.
+macro_rules! operations {
+    ($($module:ident::$operation:ident($input:ident) -> $output:ident;)*) => {
+        #[async_trait::async_trait]
+        impl S3 for Gateway {
+            $(
+                async fn $operation(&self, req: S3Request<$input>) -> S3Result<S3Response<$output>> {
+                    $module::$operation(self, req).await
+                }
+            )*
+        }
+    };
+}
+
+operations! {
+    bucket::list_buckets(ListBucketsInput) -> ListBucketsOutput;
+    bucket::create_bucket(CreateBucketInput) -> CreateBucketOutput;
+    bucket::head_bucket(HeadBucketInput) -> HeadBucketOutput;
+    bucket::delete_bucket(DeleteBucketInput) -> DeleteBucketOutput;
+    bucket::get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
+    object::put_object(PutObjectInput) -> PutObjectOutput;
+    object::get_object(GetObjectInput) -> GetObjectOutput;
+    object::head_object(HeadObjectInput) -> HeadObjectOutput;
+    object::delete_object(DeleteObjectInput) -> DeleteObjectOutput;
+    object::copy_object(CopyObjectInput) -> CopyObjectOutput;
+    list::list_objects(ListObjectsInput) -> ListObjectsOutput;
+    list::list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
+    multipart::create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput;
+    multipart::upload_part(UploadPartInput) -> UploadPartOutput;
+    multipart::complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput;
+    multipart::abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
+    multipart::list_parts(ListPartsInput) -> ListPartsOutput;
+    multipart::list_multipart_uploads(ListMultipartUploadsInput) -> ListMultipartUploadsOutput;
+    object::delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput;
+    bucket::get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
+    bucket::put_bucket_versioning(PutBucketVersioningInput) -> PutBucketVersioningOutput;
+    list::list_object_versions(ListObjectVersionsInput) -> ListObjectVersionsOutput;
+    tagging::put_object_tagging(PutObjectTaggingInput) -> PutObjectTaggingOutput;
+    tagging::get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
+    tagging::delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
+    acl::put_bucket_acl(PutBucketAclInput) -> PutBucketAclOutput;
+    acl::get_bucket_acl(GetBucketAclInput) -> GetBucketAclOutput;
+    acl::put_object_acl(PutObjectAclInput) -> PutObjectAclOutput;
+    acl::get_object_acl(GetObjectAclInput) -> GetObjectAclOutput;
+    bucket_policy::put_bucket_policy(PutBucketPolicyInput) -> PutBucketPolicyOutput;
+    bucket_policy::get_bucket_policy(GetBucketPolicyInput) -> GetBucketPolicyOutput;
+    bucket_policy::delete_bucket_policy(DeleteBucketPolicyInput) -> DeleteBucketPolicyOutput;
+    bucket_policy::put_public_access_block(PutPublicAccessBlockInput) -> PutPublicAccessBlockOutput;
+    bucket_policy::get_public_access_block(GetPublicAccessBlockInput) -> GetPublicAccessBlockOutput;
+    bucket_policy::delete_public_access_block(DeletePublicAccessBlockInput) -> DeletePublicAccessBlockOutput;
+    tagging::put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
+    tagging::get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
+    tagging::delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
+    attributes::get_object_attributes(GetObjectAttributesInput) -> GetObjectAttributesOutput;
+    multipart::upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
 }
 
 /// The largest file a browser (POST) upload may carry.
