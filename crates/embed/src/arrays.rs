@@ -12,8 +12,8 @@ use isthmus_array::{
     ArrayError, ArraySpec, Consistency, Direction, Location, Region, RemoteEndpoint, Status, Transfer, TransferOptions,
     Transfers, ZarrArray,
 };
+use isthmus_session::door::guard;
 use isthmus_store::RequestContext;
-use isthmus_store::door::guard;
 
 use isthmus_store::StoreError;
 

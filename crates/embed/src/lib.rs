@@ -11,7 +11,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::io::Read;
 
 use isthmus_posix::StoreOptions;
-use isthmus_store::door::{guard, range_of, stream_out};
+use isthmus_session::door::{guard, range_of, stream_out};
 use isthmus_store::{
     CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta, PartRequest,
     PutRequest, RequestContext, Store, StoreError,

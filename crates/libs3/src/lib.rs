@@ -13,7 +13,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
 use isthmus_posix::StoreOptions;
-use isthmus_store::door::{guard, range_of, stream_out};
+use isthmus_session::door::{guard, range_of, stream_out};
 use isthmus_store::{
     Conditions, CopyRequest, ETagMatch, GetRequest, ListRequest, ObjectInfo, ObjectMeta, PutRequest, RequestContext,
     Store, StoreError,

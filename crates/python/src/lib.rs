@@ -11,7 +11,7 @@ use std::io::Read;
 use std::num::NonZeroU64;
 
 use isthmus_posix::StoreOptions;
-use isthmus_store::door::{http_range, range_of};
+use isthmus_session::door::{http_range, range_of};
 use isthmus_store::{
     BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest, ObjectInfo,
     ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError,

@@ -7,6 +7,7 @@
 //! switches a thread's identity or spawns blocking engine work itself: they come here.
 
 pub mod as_requester;
+pub mod door;
 mod error;
 pub mod identities;
 pub mod principals;

@@ -15,7 +15,6 @@ pub mod byte_size;
 pub mod checksum;
 pub mod conditions;
 pub mod context;
-pub mod door;
 pub mod error;
 pub mod facts;
 pub mod file_stretch;
@@ -560,10 +559,27 @@ pub fn copy_between(
     writer.commit()
 }
 
+/// Streams everything `reader` yields to `sink` in chunks of up to 1 MiB. `sink` returns
+/// false to stop early (the caller's callback asked to); the result says whether all was sent.
+pub fn stream_out(reader: &mut dyn Read, mut sink: impl FnMut(&[u8]) -> bool) -> StoreResult<bool> {
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err.into()),
+        };
+        if !sink(&buf[..n]) {
+            return Ok(false);
+        }
+    }
+}
+
 /// Copies everything a reader yields into a writer, 1 MiB at a time.
 pub fn copy_stream(reader: &mut dyn Read, writer: &mut dyn ObjectWrite) -> StoreResult<()> {
     let mut failed = None;
-    door::stream_out(reader, |chunk| match writer.write_all(chunk) {
+    stream_out(reader, |chunk| match writer.write_all(chunk) {
         Ok(()) => true,
         Err(err) => {
             failed = Some(err);

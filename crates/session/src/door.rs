@@ -1,13 +1,13 @@
 //! What the in-process doors (the C library, the libs3 drop-in, the Python package) share:
 //! byte ranges from an offset and a length without overflow, HTTP Range headers, the loop that
-//! streams a body out in chunks, and the guard that keeps a panic from crossing into a host
-//! program.
+//! streams a body out in chunks (the engine's `stream_out`), and the guard that keeps a panic
+//! from crossing into a host program. Here, not in the engine: the engine knows no door.
 
-use std::io::Read;
 use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::{ByteRange, StoreError, StoreResult};
+pub use isthmus_store::stream_out;
+use isthmus_store::{ByteRange, StoreError, StoreResult};
 
 /// The range of an object from `offset`, `length` bytes long or to the end when `length` is
 /// `None`. An offset and length that would pass the largest possible object are refused
@@ -37,23 +37,6 @@ pub fn http_range(header: &str) -> StoreResult<ByteRange> {
         ("", suffix) => Ok(ByteRange::Suffix(number(suffix)?)),
         (first, "") => Ok(ByteRange::FromTo { first: number(first)?, last: None }),
         (first, last) => Ok(ByteRange::FromTo { first: number(first)?, last: Some(number(last)?) }),
-    }
-}
-
-/// Streams everything `reader` yields to `sink` in chunks of up to 1 MiB. `sink` returns
-/// false to stop early (the caller's callback asked to); the result says whether all was sent.
-pub fn stream_out(reader: &mut dyn Read, mut sink: impl FnMut(&[u8]) -> bool) -> StoreResult<bool> {
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => return Ok(true),
-            Ok(n) => n,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err.into()),
-        };
-        if !sink(&buf[..n]) {
-            return Ok(false);
-        }
     }
 }
 
