@@ -208,3 +208,21 @@ def test_no_crate_includes_a_file_outside_itself():
                 if not target.is_relative_to(root):
                     outside.append(f"{source.relative_to(REPO)}: {path}")
     assert not outside, f"includes of files outside their crate: {outside}"
+
+
+# Engine calls and a request's blocking work are placed by the session floor's runner. The
+# gateway's own maintenance (administration calls, the readiness check, metrics) is no
+# request's and starts its blocking tasks where it runs.
+OWN_BLOCKING_WORK = {"crates/s3/src/admin/route.rs", "crates/s3/src/admin_http.rs"}
+
+
+def test_only_the_runner_places_a_requests_blocking_work():
+    found = []
+    for crate in ("s3", "local", "array", "hdf5", "access", "embed", "libs3", "python"):
+        for path in sorted((REPO / "crates" / crate / "src").rglob("*.rs")):
+            relative = path.relative_to(REPO).as_posix()
+            if relative in OWN_BLOCKING_WORK:
+                continue
+            if "spawn_blocking" in path.read_text():
+                found.append(relative)
+    assert not found, f"blocking work started outside crates/session/src/runner.rs: {found}"

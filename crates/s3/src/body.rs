@@ -11,7 +11,7 @@ use isthmus_store::{BoxedReader, BoxedWriter, ObjectInfo, RequestContext, Store,
 
 use crate::Gateway;
 use crate::integrity::Declared;
-use isthmus_session::Placement;
+use isthmus_session::{Placement, Runner};
 use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
 use s3s::{S3Error, S3ErrorCode, StdError};
@@ -41,15 +41,20 @@ impl ObjectBody {
         Ok(Self::Whole(Bytes::from(buf)))
     }
 
-    pub fn into_blob(self) -> StreamingBlob {
+    /// A body held whole in memory.
+    pub fn whole(bytes: Bytes) -> StreamingBlob {
+        StreamingBlob::new(WholeBody(Some(bytes)))
+    }
+
+    pub fn into_blob(self, runner: &Runner) -> StreamingBlob {
         match self {
-            Self::Whole(bytes) => StreamingBlob::new(WholeBody(Some(bytes))),
+            Self::Whole(bytes) => Self::whole(bytes),
             Self::Stream(reader) => {
                 let remaining = reader.remaining();
                 let (tx, rx) = mpsc::channel(2);
                 // Only reads a descriptor the engine call already opened (and the kernel already
                 // checked for the request's identity): no engine call, no identity switch.
-                tokio::task::spawn_blocking(move || pump_reader(reader, &tx));
+                runner.stream_out(move || pump_reader(reader, &tx));
                 StreamingBlob::new(ChannelBody { rx, remaining })
             }
         }

@@ -215,7 +215,7 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     let checksum = info.checksum.clone();
     let version_id = info.version_id.clone();
     let mut output = object_output!(GetObjectOutput, info, range, part_number, {
-        body: Some(body.into_blob()),
+        body: Some(body.into_blob(&gw.runner)),
         tag_count: tag_count,
         version_id: version_id,
     });

@@ -226,7 +226,7 @@ pub async fn serve(
     .map_err(crate::error::s3_error)??;
     let (mut output, body) = answer;
     if let Some(body) = body {
-        output.body = Some(ObjectBody::Stream(Box::new(body)).into_blob());
+        output.body = Some(ObjectBody::Stream(Box::new(body)).into_blob(&gw.runner));
     }
     Ok(S3Response::new(output))
 }
@@ -237,7 +237,7 @@ fn json_output(value: &Value) -> GetObjectOutput {
     GetObjectOutput {
         content_length: Some(bytes.len() as i64),
         content_type: Some("application/json".into()),
-        body: Some(ObjectBody::Whole(bytes).into_blob()),
+        body: Some(ObjectBody::whole(bytes)),
         ..Default::default()
     }
 }

@@ -144,6 +144,13 @@ impl Runner {
         self.spawn(cx, move |cx| f(&*store, cx))
     }
 
+    /// Starts a blocking task that reads what an engine call already opened (a response
+    /// body's descriptor, which the kernel checked for the request's identity when it was
+    /// opened): no engine call and no identity in it, so it runs as the pool thread is.
+    pub fn stream_out(&self, work: impl FnOnce() + Send + 'static) {
+        drop(tokio::task::spawn_blocking(work));
+    }
+
     fn spawn<T, F>(&self, cx: &RequestContext, work: F) -> tokio::task::JoinHandle<StoreResult<T>>
     where
         F: FnOnce(&RequestContext) -> StoreResult<T> + Send + 'static,
