@@ -108,16 +108,21 @@ def test_the_circle_finder_finds_a_circle(tmp_path):
     assert circles(uses(src)) == [["a", "b"]]
 
 
-# The floors of ARCHITECTURE.md: a crate depends only on crates of its floor or below.
-FLOORS = {
-    "store": 0,
-    "posix": 1, "erasure": 1, "conformance": 1,
-    "access": 2, "pools": 2,
-    "array": 3, "hdf5": 3, "grid": 3, "local": 3, "cost": 3,
-    "session": 4,
-    "s3": 5, "embed": 5, "libs3": 5, "python": 5,
-    "bench": 6, "cli": 6,
-}
+# The floors of ARCHITECTURE.md, read from its table: a crate depends only on crates of its
+# floor or below.
+FLOOR_ROW = re.compile(r"^\| (\d+) [^|]*\| ([^|]+) \|", re.M)
+
+
+def floors_of_architecture_md():
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    floors = {}
+    for number, crates in FLOOR_ROW.findall(text):
+        for crate in re.findall(r"`([\w-]+)`", crates):
+            floors[crate] = int(number)
+    return floors
+
+
+FLOORS = floors_of_architecture_md()
 
 # The benchmark crates: the isthmus-bench binary and its library. The gateway binary (cli) does
 # not depend on them; `isthmus bench ...` runs the isthmus-bench binary.
