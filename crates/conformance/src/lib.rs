@@ -16,8 +16,8 @@ pub use versions::*;
 
 use isthmus_store::BucketSettings;
 use isthmus_store::{
-    ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
-    PartRequest, PutRequest, RequestContext, Store, StoreError,
+    ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest,
+    ObjectChange, ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError, StoreExt,
 };
 use isthmus_store::{CompletedPart, ListUploadsRequest};
 
@@ -195,9 +195,9 @@ pub fn metadata_and_tags_round_trip(store: &dyn Store) {
         (meta.content_type, meta.cache_control, meta.user)
     );
     let tags = BTreeMap::from([("project".to_string(), "climate".to_string())]);
-    store.set_object_tags(&cx(), &b, "k", tags.clone()).unwrap();
+    store.update_object(&cx(), &b, "k", ObjectChange::Tags(tags.clone())).unwrap();
     assert_eq!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags, tags);
-    store.set_object_tags(&cx(), &b, "k", BTreeMap::new()).unwrap();
+    store.update_object(&cx(), &b, "k", ObjectChange::Tags(BTreeMap::new())).unwrap();
     assert!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags.is_empty());
     assert_eq!(read(store, &b, "k", &GetRequest::default()), b"data", "tags leave the bytes alone");
 }

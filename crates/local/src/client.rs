@@ -4,17 +4,16 @@
 //! both ways in chunks, so memory stays bounded whatever the object's size.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use isthmus_store::{
-    Acl, BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest,
-    CreateBucketRequest, DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage,
-    ListPartsRequest, ListRequest, ListUploadsRequest, ListVersionsRequest, ObjectInfo, ObjectRead, ObjectWrite,
-    PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult, UpdateFile, UploadsPage,
-    VersionsPage,
+    BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest,
+    DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest,
+    ListRequest, ListUploadsRequest, ListVersionsRequest, MultipartStore, ObjectChange, ObjectFiles, ObjectInfo,
+    ObjectRead, ObjectWrite, PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult,
+    UpdateFile, UploadsPage, VersionsPage,
 };
 
 use crate::in_place::SocketUpdate;
@@ -284,30 +283,6 @@ impl Store for LocalStore {
         self.writer(&Request::PutObject { bucket: bucket.into(), key: key.into(), request })
     }
 
-    /// The object for in-place writes, when the gateway offers them (protocol 4): each read
-    /// and write is then a request the gateway judges and bounds (`in_place`); `None`
-    /// otherwise, and the object is written whole. A gateway of protocol 3 is not asked: it
-    /// would answer with a writable descriptor, which this client never takes.
-    fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
-        let mut conn = self.shared.take()?;
-        if conn.version < VERSION_UPDATE_REQUESTS {
-            self.shared.give_back(conn);
-            return Ok(None);
-        }
-        conn.send(&Request::ObjectFileForUpdate { bucket: bucket.into(), key: key.into() }).map_err(lost)?;
-        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
-        self.shared.give_back(conn);
-        match reply {
-            Ok(Reply::UpdateFile { size, durability }) => {
-                let requests = SocketUpdate::new(self.shared.clone(), bucket, key, size);
-                Ok(Some(UpdateFile::remote(Box::new(requests), size, durability, key)))
-            }
-            Ok(Reply::Done) => Ok(None),
-            Ok(other) => Err(unexpected(other)),
-            Err(err) => Err(err.into()),
-        }
-    }
-
     fn get_object(
         &self,
         _cx: &RequestContext,
@@ -396,20 +371,17 @@ impl Store for LocalStore {
         Err(not_available("ListObjectVersions"))
     }
 
-    fn set_object_acl(&self, _cx: &RequestContext, _bucket: &str, _key: &str, _acl: Acl) -> StoreResult<()> {
-        Err(not_available("PutObjectAcl"))
+    fn update_object(&self, _cx: &RequestContext, _bucket: &str, _key: &str, _change: ObjectChange) -> StoreResult<()> {
+        Err(not_available("PutObjectAcl and PutObjectTagging"))
     }
 
-    fn set_object_tags(
-        &self,
-        _cx: &RequestContext,
-        _bucket: &str,
-        _key: &str,
-        _tags: BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        Err(not_available("PutObjectTagging"))
+    /// In-place writes, when the gateway offers them.
+    fn files(&self) -> Option<&dyn ObjectFiles> {
+        Some(self)
     }
+}
 
+impl MultipartStore for LocalStore {
     fn create_multipart_upload(
         &self,
         _cx: &RequestContext,
@@ -492,5 +464,48 @@ impl Store for LocalStore {
         _request: &ListUploadsRequest,
     ) -> StoreResult<UploadsPage> {
         Err(not_available("ListMultipartUploads"))
+    }
+}
+
+/// The gateway keeps its files: no descriptor of an object and no derived record crosses the
+/// socket; an object's bytes are written in place with requests the gateway judges.
+impl ObjectFiles for LocalStore {
+    /// `None`: a peer reads an object with GetObject (which may answer with a read-only
+    /// descriptor of a large object's file).
+    fn object_file(&self, _cx: &RequestContext, _bucket: &str, _key: &str) -> StoreResult<Option<std::fs::File>> {
+        Ok(None)
+    }
+
+    /// The object for in-place writes, when the gateway offers them (protocol 4): each read
+    /// and write is then a request the gateway judges and bounds (`in_place`); `None`
+    /// otherwise, and the object is written whole. A gateway of protocol 3 is not asked: it
+    /// would answer with a writable descriptor, which this client never takes.
+    fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
+        let mut conn = self.shared.take()?;
+        if conn.version < VERSION_UPDATE_REQUESTS {
+            self.shared.give_back(conn);
+            return Ok(None);
+        }
+        conn.send(&Request::ObjectFileForUpdate { bucket: bucket.into(), key: key.into() }).map_err(lost)?;
+        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
+        self.shared.give_back(conn);
+        match reply {
+            Ok(Reply::UpdateFile { size, durability }) => {
+                let requests = SocketUpdate::new(self.shared.clone(), bucket, key, size);
+                Ok(Some(UpdateFile::remote(Box::new(requests), size, durability, key)))
+            }
+            Ok(Reply::Done) => Ok(None),
+            Ok(other) => Err(unexpected(other)),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Records derived from objects are the gateway's cache, neither read nor kept from here.
+    fn read_derived(&self, _: &RequestContext, _: &str, _: &str, _: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    fn write_derived(&self, _: &RequestContext, _: &str, _: &str, _: &str, _: &[u8]) -> StoreResult<()> {
+        Ok(())
     }
 }

@@ -39,7 +39,7 @@
 //! bucket's quota, and keeps writing after its permission is gone, a file its own user may
 //! not even reach by path. Each request names the object and the size the peer
 //! was told; the gateway opens the object's file again for it, judged as the peer is for every
-//! write (`Store::object_file_for_update`: bucket, token scope, the kernel as the peer's Unix
+//! write (`ObjectFiles::object_file_for_update`: bucket, token scope, the kernel as the peer's Unix
 //! user), refuses it if the size changed (PreconditionFailed: the object was replaced or
 //! truncated, open it again), refuses any byte outside the object before writing one, and
 //! writes under the file's `flock` as in-process writers do. A read-merge-write takes the
@@ -99,7 +99,7 @@ pub enum Request {
         key: String,
         request: PutRequest,
     },
-    /// `Store::object_file_for_update`: whether the object may be written in place, and its
+    /// `ObjectFiles::object_file_for_update`: whether the object may be written in place, and its
     /// size.
     ObjectFileForUpdate {
         bucket: String,

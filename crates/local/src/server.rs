@@ -488,7 +488,8 @@ fn update_file(
     if !offered {
         return Ok(Reply::Done);
     }
-    Ok(match store.object_file_for_update(cx, bucket, key)? {
+    let Some(files) = store.files() else { return Ok(Reply::Done) };
+    Ok(match files.object_file_for_update(cx, bucket, key)? {
         Some(file) => Reply::UpdateFile { size: file.size(), durability: file.durability() },
         None => Reply::Done,
     })

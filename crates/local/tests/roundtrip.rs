@@ -8,7 +8,8 @@ use isthmus_access::Authorized;
 use isthmus_local::{LocalSocket, LocalStore};
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{
-    CompletedPart, GetRequest, ListRequest, PartRequest, PutRequest, RequestContext, Store, StoreError,
+    CompletedPart, GetRequest, ListRequest, MultipartStore, PartRequest, PutRequest, RequestContext, Store, StoreError,
+    StoreExt,
 };
 
 fn cx() -> RequestContext {
@@ -363,7 +364,8 @@ fn in_place_through_requests(as_unix_user: bool) {
     let path = serve_identity(dir.path(), as_unix_user);
     let on_disk = dir.path().join("data/bkt/shard");
     let local = LocalStore::connect(&path).unwrap();
-    let file = local.object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("in-place writes offered");
+    let file =
+        local.files().unwrap().object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("in-place writes offered");
     assert_eq!(file.size(), 64);
     file.write(&[(8, b"in place"), (32, b"second")]).unwrap();
     file.commit().unwrap();
@@ -404,7 +406,10 @@ fn in_place_through_requests(as_unix_user: bool) {
     local.put_bytes(&cx(), "bkt", "shard", &[1u8; 32], PutRequest::default()).unwrap();
     assert!(matches!(file.write(&[(0, b"stale")]), Err(StoreError::PreconditionFailed)));
     assert_eq!(std::fs::read(&on_disk).unwrap(), vec![1u8; 32]);
-    assert!(matches!(local.object_file_for_update(&cx(), "bkt", "missing"), Err(StoreError::NoSuchKey)));
+    assert!(matches!(
+        local.files().unwrap().object_file_for_update(&cx(), "bkt", "missing"),
+        Err(StoreError::NoSuchKey)
+    ));
 }
 
 #[test]
@@ -481,7 +486,7 @@ fn a_peer_that_locks_an_object_and_goes_silent_loses_the_lock() {
     // An in-process writer of the same file waits for the lock until the silent peer's
     // connection is closed.
     let started = std::time::Instant::now();
-    let file = store.object_file_for_update(&cx(), "bkt", "shard").unwrap().unwrap();
+    let file = store.files().unwrap().object_file_for_update(&cx(), "bkt", "shard").unwrap().unwrap();
     file.write(&[(0, b"after")]).unwrap();
     let waited = started.elapsed();
     assert!(waited >= idle / 2 && waited < idle * 10, "waited {waited:?}");

@@ -1,8 +1,38 @@
-//! What a backend tells its doors about a bucket's storage: when a write counts as done
-//! (`Durability`), where object metadata is kept (`MetadataMode`) and which kind of file system
-//! holds the data (`FileSystemKind`), the parts of `BucketFacts` every backend names.
+//! What a backend tells its doors about a bucket (`BucketFacts`): when a write counts as done
+//! (`Durability`), where object metadata is kept (`MetadataMode`), which kind of file system
+//! holds the data (`FileSystemKind`), who judges access (`AccessJudge`) and, behind pools, the
+//! pool holding it.
 
 use serde::{Deserialize, Serialize};
+
+/// What a backend says about one of its buckets: facts doors use to decide how to call it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketFacts {
+    /// The file system the bucket's data lives on (decides inline calls or the blocking pool).
+    pub filesystem: FileSystemKind,
+    /// Where object metadata is kept in this bucket.
+    pub metadata: MetadataMode,
+    pub durability: Durability,
+    /// Who can judge object access when requests run with their users' Unix identities
+    /// (`identity = "posix"`).
+    pub access: AccessJudge,
+    /// The pool holding the bucket (GetBucketLocation's LocationConstraint), filled by the pool
+    /// router; `None` from a backend on its own.
+    pub pool: Option<String>,
+}
+
+/// Who can judge a bucket's object access when requests run with Unix identities: the backend
+/// says, per bucket, since a router holds buckets of several backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessJudge {
+    /// The bucket's objects are files the request's own calls open as its user: the kernel's
+    /// permission checks (modes, groups, ACLs) decide, as for the user's shell.
+    Kernel,
+    /// The backend's files are the gateway's own (erasure-coded shards and records): the
+    /// kernel never refuses anyone, so the authorization layer applies the S3 rules (owner,
+    /// grants, ACLs, policies) as it does without Unix identities.
+    Gateway,
+}
 
 /// Where metadata records are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
