@@ -19,7 +19,8 @@ use isthmus_store::{
 use crate::in_place::SocketUpdate;
 use crate::pool::{Connection, Shared, lost};
 use crate::protocol::{
-    Chunk, Reply, Request, VERSION_UPDATE_REQUESTS, WireError, read_chunk_header, read_frame, write_chunks, write_end,
+    Chunk, Reply, Request, VERSION_EVERY_CALL, VERSION_UPDATE_REQUESTS, WireError, read_chunk_header, read_frame,
+    write_chunks, write_end,
 };
 use isthmus_store::file_stretch::FileStretch;
 
@@ -53,7 +54,20 @@ impl LocalStore {
 
     /// One call with a reply and nothing streamed.
     fn call(&self, request: &Request) -> StoreResult<Reply> {
+        self.call_from(1, request)
+    }
+
+    /// `call`, of a request the gateway knows from protocol `version` on: NotImplemented, and
+    /// nothing sent, where the gateway is older (it would take the request for garbage).
+    fn call_from(&self, version: u16, request: &Request) -> StoreResult<Reply> {
         let mut conn = self.shared.take()?;
+        if conn.version < version {
+            let spoken = conn.version;
+            self.shared.give_back(conn);
+            return Err(StoreError::NotImplemented(format!(
+                "this call needs local protocol version {version}; the gateway speaks {spoken}: upgrade the gateway"
+            )));
+        }
         conn.send(request).map_err(lost)?;
         let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
         self.shared.give_back(conn);
@@ -73,10 +87,6 @@ pub(crate) fn unexpected(reply: Reply) -> StoreError {
         status: 500,
         message: format!("unexpected reply from the gateway: {reply:?}"),
     }
-}
-
-fn not_available(what: &str) -> StoreError {
-    StoreError::InvalidRequest(format!("{what} is not available through the local socket; use the S3 endpoint"))
 }
 
 macro_rules! expect {
@@ -257,20 +267,26 @@ impl Store for LocalStore {
         expect!(self.call(&Request::HeadBucket { bucket: bucket.into() }), Reply::Done => ())
     }
 
-    fn bucket_facts(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BucketFacts> {
-        Err(not_available("bucket facts"))
+    fn bucket_facts(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
+        let request = Request::BucketFacts { bucket: bucket.into() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Facts(facts) => facts)
     }
 
     fn delete_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         expect!(self.call(&Request::DeleteBucket { bucket: bucket.into() }), Reply::Done => ())
     }
 
-    fn bucket_config(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BucketConfig> {
-        Err(not_available("bucket settings"))
+    fn bucket_config(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig> {
+        let request = Request::BucketConfig { bucket: bucket.into() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Config { config, version } => {
+            BucketConfig { version, ..config }
+        })
     }
 
-    fn set_bucket_config(&self, _cx: &RequestContext, _bucket: &str, _config: &BucketConfig) -> StoreResult<()> {
-        Err(not_available("bucket settings"))
+    fn set_bucket_config(&self, _cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
+        let (config, version) = (config.clone(), config.version.clone());
+        let request = Request::SetBucketConfig { bucket: bucket.into(), config, version };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Done => ())
     }
 
     fn put_object(
@@ -365,14 +381,16 @@ impl Store for LocalStore {
     fn list_object_versions(
         &self,
         _cx: &RequestContext,
-        _bucket: &str,
-        _request: &ListVersionsRequest,
+        bucket: &str,
+        request: &ListVersionsRequest,
     ) -> StoreResult<VersionsPage> {
-        Err(not_available("ListObjectVersions"))
+        let request = Request::ListObjectVersions { bucket: bucket.into(), request: request.clone() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Versions(page) => page)
     }
 
-    fn update_object(&self, _cx: &RequestContext, _bucket: &str, _key: &str, _change: ObjectChange) -> StoreResult<()> {
-        Err(not_available("PutObjectAcl and PutObjectTagging"))
+    fn update_object(&self, _cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()> {
+        let request = Request::UpdateObject { bucket: bucket.into(), key: key.into(), change };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Done => ())
     }
 
     /// In-place writes, when the gateway offers them.
@@ -460,10 +478,11 @@ impl MultipartStore for LocalStore {
     fn list_multipart_uploads(
         &self,
         _cx: &RequestContext,
-        _bucket: &str,
-        _request: &ListUploadsRequest,
+        bucket: &str,
+        request: &ListUploadsRequest,
     ) -> StoreResult<UploadsPage> {
-        Err(not_available("ListMultipartUploads"))
+        let request = Request::ListMultipartUploads { bucket: bucket.into(), request: request.clone() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Uploads(page) => page)
     }
 }
 

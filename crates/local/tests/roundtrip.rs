@@ -12,32 +12,11 @@ use isthmus_store::{
     StoreExt,
 };
 
-fn cx() -> RequestContext {
-    RequestContext::process()
-}
-
-/// A gateway-side socket in `dir` that serves every peer whose uid is `allowed` as `user`.
-fn serve(dir: &std::path::Path, allowed: u32) -> (std::path::PathBuf, Arc<dyn Store>) {
-    serve_passing(dir, allowed, true)
-}
-
-/// `serve`, passing descriptors for large GETs or not.
-fn serve_passing(dir: &std::path::Path, allowed: u32, pass: bool) -> (std::path::PathBuf, Arc<dyn Store>) {
-    let store: Arc<dyn Store> =
-        Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
-    let path = dir.join("isthmus.sock");
-    let socket = LocalSocket::bind(&path).unwrap().passing_descriptors(pass);
-    let resolve = move |uid: u32| (uid == allowed).then(|| RequestContext::user("local-user", true));
-    socket.serve(store.clone(), Arc::new(resolve), 8).unwrap();
-    (path, store)
-}
+mod common;
+use common::{cx, me, serve, serve_passing};
 
 fn hex(bytes: [u8; 16]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn me() -> u32 {
-    rustix::process::getuid().as_raw()
 }
 
 #[test]

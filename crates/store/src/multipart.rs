@@ -68,7 +68,7 @@ pub const MAX_PART_NUMBER: u32 = 10_000;
 pub const MIN_PART_SIZE: u64 = 5 << 20;
 
 /// An upload in progress.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UploadInfo {
     pub key: String,
     pub upload_id: String,
@@ -134,7 +134,7 @@ pub struct PartsPage {
 }
 
 /// A ListMultipartUploads request.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ListUploadsRequest {
     pub prefix: String,
     pub key_marker: Option<String>,
@@ -143,7 +143,7 @@ pub struct ListUploadsRequest {
 }
 
 /// A ListMultipartUploads page, ordered by key, then start time.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UploadsPage {
     pub uploads: Vec<UploadInfo>,
     pub is_truncated: bool,

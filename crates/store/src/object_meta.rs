@@ -46,7 +46,7 @@ impl ObjectMeta {
 /// A change of what is kept with an object besides its bytes, made in place
 /// (`Store::update_object`): its bytes, ETag and Last-Modified stay. One variant per S3
 /// subresource an object has.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ObjectChange {
     /// Replaces the object's ACL (PutObjectAcl; private without grants removes it).
     Acl(crate::Acl),
