@@ -1,20 +1,19 @@
-//! The engine calls as the authorization layer passes them: each checks the caller's rights in
-//! the bucket (owner rules, grants, ACLs, policy; the kernel with Unix identities) and the
-//! scopes of a bearer token, if the request has one, before the backend sees it.
-
-use std::collections::BTreeMap;
+//! The engine calls as the authorization layer passes them (`Store`, `MultipartStore` and, where
+//! the backend has them, `ObjectFiles`): each checks the caller's rights in the bucket (owner
+//! rules, grants, ACLs, policy; the kernel with Unix identities) and the scopes of a bearer
+//! token, if the request has one, before the backend sees it.
 
 use super::{Access, Authorized, KeyGrants, is_superuser};
 use crate::policy::{BucketPolicy, PolicyAction};
-use isthmus_store::acl::Acl;
 use isthmus_store::bucket_config::BucketSettings;
 use isthmus_store::conditions::ETagMatch;
 use isthmus_store::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use isthmus_store::scopes::ScopeAccess;
 use isthmus_store::{
     BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
-    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, ObjectInfo,
-    PartRequest, Principal, PutRequest, RequestContext, Store, StoreError, StoreResult, VersionsPage,
+    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, MultipartStore,
+    ObjectChange, ObjectFiles, ObjectInfo, PartRequest, Principal, PutRequest, RequestContext, Store, StoreError,
+    StoreResult, UpdateFile, VersionsPage,
 };
 
 /// AccessDenied unless the request's token, if any, reaches into `bucket` at all (enough to
@@ -105,9 +104,9 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.head_bucket(cx, bucket)
     }
 
+    /// A bucket's facts (its pool: GetBucketLocation) are told to whoever may HEAD it.
     fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
-        cx.require_scope(ScopeAccess::Read, bucket, "")?;
-        self.require(cx, bucket, Access::Owner)?;
+        self.head_bucket(cx, bucket)?;
         self.inner.bucket_facts(cx, bucket)
     }
 
@@ -207,43 +206,6 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.head_object(cx, bucket, key, request)
     }
 
-    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        require_touch(cx, bucket)?;
-        self.head_bucket(cx, bucket)?;
-        self.inner.bucket_location(cx, bucket)
-    }
-
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
-        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
-        self.inner.object_file(cx, bucket, key)
-    }
-
-    /// An overwrite in place: the bucket's write permission, and a token's storage.modify (one
-    /// that may only create new objects updates none).
-    fn object_file_for_update(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-    ) -> StoreResult<Option<isthmus_store::UpdateFile>> {
-        if self.creating_only(cx, bucket, key)? {
-            return Err(StoreError::NoSuchKey);
-        }
-        self.require_write(cx, bucket, None)?;
-        self.inner.object_file_for_update(cx, bucket, key)
-    }
-
-    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
-        self.inner.read_derived(cx, bucket, key, kind)
-    }
-
-    /// Whoever may read an object may keep what is derived from it: it is a cache of reads.
-    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
-        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
-        self.inner.write_derived(cx, bucket, key, kind, bytes)
-    }
-
     fn delete_object(
         &self,
         cx: &RequestContext,
@@ -318,25 +280,53 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.inner.list_object_versions(cx, bucket, request)
     }
 
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
+    /// Changing an object's ACL or tags is the bucket owner's; a public ACL must pass the
+    /// bucket's public access block.
+    fn update_object(&self, cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()> {
         cx.require_scope(ScopeAccess::Modify, bucket, key)?;
         self.require(cx, bucket, Access::Owner)?;
-        self.check_acl_allowed(cx, bucket, Some(acl.canned))?;
-        self.inner.set_object_acl(cx, bucket, key, acl)
+        if let ObjectChange::Acl(acl) = &change {
+            self.check_acl_allowed(cx, bucket, Some(acl.canned))?;
+        }
+        self.inner.update_object(cx, bucket, key, change)
     }
 
-    fn set_object_tags(
+    /// The judged calls of `ObjectFiles`, where the backend has them.
+    fn files(&self) -> Option<&dyn ObjectFiles> {
+        self.inner.files().map(|_| self as &dyn ObjectFiles)
+    }
+
+    /// The source is judged exactly as a GET of it (`require_object_read`).
+    #[allow(clippy::too_many_arguments, reason = "the Store trait's signature")]
+    fn upload_part_copy(
         &self,
         cx: &RequestContext,
         bucket: &str,
         key: &str,
-        tags: BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        cx.require_scope(ScopeAccess::Modify, bucket, key)?;
-        self.require(cx, bucket, Access::Owner)?;
-        self.inner.set_object_tags(cx, bucket, key, tags)
+        upload_id: &str,
+        request: &PartRequest,
+        source: (&str, &str),
+        source_request: &GetRequest,
+    ) -> StoreResult<ObjectInfo> {
+        let (version, expected) = (source_request.version_id.as_deref(), cx.expected_source_owner.as_deref());
+        self.require_object_read(cx, source.0, source.1, version, expected)?;
+        cx.require_scope(ScopeAccess::Create, bucket, key)?;
+        self.require(cx, bucket, Access::Write)?;
+        // Held while the part is written: a part is not usage, but it may not be written past
+        // a quota the whole object could never fit in.
+        let _admitted = match &self.quotas {
+            Some(quotas) => {
+                let head = HeadRequest { version_id: source_request.version_id.clone(), ..HeadRequest::default() };
+                let size = self.inner.head_object(cx, source.0, source.1, &head)?.size;
+                quotas.admit_part(&*self.inner, cx, bucket, Some(size))?
+            }
+            None => None,
+        };
+        self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
     }
+}
 
+impl<S: Store + ?Sized> MultipartStore for Authorized<S> {
     fn create_multipart_upload(
         &self,
         cx: &RequestContext,
@@ -427,33 +417,34 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         self.require(cx, bucket, Access::Read)?;
         self.inner.list_multipart_uploads(cx, bucket, request)
     }
+}
 
-    /// The source is judged exactly as a GET of it (`require_object_read`).
-    #[allow(clippy::too_many_arguments, reason = "the Store trait's signature")]
-    fn upload_part_copy(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        request: &PartRequest,
-        source: (&str, &str),
-        source_request: &GetRequest,
-    ) -> StoreResult<ObjectInfo> {
-        let (version, expected) = (source_request.version_id.as_deref(), cx.expected_source_owner.as_deref());
-        self.require_object_read(cx, source.0, source.1, version, expected)?;
-        cx.require_scope(ScopeAccess::Create, bucket, key)?;
-        self.require(cx, bucket, Access::Write)?;
-        // Held while the part is written: a part is not usage, but it may not be written past
-        // a quota the whole object could never fit in.
-        let _admitted = match &self.quotas {
-            Some(quotas) => {
-                let head = HeadRequest { version_id: source_request.version_id.clone(), ..HeadRequest::default() };
-                let size = self.inner.head_object(cx, source.0, source.1, &head)?.size;
-                quotas.admit_part(&*self.inner, cx, bucket, Some(size))?
-            }
-            None => None,
-        };
-        self.inner.upload_part_copy(cx, bucket, key, upload_id, request, source, source_request)
+/// An object's file and the records derived from it are judged as the object is: reading as a
+/// GET, an overwrite in place as a PUT.
+impl<S: Store + ?Sized> ObjectFiles for Authorized<S> {
+    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
+        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
+        self.inner.files().map_or(Ok(None), |files| files.object_file(cx, bucket, key))
+    }
+
+    /// An overwrite in place: the bucket's write permission, and a token's storage.modify (one
+    /// that may only create new objects updates none).
+    fn object_file_for_update(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
+        if self.creating_only(cx, bucket, key)? {
+            return Err(StoreError::NoSuchKey);
+        }
+        self.require_write(cx, bucket, None)?;
+        self.inner.files().map_or(Ok(None), |files| files.object_file_for_update(cx, bucket, key))
+    }
+
+    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
+        self.inner.files().map_or(Ok(None), |files| files.read_derived(cx, bucket, key, kind))
+    }
+
+    /// Whoever may read an object may keep what is derived from it: it is a cache of reads.
+    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
+        self.require_object_read(cx, bucket, key, None, cx.expected_bucket_owner.as_deref())?;
+        self.inner.files().map_or(Ok(()), |files| files.write_derived(cx, bucket, key, kind, bytes))
     }
 }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use isthmus_access::{Authorized, BucketGrants};
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::BucketSettings;
-use isthmus_store::{CopyRequest, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{
+    CopyRequest, GetRequest, ListRequest, MultipartStore, ObjectChange, PutRequest, RequestContext, Store, StoreError,
+    StoreExt,
+};
 
 fn user(name: &str) -> RequestContext {
     RequestContext::user(name, false)
@@ -50,7 +53,7 @@ fn other_users_are_denied_every_operation_on_a_bucket_they_do_not_own() {
     denied(store.list_objects(&mallory, "alices", &ListRequest { max_keys: 10, ..Default::default() }));
     denied(store.delete_bucket(&mallory, "alices"));
     denied(store.create_multipart_upload(&mallory, "alices", "k", PutRequest::default()));
-    denied(store.set_object_tags(&mallory, "alices", "k", Default::default()));
+    denied(store.update_object(&mallory, "alices", "k", ObjectChange::Tags(Default::default())));
     // A copy out of someone else's bucket into one's own is refused too.
     store.create_bucket(&mallory, "mallorys", &Default::default()).unwrap();
     denied(store.copy_object(&mallory, ("alices", "k"), ("mallorys", "k"), &CopyRequest::default()));
@@ -163,7 +166,7 @@ fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
     denied(store.set_bucket_acl(&mallory, "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private)));
     denied(store.delete_bucket(&anonymous, "alices"));
     denied(store.set_bucket_tags(&mallory, "alices", Default::default()));
-    denied(store.set_object_tags(&anonymous, "alices", "k", Default::default()));
+    denied(store.update_object(&anonymous, "alices", "k", ObjectChange::Tags(Default::default())));
     // Anonymous requests never list or create buckets; shared buckets are not listed to others.
     denied(store.list_buckets(&anonymous));
     denied(store.create_bucket(&anonymous, "anon-bucket", &Default::default()));
@@ -177,17 +180,22 @@ fn an_object_acl_shares_that_object_only() {
     let alice = user("alice");
     store.put_bytes(&alice, "alices", "open", b"open", PutRequest::default()).unwrap();
     store
-        .set_object_acl(&alice, "alices", "open", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead))
+        .update_object(
+            &alice,
+            "alices",
+            "open",
+            ObjectChange::Acl(isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead)),
+        )
         .unwrap();
     assert_eq!(store.head_object(&anonymous, "alices", "open", &Default::default()).unwrap().size, 4);
     denied(store.head_object(&anonymous, "alices", "k", &Default::default()));
     denied(store.head_object(&anonymous, "alices", "missing", &Default::default()));
     denied(store.put_bytes(&anonymous, "alices", "open", b"x", PutRequest::default()));
-    denied(store.set_object_acl(
+    denied(store.update_object(
         &user("mallory"),
         "alices",
         "open",
-        isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private),
+        ObjectChange::Acl(isthmus_store::Acl::canned(isthmus_store::CannedAcl::Private)),
     ));
     // Overwriting without an ACL makes the object private again, as in S3.
     store.put_bytes(&alice, "alices", "open", b"new", PutRequest::default()).unwrap();
@@ -203,7 +211,7 @@ fn grants_share_with_the_named_user_only() {
     // An object grant: bob reads that object; carol and other objects stay closed.
     store.put_bytes(&alice, "alices", "for-bob", b"hi bob", PutRequest::default()).unwrap();
     let read = Acl { canned: CannedAcl::Private, grants: vec![grant("bob", GrantPermission::Read)] };
-    store.set_object_acl(&alice, "alices", "for-bob", read).unwrap();
+    store.update_object(&alice, "alices", "for-bob", ObjectChange::Acl(read)).unwrap();
     assert_eq!(store.head_object(&bob, "alices", "for-bob", &Default::default()).unwrap().size, 6);
     denied(store.head_object(&carol, "alices", "for-bob", &Default::default()));
     denied(store.head_object(&bob, "alices", "k", &Default::default()));
@@ -276,8 +284,8 @@ fn an_explicit_deny_refuses_every_read_of_the_key_by_anyone_but_root() {
                 store.get_object(cx, source.0, key, &GetRequest::default()).map(drop),
                 store.head_object(cx, source.0, key, &Default::default()).map(drop),
                 store.get_object(cx, source.0, key, &null_version).map(drop),
-                store.object_file(cx, source.0, key).map(drop),
-                store.read_derived(cx, source.0, key, "hdf5_index").map(drop),
+                store.files().unwrap().object_file(cx, source.0, key).map(drop),
+                store.files().unwrap().read_derived(cx, source.0, key, "hdf5_index").map(drop),
                 store.copy_object(cx, source, (own, "copied"), &CopyRequest::default()).map(drop),
                 store.upload_part_copy(cx, own, "assembled", &upload, &part, source, &GetRequest::default()).map(drop),
             ]

@@ -47,9 +47,9 @@ pub trait ChunkStore: ReadableWritableListableStorageTraits {
         self.set_if(key, &value, WriteCondition::IfAbsent)
     }
 
-    /// The value under `key` opened for writes in place (`Store::object_file_for_update`), for
-    /// layouts fixed ahead (uncompressed shards); `Unsupported` by stores that replace values
-    /// whole (a remote endpoint).
+    /// The value under `key` opened for writes in place
+    /// (`ObjectFiles::object_file_for_update`), for layouts fixed ahead (uncompressed shards);
+    /// `Unsupported` by stores that replace values whole (a remote endpoint).
     fn update_in_place(&self, key: &StoreKey) -> Result<InPlace, StorageError> {
         let _ = key;
         Ok(InPlace::Unsupported)

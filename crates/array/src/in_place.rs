@@ -3,9 +3,9 @@
 //! `crc32c` at the end) has a layout its shape fixes: inner chunk i of a shard (C order) at i
 //! times an inner chunk's size, then the index. Once such a shard exists, a region's write is a
 //! `pwrite` of each inner chunk it touches into the shard's open file
-//! (`Store::object_file_for_update`) instead of a new object per chunk, so a small region costs
-//! what a write into an HDF5 file costs. Readers (zarr-python, zarrs, this crate) see a valid
-//! shard at every moment: its index never changes in place.
+//! (`ObjectFiles::object_file_for_update`) instead of a new object per chunk, so a small region
+//! costs what a write into an HDF5 file costs. Readers (zarr-python, zarrs, this crate) see a
+//! valid shard at every moment: its index never changes in place.
 //!
 //! A missing shard is created whole (fill values, the fixed index; one atomic write if still
 //! absent; a fill value of zeros is a hole, so creating costs the index alone); a shard in another layout (zarr-python omits inner chunks of fill values) is

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use isthmus_store::{
     ByteRange as EngineRange, ETagMatch, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError,
+    StoreExt,
 };
 
 use crate::backend::{ChunkStore, InPlace, SOURCE_TAG, Walked, WriteCondition, patched};
@@ -262,7 +263,8 @@ impl ChunkStore for EngineStorage {
 
     fn update_in_place(&self, key: &StoreKey) -> Result<InPlace, StorageError> {
         let object = self.object_key(key.as_str());
-        match self.store.object_file_for_update(&self.cx, &self.bucket, &object) {
+        match self.store.files().map_or(Ok(None), |files| files.object_file_for_update(&self.cx, &self.bucket, &object))
+        {
             Ok(Some(file)) => Ok(InPlace::File(file)),
             Ok(None) => Ok(InPlace::Unsupported),
             Err(StoreError::NoSuchKey) => Ok(InPlace::Missing),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use isthmus_access::Authorized;
 use isthmus_array::{Expr, Location, ZarrArray, parse_selection, select::find};
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{PutRequest, RequestContext, Store};
+use isthmus_store::{PutRequest, RequestContext, Store, StoreExt};
 use proptest::prelude::*;
 
 /// The most bytes a fuzz case may ask to read (the gateway's `select_max_bytes`, scaled down).

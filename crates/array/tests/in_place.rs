@@ -217,7 +217,7 @@ fn a_token_that_may_only_create_updates_nothing_in_place() {
     array.write(&Region::new(vec![0, 0], vec![1, 8]), &floats([1.0; 8])).unwrap();
     let mut cx = RequestContext::process();
     cx.scopes = Some(Arc::new(Scopes::parse("storage.create:/arrays storage.read:/arrays", "/").unwrap()));
-    let refused = store.object_file_for_update(&cx, "arrays", "a/c/0/0");
+    let refused = store.files().unwrap().object_file_for_update(&cx, "arrays", "a/c/0/0");
     assert!(matches!(refused, Err(StoreError::OutOfScope(_))), "{refused:?}");
     let scoped = Location::Engine { store: store.clone(), cx, bucket: "arrays".into(), prefix: String::new() };
     let array = ZarrArray::open(&scoped, "a").unwrap();

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::time::SystemTime;
 
 use crate::target::{BenchResult, Connection, READ_BUF, Target};
+use isthmus_store::StoreExt;
 
 /// The Isthmus engine called directly, without HTTP: what the embedded door costs.
 pub struct EmbeddedTarget {

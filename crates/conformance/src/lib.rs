@@ -16,8 +16,8 @@ pub use versions::*;
 
 use isthmus_store::BucketSettings;
 use isthmus_store::{
-    ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest, ObjectMeta,
-    PartRequest, PutRequest, RequestContext, Store, StoreError,
+    ByteRange, Conditions, CopyRequest, ETagMatch, GetRequest, HeadRequest, ListPartsRequest, ListRequest,
+    ObjectChange, ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError, StoreExt,
 };
 use isthmus_store::{CompletedPart, ListUploadsRequest};
 
@@ -40,14 +40,14 @@ macro_rules! store_conformance_tests {
     (unversioned: $make:expr) => {
         $crate::store_conformance_tests!(@each $make;
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
-            metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
+            metadata_and_tags_round_trip, object_acls_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
             folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
             multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags, bucket_settings_are_written_whole);
     };
     ($make:expr) => {
         $crate::store_conformance_tests!(@each $make;
             keys_round_trip, invalid_keys_are_refused, missing_things_have_their_errors,
-            metadata_and_tags_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
+            metadata_and_tags_round_trip, object_acls_round_trip, listing_is_in_byte_order, listing_pages_and_delimiters,
             folder_objects_are_listed_under_their_own_prefix, writes_are_atomic, read_conditions_and_ranges, conditional_writes, copies,
             multipart_uploads, multipart_errors, bucket_lifecycle, bucket_tags, bucket_settings_are_written_whole,
             versions_are_kept_and_read_by_id, suspended_versioning_replaces_the_null_version,
@@ -163,6 +163,7 @@ pub fn missing_things_have_their_errors(store: &dyn Store) {
     let nobucket = |e: &StoreError| matches!(e, StoreError::NoSuchBucket);
     let nokey = |e: &StoreError| matches!(e, StoreError::NoSuchKey);
     expect_err(store.head_bucket(&cx(), "conf-missing"), nobucket, "head_bucket");
+    expect_err(store.bucket_facts(&cx(), "conf-missing"), nobucket, "bucket_facts");
     expect_err(store.get_object(&cx(), "conf-missing", "k", &GetRequest::default()).map(|r| r.info), nobucket, "get");
     expect_err(
         store.list_objects(&cx(), "conf-missing", &ListRequest { max_keys: 1, ..Default::default() }),
@@ -171,6 +172,8 @@ pub fn missing_things_have_their_errors(store: &dyn Store) {
     );
     expect_err(store.put_bytes(&cx(), "conf-missing", "k", b"x", PutRequest::default()), nobucket, "put");
     let b = bucket(store, "conf-present");
+    store.bucket_facts(&cx(), &b).unwrap();
+    expect_err(store.update_object(&cx(), &b, "k", ObjectChange::Tags(BTreeMap::new())), nokey, "update_object");
     expect_err(store.get_object(&cx(), &b, "k", &GetRequest::default()).map(|r| r.info), nokey, "get");
     expect_err(store.head_object(&cx(), &b, "k", &HeadRequest::default()), nokey, "head");
     store.delete_object(&cx(), &b, "k", &Default::default()).unwrap();
@@ -195,11 +198,43 @@ pub fn metadata_and_tags_round_trip(store: &dyn Store) {
         (meta.content_type, meta.cache_control, meta.user)
     );
     let tags = BTreeMap::from([("project".to_string(), "climate".to_string())]);
-    store.set_object_tags(&cx(), &b, "k", tags.clone()).unwrap();
+    store.update_object(&cx(), &b, "k", ObjectChange::Tags(tags.clone())).unwrap();
     assert_eq!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags, tags);
-    store.set_object_tags(&cx(), &b, "k", BTreeMap::new()).unwrap();
+    let too_many: BTreeMap<String, String> = (0..11).map(|i| (format!("k{i}"), String::new())).collect();
+    expect_err(
+        store.update_object(&cx(), &b, "k", ObjectChange::Tags(too_many)),
+        |e| matches!(e, StoreError::InvalidTag(_)),
+        "11 tags",
+    );
+    assert_eq!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags, tags);
+    store.update_object(&cx(), &b, "k", ObjectChange::Tags(BTreeMap::new())).unwrap();
     assert!(store.head_object(&cx(), &b, "k", &HeadRequest::default()).unwrap().meta.tags.is_empty());
     assert_eq!(read(store, &b, "k", &GetRequest::default()), b"data", "tags leave the bytes alone");
+}
+
+/// An object's ACL is replaced in place (tags, metadata and bytes stay), on a plain object and a
+/// folder object alike; a private ACL without grants removes it.
+pub fn object_acls_round_trip(store: &dyn Store) {
+    use isthmus_store::{Acl, CannedAcl, Grant, GrantPermission};
+    let b = bucket(store, "conf-object-acl");
+    let tags = BTreeMap::from([("project".to_string(), "climate".to_string())]);
+    let meta = ObjectMeta { tags: tags.clone(), ..Default::default() };
+    for key in ["k", "folder/"] {
+        let body: &[u8] = if key.ends_with('/') { b"" } else { b"data" };
+        let info = store.put_bytes(&cx(), &b, key, body, PutRequest { meta: meta.clone(), ..Default::default() });
+        let etag = info.unwrap().etag;
+        let acl = Acl {
+            canned: CannedAcl::PublicRead,
+            grants: vec![Grant { grantee: "alice".into(), permission: GrantPermission::Write }],
+        };
+        store.update_object(&cx(), &b, key, ObjectChange::Acl(acl.clone())).unwrap();
+        let head = store.head_object(&cx(), &b, key, &HeadRequest::default()).unwrap();
+        assert_eq!((head.meta.object_acl(), &head.meta.tags, head.etag.as_str()), (acl, &tags, etag.as_str()), "{key}");
+        store.update_object(&cx(), &b, key, ObjectChange::Acl(Acl::canned(CannedAcl::Private))).unwrap();
+        let head = store.head_object(&cx(), &b, key, &HeadRequest::default()).unwrap();
+        assert_eq!((head.meta.acl, head.meta.grants.len()), (None, 0), "{key}: a private ACL is none");
+        assert_eq!(read(store, &b, key, &GetRequest::default()), body, "{key}: the ACL leaves the bytes alone");
+    }
 }
 
 /// Keys whose order differs between "directory first" and byte order: S3 lists in UTF-8 byte

@@ -14,7 +14,7 @@ use isthmus_posix::StoreOptions;
 use isthmus_session::door::{guard, range_of, stream_out};
 use isthmus_store::{
     CompletedPart, CopyRequest, Durability, GetRequest, ListPage, ListRequest, ObjectInfo, ObjectMeta, PartRequest,
-    PutRequest, RequestContext, Store, StoreError,
+    PutRequest, RequestContext, Store, StoreError, StoreExt,
 };
 
 /// The context of this library's calls: the host process acting for itself.

@@ -17,7 +17,7 @@ use super::rebuild::Rebuilds;
 use super::status::{DriveReport, HealProgress};
 use super::{ErasureStore, Inner};
 use isthmus_store::error::{StoreError, StoreResult};
-use isthmus_store::{ListRequest, RequestContext, Store};
+use isthmus_store::{ListRequest, RequestContext, Store, StoreExt};
 
 /// Shard files no manifest or upload names are removed by heal once this old (a write in
 /// progress has not committed its manifest yet).
@@ -317,7 +317,7 @@ impl ErasureStore {
     /// leftovers removed; a replaced drive that healed cleanly is online again. `progress` is
     /// told (objects done, objects in all) as it goes.
     pub fn heal(&self, mut progress: impl FnMut(u64, u64)) -> StoreResult<HealReport> {
-        let inner = &self.inner;
+        let inner = self.inner();
         let cx = RequestContext::process();
         for drive in &inner.drives {
             drive.refresh(true);
@@ -390,7 +390,7 @@ impl ErasureStore {
     /// Times a few small reads on every drive, so `drive_reports` has latencies to show in a
     /// process that has not read anything yet.
     pub fn probe_drives(&self) {
-        for drive in self.inner.drives.iter().filter(|d| d.writable().is_some()) {
+        for drive in self.inner().drives.iter().filter(|d| d.writable().is_some()) {
             for _ in 0..3 {
                 let _ = drive.timed_io(0, || drive.is_formatted());
             }
@@ -400,11 +400,11 @@ impl ErasureStore {
     /// Objects waiting for the background healer (reads found them damaged, or a write left a
     /// drive behind), and objects it repaired since the pool was opened.
     pub fn heal_backlog(&self) -> (usize, u64) {
-        self.inner.healer.backlog()
+        self.inner().healer.backlog()
     }
 
     /// Heals one object now (what a read that found a bad shard asks the background healer).
     pub fn heal_object(&self, bucket: &str, key: &str) -> StoreResult<(u64, u64)> {
-        self.inner.heal_object(bucket, key).map(|h| (h.shards, h.manifests))
+        self.inner().heal_object(bucket, key).map(|h| (h.shards, h.manifests))
     }
 }

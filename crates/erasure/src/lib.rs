@@ -5,13 +5,14 @@
 //! quorum; reads hedge around slow drives and rebuild from parity (`read`), drives judged
 //! slow on their service times (`latency`); heal repairs (`heal`), a replaced drive is rebuilt
 //! in the background (`rebuild`), and the pool reports its drives and quorums (`status`).
-//! `ErasureStore` is the `Store` (`store`, `multipart`).
+//! `ErasureStore` is the `Store`: its calls (`store`, `multipart`) are crate-private and reached
+//! only through it, each run with the gateway's identity (`gateway_files`).
 
 pub mod codec;
 mod drive_files;
 mod drives;
 mod format;
-pub mod gateway_files;
+mod gateway_files;
 mod heal;
 mod lanes;
 mod latency;
@@ -154,8 +155,16 @@ pub(crate) struct Inner {
     decisions: namespace::Decisions,
 }
 
-/// An erasure-coded pool as a `Store`.
+/// An erasure-coded pool as a `Store`. Its files are the gateway's: every call, and every read
+/// and write of the streams it returns, runs with the gateway's identity whatever identity the
+/// calling thread has (`gateway_files`), so no caller has to remember to wrap it.
 pub struct ErasureStore {
+    calls: ErasureCalls,
+}
+
+/// The pool's calls as its drives answer them, with the calling thread's identity (`store`,
+/// `multipart`): crate-private, so that only `ErasureStore` reaches them.
+pub(crate) struct ErasureCalls {
     inner: Arc<Inner>,
 }
 
@@ -208,21 +217,25 @@ impl ErasureStore {
                 "erasure pool has too few drives taking writes to accept writes"
             );
         }
-        Ok(Self { inner })
+        Ok(Self { calls: ErasureCalls { inner } })
+    }
+
+    fn inner(&self) -> &Arc<Inner> {
+        &self.calls.inner
     }
 
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner().name
     }
 
     /// Each drive's state and, when it is not online, why and what the operator does about it
     /// (as the log says when the state changes), for status output.
     pub fn drive_states(&self) -> Vec<(DriveState, String)> {
-        self.inner.drives.iter().map(|d| (d.state(), d.why())).collect()
+        self.inner().drives.iter().map(|d| (d.state(), d.why())).collect()
     }
 
     pub fn config(&self) -> &ErasureConfig {
-        &self.inner.config
+        &self.inner().config
     }
 }
 
@@ -589,5 +602,5 @@ fn read_manifest(
 
 fn write_manifest(store: &isthmus_posix::PosixStore, bucket: &str, key: &str, bytes: &[u8]) -> StoreResult<()> {
     let request = isthmus_store::PutRequest { etag_without_md5: true, ..Default::default() };
-    isthmus_store::Store::put_bytes(store, &RequestContext::process(), bucket, key, bytes, request).map(|_| ())
+    isthmus_store::StoreExt::put_bytes(store, &RequestContext::process(), bucket, key, bytes, request).map(|_| ())
 }

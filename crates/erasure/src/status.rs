@@ -209,12 +209,12 @@ impl Inner {
 impl ErasureStore {
     /// The pool's drives: state, healing progress, space, latency, errors.
     pub fn drive_reports(&self) -> Vec<DriveReport> {
-        self.inner.drive_reports()
+        self.inner().drive_reports()
     }
 
     /// The pool's drives and quorums.
     pub fn status(&self) -> PoolStatus {
-        self.inner.status()
+        self.inner().status()
     }
 }
 

@@ -1,25 +1,25 @@
-//! `ErasureStore` as a `Store`: buckets and their settings are kept on every drive and decided
-//! by the drives together (`namespace`); objects are manifests plus shards (`write`, `read`);
-//! keys ending in '/' (folder objects, always empty) are kept as folders on every drive, as in
-//! a posix pool.
+//! The erasure pool's calls (`ErasureCalls`, reached only through `ErasureStore`, which runs
+//! each with the gateway's identity: `gateway_files`): buckets and their settings are kept on
+//! every drive and decided by the drives together (`namespace`); objects are manifests plus
+//! shards (`write`, `read`); uploads are `multipart`'s; keys ending in '/' (folder objects,
+//! always empty) are kept as folders on every drive, as in a posix pool.
 //! Versioning is not offered on erasure-coded pools (NotImplemented).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::manifest::Stored;
 use super::read::EcReader;
 use super::write::EcWriter;
-use super::{ErasureStore, Inner};
+use super::{ErasureCalls, Inner};
 use isthmus_posix::PosixStore;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
 use isthmus_store::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use isthmus_store::{
-    Acl, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome,
-    DeleteRequest, Digests, FileSystemKind, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest,
-    ListRequest, ListVersionsRequest, NULL_VERSION, ObjectInfo, ObjectVersion, ObjectWrite, PartRequest, PutRequest,
-    RequestContext, Store, VersionsPage,
+    BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
+    Digests, FileSystemKind, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest,
+    ListVersionsRequest, MultipartStore, NULL_VERSION, ObjectChange, ObjectInfo, ObjectVersion, ObjectWrite,
+    PartRequest, PutRequest, RequestContext, Store, StoreExt, VersionsPage,
 };
 
 /// Creates, deletes and settings changes of buckets in this process, one at a time.
@@ -134,7 +134,7 @@ impl ObjectWrite for FolderWriter {
     }
 }
 
-impl Store for ErasureStore {
+impl Store for ErasureCalls {
     fn list_buckets(&self, _cx: &RequestContext) -> StoreResult<Vec<BucketInfo>> {
         self.inner.bucket_list()
     }
@@ -162,6 +162,7 @@ impl Store for ErasureStore {
         Ok(BucketFacts {
             filesystem: FileSystemKind::Shared("erasure"),
             access: isthmus_store::AccessJudge::Gateway,
+            pool: None,
             ..facts
         })
     }
@@ -326,38 +327,20 @@ impl Store for ErasureStore {
         })
     }
 
-    fn set_object_acl(&self, _cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
+    fn update_object(&self, _cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()> {
+        change.validate()?;
         if is_folder(key) {
             return self.inner.on_every_drive(
-                "record an object ACL",
-                |s| s.set_object_acl(&gateway(), bucket, key, acl.clone()),
+                "change a folder object",
+                |s| s.update_object(&gateway(), bucket, key, change.clone()),
                 |_| false,
             );
         }
-        self.inner.change_meta(bucket, key, |meta| {
-            meta.acl = Some(acl.canned).filter(|c| *c != isthmus_store::CannedAcl::Private);
-            meta.grants = acl.grants;
-        })
+        self.inner.change_meta(bucket, key, |meta| change.apply(meta))
     }
+}
 
-    fn set_object_tags(
-        &self,
-        _cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        tags: BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        isthmus_store::object_meta::validate_tags(&tags)?;
-        if is_folder(key) {
-            return self.inner.on_every_drive(
-                "record object tags",
-                |s| s.set_object_tags(&gateway(), bucket, key, tags.clone()),
-                |_| false,
-            );
-        }
-        self.inner.change_meta(bucket, key, |meta| meta.tags = tags)
-    }
-
+impl MultipartStore for ErasureCalls {
     fn create_multipart_upload(
         &self,
         _cx: &RequestContext,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use isthmus_erasure::{DriveState, ErasureConfig, ErasureStore, HealProgress};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{GetRequest, PutRequest, Store};
+use isthmus_store::{GetRequest, PutRequest, Store, StoreExt};
 
 mod support;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use isthmus_erasure::{DriveState, ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{PutRequest, Store, StoreError};
+use isthmus_store::{ObjectChange, PutRequest, Store, StoreError, StoreExt};
 
 mod support;
 
@@ -273,7 +273,7 @@ fn an_empty_directory_where_a_mounted_disk_was_is_never_written() {
     objects.retain(|(key, _)| key != "a/0");
     let mut tags = BTreeMap::new();
     tags.insert("t".to_string(), "v".to_string());
-    store.set_object_tags(&cx(), BUCKET, "a/1", tags).unwrap();
+    store.update_object(&cx(), BUCKET, "a/1", ObjectChange::Tags(tags)).unwrap();
     assert_eq!(store.heal(|_, _| {}).unwrap().unreadable, Vec::<String>::new());
     check_all(&store, &objects);
     assert_eq!(entries(&paths[3]), Vec::<PathBuf>::new(), "the empty mount point was written");

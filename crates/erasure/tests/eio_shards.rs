@@ -8,7 +8,7 @@ use std::io::Read;
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{GetRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{GetRequest, PutRequest, RequestContext, Store, StoreError, StoreExt};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{DeleteRequest, GetRequest, PutRequest, Store, StoreError};
+use isthmus_store::{DeleteRequest, GetRequest, PutRequest, Store, StoreError, StoreExt};
 
 mod support;
 

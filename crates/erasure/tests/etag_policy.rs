@@ -6,7 +6,7 @@ use std::io::Read;
 
 use isthmus_erasure::{ErasureConfig, ErasureStore, EtagPolicy};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{CompletedPart, GetRequest, PartRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{CompletedPart, GetRequest, MultipartStore, PartRequest, PutRequest, RequestContext, Store};
 use md5::{Digest, Md5};
 
 fn store(dir: &std::path::Path, etag: EtagPolicy) -> ErasureStore {

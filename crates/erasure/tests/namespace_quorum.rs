@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{BucketConfig, ListRequest, PutRequest, Store, StoreError};
+use isthmus_store::{BucketConfig, ListRequest, PutRequest, Store, StoreError, StoreExt};
 
 mod support;
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store, StoreExt};
 
 const BLOCK: u64 = 64 << 10;
 

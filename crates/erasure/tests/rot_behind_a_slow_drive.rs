@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store, StoreExt};
 
 const BLOCK: u64 = 64 << 10;
 

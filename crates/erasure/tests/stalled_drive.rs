@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use isthmus_erasure::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{GetRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{GetRequest, PutRequest, RequestContext, Store, StoreExt};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect()

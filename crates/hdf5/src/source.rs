@@ -110,14 +110,18 @@ pub fn open_file(store: Arc<dyn Store>, cx: &RequestContext, bucket: &str, key: 
     let identity = current_identity(&*store, cx, bucket, key)?;
     let cache_key = (bucket.to_string(), key.to_string());
     let remembered = RECENT.get(&cache_key).filter(|index| index.identity == identity).or_else(|| {
-        let bytes = store.read_derived(cx, bucket, key, INDEX_KIND).ok().flatten()?;
+        let bytes =
+            store.files().map_or(Ok(None), |files| files.read_derived(cx, bucket, key, INDEX_KIND)).ok().flatten()?;
         let index: FileIndex = serde_json::from_slice(&bytes).ok()?;
         (index.identity == identity).then(|| Arc::new(index))
     });
     let index = match remembered {
         Some(index) => index,
         None => {
-            let file = store.object_file(cx, bucket, key)?.ok_or_else(|| NoFile(key.to_string()))?;
+            let file = store
+                .files()
+                .map_or(Ok(None), |files| files.object_file(cx, bucket, key))?
+                .ok_or_else(|| NoFile(key.to_string()))?;
             let changed = || Decode(format!("{key} changed while it was indexed: repeat the request"));
             // The file opened is the version the identity describes, before and after it is
             // indexed, and the object is still that version afterwards.
@@ -129,7 +133,9 @@ pub fn open_file(store: Arc<dyn Store>, cx: &RequestContext, bucket: &str, key: 
                 return Err(changed());
             }
             let bytes = serde_json::to_vec(&index).expect("an index serialises");
-            if let Err(err) = store.write_derived(cx, bucket, key, INDEX_KIND, &bytes) {
+            if let Err(err) =
+                store.files().map_or(Ok(()), |files| files.write_derived(cx, bucket, key, INDEX_KIND, &bytes))
+            {
                 tracing::warn!(bucket, key, error = %err, "could not keep an HDF5 index in the hidden area");
             }
             Arc::new(index)

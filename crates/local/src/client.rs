@@ -4,23 +4,23 @@
 //! both ways in chunks, so memory stays bounded whatever the object's size.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use isthmus_store::{
-    Acl, BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest,
-    CreateBucketRequest, DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage,
-    ListPartsRequest, ListRequest, ListUploadsRequest, ListVersionsRequest, ObjectInfo, ObjectRead, ObjectWrite,
-    PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult, UpdateFile, UploadsPage,
-    VersionsPage,
+    BoxedReader, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest,
+    DeleteOutcome, DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest,
+    ListRequest, ListUploadsRequest, ListVersionsRequest, MultipartStore, ObjectChange, ObjectFiles, ObjectInfo,
+    ObjectRead, ObjectWrite, PartRequest, PartsPage, PutRequest, RequestContext, Store, StoreError, StoreResult,
+    UpdateFile, UploadsPage, VersionsPage,
 };
 
 use crate::in_place::SocketUpdate;
 use crate::pool::{Connection, Shared, lost};
 use crate::protocol::{
-    Chunk, Reply, Request, VERSION_UPDATE_REQUESTS, WireError, read_chunk_header, read_frame, write_chunks, write_end,
+    Chunk, Reply, Request, VERSION_EVERY_CALL, VERSION_UPDATE_REQUESTS, WireError, read_chunk_header, read_frame,
+    write_chunks, write_end,
 };
 use isthmus_store::file_stretch::FileStretch;
 
@@ -54,7 +54,20 @@ impl LocalStore {
 
     /// One call with a reply and nothing streamed.
     fn call(&self, request: &Request) -> StoreResult<Reply> {
+        self.call_from(1, request)
+    }
+
+    /// `call`, of a request the gateway knows from protocol `version` on: NotImplemented, and
+    /// nothing sent, where the gateway is older (it would take the request for garbage).
+    fn call_from(&self, version: u16, request: &Request) -> StoreResult<Reply> {
         let mut conn = self.shared.take()?;
+        if conn.version < version {
+            let spoken = conn.version;
+            self.shared.give_back(conn);
+            return Err(StoreError::NotImplemented(format!(
+                "this call needs local protocol version {version}; the gateway speaks {spoken}: upgrade the gateway"
+            )));
+        }
         conn.send(request).map_err(lost)?;
         let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
         self.shared.give_back(conn);
@@ -74,10 +87,6 @@ pub(crate) fn unexpected(reply: Reply) -> StoreError {
         status: 500,
         message: format!("unexpected reply from the gateway: {reply:?}"),
     }
-}
-
-fn not_available(what: &str) -> StoreError {
-    StoreError::InvalidRequest(format!("{what} is not available through the local socket; use the S3 endpoint"))
 }
 
 macro_rules! expect {
@@ -258,20 +267,26 @@ impl Store for LocalStore {
         expect!(self.call(&Request::HeadBucket { bucket: bucket.into() }), Reply::Done => ())
     }
 
-    fn bucket_facts(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BucketFacts> {
-        Err(not_available("bucket facts"))
+    fn bucket_facts(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
+        let request = Request::BucketFacts { bucket: bucket.into() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Facts(facts) => facts)
     }
 
     fn delete_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         expect!(self.call(&Request::DeleteBucket { bucket: bucket.into() }), Reply::Done => ())
     }
 
-    fn bucket_config(&self, _cx: &RequestContext, _bucket: &str) -> StoreResult<BucketConfig> {
-        Err(not_available("bucket settings"))
+    fn bucket_config(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig> {
+        let request = Request::BucketConfig { bucket: bucket.into() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Config { config, version } => {
+            BucketConfig { version, ..config }
+        })
     }
 
-    fn set_bucket_config(&self, _cx: &RequestContext, _bucket: &str, _config: &BucketConfig) -> StoreResult<()> {
-        Err(not_available("bucket settings"))
+    fn set_bucket_config(&self, _cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()> {
+        let (config, version) = (config.clone(), config.version.clone());
+        let request = Request::SetBucketConfig { bucket: bucket.into(), config, version };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Done => ())
     }
 
     fn put_object(
@@ -282,30 +297,6 @@ impl Store for LocalStore {
         request: PutRequest,
     ) -> StoreResult<BoxedWriter> {
         self.writer(&Request::PutObject { bucket: bucket.into(), key: key.into(), request })
-    }
-
-    /// The object for in-place writes, when the gateway offers them (protocol 4): each read
-    /// and write is then a request the gateway judges and bounds (`in_place`); `None`
-    /// otherwise, and the object is written whole. A gateway of protocol 3 is not asked: it
-    /// would answer with a writable descriptor, which this client never takes.
-    fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
-        let mut conn = self.shared.take()?;
-        if conn.version < VERSION_UPDATE_REQUESTS {
-            self.shared.give_back(conn);
-            return Ok(None);
-        }
-        conn.send(&Request::ObjectFileForUpdate { bucket: bucket.into(), key: key.into() }).map_err(lost)?;
-        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
-        self.shared.give_back(conn);
-        match reply {
-            Ok(Reply::UpdateFile { size, durability }) => {
-                let requests = SocketUpdate::new(self.shared.clone(), bucket, key, size);
-                Ok(Some(UpdateFile::remote(Box::new(requests), size, durability, key)))
-            }
-            Ok(Reply::Done) => Ok(None),
-            Ok(other) => Err(unexpected(other)),
-            Err(err) => Err(err.into()),
-        }
     }
 
     fn get_object(
@@ -390,26 +381,25 @@ impl Store for LocalStore {
     fn list_object_versions(
         &self,
         _cx: &RequestContext,
-        _bucket: &str,
-        _request: &ListVersionsRequest,
+        bucket: &str,
+        request: &ListVersionsRequest,
     ) -> StoreResult<VersionsPage> {
-        Err(not_available("ListObjectVersions"))
+        let request = Request::ListObjectVersions { bucket: bucket.into(), request: request.clone() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Versions(page) => page)
     }
 
-    fn set_object_acl(&self, _cx: &RequestContext, _bucket: &str, _key: &str, _acl: Acl) -> StoreResult<()> {
-        Err(not_available("PutObjectAcl"))
+    fn update_object(&self, _cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()> {
+        let request = Request::UpdateObject { bucket: bucket.into(), key: key.into(), change };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Done => ())
     }
 
-    fn set_object_tags(
-        &self,
-        _cx: &RequestContext,
-        _bucket: &str,
-        _key: &str,
-        _tags: BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        Err(not_available("PutObjectTagging"))
+    /// In-place writes, when the gateway offers them.
+    fn files(&self) -> Option<&dyn ObjectFiles> {
+        Some(self)
     }
+}
 
+impl MultipartStore for LocalStore {
     fn create_multipart_upload(
         &self,
         _cx: &RequestContext,
@@ -488,9 +478,53 @@ impl Store for LocalStore {
     fn list_multipart_uploads(
         &self,
         _cx: &RequestContext,
-        _bucket: &str,
-        _request: &ListUploadsRequest,
+        bucket: &str,
+        request: &ListUploadsRequest,
     ) -> StoreResult<UploadsPage> {
-        Err(not_available("ListMultipartUploads"))
+        let request = Request::ListMultipartUploads { bucket: bucket.into(), request: request.clone() };
+        expect!(self.call_from(VERSION_EVERY_CALL, &request), Reply::Uploads(page) => page)
+    }
+}
+
+/// The gateway keeps its files: no descriptor of an object and no derived record crosses the
+/// socket; an object's bytes are written in place with requests the gateway judges.
+impl ObjectFiles for LocalStore {
+    /// `None`: a peer reads an object with GetObject (which may answer with a read-only
+    /// descriptor of a large object's file).
+    fn object_file(&self, _cx: &RequestContext, _bucket: &str, _key: &str) -> StoreResult<Option<std::fs::File>> {
+        Ok(None)
+    }
+
+    /// The object for in-place writes, when the gateway offers them (protocol 4): each read
+    /// and write is then a request the gateway judges and bounds (`in_place`); `None`
+    /// otherwise, and the object is written whole. A gateway of protocol 3 is not asked: it
+    /// would answer with a writable descriptor, which this client never takes.
+    fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
+        let mut conn = self.shared.take()?;
+        if conn.version < VERSION_UPDATE_REQUESTS {
+            self.shared.give_back(conn);
+            return Ok(None);
+        }
+        conn.send(&Request::ObjectFileForUpdate { bucket: bucket.into(), key: key.into() }).map_err(lost)?;
+        let reply: Result<Reply, WireError> = conn.receive().map_err(lost)?;
+        self.shared.give_back(conn);
+        match reply {
+            Ok(Reply::UpdateFile { size, durability }) => {
+                let requests = SocketUpdate::new(self.shared.clone(), bucket, key, size);
+                Ok(Some(UpdateFile::remote(Box::new(requests), size, durability, key)))
+            }
+            Ok(Reply::Done) => Ok(None),
+            Ok(other) => Err(unexpected(other)),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Records derived from objects are the gateway's cache, neither read nor kept from here.
+    fn read_derived(&self, _: &RequestContext, _: &str, _: &str, _: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    fn write_derived(&self, _: &RequestContext, _: &str, _: &str, _: &str, _: &[u8]) -> StoreResult<()> {
+        Ok(())
     }
 }

@@ -83,7 +83,8 @@ fn open(store: &dyn Store, cx: &RequestContext, object: (&str, &str, u64), acces
     if access == Access::ReadWrite {
         store.head_object(cx, bucket, key, &HeadRequest::default()).map_err(changed)?;
     }
-    match store.object_file_for_update(cx, bucket, key).map_err(changed)? {
+    let Some(files) = store.files() else { return Err(StoreError::PreconditionFailed) };
+    match files.object_file_for_update(cx, bucket, key).map_err(changed)? {
         Some(file) if file.size() == size => Ok(file),
         _ => Err(StoreError::PreconditionFailed),
     }

@@ -27,6 +27,8 @@
 //!              then chunks and end as a GetObject's
 //!   UpdateWrite (from version 4): client: chunks, end (the pieces' bytes in order, no
 //!              decision); server: frame Result<Reply::Done, WireError>
+//!   BucketFacts, BucketConfig, SetBucketConfig, ListObjectVersions, UpdateObject,
+//!   ListMultipartUploads (from version 5, the rest of the engine's calls): as the others
 //!   others:  server: frame Result<Reply, WireError>
 //! frame      u32 length (little endian), MessagePack bytes
 //! chunk      u32 length (1..=CHUNK), bytes; end = u32 0; abort = u32::MAX
@@ -39,7 +41,7 @@
 //! bucket's quota, and keeps writing after its permission is gone, a file its own user may
 //! not even reach by path. Each request names the object and the size the peer
 //! was told; the gateway opens the object's file again for it, judged as the peer is for every
-//! write (`Store::object_file_for_update`: bucket, token scope, the kernel as the peer's Unix
+//! write (`ObjectFiles::object_file_for_update`: bucket, token scope, the kernel as the peer's Unix
 //! user), refuses it if the size changed (PreconditionFailed: the object was replaced or
 //! truncated, open it again), refuses any byte outside the object before writing one, and
 //! writes under the file's `flock` as in-process writers do. A read-merge-write takes the
@@ -49,8 +51,10 @@
 use std::io::{self, Read, Write};
 
 use isthmus_store::{
-    BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest, Durability, GetRequest,
-    HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PartsPage, PutRequest, StoreError,
+    BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest, DeleteOutcome,
+    DeleteRequest, Durability, GetRequest, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListUploadsRequest,
+    ListVersionsRequest, ObjectChange, ObjectInfo, PartRequest, PartsPage, PutRequest, StoreError, UploadsPage,
+    VersionsPage,
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
@@ -58,13 +62,16 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 pub const MAGIC: &[u8; 8] = b"ISTHMUS\0";
 /// The protocol versions this build speaks.
 pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 4;
+pub const VERSION_MAX: u16 = 5;
 /// The first version whose GETs may answer with a descriptor (`Reply::GetFile`).
 pub const VERSION_DESCRIPTORS: u16 = 2;
 /// The first version with `Request::ObjectFileForUpdate` (answered `Reply::Done` at version 3).
 pub const VERSION_UPDATE_FILES: u16 = 3;
 /// The first version with in-place writes as requests (`Request::UpdateWrite` and the others).
 pub const VERSION_UPDATE_REQUESTS: u16 = 4;
+/// The first version that answers every `Store` call (`Request::BucketFacts` and the others
+/// after it): a client asks an older gateway none of them.
+pub const VERSION_EVERY_CALL: u16 = 5;
 /// The most pieces one `UpdateWrite` names (a shard's inner chunks, at most).
 pub const MAX_UPDATE_PIECES: usize = 1 << 16;
 /// Objects smaller than this are sent in the reply even where descriptors may be passed: a
@@ -99,7 +106,7 @@ pub enum Request {
         key: String,
         request: PutRequest,
     },
-    /// `Store::object_file_for_update`: whether the object may be written in place, and its
+    /// `ObjectFiles::object_file_for_update`: whether the object may be written in place, and its
     /// size.
     ObjectFileForUpdate {
         bucket: String,
@@ -184,6 +191,37 @@ pub enum Request {
         key: String,
         upload_id: String,
         request: ListPartsRequest,
+    },
+    /// From version 5.
+    BucketFacts {
+        bucket: String,
+    },
+    /// From version 5.
+    BucketConfig {
+        bucket: String,
+    },
+    /// The settings and, apart (it is no setting), the version they were read at (from
+    /// version 5).
+    SetBucketConfig {
+        bucket: String,
+        config: BucketConfig,
+        version: Option<String>,
+    },
+    /// From version 5.
+    ListObjectVersions {
+        bucket: String,
+        request: ListVersionsRequest,
+    },
+    /// From version 5.
+    UpdateObject {
+        bucket: String,
+        key: String,
+        change: ObjectChange,
+    },
+    /// From version 5.
+    ListMultipartUploads {
+        bucket: String,
+        request: ListUploadsRequest,
     },
 }
 
@@ -272,6 +310,14 @@ pub enum Reply {
     Page(ListPage),
     UploadId(String),
     Parts(PartsPage),
+    Facts(BucketFacts),
+    /// A bucket's settings and the version they were read at.
+    Config {
+        config: BucketConfig,
+        version: Option<String>,
+    },
+    Versions(VersionsPage),
+    Uploads(UploadsPage),
 }
 
 /// An engine error as it crosses the socket: its S3 code, HTTP status and message.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use isthmus_store::identity::init_request_thread;
-use isthmus_store::{BoxedWriter, RequestContext, Store, StoreError, StoreResult};
+use isthmus_store::{BoxedWriter, BucketConfig, RequestContext, Store, StoreError, StoreResult};
 
 use crate::in_place::{self, Held};
 use crate::protocol::{
@@ -339,6 +339,24 @@ fn handle(
         Request::ListParts { bucket, key, upload_id, request } => {
             reply(writer, store.list_parts(cx, &bucket, &key, &upload_id, &request).map(Reply::Parts))
         }
+        Request::BucketFacts { bucket } => reply(writer, store.bucket_facts(cx, &bucket).map(Reply::Facts)),
+        Request::BucketConfig { bucket } => reply(
+            writer,
+            store.bucket_config(cx, &bucket).map(|config| Reply::Config { version: config.version.clone(), config }),
+        ),
+        Request::SetBucketConfig { bucket, config, version } => {
+            let config = BucketConfig { version, ..config };
+            reply(writer, store.set_bucket_config(cx, &bucket, &config).map(|()| Reply::Done))
+        }
+        Request::ListObjectVersions { bucket, request } => {
+            reply(writer, store.list_object_versions(cx, &bucket, &request).map(Reply::Versions))
+        }
+        Request::UpdateObject { bucket, key, change } => {
+            reply(writer, store.update_object(cx, &bucket, &key, change).map(|()| Reply::Done))
+        }
+        Request::ListMultipartUploads { bucket, request } => {
+            reply(writer, store.list_multipart_uploads(cx, &bucket, &request).map(Reply::Uploads))
+        }
     }
 }
 
@@ -473,7 +491,8 @@ fn update_file(
     if !offered {
         return Ok(Reply::Done);
     }
-    Ok(match store.object_file_for_update(cx, bucket, key)? {
+    let Some(files) = store.files() else { return Ok(Reply::Done) };
+    Ok(match files.object_file_for_update(cx, bucket, key)? {
         Some(file) => Reply::UpdateFile { size: file.size(), durability: file.durability() },
         None => Reply::Done,
     })

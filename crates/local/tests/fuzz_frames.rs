@@ -18,7 +18,7 @@ use isthmus_access::Authorized;
 use isthmus_local::protocol::{self, InPlace, MAGIC, Pieces, Request, VERSION_MAX, VERSION_MIN};
 use isthmus_local::{LocalSocket, LocalStore};
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{PutRequest, RequestContext, Store};
+use isthmus_store::{PutRequest, RequestContext, Store, StoreExt};
 use proptest::prelude::*;
 
 /// Counts the bytes this test process holds, to see what a hostile frame makes a reader take.

@@ -11,7 +11,7 @@ use isthmus_access::Authorized;
 use isthmus_array::{ArraySpec, DataType, Location, Region, ZarrArray};
 use isthmus_local::{LocalSocket, LocalStore};
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{PutRequest, RequestContext, Store};
+use isthmus_store::{PutRequest, RequestContext, Store, StoreExt};
 
 /// A gateway on `dir` serving every peer as a user with the gateway's identity, and a client.
 fn gateway(dir: &std::path::Path) -> (Arc<dyn Store>, Arc<dyn Store>) {

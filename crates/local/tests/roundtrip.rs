@@ -8,35 +8,15 @@ use isthmus_access::Authorized;
 use isthmus_local::{LocalSocket, LocalStore};
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{
-    CompletedPart, GetRequest, ListRequest, PartRequest, PutRequest, RequestContext, Store, StoreError,
+    CompletedPart, GetRequest, ListRequest, MultipartStore, PartRequest, PutRequest, RequestContext, Store, StoreError,
+    StoreExt,
 };
 
-fn cx() -> RequestContext {
-    RequestContext::process()
-}
-
-/// A gateway-side socket in `dir` that serves every peer whose uid is `allowed` as `user`.
-fn serve(dir: &std::path::Path, allowed: u32) -> (std::path::PathBuf, Arc<dyn Store>) {
-    serve_passing(dir, allowed, true)
-}
-
-/// `serve`, passing descriptors for large GETs or not.
-fn serve_passing(dir: &std::path::Path, allowed: u32, pass: bool) -> (std::path::PathBuf, Arc<dyn Store>) {
-    let store: Arc<dyn Store> =
-        Arc::new(Authorized::without_grants(PosixStore::open(dir.join("data"), StoreOptions::default()).unwrap()));
-    let path = dir.join("isthmus.sock");
-    let socket = LocalSocket::bind(&path).unwrap().passing_descriptors(pass);
-    let resolve = move |uid: u32| (uid == allowed).then(|| RequestContext::user("local-user", true));
-    socket.serve(store.clone(), Arc::new(resolve), 8).unwrap();
-    (path, store)
-}
+mod common;
+use common::{cx, me, serve, serve_passing};
 
 fn hex(bytes: [u8; 16]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn me() -> u32 {
-    rustix::process::getuid().as_raw()
 }
 
 #[test]
@@ -363,7 +343,8 @@ fn in_place_through_requests(as_unix_user: bool) {
     let path = serve_identity(dir.path(), as_unix_user);
     let on_disk = dir.path().join("data/bkt/shard");
     let local = LocalStore::connect(&path).unwrap();
-    let file = local.object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("in-place writes offered");
+    let file =
+        local.files().unwrap().object_file_for_update(&cx(), "bkt", "shard").unwrap().expect("in-place writes offered");
     assert_eq!(file.size(), 64);
     file.write(&[(8, b"in place"), (32, b"second")]).unwrap();
     file.commit().unwrap();
@@ -404,7 +385,10 @@ fn in_place_through_requests(as_unix_user: bool) {
     local.put_bytes(&cx(), "bkt", "shard", &[1u8; 32], PutRequest::default()).unwrap();
     assert!(matches!(file.write(&[(0, b"stale")]), Err(StoreError::PreconditionFailed)));
     assert_eq!(std::fs::read(&on_disk).unwrap(), vec![1u8; 32]);
-    assert!(matches!(local.object_file_for_update(&cx(), "bkt", "missing"), Err(StoreError::NoSuchKey)));
+    assert!(matches!(
+        local.files().unwrap().object_file_for_update(&cx(), "bkt", "missing"),
+        Err(StoreError::NoSuchKey)
+    ));
 }
 
 #[test]
@@ -481,7 +465,7 @@ fn a_peer_that_locks_an_object_and_goes_silent_loses_the_lock() {
     // An in-process writer of the same file waits for the lock until the silent peer's
     // connection is closed.
     let started = std::time::Instant::now();
-    let file = store.object_file_for_update(&cx(), "bkt", "shard").unwrap().unwrap();
+    let file = store.files().unwrap().object_file_for_update(&cx(), "bkt", "shard").unwrap().unwrap();
     file.write(&[(0, b"after")]).unwrap();
     let waited = started.elapsed();
     assert!(waited >= idle / 2 && waited < idle * 10, "waited {waited:?}");

@@ -224,11 +224,11 @@ fn build_pools(root: &Path, table: PoolsFile, options: StoreOptions) -> StoreRes
                 let first = config.drives.first().cloned().unwrap_or_default();
                 let store = isthmus_erasure::ErasureStore::open(&entry.name, config, options)
                     .map_err(|e| bad(e.to_string()))?;
+                // Its calls and streams run with the gateway's identity, as every
+                // `ErasureStore`'s do (its files are the gateway's).
                 let store = Arc::new(store);
                 erasure.push((entry.name.clone(), store.clone()));
-                // Its files are the gateway's: calls and streams run with the gateway's identity
-                // even for a request switched to a user's (issue 28, finding 3).
-                (Arc::new(isthmus_erasure::gateway_files::GatewayFiles(store)), first)
+                (store, first)
             }
             other => return Err(bad(format!("unknown kind {other:?}: posix or erasure"))),
         };

@@ -1,6 +1,7 @@
-//! The `Store` implementation of `Pools`: each call goes to the pool holding its bucket; while
-//! a bucket migrates, writes go to the target pool, reads look there first and then in the
-//! source, deletes remove both copies, and listings merge both pools' pages.
+//! The `Store`, `MultipartStore` and `ObjectFiles` implementations of `Pools`: each call goes to
+//! the pool holding its bucket; while a bucket migrates, writes go to the target pool, reads
+//! look there first and then in the source, deletes remove both copies, and listings merge both
+//! pools' pages.
 
 use std::time::Instant;
 
@@ -9,9 +10,9 @@ use super::{Pools, Route};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
 use isthmus_store::{
-    Acl, BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome,
-    DeleteRequest, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest,
-    ObjectInfo, PartRequest, PutRequest, RequestContext, Store, VersionsPage,
+    BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteOutcome, DeleteRequest,
+    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ListVersionsRequest, MultipartStore,
+    ObjectChange, ObjectFiles, ObjectInfo, PartRequest, PutRequest, RequestContext, Store, UpdateFile, VersionsPage,
 };
 
 fn no_such_key(err: &StoreError) -> bool {
@@ -113,16 +114,16 @@ impl Store for Pools {
         Ok(())
     }
 
-    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        Ok(Some(self.pools[self.find(cx, bucket)?].name.clone()))
-    }
-
     fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         self.pool(cx, bucket)?.head_bucket(cx, bucket)
     }
 
+    /// The facts of the pool the bucket's requests go to, which names itself as the bucket's
+    /// location.
     fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts> {
-        self.pool(cx, bucket)?.bucket_facts(cx, bucket)
+        let pool = &self.pools[self.find(cx, bucket)?];
+        let facts = pool.store.bucket_facts(cx, bucket)?;
+        Ok(BucketFacts { pool: Some(pool.name.clone()), ..facts })
     }
 
     fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()> {
@@ -263,20 +264,17 @@ impl Store for Pools {
         Ok(merge_version_pages(target, source, request.max_keys))
     }
 
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()> {
-        self.on_object_change(cx, bucket, key, |store| store.set_object_acl(cx, bucket, key, acl.clone()))
+    fn update_object(&self, cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()> {
+        self.on_object_change(cx, bucket, key, |store| store.update_object(cx, bucket, key, change.clone()))
     }
 
-    fn set_object_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        tags: std::collections::BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        self.on_object_change(cx, bucket, key, |store| store.set_object_tags(cx, bucket, key, tags.clone()))
+    /// Files where some pool has them; a bucket in a pool without them answers as that pool.
+    fn files(&self) -> Option<&dyn ObjectFiles> {
+        self.pools.iter().any(|pool| pool.store.files().is_some()).then_some(self as &dyn ObjectFiles)
     }
+}
 
+impl MultipartStore for Pools {
     fn create_multipart_upload(
         &self,
         cx: &RequestContext,
@@ -346,31 +344,39 @@ impl Store for Pools {
         }
         Ok(page)
     }
+}
 
+/// Each call goes to the bucket's pool, as the object calls do; a pool without files answers
+/// as a store without them (no file, no record, nothing kept).
+impl ObjectFiles for Pools {
     fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
-        self.on_object(cx, bucket, no_such_key, |store| store.object_file(cx, bucket, key))
+        self.on_object(cx, bucket, no_such_key, |store| {
+            store.files().map_or(Ok(None), |files| files.object_file(cx, bucket, key))
+        })
     }
 
     /// In place only where the bucket lives in one pool: during a migration an object's bytes
     /// are copied to the target, and a write into the source's file could be left behind.
-    fn object_file_for_update(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-    ) -> StoreResult<Option<isthmus_store::UpdateFile>> {
+    fn object_file_for_update(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
         match self.route(cx, bucket)? {
-            Route::One(index) => self.pools[index].store.object_file_for_update(cx, bucket, key),
+            Route::One(index) => {
+                let files = self.pools[index].store.files();
+                files.map_or(Ok(None), |files| files.object_file_for_update(cx, bucket, key))
+            }
             Route::Moving { .. } => Ok(None),
         }
     }
 
     fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.on_object(cx, bucket, no_such_key, |store| store.read_derived(cx, bucket, key, kind))
+        self.on_object(cx, bucket, no_such_key, |store| {
+            store.files().map_or(Ok(None), |files| files.read_derived(cx, bucket, key, kind))
+        })
     }
 
     fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
-        self.on_object(cx, bucket, no_such_key, |store| store.write_derived(cx, bucket, key, kind, bytes))
+        self.on_object(cx, bucket, no_such_key, |store| {
+            store.files().map_or(Ok(()), |files| files.write_derived(cx, bucket, key, kind, bytes))
+        })
     }
 }
 

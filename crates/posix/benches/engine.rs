@@ -9,7 +9,7 @@ use std::io::Read;
 use criterion::{Criterion, criterion_group, criterion_main};
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::{Durability, GetRequest, PutRequest, Store};
+use isthmus_store::{Durability, GetRequest, PutRequest, Store, StoreExt};
 
 /// The process acting for itself, as the embedded doors do.
 fn cx() -> isthmus_store::RequestContext {

@@ -5,7 +5,8 @@ use std::io::Read;
 
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{
-    CompletedPart, CopyRequest, GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError,
+    CompletedPart, CopyRequest, GetRequest, ListRequest, MultipartStore, PutRequest, RequestContext, Store, StoreError,
+    StoreExt,
 };
 
 fn main() -> Result<(), StoreError> {

@@ -1,8 +1,9 @@
 //! `PosixStore`: the engine over a plain directory. Bucket = top-level directory, key = relative
 //! path, object bytes = the file's bytes, metadata in one xattr (or a sidecar, `meta`). This
-//! file holds the store itself, its open buckets and the `Store` implementation; each concern
-//! has its file. `resolve` (opening beneath a directory) and `writer_names` (unique internal
-//! names) are what the erasure backend, whose drives are posix stores, uses of it too.
+//! file holds the store itself, its open buckets and its `Store`, `MultipartStore` and
+//! `ObjectFiles` implementations; each concern has its file. `resolve` (opening beneath a
+//! directory) and `writer_names` (unique internal names) are what the erasure backend, whose
+//! drives are posix stores, uses of it too.
 
 mod bucket_records;
 mod buckets;
@@ -50,8 +51,8 @@ use isthmus_store::seal_key::SealKey;
 use isthmus_store::state_dir::StateDir;
 use isthmus_store::{
     BoxedWriter, BucketFacts, BucketInfo, CopyRequest, CreateBucketRequest, DeleteRequest, Durability, FileSystemKind,
-    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, ObjectInfo, PartRequest, PutRequest,
-    RequestContext, Store,
+    GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest, MultipartStore, ObjectChange,
+    ObjectFiles, ObjectInfo, PartRequest, PutRequest, RequestContext, Store, UpdateFile,
 };
 use list::DirCache;
 
@@ -320,6 +321,7 @@ impl Store for PosixStore {
             metadata: open.metadata,
             durability: self.options.durability,
             access: isthmus_store::AccessJudge::Kernel,
+            pool: None,
         })
     }
 
@@ -370,34 +372,6 @@ impl Store for PosixStore {
         self.describe_object(cx, bucket, key, request)
     }
 
-    fn object_file(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
-        self.file_of(bucket, key)
-    }
-
-    fn object_file_for_update(
-        &self,
-        _cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-    ) -> StoreResult<Option<isthmus_store::UpdateFile>> {
-        self.file_for_update(bucket, key)
-    }
-
-    fn read_derived(&self, _cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.derived_record(bucket, key, kind)
-    }
-
-    fn write_derived(
-        &self,
-        _cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        kind: &str,
-        bytes: &[u8],
-    ) -> StoreResult<()> {
-        self.keep_derived_record(bucket, key, kind, bytes)
-    }
-
     fn delete_object(
         &self,
         cx: &RequestContext,
@@ -438,20 +412,16 @@ impl Store for PosixStore {
         version_list::list_versions(self.meta_store(&open, cx), &self.list_cache, request)
     }
 
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: isthmus_store::Acl) -> StoreResult<()> {
-        self.replace_acl(cx, bucket, key, acl)
+    fn update_object(&self, cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()> {
+        self.change_object(cx, bucket, key, change)
     }
 
-    fn set_object_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        tags: std::collections::BTreeMap<String, String>,
-    ) -> StoreResult<()> {
-        self.replace_tags(cx, bucket, key, tags)
+    fn files(&self) -> Option<&dyn ObjectFiles> {
+        Some(self)
     }
+}
 
+impl MultipartStore for PosixStore {
     fn create_multipart_upload(
         &self,
         _cx: &RequestContext,
@@ -513,5 +483,30 @@ impl Store for PosixStore {
         request: &isthmus_store::ListUploadsRequest,
     ) -> StoreResult<isthmus_store::UploadsPage> {
         self.uploads_of(bucket, request)
+    }
+}
+
+impl ObjectFiles for PosixStore {
+    fn object_file(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
+        self.file_of(bucket, key)
+    }
+
+    fn object_file_for_update(&self, _cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
+        self.file_for_update(bucket, key)
+    }
+
+    fn read_derived(&self, _cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.derived_record(bucket, key, kind)
+    }
+
+    fn write_derived(
+        &self,
+        _cx: &RequestContext,
+        bucket: &str,
+        key: &str,
+        kind: &str,
+        bytes: &[u8],
+    ) -> StoreResult<()> {
+        self.keep_derived_record(bucket, key, kind, bytes)
     }
 }

@@ -388,28 +388,16 @@ impl PosixStore {
         Box::new(writer).commit()
     }
 
-    pub(super) fn replace_tags(
+    /// `Store::update_object`: an ACL or tags replaced in the object's record.
+    pub(super) fn change_object(
         &self,
         cx: &RequestContext,
         bucket: &str,
         key: &str,
-        tags: std::collections::BTreeMap<String, String>,
+        change: isthmus_store::ObjectChange,
     ) -> StoreResult<()> {
-        isthmus_store::object_meta::validate_tags(&tags)?;
-        self.update_meta(cx, bucket, key, |meta| meta.tags = tags)
-    }
-
-    pub(super) fn replace_acl(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        acl: isthmus_store::Acl,
-    ) -> StoreResult<()> {
-        self.update_meta(cx, bucket, key, |meta| {
-            meta.acl = (acl.canned != isthmus_store::CannedAcl::Private).then_some(acl.canned);
-            meta.grants = acl.grants;
-        })
+        change.validate()?;
+        self.update_meta(cx, bucket, key, |meta| change.apply(meta))
     }
 
     /// Changes an object's stored metadata in place (its bytes and ETag stay).

@@ -5,7 +5,7 @@
 use std::os::unix::fs::FileExt;
 
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{GetRequest, ListRequest, PutRequest, RequestContext, Store, StoreError, StoreExt};
 
 fn cx() -> RequestContext {
     RequestContext::process()

@@ -11,7 +11,7 @@
 use std::io::Read;
 
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{GetRequest, HeadRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{GetRequest, HeadRequest, PutRequest, RequestContext, Store, StoreExt};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 

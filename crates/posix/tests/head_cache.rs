@@ -7,7 +7,9 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{GetRequest, HeadRequest, MetadataMode, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{
+    GetRequest, HeadRequest, MetadataMode, ObjectChange, PutRequest, RequestContext, Store, StoreError, StoreExt,
+};
 
 fn cx() -> RequestContext {
     RequestContext::process()
@@ -53,7 +55,7 @@ fn a_kept_description_never_outlives_its_file() {
     // Another gateway on the same file system changes the object's tags.
     let other = open(dir.path());
     let tags = std::collections::BTreeMap::from([("team".to_string(), "climate".to_string())]);
-    other.set_object_tags(&cx(), "bkt", "k", tags.clone()).unwrap();
+    other.update_object(&cx(), "bkt", "k", ObjectChange::Tags(tags.clone())).unwrap();
     assert_eq!(head(&store, "k").unwrap().meta.tags, tags);
     assert_eq!(get(&store, "k").0.meta.tags, tags);
 

@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt;
 
 use isthmus_posix::meta::{EMPTY_ETAG, FileIdentity, MetaRecord, XATTR_NAME};
 use isthmus_posix::{PosixStore, StoreOptions};
-use isthmus_store::{ObjectMeta, PutRequest, Store};
+use isthmus_store::{ObjectMeta, PutRequest, Store, StoreExt};
 
 fn cx() -> isthmus_store::RequestContext {
     isthmus_store::RequestContext::process()

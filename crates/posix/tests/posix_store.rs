@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{
-    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, ListRequest, MetadataMode, ObjectMeta,
-    PutRequest, Store, StoreError,
+    ByteRange, Conditions, CopyRequest, Durability, ETagMatch, GetRequest, ListRequest, MetadataMode, MultipartStore,
+    ObjectMeta, PutRequest, Store, StoreError, StoreExt,
 };
 
 /// The process acting for itself, as the embedded doors do.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::{ListRequest, PutRequest, Store, StoreError};
+use isthmus_store::{ListRequest, PutRequest, Store, StoreError, StoreExt};
 use proptest::prelude::*;
 
 /// The process acting for itself, as the embedded doors do.

@@ -5,7 +5,9 @@ use std::sync::Barrier;
 
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::BucketSettings;
-use isthmus_store::{ChecksumAlgorithm, ListPartsRequest, PartRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{
+    ChecksumAlgorithm, ListPartsRequest, MultipartStore, PartRequest, PutRequest, RequestContext, Store, StoreError,
+};
 
 fn cx() -> RequestContext {
     RequestContext::process()

@@ -5,7 +5,7 @@ use std::io::Read;
 
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::BucketSettings;
-use isthmus_store::{GetRequest, ListRequest, PutRequest, Store, Versioning};
+use isthmus_store::{GetRequest, ListRequest, PutRequest, Store, StoreExt, Versioning};
 
 fn cx() -> isthmus_store::RequestContext {
     isthmus_store::RequestContext::process()

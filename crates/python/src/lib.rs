@@ -14,7 +14,7 @@ use isthmus_posix::StoreOptions;
 use isthmus_session::door::{http_range, range_of};
 use isthmus_store::{
     BoxedReader, CompletedPart, CopyRequest, Durability, GetRequest, ListPartsRequest, ListRequest, ObjectInfo,
-    ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError,
+    ObjectMeta, PartRequest, PutRequest, RequestContext, Store, StoreError, StoreExt,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;

@@ -4,7 +4,7 @@
 //! PutObjectAcl; Get{Bucket,Object}Acl answering with the owner and the grants.
 
 use isthmus_store::BucketSettings;
-use isthmus_store::{Acl, CannedAcl, Grant, GrantPermission};
+use isthmus_store::{Acl, CannedAcl, Grant, GrantPermission, ObjectChange};
 use s3s::dto::{Grant as Grant_, *};
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
@@ -291,7 +291,7 @@ pub async fn put_object_acl(
     let (bucket, key, version) = (input.bucket, input.key, input.version_id);
     gw.write(&cx, move |store, cx| {
         require_current_version(store, cx, &bucket, &key, version.as_deref())?;
-        store.set_object_acl(cx, &bucket, &key, acl.clone())
+        store.update_object(cx, &bucket, &key, ObjectChange::Acl(acl.clone()))
     })
     .await?;
     Ok(S3Response::new(PutObjectAclOutput::default()))

@@ -104,7 +104,7 @@ pub async fn get_bucket_location(
 ) -> S3Result<S3Response<GetBucketLocationOutput>> {
     let cx = gw.cx(&req)?;
     let bucket = req.input.bucket;
-    let pool = gw.read(&cx, move |store, cx| store.bucket_location(cx, &bucket)).await?;
+    let pool = gw.read(&cx, move |store, cx| store.bucket_facts(cx, &bucket).map(|facts| facts.pool)).await?;
     // The pool holding the bucket; without pools, us-east-1, reported as an empty constraint,
     // which every client accepts.
     let location_constraint = pool.map(BucketLocationConstraint::from);

@@ -2,7 +2,7 @@
 //! `x-amz-tagging` header of PutObject, CreateMultipartUpload and CopyObject; bucket tagging:
 //! Put/Get/DeleteBucketTagging.
 
-use isthmus_store::BucketSettings;
+use isthmus_store::{BucketSettings, ObjectChange};
 use std::collections::BTreeMap;
 
 use s3s::dto::*;
@@ -45,7 +45,7 @@ pub async fn put_object_tagging(
     let version = input.version_id.clone();
     gw.write(&cx, move |store, cx| {
         require_current_version(store, cx, &input.bucket, &input.key, input.version_id.as_deref())?;
-        store.set_object_tags(cx, &input.bucket, &input.key, tags.clone())
+        store.update_object(cx, &input.bucket, &input.key, ObjectChange::Tags(tags.clone()))
     })
     .await?;
     Ok(S3Response::new(PutObjectTaggingOutput { version_id: version }))
@@ -75,7 +75,7 @@ pub async fn delete_object_tagging(
     let version = input.version_id.clone();
     gw.write(&cx, move |store, cx| {
         require_current_version(store, cx, &input.bucket, &input.key, input.version_id.as_deref())?;
-        store.set_object_tags(cx, &input.bucket, &input.key, BTreeMap::new())
+        store.update_object(cx, &input.bucket, &input.key, ObjectChange::Tags(BTreeMap::new()))
     })
     .await?;
     Ok(S3Response::new(DeleteObjectTaggingOutput { version_id: version }))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_s3::{Gateway, IoPolicy, UserDirectory};
-use isthmus_store::{PutRequest, Store};
+use isthmus_store::{PutRequest, Store, StoreExt};
 use proptest::prelude::*;
 use s3s::service::S3ServiceBuilder;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_session::{Asking, Identities, IdentitySpec, Principals, Refusal, User, UserDirectory};
 use isthmus_store::identity::UnixIdentity;
-use isthmus_store::{ObjectWrite, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{PutRequest, RequestContext, Store, StoreError, StoreExt};
 
 fn directory() -> UserDirectory {
     let mut alice = User::new("alice".into(), "alice-secret".into());

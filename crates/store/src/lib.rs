@@ -21,7 +21,9 @@ pub mod file_stretch;
 pub mod identity;
 pub mod key;
 pub mod multipart;
+pub mod object_files;
 pub mod object_meta;
+pub mod scoped;
 pub mod scopes;
 pub mod seal_key;
 pub mod state_dir;
@@ -37,9 +39,13 @@ pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use context::{Principal, RequestContext};
 pub use error::{StoreError, StoreResult};
-pub use facts::{Durability, FileSystemKind, MetadataMode};
-pub use multipart::{CompletedPart, ListUploadsRequest, PartInfo, PartsPage, UploadInfo, UploadsPage};
-pub use object_meta::ObjectMeta;
+pub use facts::{AccessJudge, BucketFacts, Durability, FileSystemKind, MetadataMode};
+pub use multipart::{
+    CompletedPart, ListPartsRequest, ListUploadsRequest, MultipartStore, PartInfo, PartRequest, PartsPage, UploadInfo,
+    UploadsPage,
+};
+pub use object_files::ObjectFiles;
+pub use object_meta::{ObjectChange, ObjectMeta};
 pub use scopes::{Scope, ScopeAccess, ScopeError, Scopes};
 pub use update::{LockedFile, RemoteUpdate, UpdateFile, UpdateLock};
 pub use versioning::{
@@ -281,76 +287,46 @@ pub struct DeleteRequest {
     pub version_id: Option<String>,
 }
 
-/// An UploadPart.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
-pub struct PartRequest {
-    pub part_number: u32,
-    /// The checksum the client declared for this part, computed while writing so the door can
-    /// verify it, whether or not the upload was created with a checksum algorithm. It must be
-    /// the upload's algorithm when the upload has one.
-    pub checksum_algorithm: Option<ChecksumAlgorithm>,
-    /// The part's size when the door knows it before the data (see `PutRequest::size_hint`).
-    pub size_hint: Option<u64>,
-    /// The door verifies the part's MD5 (see `PutRequest::md5_required`).
-    #[serde(default)]
-    pub md5_required: bool,
-}
-
-/// A ListParts page request.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
-pub struct ListPartsRequest {
-    /// Parts with numbers above this one.
-    pub after_part: u32,
-    pub max_parts: usize,
-}
-
-/// What a backend says about one of its buckets: facts doors use to decide how to call it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketFacts {
-    /// The file system the bucket's data lives on (decides inline calls or the blocking pool).
-    pub filesystem: FileSystemKind,
-    /// Where object metadata is kept in this bucket.
-    pub metadata: MetadataMode,
-    pub durability: Durability,
-    /// Who can judge object access when requests run with their users' Unix identities
-    /// (`identity = "posix"`).
-    pub access: AccessJudge,
-}
-
-/// Who can judge a bucket's object access when requests run with Unix identities: the backend
-/// says, per bucket, since a router holds buckets of several backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessJudge {
-    /// The bucket's objects are files the request's own calls open as its user: the kernel's
-    /// permission checks (modes, groups, ACLs) decide, as for the user's shell.
-    Kernel,
-    /// The backend's files are the gateway's own (erasure-coded shards and records): the
-    /// kernel never refuses anyone, so the authorization layer applies the S3 rules (owner,
-    /// grants, ACLs, policies) as it does without Unix identities.
-    Gateway,
-}
-
-/// The engine interface, with S3 semantics. Every door calls this and nothing else. Every call
-/// carries the request context; every operation takes its request struct, so what later
-/// requests need (versions, ACLs, identities) arrives as fields. It is object safe: a router
-/// can hold several backends as `Arc<dyn Store>`.
-pub trait Store: Send + Sync + 'static {
+/// The engine interface, with S3 semantics: what every backend answers. Every door calls this
+/// and nothing else. Every call carries the request context; every operation takes its request
+/// struct, so what later requests need (versions, ACLs, identities) arrives as fields. It is
+/// object safe: a router can hold several backends as `Arc<dyn Store>`.
+///
+/// Three more traits complete it. `MultipartStore`, a supertrait, is the multipart family every
+/// backend answers too. `ObjectFiles` holds what only a backend of plain files can do (an
+/// object's file, records derived from it), reached through `files()`, `None` by default.
+/// `StoreExt` holds conveniences built on these calls, for any store. A wrapper forwards the
+/// required calls of `Store` and `MultipartStore`, and nothing else.
+pub trait Store: MultipartStore + Send + Sync + 'static {
+    /// Required: which buckets exist is the backend's (directories, or the drives' namespace);
+    /// the authorization layer filters the list per principal.
     fn list_buckets(&self, cx: &RequestContext) -> StoreResult<Vec<BucketInfo>>;
+    /// Required: making a bucket's place (behind pools, in the pool it names).
     fn create_bucket(&self, cx: &RequestContext, bucket: &str, request: &CreateBucketRequest) -> StoreResult<()>;
+    /// Required, not derived from `bucket_facts`: HeadBucket asks whether the caller may use
+    /// the bucket (the posix backend asks the kernel whether the request's user may enter its
+    /// directory; the authorization layer wants read access, facts are judged as a
+    /// GetBucketLocation), and it is the cheap existence probe the pool router asks each pool,
+    /// where an erasure pool's facts also read a drive. A default derived from the facts would
+    /// be silently wrong in any wrapper that did not forward it.
     fn head_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()>;
-    /// Facts about where the bucket lives (file system kind, metadata mode, durability).
+    /// Required: what only the backend knows about where the bucket lives (file system kind,
+    /// metadata mode, durability, who judges access; behind pools, the pool holding it).
     fn bucket_facts(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketFacts>;
+    /// Required: removing a bucket (only an empty one, as in S3) is the backend's.
     fn delete_bucket(&self, cx: &RequestContext, bucket: &str) -> StoreResult<()>;
-    /// The bucket's settings, whole, with the version they were read at; NoSuchBucket if
-    /// missing. One setting at a time: `BucketSettings`.
+    /// Required: the bucket's settings, whole, with the version they were read at; NoSuchBucket
+    /// if missing. One setting at a time: `BucketSettings`.
     fn bucket_config(&self, cx: &RequestContext, bucket: &str) -> StoreResult<BucketConfig>;
-    /// Replaces the bucket's settings whole (checked: MalformedPolicy, InvalidTag) if they are
-    /// still the version `config.version` names (ConfigConflict if another change landed
-    /// since; `None` replaces whatever is there).
+    /// Required: replaces the bucket's settings whole (checked: MalformedPolicy, InvalidTag) if
+    /// they are still the version `config.version` names (ConfigConflict if another change
+    /// landed since; `None` replaces whatever is there).
     fn set_bucket_config(&self, cx: &RequestContext, bucket: &str, config: &BucketConfig) -> StoreResult<()>;
 
+    /// Required: a streaming write, atomic at the writer's commit.
     fn put_object(&self, cx: &RequestContext, bucket: &str, key: &str, request: PutRequest)
     -> StoreResult<BoxedWriter>;
+    /// Required: a conditional, ranged, streaming read.
     fn get_object(
         &self,
         cx: &RequestContext,
@@ -358,6 +334,8 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         request: &GetRequest,
     ) -> StoreResult<GetResponse>;
+    /// Required, not derived from `get_object`: a HEAD opens no data (the posix backend answers
+    /// it with one `statx` where it keeps the object's description).
     fn head_object(
         &self,
         cx: &RequestContext,
@@ -365,7 +343,8 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         request: &HeadRequest,
     ) -> StoreResult<ObjectInfo>;
-    /// Deleting a key that does not exist succeeds, as in S3.
+    /// Required: deletes a key (a delete marker in a versioned bucket) or one version. Deleting
+    /// a key that does not exist succeeds, as in S3.
     fn delete_object(
         &self,
         cx: &RequestContext,
@@ -373,6 +352,9 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         request: &DeleteRequest,
     ) -> StoreResult<DeleteOutcome>;
+    /// Required, not derived from a GET and a PUT: backends copy without moving the bytes
+    /// through the caller (the posix backend reflinks or links; the pool router copies within
+    /// a pool and streams only between pools, `copy_between`).
     fn copy_object(
         &self,
         cx: &RequestContext,
@@ -380,73 +362,33 @@ pub trait Store: Send + Sync + 'static {
         destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo>;
+    /// Required: one ordered page of the current objects.
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage>;
-    /// Every version and delete marker (in an unversioned bucket: every object, as its null
-    /// version).
+    /// Required, kept apart from `list_objects`: every version and delete marker (in an
+    /// unversioned bucket: every object, as its null version), with markers and pages of its
+    /// own; one call for both would take a request and return a page each of two kinds.
     fn list_object_versions(
         &self,
         cx: &RequestContext,
         bucket: &str,
         request: &ListVersionsRequest,
     ) -> StoreResult<VersionsPage>;
-    /// Replaces the object's ACL (private without grants removes it).
-    fn set_object_acl(&self, cx: &RequestContext, bucket: &str, key: &str, acl: Acl) -> StoreResult<()>;
-    /// Replaces the object's tags (an empty map removes them).
-    fn set_object_tags(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        tags: std::collections::BTreeMap<String, String>,
-    ) -> StoreResult<()>;
+    /// Required: changes what is kept with an object besides its bytes (`ObjectChange`: its
+    /// ACL, its tags), where the backend keeps it, under its lock of the key.
+    fn update_object(&self, cx: &RequestContext, bucket: &str, key: &str, change: ObjectChange) -> StoreResult<()>;
 
-    /// Starts a multipart upload of `key`; returns the upload id. `request.meta` is stored
-    /// with the upload and given to the object on completion.
-    fn create_multipart_upload(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        request: PutRequest,
-    ) -> StoreResult<String>;
-    /// A writer for one part; its `commit` returns the part's size and ETag.
-    fn upload_part(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        request: &PartRequest,
-    ) -> StoreResult<BoxedWriter>;
-    /// Assembles the listed parts into the object, atomically, with the S3 "-N" ETag.
-    /// `request` carries the write conditions (its metadata is ignored).
-    fn complete_multipart_upload(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        parts: &[CompletedPart],
-        request: PutRequest,
-    ) -> StoreResult<ObjectInfo>;
-    fn abort_multipart_upload(&self, cx: &RequestContext, bucket: &str, key: &str, upload_id: &str) -> StoreResult<()>;
-    fn list_parts(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        request: &ListPartsRequest,
-    ) -> StoreResult<PartsPage>;
-    fn list_multipart_uploads(
-        &self,
-        cx: &RequestContext,
-        bucket: &str,
-        request: &ListUploadsRequest,
-    ) -> StoreResult<UploadsPage>;
+    /// What only a backend of plain files can do (`ObjectFiles`), if this store can; `None` by
+    /// default. A wrapper that judges or routes these calls implements `ObjectFiles` itself and
+    /// answers `Some` only when its inner store does; one that does not forward this merely
+    /// goes without them, the safe default.
+    fn files(&self) -> Option<&dyn ObjectFiles> {
+        None
+    }
 
     /// UploadPartCopy: a part made of (a range of) an existing object. The bytes pass through
-    /// the writer so the part gets its MD5 and checksum like any uploaded part.
+    /// the writer so the part gets its MD5 and checksum like any uploaded part. Provided here,
+    /// not in `MultipartStore`: it reads an object, and a default there cannot call
+    /// `get_object` (a `where Self: Store` bound would make both traits unusable as `dyn`).
     #[allow(clippy::too_many_arguments, reason = "the upload's identity, the part and the source, as S3 names them")]
     fn upload_part_copy(
         &self,
@@ -468,51 +410,12 @@ pub trait Store: Send + Sync + 'static {
         copy_stream(&mut body, &mut *writer)?;
         writer.commit()
     }
+}
 
-    /// The pool holding the bucket (GetBucketLocation's LocationConstraint); `None` where the
-    /// backend has no pools.
-    fn bucket_location(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<String>> {
-        self.head_bucket(cx, bucket).map(|()| None)
-    }
-
-    /// The plain file that holds `key`'s bytes, opened for reading beneath the bucket (no link
-    /// leads out of it) as the calling thread's identity, for readers that need a file (libhdf5
-    /// indexing an HDF5 file in place, through `/proc/self/fd`), if `cx` may read the object and
-    /// the backend keeps objects as plain files; `None` from backends that do not. An open file
-    /// rather than a name: nothing can swap what it is between a check and its use.
-    fn object_file(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<std::fs::File>> {
-        let _ = (cx, bucket, key);
-        Ok(None)
-    }
-
-    /// The plain file that holds `key`'s bytes, opened for writing in place beneath the bucket
-    /// as the calling thread's identity, if `cx` may overwrite the object: for writers of a
-    /// layout fixed when the object was made (an uncompressed Zarr shard), whose small writes
-    /// then cost a `pwrite` instead of a new object. Such writes are not atomic for a
-    /// concurrent reader and never change the object's size (`UpdateFile`). `None` where the
-    /// backend cannot: objects not kept as plain files, a versioned bucket (a version never
-    /// changes), a bucket moving between pools; NoSuchKey when there is no such object.
-    fn object_file_for_update(&self, cx: &RequestContext, bucket: &str, key: &str) -> StoreResult<Option<UpdateFile>> {
-        let _ = (cx, bucket, key);
-        Ok(None)
-    }
-
-    /// A record derived from `key`'s bytes (`kind` names what: an HDF5 chunk index) kept in the
-    /// bucket's hidden area, if one was written; `cx` must be allowed to read the object. The
-    /// caller checks the record still matches the object (it records the object's identity).
-    fn read_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        let _ = (cx, bucket, key, kind);
-        Ok(None)
-    }
-
-    /// Keeps a record derived from `key`'s bytes in the bucket's hidden area (replaced
-    /// atomically). A cache: backends without a hidden area keep nothing.
-    fn write_derived(&self, cx: &RequestContext, bucket: &str, key: &str, kind: &str, bytes: &[u8]) -> StoreResult<()> {
-        let _ = (cx, bucket, key, kind, bytes);
-        Ok(())
-    }
-
-    /// Convenience: a whole object from a buffer.
+/// Conveniences built on `Store`'s calls, for every store (`dyn Store` included): nothing to
+/// implement, nothing for a wrapper to forward.
+pub trait StoreExt: Store {
+    /// A whole object from a buffer.
     fn put_bytes(
         &self,
         cx: &RequestContext,
@@ -526,6 +429,8 @@ pub trait Store: Send + Sync + 'static {
         writer.commit()
     }
 }
+
+impl<S: Store + ?Sized> StoreExt for S {}
 
 /// A copy from one store to another (two pools, or a backend without a copy of its own): the
 /// bytes stream through, the source's metadata and tags are kept unless replaced, and the ACL

@@ -1,5 +1,6 @@
 //! What is stored with an object besides its bytes (`ObjectMeta`: HTTP headers, user metadata,
-//! tags, the object's ACL) and S3's limits on it, checked by every backend before a write.
+//! tags, the object's ACL), the changes made to it in place (`ObjectChange`), and S3's limits
+//! on it, checked by every backend before a write.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,38 @@ impl ObjectMeta {
     /// The object's ACL.
     pub fn object_acl(&self) -> crate::Acl {
         crate::Acl { canned: self.acl.unwrap_or_default(), grants: self.grants.clone() }
+    }
+}
+
+/// A change of what is kept with an object besides its bytes, made in place
+/// (`Store::update_object`): its bytes, ETag and Last-Modified stay. One variant per S3
+/// subresource an object has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectChange {
+    /// Replaces the object's ACL (PutObjectAcl; private without grants removes it).
+    Acl(crate::Acl),
+    /// Replaces the object's tags (PutObjectTagging; an empty map, DeleteObjectTagging).
+    Tags(BTreeMap<String, String>),
+}
+
+impl ObjectChange {
+    /// Checks the change against S3's limits before a backend makes it.
+    pub fn validate(&self) -> crate::StoreResult<()> {
+        match self {
+            Self::Acl(_) => Ok(()),
+            Self::Tags(tags) => validate_tags(tags),
+        }
+    }
+
+    /// Makes the change in an object's stored description.
+    pub fn apply(self, meta: &mut ObjectMeta) {
+        match self {
+            Self::Acl(acl) => {
+                meta.acl = Some(acl.canned).filter(|canned| *canned != crate::CannedAcl::Private);
+                meta.grants = acl.grants;
+            }
+            Self::Tags(tags) => meta.tags = tags,
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! An object's plain file opened for writing in place (`Store::object_file_for_update`): for
+//! An object's plain file opened for writing in place (`ObjectFiles::object_file_for_update`): for
 //! writers of formats whose layout is fixed when the object is made (an uncompressed Zarr shard,
 //! whose inner chunks sit at known offsets), so a small region costs one `pwrite` into an open
 //! file instead of a new object. Writes change bytes where they are, as a POSIX program's would:

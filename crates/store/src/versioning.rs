@@ -79,7 +79,7 @@ pub struct DeleteOutcome {
 }
 
 /// One page request of ListObjectVersions.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ListVersionsRequest {
     pub prefix: String,
     pub delimiter: Option<String>,
@@ -91,7 +91,7 @@ pub struct ListVersionsRequest {
 }
 
 /// One version or delete marker of a key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectVersion {
     /// The version's description; `version_id` is always set. A delete marker has size 0 and
     /// an empty ETag.
@@ -101,7 +101,7 @@ pub struct ObjectVersion {
 }
 
 /// One page of ListObjectVersions: keys in UTF-8 byte order, each key's versions newest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VersionsPage {
     pub versions: Vec<ObjectVersion>,
     pub common_prefixes: Vec<String>,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::{ErasureConfig, ErasureStore};
 use isthmus_posix::StoreOptions;
-use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store};
+use isthmus_store::{ByteRange, GetRequest, PutRequest, RequestContext, Store, StoreExt};
 
 const BLOCK: u64 = 64 << 10;
 
@@ -53,7 +53,7 @@ fn reads_go_around_a_stalled_drive_without_asking_it() {
     for (key, bytes) in &objects {
         store.put_bytes(&cx, "bkt", key, bytes, PutRequest::default()).unwrap();
     }
-    let inner = store.inner.clone();
+    let inner = store.inner().clone();
     let stalled = inner.drives[0].clone();
     // Hold every thread of the drive's lane in an I/O that returns when released.
     let (release, held) = mpsc::channel::<()>();
@@ -104,7 +104,7 @@ fn reads_go_around_a_stalled_drive_without_asking_it() {
 fn slow_is_judged_on_service_time_not_on_queues() {
     let dir = tempfile::tempdir().unwrap();
     let store = pool(dir.path(), true);
-    let inner = &store.inner;
+    let inner = store.inner();
     let (ms, us) = (Duration::from_millis, Duration::from_micros);
     for _ in 0..32 {
         // Four busy drives (answers wait 60 ms in their queues, served in 0.3 ms each).
@@ -127,7 +127,7 @@ fn slow_is_judged_on_service_time_not_on_queues() {
 fn a_slow_drive_is_probed_one_read_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let store = pool(dir.path(), true);
-    let latency = &store.inner.drives[3].latency;
+    let latency = &store.inner().drives[3].latency;
     let every = Duration::from_millis(20);
     assert!(latency.claim_probe(every), "a first probe goes");
     assert!(!latency.claim_probe(every), "no second probe while the first is unanswered");

@@ -6,7 +6,7 @@ use std::io::Read;
 
 use isthmus_erasure::ErasureStore;
 use isthmus_store::multipart::CompletedPart;
-use isthmus_store::{GetRequest, PartRequest, PutRequest, RequestContext, Store, StoreError};
+use isthmus_store::{GetRequest, MultipartStore, PartRequest, PutRequest, RequestContext, Store, StoreError};
 
 pub const BUCKET: &str = "bkt";
 

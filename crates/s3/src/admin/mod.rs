@@ -301,7 +301,8 @@ impl Administration {
         for bucket in store.list_buckets(&cx).map_err(|e| failed(e.to_string()))? {
             let owner =
                 store.bucket_owner(&cx, &bucket.name).ok().flatten().unwrap_or_else(|| self.users.root().into());
-            let pool = store.bucket_location(&cx, &bucket.name).ok().flatten().unwrap_or_else(|| "default".into());
+            let pool =
+                store.bucket_facts(&cx, &bucket.name).ok().and_then(|f| f.pool).unwrap_or_else(|| "default".into());
             let created = bucket.created.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let mut row = json!({ "name": bucket.name, "owner": owner, "pool": pool, "created": created });
             if usage {
