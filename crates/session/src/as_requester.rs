@@ -39,20 +39,20 @@ struct RequesterWriter {
 }
 
 impl RequesterWriter {
-    fn inner(&mut self) -> &mut BoxedWriter {
-        self.inner.as_mut().expect("present until committed or dropped")
+    /// Runs `f` on the inner writer as the request's identity.
+    fn as_requester<T>(&mut self, f: impl FnOnce(&mut BoxedWriter) -> StoreResult<T>) -> StoreResult<T> {
+        let Self { inner, identity } = self;
+        run_as(identity.as_ref(), || f(inner.as_mut().expect("present until committed or dropped")))
     }
 }
 
 impl ObjectWrite for RequesterWriter {
     fn write_all(&mut self, bytes: &[u8]) -> StoreResult<()> {
-        let identity = self.identity.clone();
-        run_as(identity.as_ref(), || self.inner().write_all(bytes))
+        self.as_requester(|inner| inner.write_all(bytes))
     }
 
     fn write_zeros(&mut self, len: u64) -> StoreResult<()> {
-        let identity = self.identity.clone();
-        run_as(identity.as_ref(), || self.inner().write_zeros(len))
+        self.as_requester(|inner| inner.write_zeros(len))
     }
 
     fn digests(&self) -> Digests {
