@@ -211,25 +211,33 @@ struct Along {
 /// How many rows the slab starting at row `next` takes: `rows_per_slab`, stretched to the end
 /// of the chunk it would cut (within `SLAB_STRETCH` times `slab_bytes`), else cut back to that
 /// chunk's start, so that no chunk is decoded by two slabs when it can be avoided.
+/// Offsets, steps and chunk sizes come from a `zarr.json` and a request: the arithmetic
+/// saturates, and a slab always takes at least one row and at most the rows left (a slab of no
+/// rows would make the walk loop forever).
 fn slab_rows(along: &Along, next: u64, rows_per_slab: u64, row_bytes: u64, slab_bytes: u64) -> u64 {
-    let take = rows_per_slab.min(along.rows - next);
+    let left = along.rows - next;
+    let take = rows_per_slab.clamp(1, left);
     let end = next + take;
     let Some(unit) = along.unit.filter(|_| end < along.rows) else { return take };
-    let unit_of = |row: u64| (along.offset + row * along.step) / unit;
+    let unit_of = |row: u64| along.offset.saturating_add(row.saturating_mul(along.step)) / unit;
     let cut = unit_of(end - 1);
     if unit_of(end) != cut {
         return take;
     }
     // The first row past the chunk `cut`, and its first row.
-    let chunk_end = ((cut + 1) * unit).saturating_sub(along.offset).div_ceil(along.step).min(along.rows);
-    let chunk_start = (cut * unit).saturating_sub(along.offset).div_ceil(along.step);
-    if (chunk_end - next).saturating_mul(row_bytes) <= slab_bytes.saturating_mul(SLAB_STRETCH) {
+    let row_of = |element: u64| element.saturating_sub(along.offset).div_ceil(along.step);
+    let chunk_end = row_of(cut.saturating_add(1).saturating_mul(unit)).min(along.rows);
+    let chunk_start = row_of(cut.saturating_mul(unit));
+    let stretched = if chunk_end > next
+        && (chunk_end - next).saturating_mul(row_bytes) <= slab_bytes.saturating_mul(SLAB_STRETCH)
+    {
         chunk_end - next
     } else if chunk_start > next {
         chunk_start - next
     } else {
         take
-    }
+    };
+    stretched.clamp(1, left)
 }
 
 /// The extent along the first dimension of what a read decodes at once: a shard's inner chunk
@@ -595,6 +603,32 @@ pub fn find(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_slab_takes_at_least_a_row_and_never_more_than_are_left() {
+        // Hostile offsets, steps and chunk sizes from a zarr.json and a selection: the slab
+        // walk must always make progress (a slab of 0 rows looped forever).
+        let big = [0, 1, 3, 1 << 32, 1 << 62, u64::MAX / 2, u64::MAX - 1, u64::MAX];
+        for offset in big {
+            for step in [1, 2, 7, 1 << 32, 1 << 63, u64::MAX] {
+                for unit in [None, Some(1), Some(3), Some(1 << 40), Some(u64::MAX)] {
+                    for rows in [1, 2, 5, 1000] {
+                        let along = Along { offset, step, rows, unit };
+                        for next in 0..rows.min(4) {
+                            for per_slab in [1, 2, 64] {
+                                let take = slab_rows(&along, next, per_slab, 8, 64);
+                                assert!(
+                                    (1..=rows - next).contains(&take),
+                                    "offset {offset} step {step} unit {unit:?} rows {rows} next {next}: {take}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     use super::*;
 
     #[test]
