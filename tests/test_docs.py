@@ -67,5 +67,14 @@ def test_the_readme_is_a_front_door():
     lines = (REPO / "README.md").read_text().splitlines()
     assert len(lines) < 250, f"README.md has {len(lines)} lines: move details into the book (docs/)"
     text = "\n".join(lines)
-    for command in ("cargo run --release -- serve", "./scripts/test --full"):
+    for command in ("cargo run --release --bin isthmus -- serve", "./scripts/test --full"):
         assert command in text
+
+
+def test_the_quick_start_command_names_a_binary_cargo_can_run():
+    """The workspace builds two binaries (isthmus, isthmus-bench): `cargo run` without --bin
+    cannot choose, so the README's first command must name it."""
+    import subprocess
+    r = subprocess.run(["cargo", "run", "--release", "--bin", "isthmus", "--", "--version"],
+                       cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0 and r.stdout.startswith("isthmus "), r.stderr[-2000:]
