@@ -18,6 +18,7 @@ pub mod meta;
 pub mod meta_codec;
 pub mod multipart;
 mod options;
+mod overflow;
 pub(crate) mod read;
 mod record;
 pub(crate) mod recovery;
@@ -97,6 +98,8 @@ pub(crate) struct OpenBucket {
     /// `PosixStore::settings_writes` when the settings were read.
     settings_read_at: u64,
     opened: Instant,
+    /// Whether the bucket has records too large for their attributes (`overflow`).
+    pub(crate) overflow: Arc<overflow::Overflow>,
 }
 
 /// How long an open bucket directory is reused.
@@ -254,6 +257,7 @@ impl PosixStore {
         let metadata = self.metadata_mode_of(fd.as_fd());
         let settings_read_at = self.settings_writes.load(std::sync::atomic::Ordering::Acquire);
         let config = bucket_records::read(&self.state, bucket, fd.as_fd())?.versioned();
+        let overflow = Arc::new(overflow::Overflow::of(fd.as_fd()));
         let open = OpenBucket {
             name: bucket.into(),
             fd: Arc::new(fd),
@@ -262,6 +266,7 @@ impl PosixStore {
             config: Arc::new(config),
             settings_read_at,
             opened: Instant::now(),
+            overflow,
         };
         self.bucket_fds.insert(bucket.to_string(), open.clone());
         Ok(open)
@@ -296,6 +301,7 @@ impl PosixStore {
             etag_md5_limit: self.options.etag_md5_limit,
             may_block: cx.may_block,
             seal: self.seal.as_ref(),
+            overflow: &bucket.overflow,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Object metadata: the record kept with each object (ETag, HTTP headers, user metadata) and the
 //! file identity (inode, size, mtime) it was computed for. It lives in one `user.` extended
-//! attribute, or in a hashed sidecar file under `.isthmus/meta` where xattrs are unavailable.
+//! attribute, or in a hashed sidecar file under `.isthmus/meta` where xattrs are unavailable; a
+//! record too large for the file's attribute space goes to a side file (`overflow`).
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -9,6 +10,7 @@ use md5::{Digest, Md5};
 use rustix::fs::{Mode, OFlags, XattrFlags};
 use rustix::io::Errno;
 
+use crate::overflow::{self, Overflow};
 use isthmus_store::MetadataMode;
 use isthmus_store::error::StoreResult;
 use isthmus_store::key::INTERNAL_DIR;
@@ -32,6 +34,8 @@ pub struct MetaStore<'a> {
     pub may_block: bool,
     /// Seals the object ACLs recorded here; `None`: this process cannot (and records none).
     pub seal: Option<&'a SealKey>,
+    /// Whether the bucket has records too large for their attributes (`overflow`).
+    pub(crate) overflow: &'a Overflow,
 }
 
 impl MetaStore<'_> {
@@ -42,6 +46,10 @@ impl MetaStore<'_> {
             MetadataMode::Sidecar => self.read_sidecar(key)?,
             MetadataMode::Xattr => read_xattr(file)?,
             MetadataMode::Auto => read_xattr(file).or_else(|| self.read_sidecar(key))?,
+        };
+        let bytes = match overflow::pointer_nonce(&bytes) {
+            Some(nonce) => overflow::load(self.bucket, file, nonce)?,
+            None => bytes,
         };
         self.believed(file, crate::meta_codec::decode(&bytes)?)
     }
@@ -78,8 +86,9 @@ impl MetaStore<'_> {
     }
 
     /// Stores `record` for the object open as `file`. In auto mode a file system without
-    /// xattr support falls back to the sidecar. An ACL is stored sealed for this file; a
-    /// process that cannot seal stores none.
+    /// xattr support falls back to the sidecar; a record larger than the file's attribute
+    /// space goes to a side file (`overflow`). An ACL is stored sealed for this file; a process
+    /// that cannot seal stores none.
     pub fn save(&self, file: BorrowedFd<'_>, key: &str, record: &MetaRecord) -> StoreResult<()> {
         let mut record = record.clone();
         record.acl_seal = None;
@@ -96,14 +105,17 @@ impl MetaStore<'_> {
             }
         }
         let bytes = crate::meta_codec::encode(&record);
-        match self.mode {
-            MetadataMode::Sidecar => self.write_sidecar(key, &bytes),
-            MetadataMode::Xattr => Ok(rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty())?),
-            MetadataMode::Auto => match rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty()) {
-                Ok(()) => Ok(()),
-                Err(Errno::NOTSUP | Errno::PERM | Errno::NOSPC | Errno::TOOBIG) => self.write_sidecar(key, &bytes),
-                Err(err) => Err(err.into()),
-            },
+        if self.mode == MetadataMode::Sidecar {
+            return self.write_sidecar(key, &bytes);
+        }
+        match rustix::fs::fsetxattr(file, XATTR_NAME, &bytes, XattrFlags::empty()) {
+            Ok(()) => {
+                overflow::forget_file(self.bucket, self.overflow, file);
+                Ok(())
+            }
+            Err(err) if overflow::is_out_of_space(err) => overflow::save(self.bucket, self.overflow, file, &bytes),
+            Err(Errno::NOTSUP | Errno::PERM) if self.mode == MetadataMode::Auto => self.write_sidecar(key, &bytes),
+            Err(err) => Err(err.into()),
         }
     }
 
@@ -120,44 +132,40 @@ impl MetaStore<'_> {
     // written with its identity, always right after the request's own identity opened (read)
     // or wrote the object itself, so the kernel has judged the access already.
     fn read_sidecar(&self, key: &str) -> Option<Vec<u8>> {
-        isthmus_store::identity::as_gateway(|| self.read_sidecar_now(key))
-    }
-
-    fn read_sidecar_now(&self, key: &str) -> Option<Vec<u8>> {
-        let fd = rustix::fs::openat(
-            self.bucket,
-            sidecar_path(key),
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        )
-        .ok()?;
-        let mut bytes = Vec::with_capacity(512);
-        std::fs::File::from(fd).take(MAX_RECORD as u64).read_to_end(&mut bytes).ok()?;
-        Some(bytes)
+        isthmus_store::identity::as_gateway(|| read_internal_file(self.bucket, &sidecar_path(key)))
     }
 
     fn write_sidecar(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
-        isthmus_store::identity::as_gateway(|| self.write_sidecar_now(key, bytes))
+        isthmus_store::identity::as_gateway(|| write_internal_file(self.bucket, &sidecar_path(key), bytes))
     }
+}
 
-    fn write_sidecar_now(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
-        let path = sidecar_path(key);
-        let (dir, name) = path.rsplit_once('/').expect("sidecar path has directories");
-        let dir_fd = crate::resolve::create_dirs_beneath(self.bucket, dir, false)?;
-        let tmp = format!("{name}.{}", crate::writer_names::unique_suffix());
-        let fd = rustix::fs::openat(
-            &dir_fd,
-            &tmp,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?;
-        let result =
-            write_all(fd.as_fd(), bytes).and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
-        if result.is_err() {
-            let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
-        }
-        result
+/// Reads a gateway-owned file beneath `bucket` (at most `MAX_RECORD` bytes of it).
+pub(crate) fn read_internal_file(bucket: BorrowedFd<'_>, path: &str) -> Option<Vec<u8>> {
+    let fd =
+        rustix::fs::openat(bucket, path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()).ok()?;
+    let mut bytes = Vec::with_capacity(512);
+    std::fs::File::from(fd).take(MAX_RECORD as u64).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Replaces a gateway-owned file beneath `bucket` (its directories made as needed) with
+/// `bytes`, atomically: written under a unique name, then renamed.
+pub(crate) fn write_internal_file(bucket: BorrowedFd<'_>, path: &str, bytes: &[u8]) -> StoreResult<()> {
+    let (dir, name) = path.rsplit_once('/').expect("internal paths have directories");
+    let dir_fd = crate::resolve::create_dirs_beneath(bucket, dir, false)?;
+    let tmp = format!("{name}.{}", crate::writer_names::unique_suffix());
+    let fd = rustix::fs::openat(
+        &dir_fd,
+        &tmp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let result = write_all(fd.as_fd(), bytes).and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
     }
+    result
 }
 
 fn read_xattr(file: BorrowedFd<'_>) -> Option<Vec<u8>> {

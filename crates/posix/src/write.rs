@@ -54,6 +54,7 @@ impl PosixWriter {
             etag_md5_limit: self.etag_md5_limit,
             may_block: true,
             seal: self.seal.as_ref(),
+            overflow: &self.bucket.overflow,
         }
     }
 
@@ -83,8 +84,13 @@ impl PosixWriter {
         };
         let exclusive = matches!(self.request.if_none_match, Some(ETagMatch::Any));
         let flags = if exclusive { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
+        let replaced = crate::overflow::before_unlink(&self.bucket.overflow, parent.as_fd(), path.leaf());
         match self.staged.rename_into(parent.as_fd(), path.leaf(), flags) {
-            Ok(()) => {}
+            Ok(()) => {
+                if let Some(ino) = replaced {
+                    crate::overflow::forget_ino(self.bucket.fd.as_fd(), ino);
+                }
+            }
             Err(Errno::EXIST) if exclusive => return Err(StoreError::PreconditionFailed),
             Err(Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST) => {
                 return Err(StoreError::ObjectIsDirectory(path.key().to_string()));
@@ -333,8 +339,13 @@ impl PosixStore {
                 Err(err) => return Err(StoreError::io_at("remove the directory object", key, err)),
             }
         } else {
+            let removed = crate::overflow::before_unlink(&open.overflow, parent, path.leaf());
             match rustix::fs::unlinkat(parent, path.leaf(), AtFlags::empty()) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if let Some(ino) = removed {
+                        crate::overflow::forget_ino(bucket_fd, ino);
+                    }
+                }
                 // A directory is not the object `key` (that would be `key/`): nothing to delete.
                 Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) if !matches!(rustix::fs::statat(parent, path.leaf(), AtFlags::SYMLINK_NOFOLLOW), Ok(ref s) if is_file(s)) =>
                 {
