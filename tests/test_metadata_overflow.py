@@ -104,6 +104,16 @@ def test_metadata_at_the_s3_limits_on_each_file_system(fs_server):
     listed = {o["Key"]: o for o in s3.list_objects_v2(Bucket="lim")["Contents"]}
     assert listed["both"]["ETag"] == put["ETag"] and listed["both"]["Size"] == len(body)
 
+    # A multipart upload carries both from its start to the object.
+    upload = s3.create_multipart_upload(Bucket="lim", Key="mp", Metadata=meta,
+                                        Tagging="&".join(f"{t['Key']}={t['Value']}" for t in max_tags("mp")))
+    part = s3.upload_part(Bucket="lim", Key="mp", UploadId=upload["UploadId"], PartNumber=1, Body=body)
+    s3.complete_multipart_upload(Bucket="lim", Key="mp", UploadId=upload["UploadId"],
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert s3.head_object(Bucket="lim", Key="mp")["Metadata"] == meta
+    assert tags_of(s3, "lim", "mp") == max_tags("mp")
+    s3.delete_object(Bucket="lim", Key="mp")
+
     # A copy carries all of it to another key.
     s3.copy_object(Bucket="lim", Key="copy", CopySource={"Bucket": "lim", "Key": "both"})
     assert s3.head_object(Bucket="lim", Key="copy")["Metadata"] == meta
