@@ -17,10 +17,14 @@ def test_bucket_lifecycle(s3, server):
     assert (server.root / "alpha").is_dir()
     s3.head_bucket(Bucket="alpha")
     assert s3.get_bucket_location(Bucket="alpha").get("LocationConstraint") in (None, "")
-    with pytest.raises(ClientError) as e:
-        s3.create_bucket(Bucket="alpha")
-    assert error_code(e) == "BucketAlreadyOwnedByYou"
     s3.put_object(Bucket="alpha", Key="k", Body=b"x")
+    # Re-created by its owner: S3's us-east-1 answers 200 and changes nothing.
+    s3.create_bucket(Bucket="alpha")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="alpha")["Contents"]] == ["k"]
+    # Asked for another region: 409 BucketAlreadyOwnedByYou.
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(Bucket="alpha", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    assert error_code(e) in ("BucketAlreadyOwnedByYou", "InvalidLocationConstraint")
     with pytest.raises(ClientError) as e:
         s3.delete_bucket(Bucket="alpha")
     assert error_code(e) == "BucketNotEmpty"
@@ -55,3 +59,25 @@ def test_missing_bucket_errors(s3):
     with pytest.raises(ClientError) as e:
         s3.list_objects_v2(Bucket="nope-nope")
     assert error_code(e) == "NoSuchBucket"
+
+
+@pytest.mark.posix_only
+def test_recreating_an_own_bucket_never_resets_its_acl_or_contents(s3, server):
+    """S3's us-east-1 (the location of a gateway without pools): the owner's CreateBucket of an
+    existing bucket answers 200 when it asks for the bucket's own ACL, 409 BucketAlreadyExists
+    when it asks for another, and never changes the ACL or the objects (the S3 conformance
+    suite's recreate tests)."""
+    s3.create_bucket(Bucket="shared", ACL="public-read")
+    s3.put_object(Bucket="shared", Key="k", Body=b"x")
+    s3.create_bucket(Bucket="shared", ACL="public-read")
+    for asked in ({}, {"ACL": "private"}, {"ACL": "public-read-write"}):
+        with pytest.raises(ClientError) as e:
+            s3.create_bucket(Bucket="shared", **asked)
+        assert error_code(e) == "BucketAlreadyExists"
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    grants = s3.get_bucket_acl(Bucket="shared")["Grants"]
+    assert any(g["Grantee"].get("URI", "").endswith("AllUsers") and g["Permission"] == "READ" for g in grants)
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="shared")["Contents"]] == ["k"]
+    s3.create_bucket(Bucket="private-one")
+    s3.create_bucket(Bucket="private-one")
+    s3.create_bucket(Bucket="private-one", ACL="private")

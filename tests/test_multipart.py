@@ -146,7 +146,11 @@ def test_upload_part_copy_and_part_numbers(s3, bucket):
     assert head["ContentLength"] == 5 * MiB and head["PartsCount"] == 2
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=bucket, Key="assembled.bin", PartNumber=3)
-    assert e.value.response["Error"]["Code"] == "InvalidPartNumber"
+    assert e.value.response["Error"]["Code"] == "InvalidPart"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="assembled.bin", PartNumber=3)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     # A single-piece object is its own part 1.
     assert s3.get_object(Bucket=bucket, Key="src.bin", PartNumber=1)["Body"].read() == source
 

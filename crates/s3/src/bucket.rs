@@ -70,7 +70,12 @@ pub async fn create_bucket(
     // The authorization layer records the creator as owner, and tells the owner of an existing
     // bucket (BucketAlreadyOwnedByYou) apart from everyone else (BucketAlreadyExists).
     gw.write(&cx, move |store, cx| {
-        store.create_bucket(cx, &bucket, &request)?;
+        match store.create_bucket(cx, &bucket, &request) {
+            Err(isthmus_store::StoreError::BucketAlreadyOwnedByYou) if in_us_east_1(&request) => {
+                return recreate_own_bucket(store, cx, &bucket, acl.as_ref());
+            }
+            created => created?,
+        }
         match &acl {
             Some(acl) => store.set_bucket_acl(cx, &bucket, acl.clone()),
             None => Ok(()),
@@ -78,6 +83,37 @@ pub async fn create_bucket(
     })
     .await?;
     Ok(S3Response::new(CreateBucketOutput { location: Some(location) }))
+}
+
+/// Whether a CreateBucket asks for the location S3 calls us-east-1: no constraint, or one
+/// naming us-east-1.
+fn in_us_east_1(request: &CreateBucketRequest) -> bool {
+    request.location.as_deref().is_none_or(|l| l.is_empty() || l == crate::server::DEFAULT_REGION)
+}
+
+/// CreateBucket of a bucket the requester owns, asked for us-east-1. A gateway without a pool
+/// table is that one location (GetBucketLocation answers it), and S3 answers there 200 and
+/// changes nothing, so a tool that "makes sure the bucket exists" works; asking for an ACL
+/// other than the bucket's is refused (409 `BucketAlreadyExists`, as the S3 conformance suite
+/// checks), never applied: re-creating resets neither the bucket's ACL nor its contents. With
+/// pools, each pool is a location (a region, to S3 clients), and S3 answers other regions 409
+/// `BucketAlreadyOwnedByYou`.
+fn recreate_own_bucket(
+    store: &dyn isthmus_store::Store,
+    cx: &isthmus_store::RequestContext,
+    bucket: &str,
+    asked: Option<&isthmus_store::Acl>,
+) -> isthmus_store::StoreResult<()> {
+    if store.bucket_facts(cx, bucket)?.pool.is_some() {
+        return Err(isthmus_store::StoreError::BucketAlreadyOwnedByYou);
+    }
+    let current = store.bucket_config(cx, bucket)?.acl;
+    let asked = asked.cloned().unwrap_or_default();
+    if asked.canned == current.canned && current.grants.is_empty() {
+        Ok(())
+    } else {
+        Err(isthmus_store::StoreError::BucketAlreadyExists)
+    }
 }
 
 pub async fn head_bucket(gw: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {

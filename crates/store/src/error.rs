@@ -97,7 +97,10 @@ pub enum StoreError {
     /// write (`BucketConfig::version`): read them again.
     #[error("A conflicting conditional operation is currently in progress against this resource. Please try again.")]
     ConfigConflict,
-    #[error("The requested partnumber is not satisfiable")]
+    /// A GET or HEAD `partNumber` past the object's last part. Reported as S3 does (400
+    /// `InvalidPart`, as the S3 conformance suite checks against AWS), not as the 416
+    /// `InvalidPartNumber` of S3's error table, which no client sees from AWS.
+    #[error("The requested part number is past the object's last part")]
     InvalidPartNumber,
     #[error("Your metadata headers exceed the maximum allowed metadata size ({0} bytes, the limit is 2048)")]
     MetadataTooLarge(usize),
@@ -194,7 +197,7 @@ impl StoreError {
             Self::InsufficientShards(_) => "ServiceUnavailable",
             Self::MalformedPolicy(_) => "MalformedPolicy",
             Self::NotImplemented(_) => "NotImplemented",
-            Self::InvalidPartNumber => "InvalidPartNumber",
+            Self::InvalidPartNumber => "InvalidPart",
             Self::ConfigConflict => "OperationAborted",
             Self::MetadataTooLarge(_) => "MetadataTooLarge",
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => "InternalError",
@@ -250,6 +253,7 @@ impl StoreError {
             | Self::InvalidTag(_)
             | Self::InvalidLocationConstraint(_)
             | Self::MalformedPolicy(_)
+            | Self::InvalidPartNumber
             | Self::MetadataTooLarge(_) => 400,
             Self::BucketAlreadyOwnedByYou
             | Self::BucketAlreadyExists
@@ -259,7 +263,7 @@ impl StoreError {
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,
             Self::NotModified => 304,
-            Self::InvalidRange { .. } | Self::InvalidPartNumber => 416,
+            Self::InvalidRange { .. } => 416,
             Self::InsufficientStorage => 507,
             Self::InsufficientShards(_) => 503,
             Self::NotImplemented(_) => 501,
