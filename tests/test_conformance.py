@@ -343,6 +343,26 @@ def test_chunked_transfer_encoding_without_content_length(s3, server):
     assert s3.get_object(Bucket="chunked", Key="k")["Body"].read() == data
 
 
+def test_a_put_without_a_length_is_refused(s3, server):
+    """A PUT with neither Content-Length nor chunked framing: 411 MissingContentLength, as S3,
+    and no empty object."""
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from sigv4 import EMPTY_SHA256, signed_put
+
+    s3.create_bucket(Bucket="lengths")
+    url, headers = signed_put(server.endpoint, ACCESS_KEY, SECRET_KEY, "lengths", "k", b"", EMPTY_SHA256, {},
+                              content_length=False)
+    host, port = server.endpoint.split("//", 1)[1].split(":")
+    head = f"PUT {url.split(server.endpoint, 1)[1]} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(head.encode())
+        reply = sock.recv(4096).decode()
+    assert reply.startswith("HTTP/1.1 411"), reply
+    assert "<Code>MissingContentLength</Code>" in reply
+    assert "Contents" not in s3.list_objects_v2(Bucket="lengths")
+
+
 def test_expected_bucket_owner(s3):
     from botocore.exceptions import ClientError
 

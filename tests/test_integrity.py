@@ -12,7 +12,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from conftest import ACCESS_KEY, SECRET_KEY
-from sigv4 import unsigned_trailer_put
+from sigv4 import signed_put, unsigned_trailer_put
 
 
 def b64(raw):
@@ -57,6 +57,12 @@ def test_content_md5_mismatch_is_refused(s3, bucket, server):
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=bucket, Key="md5-bad", Body=b"payload", ContentMD5="not-base64")
     assert e.value.response["Error"]["Code"] == "InvalidDigest"
+    # An empty Content-MD5 is no digest either (the protocol layer would drop it unseen).
+    url, headers = signed_put(server.endpoint, ACCESS_KEY, SECRET_KEY, bucket, "md5-empty", b"payload",
+                              hashlib.sha256(b"payload").hexdigest(), {"content-md5": ""})
+    r = requests.put(url, headers=headers, data=b"payload", timeout=30)
+    assert r.status_code == 400 and "<Code>InvalidDigest</Code>" in r.text, r.text
+    assert nothing_visible(server, bucket, "md5-empty")
 
 
 def test_checksum_header_mismatch_is_refused_and_keeps_the_old_object(s3, bucket, server):

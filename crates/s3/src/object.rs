@@ -14,6 +14,9 @@ use isthmus_session::Placement;
 
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let cx = gw.cx(&req)?;
+    if !declares_length(&req.headers) {
+        return Err(s3_error!(MissingContentLength, "You must provide the Content-Length HTTP header."));
+    }
     let declared = declared(&req)?;
     let input = req.input;
     if input.write_offset_bytes.is_some() {
@@ -129,11 +132,24 @@ fn expires(info: &ObjectInfo) -> Option<Timestamp> {
     info.meta.expires.as_deref().and_then(parse_http_date)
 }
 
+/// Whether a request says how long its body is: a Content-Length, an aws-chunked body's
+/// decoded length, or chunked framing (whose end the protocol layer finds). A PUT with none of
+/// them is refused as S3 does (411), not stored as an empty object.
+fn declares_length(headers: &hyper::HeaderMap) -> bool {
+    ["content-length", "x-amz-decoded-content-length", "transfer-encoding"].iter().any(|h| headers.contains_key(*h))
+}
+
 /// What a PutObject or UploadPart request declares about its body.
 pub fn declared<T: HasIntegrityHeaders>(req: &S3Request<T>) -> S3Result<Declared> {
     let trailer = req.headers.get("x-amz-trailer").and_then(|v| v.to_str().ok());
+    // The header as sent: the protocol layer drops an empty one, which S3 refuses as an
+    // invalid digest (so does a value that is not text).
+    let content_md5 = match req.headers.get("content-md5") {
+        Some(value) => Some(value.to_str().unwrap_or_default()),
+        None => req.input.content_md5(),
+    };
     Declared::new(
-        req.input.content_md5(),
+        content_md5,
         req.input.checksum_algorithm(),
         req.input.checksum_headers(),
         trailer,
