@@ -131,3 +131,22 @@ def test_acl_grants_to_users_by_canonical_id(multi, tmp_path):
     with pytest.raises(ClientError) as e:
         alice.put_object(Bucket="alice-lab", Key="x", Body=b"x", GrantRead='id="bob"')
     assert e.value.response["Error"]["Code"] == "NotImplemented"
+
+
+
+def test_copying_an_object_someone_else_owns(multi):
+    """A copy reads its source as the requester: an object shared with everyone can be copied
+    into the requester's own bucket, a private one cannot, and the copy is the requester's."""
+    _, root, _, bob = multi
+    root.create_bucket(Bucket="owner-src")
+    root.put_object(Bucket="owner-src", Key="shared", Body=b"shared bytes", ACL="public-read")
+    root.put_object(Bucket="owner-src", Key="secret", Body=b"secret bytes")
+    bob.create_bucket(Bucket="bobs")
+    bob.copy_object(Bucket="bobs", Key="copy", CopySource={"Bucket": "owner-src", "Key": "shared"})
+    assert bob.get_object(Bucket="bobs", Key="copy")["Body"].read() == b"shared bytes"
+    assert denied(bob.copy_object, Bucket="bobs", Key="stolen", CopySource={"Bucket": "owner-src", "Key": "secret"})
+    assert "stolen" not in [o["Key"] for o in bob.list_objects_v2(Bucket="bobs")["Contents"]]
+    # Nor into someone else's bucket.
+    assert denied(bob.copy_object, Bucket="owner-src", Key="copy", CopySource={"Bucket": "owner-src", "Key": "shared"})
+    owner = bob.get_object_acl(Bucket="bobs", Key="copy")["Owner"]
+    assert owner["ID"] == "bob"
