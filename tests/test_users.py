@@ -150,3 +150,16 @@ def test_copying_an_object_someone_else_owns(multi):
     assert denied(bob.copy_object, Bucket="owner-src", Key="copy", CopySource={"Bucket": "owner-src", "Key": "shared"})
     owner = bob.get_object_acl(Bucket="bobs", Key="copy")["Owner"]
     assert owner["ID"] == "bob"
+
+
+def test_listing_uploads_names_each_uploads_owner_and_initiator(multi):
+    _, root, _, bob = multi
+    root.create_bucket(Bucket="uploads-shared", ACL="public-read-write")
+    mine = root.create_multipart_upload(Bucket="uploads-shared", Key="root-upload")["UploadId"]
+    bobs = bob.create_multipart_upload(Bucket="uploads-shared", Key="bob-upload")["UploadId"]
+    listed = {u["UploadId"]: u for u in root.list_multipart_uploads(Bucket="uploads-shared")["Uploads"]}
+    assert listed[bobs]["Owner"]["ID"] == "bob" and listed[bobs]["Initiator"]["ID"] == "bob"
+    assert listed[mine]["Owner"]["ID"] == listed[mine]["Initiator"]["ID"] != "bob"
+    # The initiator is kept with the upload, where no user can rewrite it: after a restart too.
+    parts = root.list_parts(Bucket="uploads-shared", Key="bob-upload", UploadId=bobs)
+    assert parts["Initiator"]["ID"] == "bob" and parts["Owner"]["ID"] == "bob"

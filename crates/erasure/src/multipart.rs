@@ -36,6 +36,9 @@ struct UploadRecord {
     checksum_algorithm: Option<ChecksumAlgorithm>,
     #[serde(default)]
     checksum_type: ChecksumType,
+    /// Who started the upload (`UploadInfo::initiator`).
+    #[serde(default)]
+    initiator: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,7 +139,13 @@ impl Inner {
         }
     }
 
-    pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
+    pub(crate) fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+        initiator: Option<String>,
+    ) -> StoreResult<String> {
         ObjectPath::parse(key)?;
         request.meta.validate()?;
         self.existing_bucket(bucket)?;
@@ -147,6 +156,7 @@ impl Inner {
             meta: request.meta,
             checksum_algorithm: request.checksum_algorithm,
             checksum_type: request.checksum_type,
+            initiator,
         };
         let bytes = serde_json::to_vec(&record).expect("an upload record serializes");
         if let Err(err) = self.record_in_upload(bucket, &upload_id, UPLOAD_FILE, &bytes, true) {
@@ -268,13 +278,14 @@ impl Inner {
         request: &ListPartsRequest,
     ) -> StoreResult<PartsPage> {
         let (record, parts) = self.load_upload(bucket, key, upload_id)?;
-        Ok(page_parts(
+        let page = page_parts(
             parts.into_values().map(|p| p.info),
             request.after_part,
             request.max_parts,
             record.checksum_algorithm,
             record.checksum_type,
-        ))
+        );
+        Ok(PartsPage { initiator: record.initiator, ..page })
     }
 
     pub(crate) fn uploads_page(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
@@ -301,6 +312,7 @@ impl Inner {
                     initiated: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(record.initiated_ns),
                     checksum_algorithm: record.checksum_algorithm,
                     checksum_type: record.checksum_type,
+                    initiator: record.initiator,
                 });
             }
         }

@@ -343,12 +343,12 @@ impl Store for ErasureCalls {
 impl MultipartStore for ErasureCalls {
     fn create_multipart_upload(
         &self,
-        _cx: &RequestContext,
+        cx: &RequestContext,
         bucket: &str,
         key: &str,
         request: PutRequest,
     ) -> StoreResult<String> {
-        self.inner.create_upload(bucket, key, request)
+        self.inner.create_upload(bucket, key, request, cx.user_name().map(str::to_string))
     }
 
     fn upload_part(

@@ -430,12 +430,12 @@ impl Store for PosixStore {
 impl MultipartStore for PosixStore {
     fn create_multipart_upload(
         &self,
-        _cx: &RequestContext,
+        cx: &RequestContext,
         bucket: &str,
         key: &str,
         request: PutRequest,
     ) -> StoreResult<String> {
-        self.create_upload(bucket, key, request)
+        self.create_upload(bucket, key, request, cx.user_name().map(str::to_string))
     }
 
     fn upload_part(

@@ -46,6 +46,9 @@ pub(super) struct UploadRecord {
     pub(super) checksum_algorithm: Option<ChecksumAlgorithm>,
     #[serde(default)]
     pub(super) checksum_type: ChecksumType,
+    /// Who started the upload (`UploadInfo::initiator`).
+    #[serde(default)]
+    pub(super) initiator: Option<String>,
 }
 
 pub fn valid_upload_id(id: &str) -> bool {
@@ -226,14 +229,22 @@ impl PosixStore {
     /// With a user's identity, the upload's directory is made by the gateway (the uploads
     /// area is its own) and handed to the user, mode 0700: the user's parts are written into
     /// it with the user's identity, and no one else's request can open it.
-    pub(crate) fn create_upload(&self, bucket: &str, key: &str, request: PutRequest) -> StoreResult<String> {
+    pub(crate) fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        request: PutRequest,
+        initiator: Option<String>,
+    ) -> StoreResult<String> {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
         let path = ObjectPath::parse(key)?;
         request.meta.validate()?;
         // Refused at once, not at completion, where the user may not create the object.
         super::file_ops::check_may_change_entries(bucket_fd.as_fd(), &path)?;
         let owner = isthmus_store::identity::switched_owner();
-        isthmus_store::identity::as_gateway(|| self.create_upload_now(bucket_fd.as_fd(), key, request, owner))
+        isthmus_store::identity::as_gateway(|| {
+            self.create_upload_now(bucket_fd.as_fd(), key, request, (owner, initiator))
+        })
     }
 
     fn create_upload_now(
@@ -241,7 +252,7 @@ impl PosixStore {
         bucket_fd: BorrowedFd<'_>,
         key: &str,
         request: PutRequest,
-        owner: Option<(u32, u32)>,
+        (owner, initiator): (Option<(u32, u32)>, Option<String>),
     ) -> StoreResult<String> {
         let uploads = self.uploads_dir(bucket_fd)?;
         let upload_id = new_upload_id();
@@ -257,6 +268,7 @@ impl PosixStore {
                 meta: request.meta,
                 checksum_algorithm: request.checksum_algorithm,
                 checksum_type: request.checksum_type,
+                initiator,
             };
             let mut staged = StagedFile::create(dir.try_clone()?)?;
             staged.write_all(&serde_json::to_vec(&record).expect("record serializes"))?;

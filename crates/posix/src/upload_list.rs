@@ -27,7 +27,8 @@ impl PosixStore {
         let bucket_fd = self.bucket_fd(bucket)?.fd;
         let (dir, record) = self.open_upload(bucket_fd.as_fd(), key, upload_id)?;
         let parts = read_parts(dir.as_fd(), record.checksum_algorithm)?.into_values().map(|(info, _)| info);
-        Ok(page_parts(parts, after_part, max_parts, record.checksum_algorithm, record.checksum_type))
+        let page = page_parts(parts, after_part, max_parts, record.checksum_algorithm, record.checksum_type);
+        Ok(PartsPage { initiator: record.initiator, ..page })
     }
 
     pub(crate) fn uploads_of(&self, bucket: &str, request: &ListUploadsRequest) -> StoreResult<UploadsPage> {
@@ -62,6 +63,7 @@ impl PosixStore {
                 initiated,
                 checksum_algorithm: record.checksum_algorithm,
                 checksum_type: record.checksum_type,
+                initiator: record.initiator,
             });
         }
         Ok(page_uploads(uploads, request))
@@ -148,5 +150,5 @@ pub fn page_parts(
     let is_truncated = parts.len() > max_parts;
     parts.truncate(max_parts);
     let next_part_number_marker = if is_truncated { parts.last().map(|p| p.part_number) } else { None };
-    PartsPage { parts, is_truncated, next_part_number_marker, checksum_algorithm, checksum_type }
+    PartsPage { parts, is_truncated, next_part_number_marker, checksum_algorithm, checksum_type, initiator: None }
 }

@@ -164,7 +164,18 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     let (b, k, u) = (bucket.clone(), key.clone(), upload_id.clone());
     let request = ListPartsRequest { after_part: after, max_parts: max };
-    let page = gw.scan(&cx, move |store, cx| store.list_parts(cx, &b, &k, &u, &request)).await?;
+    let root = gw.principals.users().root().to_string();
+    let (page, initiator) = gw
+        .scan(&cx, move |store, cx| {
+            let page = store.list_parts(cx, &b, &k, &u, &request)?;
+            let initiator = match page.initiator.clone() {
+                Some(user) => user,
+                None => bucket_owner_or(store, cx, &b, &root)?,
+            };
+            Ok((page, initiator))
+        })
+        .await?;
+    let (initiator, owner) = initiator_and_owner(initiator);
     let parts = page
         .parts
         .into_iter()
@@ -193,8 +204,30 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
         part_number_marker: input.part_number_marker,
         max_parts: Some(max as i32),
         storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+        initiator: Some(initiator),
+        owner: Some(owner),
         ..Default::default()
     }))
+}
+
+/// The owner of `bucket`, or the root user for a bucket without a recorded owner: whose an
+/// upload is when it records no initiator (started by the process through an in-process door,
+/// or recorded before initiators were).
+fn bucket_owner_or(
+    store: &dyn isthmus_store::Store,
+    cx: &isthmus_store::RequestContext,
+    bucket: &str,
+    root: &str,
+) -> isthmus_store::StoreResult<String> {
+    Ok(isthmus_store::BucketSettings::bucket_owner(store, cx, bucket)?.unwrap_or_else(|| root.to_string()))
+}
+
+/// An upload's Initiator and Owner: the user who started it (S3 names the same account twice).
+fn initiator_and_owner(user: String) -> (Initiator, Owner) {
+    (
+        Initiator { id: Some(user.clone()), display_name: Some(user.clone()) },
+        Owner { id: Some(user.clone()), display_name: Some(user) },
+    )
 }
 
 pub async fn list_multipart_uploads(
@@ -214,20 +247,28 @@ pub async fn list_multipart_uploads(
         max_uploads: max,
     };
     let bucket = input.bucket.clone();
-    let page = gw.scan(&cx, move |store, cx| store.list_multipart_uploads(cx, &bucket, &request)).await?;
+    let root = gw.principals.users().root().to_string();
+    let (page, bucket_owner) = gw
+        .scan(&cx, move |store, cx| {
+            let page = store.list_multipart_uploads(cx, &bucket, &request)?;
+            Ok((page, bucket_owner_or(store, cx, &bucket, &root)?))
+        })
+        .await?;
     let uploads = page
         .uploads
         .into_iter()
         .map(|u| {
             let (checksum_algorithm, checksum_type) = upload_checksum(u.checksum_algorithm, u.checksum_type);
+            let (initiator, owner) = initiator_and_owner(u.initiator.unwrap_or_else(|| bucket_owner.clone()));
             MultipartUpload {
+                initiator: Some(initiator),
+                owner: Some(owner),
                 key: Some(u.key),
                 upload_id: Some(u.upload_id),
                 initiated: Some(Timestamp::from(u.initiated)),
                 storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
                 checksum_algorithm,
                 checksum_type,
-                ..Default::default()
             }
         })
         .collect();

@@ -76,6 +76,10 @@ pub struct UploadInfo {
     /// The checksum the upload was created with, and how the object's derives from the parts'.
     pub checksum_algorithm: Option<ChecksumAlgorithm>,
     pub checksum_type: ChecksumType,
+    /// Who started the upload (the user's name; `None` for the process, and for uploads
+    /// recorded before initiators were).
+    #[serde(default)]
+    pub initiator: Option<String>,
 }
 
 /// A stored part.
@@ -131,6 +135,9 @@ pub struct PartsPage {
     /// The checksum the upload was created with, and how the object's derives from the parts'.
     pub checksum_algorithm: Option<ChecksumAlgorithm>,
     pub checksum_type: ChecksumType,
+    /// Who started the upload (`UploadInfo::initiator`).
+    #[serde(default)]
+    pub initiator: Option<String>,
 }
 
 /// A ListMultipartUploads request.
