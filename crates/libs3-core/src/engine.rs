@@ -43,21 +43,26 @@ fn in_process() -> Result<&'static dyn Store, String> {
 }
 
 /// The gateway reached through the local socket named by `host` (`unix:/run/isthmus.sock`):
-/// one connection pool per process, to the first socket named.
-fn local(host: &str) -> Result<&'static dyn Store, String> {
+/// one connection pool per process, to the first socket named. A failed connection is not
+/// kept: the next call tries again. A refusal keeps its S3 status (a caller the gateway maps
+/// to no user gets ErrorAccessDenied).
+fn local(host: &str) -> Result<&'static dyn Store, Failure> {
     /// The socket named first, and the gateway reached through it.
     type NamedGateway = (String, Arc<dyn Store>);
-    static LOCAL: OnceLock<Result<NamedGateway, String>> = OnceLock::new();
-    let (first, store) = LOCAL
-        .get_or_init(|| {
-            isthmus_session::stack::open(host, StoreOptions::default())
-                .map(|store| (host.to_string(), store))
-                .map_err(|e| format!("cannot use the local gateway at {host}: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)?;
+    static LOCAL: OnceLock<NamedGateway> = OnceLock::new();
+    let (first, store) = match LOCAL.get() {
+        Some(gateway) => gateway,
+        None => {
+            let store = isthmus_session::stack::open(host, StoreOptions::default()).map_err(|e| {
+                let failure = Failure::from(e);
+                Failure { message: format!("cannot use the local gateway at {host}: {}", failure.message), ..failure }
+            })?;
+            LOCAL.get_or_init(|| (host.to_string(), store))
+        }
+    };
     if first != host {
-        return Err(format!("this process already uses the local gateway {first}; one socket per process"));
+        let why = format!("this process already uses the local gateway {first}; one socket per process");
+        return Err(Failure::new("FailedToInitializeRequest", why));
     }
     Ok(&**store)
 }
@@ -72,11 +77,12 @@ pub unsafe fn engine(host: *const c_char) -> Result<&'static dyn Store, Failure>
     let failed = |m| Failure::new("FailedToInitializeRequest", m);
     match host.as_deref() {
         Some(h) if h.split(':').next() == Some(ENGINE_HOST) => in_process().map_err(failed),
-        Some(h) if isthmus_local::socket_path(h).is_some() => local(h).map_err(failed),
+        Some(h) if isthmus_local::socket_path(h).is_some() => local(h),
         other => Err(Failure::new(
             "NameLookupError",
             format!(
-                "this libs3 drop-in serves only the host name '{ENGINE_HOST}' (in-process, from ISTHMUS_ROOT) and unix:/path/to/socket (a gateway's local socket), not {other:?}; use the real libs3 for HTTP endpoints"
+                "this libs3 drop-in serves only the host name '{ENGINE_HOST}' (in-process, from ISTHMUS_ROOT) and unix:/path/to/socket (a gateway's local socket), not '{}'; use the real libs3 for HTTP endpoints",
+                other.unwrap_or("(no host)")
             ),
         )),
     }
