@@ -149,7 +149,9 @@ pub unsafe extern "C" fn S3_copy_object(
     let out = CopyReturn { last_modified, etag_size, etag };
     let (ctx, props) = (base(ctx), base_props(props));
     // SAFETY: the caller's arguments, as libs3 documents them.
-    unsafe { objects::copy_object(&FACE, ctx, key, destination_bucket, destination_key, None, props, out, handler, data) }
+    unsafe {
+        objects::copy_object(&FACE, ctx, key, destination_bucket, destination_key, None, props, out, handler, data)
+    }
 }
 
 /// A part number above 0 copies `count` bytes of the source from `start` (0: all of it) into
@@ -182,7 +184,9 @@ pub unsafe extern "C" fn S3_copy_object_range(
         _ => None,
     };
     // SAFETY: the caller's arguments, as libs3 documents them.
-    unsafe { objects::copy_object(&FACE, ctx, key, destination_bucket, destination_key, part, props, out, handler, data) }
+    unsafe {
+        objects::copy_object(&FACE, ctx, key, destination_bucket, destination_key, part, props, out, handler, data)
+    }
 }
 
 #[unsafe(no_mangle)]

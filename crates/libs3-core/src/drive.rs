@@ -10,7 +10,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use isthmus_store::{ObjectInfo, ObjectMeta, PutRequest};
 
-use crate::abi::{PutDataCallback, PutProperties, S3ErrorDetails, S3NameValue, S3ResponseHandler, S3ResponseProperties};
+use crate::abi::{
+    PutDataCallback, PutProperties, S3ErrorDetails, S3NameValue, S3ResponseHandler, S3ResponseProperties,
+};
 use crate::face::{Face, Failure};
 
 thread_local! {
@@ -49,10 +51,32 @@ pub fn boundary<T>(fallback: T, call: impl FnOnce() -> T) -> T {
 
 /// Runs the engine part of a call (a panic in it becomes a failure), then reports the outcome
 /// through the handler's complete callback.
-pub fn finish(face: &Face, handler: *const S3ResponseHandler, data: *mut c_void, call: impl FnOnce() -> Result<(), Failure>) {
+///
+/// # Safety
+/// `handler` is null or points to a valid handler whose callbacks may be called with `data`.
+pub unsafe fn finish(
+    face: &Face,
+    handler: *const S3ResponseHandler,
+    data: *mut c_void,
+    call: impl FnOnce() -> Result<(), Failure>,
+) {
     let result = isthmus_session::door::guard(call);
-    // SAFETY: `handler` is the caller's handler pointer, null or valid for the call (libs3's contract).
+    // SAFETY: per this function's contract.
     unsafe { complete(face, handler, data, result) };
+}
+
+/// A whole entry point: `finish` inside `boundary`.
+///
+/// # Safety
+/// As `finish`.
+pub unsafe fn serve(
+    face: &Face,
+    handler: *const S3ResponseHandler,
+    data: *mut c_void,
+    call: impl FnOnce() -> Result<(), Failure>,
+) {
+    // SAFETY: per this function's contract.
+    boundary((), || unsafe { finish(face, handler, data, call) })
 }
 
 /// Reports the end of a request through the handler's complete callback (no callback, no

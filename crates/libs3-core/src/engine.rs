@@ -98,6 +98,7 @@ pub unsafe fn bucket_of<'a>(ctx: *const BucketContext) -> Result<(&'static dyn S
     // SAFETY: the context's strings are null or valid C strings.
     let store = unsafe { engine(ctx.host_name) }?;
     // SAFETY: as above.
-    let bucket = unsafe { text(ctx.bucket_name) }.ok_or_else(|| Failure::new("ErrorInvalidBucketName", "no bucket name"))?;
+    let bucket =
+        unsafe { text(ctx.bucket_name) }.ok_or_else(|| Failure::new("ErrorInvalidBucketName", "no bucket name"))?;
     Ok((store, bucket))
 }

@@ -121,4 +121,3 @@ impl From<StoreError> for Failure {
         Failure { code: Code::Named(Cow::Owned(name), fallback), message: err.to_string() }
     }
 }
-

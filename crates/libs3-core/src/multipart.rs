@@ -13,8 +13,7 @@ use crate::abi::{
     S3ListPart, S3ListPartsHandler, S3MultipartCommitHandler, S3MultipartInitialHandler, S3PutObjectHandler,
 };
 use crate::drive::{
-    boundary, callback_result, finish, properties, pull, put_request, required, response_of, text,
-    unix_seconds,
+    boundary, callback_result, finish, properties, pull, put_request, required, response_of, serve, text, unix_seconds,
 };
 use crate::engine::{bucket_of, cx};
 use crate::face::{Face, Failure};
@@ -37,14 +36,16 @@ pub unsafe fn initiate(
 ) {
     boundary((), || {
         let mut upload_id = None;
-        finish(face, response_of(handler), data, || {
+        let call = || {
             // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
             let (store, bucket) = unsafe { bucket_of(ctx) }?;
             let key = unsafe { required(key, "key") }?;
             let id = store.create_multipart_upload(&cx(), bucket, key, unsafe { put_request(props) })?;
             upload_id = Some(CString::new(id).unwrap_or_default());
             Ok(())
-        });
+        };
+        // SAFETY: the caller's handler and callback data, per this function's contract.
+        unsafe { finish(face, response_of(handler), data, call) };
         // SAFETY: the caller's handler; the upload id outlives the callback.
         if let (Some(id), Some(cb)) = (upload_id, unsafe { handler.as_ref() }.and_then(|h| h.upload_id)) {
             unsafe { cb(id.as_ptr(), data) };
@@ -54,10 +55,9 @@ pub unsafe fn initiate(
 
 /// A part number libs3 passes as an int, checked against S3's range.
 fn part_number(seq: c_int) -> Result<u32, Failure> {
-    u32::try_from(seq)
-        .ok()
-        .filter(|n| (1..=MAX_PART_NUMBER).contains(n))
-        .ok_or_else(|| Failure::new("ErrorInvalidArgument", format!("part number {seq} is not in 1..={MAX_PART_NUMBER}")))
+    u32::try_from(seq).ok().filter(|n| (1..=MAX_PART_NUMBER).contains(n)).ok_or_else(|| {
+        Failure::new("ErrorInvalidArgument", format!("part number {seq} is not in 1..={MAX_PART_NUMBER}"))
+    })
 }
 
 /// A length libs3 passes as an int, checked not negative.
@@ -82,19 +82,19 @@ pub unsafe fn upload_part(
     data: *mut c_void,
 ) {
     let response = response_of(handler);
-    boundary((), || {
-        finish(face, response, data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
-            let length = length(part_length, "part length")?;
-            let request = PartRequest { part_number: part_number(seq)?, size_hint: Some(length), ..Default::default() };
-            let mut writer = store.upload_part(&cx(), bucket, key, id, &request)?;
-            unsafe { pull(length, handler.as_ref().and_then(|h| h.data), data, |b| Ok(writer.write_all(b)?)) }?;
-            let info = writer.commit()?;
-            unsafe { properties(response, data, &info, 0) }
-        })
-    })
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
+        let length = length(part_length, "part length")?;
+        let request = PartRequest { part_number: part_number(seq)?, size_hint: Some(length), ..Default::default() };
+        let mut writer = store.upload_part(&cx(), bucket, key, id, &request)?;
+        unsafe { pull(length, handler.as_ref().and_then(|h| h.data), data, |b| Ok(writer.write_all(b)?)) }?;
+        let info = writer.commit()?;
+        unsafe { properties(response, data, &info, 0) }
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response, data, call) }
 }
 
 /// The parts a CompleteMultipartUpload document names.
@@ -136,7 +136,7 @@ pub unsafe fn complete_upload(
     let response = response_of(handler);
     boundary((), || {
         let mut done = None;
-        finish(face, response, data, || {
+        let call = || {
             // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
             let (store, bucket) = unsafe { bucket_of(ctx) }?;
             let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
@@ -145,7 +145,12 @@ pub unsafe fn complete_upload(
             }
             let mut xml = Vec::new();
             let source = unsafe { handler.as_ref() }.and_then(|h| h.data);
-            unsafe { pull(xml_length as u64, source, data, |b| Ok(xml.extend_from_slice(b))) }?;
+            unsafe {
+                pull(xml_length as u64, source, data, |b| {
+                    xml.extend_from_slice(b);
+                    Ok(())
+                })
+            }?;
             let xml = String::from_utf8(xml).map_err(|_| Failure::new("ErrorMalformedXML", "the XML is not UTF-8"))?;
             let parts = completed_parts(&xml)?;
             let info = store.complete_multipart_upload(&cx(), bucket, key, id, &parts, Default::default())?;
@@ -154,7 +159,9 @@ pub unsafe fn complete_upload(
             let etag = CString::new(format!("\"{}\"", info.etag)).unwrap_or_default();
             done = Some((location, etag));
             Ok(())
-        });
+        };
+        // SAFETY: the caller's handler and callback data, per this function's contract.
+        unsafe { finish(face, response, data, call) };
         // SAFETY: the caller's handler; the strings outlive the callback.
         if let (Some((location, etag)), Some(cb)) = (done, unsafe { handler.as_ref() }.and_then(|h| h.committed)) {
             unsafe { cb(location.as_ptr(), etag.as_ptr(), data) };
@@ -209,53 +216,55 @@ pub unsafe fn list_parts(
     handler: *const S3ListPartsHandler,
     data: *mut c_void,
 ) {
-    boundary((), || {
-        finish(face, response_of(handler), data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
-            let after_part = match unsafe { text(part_number_marker) }.filter(|m| !m.is_empty()) {
-                None => 0,
-                Some(m) => m.parse().map_err(|_| Failure::new("ErrorInvalidArgument", format!("part number marker {m:?}")))?,
-            };
-            let max_parts = if max_parts > 0 { (max_parts as usize).min(1000) } else { 1000 };
-            let page = store.list_parts(&cx(), bucket, key, id, &ListPartsRequest { after_part, max_parts })?;
-            let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.list) else { return Ok(()) };
-            let etags: Vec<CString> =
-                page.parts.iter().map(|p| CString::new(format!("\"{}\"", p.etag)).unwrap_or_default()).collect();
-            let parts: Vec<S3ListPart> = page
-                .parts
-                .iter()
-                .zip(&etags)
-                .map(|(p, e)| S3ListPart {
-                    e_tag: e.as_ptr(),
-                    last_modified: unix_seconds(p.last_modified),
-                    part_number: u64::from(p.part_number),
-                    size: p.size,
-                })
-                .collect();
-            let next = CString::new(page.next_part_number_marker.map(|n| n.to_string()).unwrap_or_default())
-                .unwrap_or_default();
-            let owner = c"isthmus".as_ptr();
-            // SAFETY: the caller's callback; every pointer it gets outlives the call.
-            let code = unsafe {
-                cb(
-                    c_int::from(page.is_truncated),
-                    next.as_ptr(),
-                    owner,
-                    owner,
-                    owner,
-                    owner,
-                    c"STANDARD".as_ptr(),
-                    parts.len() as c_int,
-                    0,
-                    parts.as_ptr(),
-                    data,
-                )
-            };
-            callback_result(code, "the listing callback stopped")
-        })
-    })
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
+        let after_part = match unsafe { text(part_number_marker) }.filter(|m| !m.is_empty()) {
+            None => 0,
+            Some(m) => {
+                m.parse().map_err(|_| Failure::new("ErrorInvalidArgument", format!("part number marker {m:?}")))?
+            }
+        };
+        let max_parts = if max_parts > 0 { (max_parts as usize).min(1000) } else { 1000 };
+        let page = store.list_parts(&cx(), bucket, key, id, &ListPartsRequest { after_part, max_parts })?;
+        let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.list) else { return Ok(()) };
+        let etags: Vec<CString> =
+            page.parts.iter().map(|p| CString::new(format!("\"{}\"", p.etag)).unwrap_or_default()).collect();
+        let parts: Vec<S3ListPart> = page
+            .parts
+            .iter()
+            .zip(&etags)
+            .map(|(p, e)| S3ListPart {
+                e_tag: e.as_ptr(),
+                last_modified: unix_seconds(p.last_modified),
+                part_number: u64::from(p.part_number),
+                size: p.size,
+            })
+            .collect();
+        let next =
+            CString::new(page.next_part_number_marker.map(|n| n.to_string()).unwrap_or_default()).unwrap_or_default();
+        let owner = c"isthmus".as_ptr();
+        // SAFETY: the caller's callback; every pointer it gets outlives the call.
+        let code = unsafe {
+            cb(
+                c_int::from(page.is_truncated),
+                next.as_ptr(),
+                owner,
+                owner,
+                owner,
+                owner,
+                c"STANDARD".as_ptr(),
+                parts.len() as c_int,
+                0,
+                parts.as_ptr(),
+                data,
+            )
+        };
+        callback_result(code, "the listing callback stopped")
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response_of(handler), data, call) }
 }
 
 /// S3_list_multipart_uploads: one callback with the page (the delimiter and the encoding type
@@ -274,53 +283,53 @@ pub unsafe fn list_uploads(
     handler: *const S3ListMultipartUploadsHandler,
     data: *mut c_void,
 ) {
-    boundary((), || {
-        finish(face, response_of(handler), data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let given = |p| unsafe { text(p) }.filter(|m: &&str| !m.is_empty()).map(str::to_string);
-            let request = ListUploadsRequest {
-                prefix: given(prefix).unwrap_or_default(),
-                key_marker: given(key_marker),
-                upload_id_marker: given(upload_id_marker),
-                max_uploads: if max_uploads > 0 { (max_uploads as usize).min(1000) } else { 1000 },
-            };
-            let page = store.list_multipart_uploads(&cx(), bucket, &request)?;
-            let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.list) else { return Ok(()) };
-            let cstr = |s: &str| CString::new(s).unwrap_or_default();
-            let names: Vec<(CString, CString)> = page.uploads.iter().map(|u| (cstr(&u.key), cstr(&u.upload_id))).collect();
-            let owner = c"isthmus".as_ptr();
-            let uploads: Vec<S3ListMultipartUpload> = page
-                .uploads
-                .iter()
-                .zip(&names)
-                .map(|(u, (k, id))| S3ListMultipartUpload {
-                    key: k.as_ptr(),
-                    upload_id: id.as_ptr(),
-                    initiator_id: owner,
-                    initiator_display_name: owner,
-                    owner_id: owner,
-                    owner_display_name: owner,
-                    storage_class: c"STANDARD".as_ptr(),
-                    initiated: unix_seconds(u.initiated),
-                })
-                .collect();
-            let next_key = cstr(page.next_key_marker.as_deref().unwrap_or_default());
-            let next_id = cstr(page.next_upload_id_marker.as_deref().unwrap_or_default());
-            // SAFETY: the caller's callback; every pointer it gets outlives the call.
-            let code = unsafe {
-                cb(
-                    c_int::from(page.is_truncated),
-                    next_key.as_ptr(),
-                    next_id.as_ptr(),
-                    uploads.len() as c_int,
-                    uploads.as_ptr(),
-                    0,
-                    std::ptr::null(),
-                    data,
-                )
-            };
-            callback_result(code, "the listing callback stopped")
-        })
-    })
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let given = |p| unsafe { text(p) }.filter(|m: &&str| !m.is_empty()).map(str::to_string);
+        let request = ListUploadsRequest {
+            prefix: given(prefix).unwrap_or_default(),
+            key_marker: given(key_marker),
+            upload_id_marker: given(upload_id_marker),
+            max_uploads: if max_uploads > 0 { (max_uploads as usize).min(1000) } else { 1000 },
+        };
+        let page = store.list_multipart_uploads(&cx(), bucket, &request)?;
+        let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.list) else { return Ok(()) };
+        let cstr = |s: &str| CString::new(s).unwrap_or_default();
+        let names: Vec<(CString, CString)> = page.uploads.iter().map(|u| (cstr(&u.key), cstr(&u.upload_id))).collect();
+        let owner = c"isthmus".as_ptr();
+        let uploads: Vec<S3ListMultipartUpload> = page
+            .uploads
+            .iter()
+            .zip(&names)
+            .map(|(u, (k, id))| S3ListMultipartUpload {
+                key: k.as_ptr(),
+                upload_id: id.as_ptr(),
+                initiator_id: owner,
+                initiator_display_name: owner,
+                owner_id: owner,
+                owner_display_name: owner,
+                storage_class: c"STANDARD".as_ptr(),
+                initiated: unix_seconds(u.initiated),
+            })
+            .collect();
+        let next_key = cstr(page.next_key_marker.as_deref().unwrap_or_default());
+        let next_id = cstr(page.next_upload_id_marker.as_deref().unwrap_or_default());
+        // SAFETY: the caller's callback; every pointer it gets outlives the call.
+        let code = unsafe {
+            cb(
+                c_int::from(page.is_truncated),
+                next_key.as_ptr(),
+                next_id.as_ptr(),
+                uploads.len() as c_int,
+                uploads.as_ptr(),
+                0,
+                std::ptr::null(),
+                data,
+            )
+        };
+        callback_result(code, "the listing callback stopped")
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response_of(handler), data, call) }
 }

@@ -12,8 +12,7 @@ use crate::abi::{
     S3ListServiceHandler, S3PutObjectHandler, S3ResponseHandler,
 };
 use crate::drive::{
-    boundary, callback_result, etag_out, finish, keep, properties, pull, put_request, required, response_of, text,
-    unix_seconds,
+    callback_result, etag_out, keep, properties, pull, put_request, required, response_of, serve, text, unix_seconds,
 };
 use crate::engine::{bucket_of, cx, engine};
 use crate::face::{Face, Failure};
@@ -28,17 +27,17 @@ unsafe fn bucket_call(
     bucket: *const c_char,
     handler: *const S3ResponseHandler,
     data: *mut c_void,
-    call: impl FnOnce(&dyn Store, &str) -> Result<(), Failure>,
+    body: impl FnOnce(&dyn Store, &str) -> Result<(), Failure>,
 ) {
-    boundary((), || {
-        finish(face, handler, data, || {
-            // SAFETY: per this function's contract.
-            let store = unsafe { engine(host) }?;
-            // SAFETY: as above.
-            let bucket = unsafe { text(bucket) }.ok_or_else(|| Failure::new("ErrorInvalidBucketName", "no bucket name"))?;
-            call(store, bucket)
-        })
-    })
+    let call = || {
+        // SAFETY: per this function's contract.
+        let store = unsafe { engine(host) }?;
+        // SAFETY: as above.
+        let bucket = unsafe { text(bucket) }.ok_or_else(|| Failure::new("ErrorInvalidBucketName", "no bucket name"))?;
+        body(store, bucket)
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, handler, data, call) }
 }
 
 /// S3_create_bucket (the canned ACL and location constraint are not used).
@@ -106,24 +105,24 @@ pub unsafe fn test_bucket(
 /// # Safety
 /// `host` is null or a valid C string; `handler` is null or a valid handler.
 pub unsafe fn list_service(face: &Face, host: *const c_char, handler: *const S3ListServiceHandler, data: *mut c_void) {
-    boundary((), || {
-        finish(face, response_of(handler), data, || {
-            // SAFETY: per this function's contract.
-            let store = unsafe { engine(host) }?;
-            // SAFETY: as above.
-            let callback = unsafe { handler.as_ref() }.and_then(|h| h.list);
-            for bucket in store.list_buckets(&cx())? {
-                let name = CString::new(bucket.name).unwrap_or_default();
-                if let Some(cb) = callback {
-                    let created = unix_seconds(bucket.created);
-                    // SAFETY: the caller's callback; the strings outlive the call.
-                    let code = unsafe { cb(c"isthmus".as_ptr(), c"isthmus".as_ptr(), name.as_ptr(), created, data) };
-                    callback_result(code, "the listing callback stopped")?;
-                }
+    let call = || {
+        // SAFETY: per this function's contract.
+        let store = unsafe { engine(host) }?;
+        // SAFETY: as above.
+        let callback = unsafe { handler.as_ref() }.and_then(|h| h.list);
+        for bucket in store.list_buckets(&cx())? {
+            let name = CString::new(bucket.name).unwrap_or_default();
+            if let Some(cb) = callback {
+                let created = unix_seconds(bucket.created);
+                // SAFETY: the caller's callback; the strings outlive the call.
+                let code = unsafe { cb(c"isthmus".as_ptr(), c"isthmus".as_ptr(), name.as_ptr(), created, data) };
+                callback_result(code, "the listing callback stopped")?;
             }
-            Ok(())
-        })
-    })
+        }
+        Ok(())
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response_of(handler), data, call) }
 }
 
 /// S3_list_bucket: one callback with the page (at most 1000 keys, as S3 answers). The next
@@ -133,6 +132,7 @@ pub unsafe fn list_service(face: &Face, host: *const c_char, handler: *const S3L
 /// # Safety
 /// `ctx` is null or a valid bucket context; the strings are null or valid C strings;
 /// `handler` is null or a valid handler.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn list_bucket(
     face: &Face,
     ctx: *const BucketContext,
@@ -143,55 +143,55 @@ pub unsafe fn list_bucket(
     handler: *const S3ListBucketHandler,
     data: *mut c_void,
 ) {
-    boundary((), || {
-        finish(face, response_of(handler), data, || {
-            // SAFETY (this and the `text` calls): per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let request = ListRequest {
-                prefix: unsafe { text(prefix) }.unwrap_or_default().to_string(),
-                delimiter: unsafe { text(delimiter) }.filter(|d| !d.is_empty()).map(str::to_string),
-                start_after: unsafe { text(marker) }.filter(|m| !m.is_empty()).map(str::to_string),
-                max_keys: if max_keys > 0 { (max_keys as usize).min(1000) } else { 1000 },
-            };
-            let page = store.list_objects(&cx(), bucket, &request)?;
-            let Some(cb) = (unsafe { handler.as_ref() }).and_then(|h| h.list) else { return Ok(()) };
-            let cstr = |s: &str| CString::new(s).unwrap_or_default();
-            let keys: Vec<CString> = page.objects.iter().map(|o| cstr(&o.key)).collect();
-            let etags: Vec<CString> = page.objects.iter().map(|o| cstr(&format!("\"{}\"", o.etag))).collect();
-            let contents: Vec<S3ListBucketContent> = page
-                .objects
-                .iter()
-                .zip(keys.iter().zip(&etags))
-                .map(|(o, (k, e))| S3ListBucketContent {
-                    key: k.as_ptr(),
-                    last_modified: unix_seconds(o.last_modified),
-                    e_tag: e.as_ptr(),
-                    size: o.size,
-                    owner_id: c"isthmus".as_ptr(),
-                    owner_display_name: c"isthmus".as_ptr(),
-                })
-                .collect();
-            let prefixes: Vec<CString> = page.common_prefixes.iter().map(|p| cstr(p)).collect();
-            let prefix_ptrs: Vec<*const c_char> = prefixes.iter().map(|p| p.as_ptr()).collect();
-            let next = match page.is_truncated {
-                true => keep(page.next_marker.as_deref().unwrap_or_default()),
-                false => keep(""),
-            };
-            // SAFETY: the caller's callback; every pointer it gets outlives the call.
-            let code = unsafe {
-                cb(
-                    c_int::from(page.is_truncated),
-                    next,
-                    contents.len() as c_int,
-                    contents.as_ptr(),
-                    prefix_ptrs.len() as c_int,
-                    prefix_ptrs.as_ptr(),
-                    data,
-                )
-            };
-            callback_result(code, "the listing callback stopped")
-        })
-    })
+    let call = || {
+        // SAFETY (this and the `text` calls): per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let request = ListRequest {
+            prefix: unsafe { text(prefix) }.unwrap_or_default().to_string(),
+            delimiter: unsafe { text(delimiter) }.filter(|d| !d.is_empty()).map(str::to_string),
+            start_after: unsafe { text(marker) }.filter(|m| !m.is_empty()).map(str::to_string),
+            max_keys: if max_keys > 0 { (max_keys as usize).min(1000) } else { 1000 },
+        };
+        let page = store.list_objects(&cx(), bucket, &request)?;
+        let Some(cb) = (unsafe { handler.as_ref() }).and_then(|h| h.list) else { return Ok(()) };
+        let cstr = |s: &str| CString::new(s).unwrap_or_default();
+        let keys: Vec<CString> = page.objects.iter().map(|o| cstr(&o.key)).collect();
+        let etags: Vec<CString> = page.objects.iter().map(|o| cstr(&format!("\"{}\"", o.etag))).collect();
+        let contents: Vec<S3ListBucketContent> = page
+            .objects
+            .iter()
+            .zip(keys.iter().zip(&etags))
+            .map(|(o, (k, e))| S3ListBucketContent {
+                key: k.as_ptr(),
+                last_modified: unix_seconds(o.last_modified),
+                e_tag: e.as_ptr(),
+                size: o.size,
+                owner_id: c"isthmus".as_ptr(),
+                owner_display_name: c"isthmus".as_ptr(),
+            })
+            .collect();
+        let prefixes: Vec<CString> = page.common_prefixes.iter().map(|p| cstr(p)).collect();
+        let prefix_ptrs: Vec<*const c_char> = prefixes.iter().map(|p| p.as_ptr()).collect();
+        let next = match page.is_truncated {
+            true => keep(page.next_marker.as_deref().unwrap_or_default()),
+            false => keep(""),
+        };
+        // SAFETY: the caller's callback; every pointer it gets outlives the call.
+        let code = unsafe {
+            cb(
+                c_int::from(page.is_truncated),
+                next,
+                contents.len() as c_int,
+                contents.as_ptr(),
+                prefix_ptrs.len() as c_int,
+                prefix_ptrs.as_ptr(),
+                data,
+            )
+        };
+        callback_result(code, "the listing callback stopped")
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response_of(handler), data, call) }
 }
 
 /// Checks a Content-MD5 (base64) the caller declared against what was written.
@@ -218,19 +218,20 @@ pub unsafe fn put_object(
     data: *mut c_void,
 ) {
     let response = response_of(handler);
-    boundary((), || {
-        finish(face, response, data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let mut writer = store.put_object(&cx(), bucket, unsafe { required(key, "key") }?, unsafe { put_request(props) })?;
-            let source = unsafe { handler.as_ref() }.and_then(|h| h.data);
-            unsafe { pull(content_length, source, data, |b| Ok(writer.write_all(b)?)) }?;
-            let md5 = unsafe { props.as_ref() }.and_then(|p| unsafe { text(p.md5) });
-            check_md5(md5, writer.digests().md5)?;
-            let info = writer.commit()?;
-            unsafe { properties(response, data, &info, 0) }
-        })
-    })
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let mut writer =
+            store.put_object(&cx(), bucket, unsafe { required(key, "key") }?, unsafe { put_request(props) })?;
+        let source = unsafe { handler.as_ref() }.and_then(|h| h.data);
+        unsafe { pull(content_length, source, data, |b| Ok(writer.write_all(b)?)) }?;
+        let md5 = unsafe { props.as_ref() }.and_then(|p| unsafe { text(p.md5) });
+        check_md5(md5, writer.digests().md5)?;
+        let info = writer.commit()?;
+        unsafe { properties(response, data, &info, 0) }
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response, data, call) }
 }
 
 /// Decodes a base64 MD5 (as Content-MD5 carries it).
@@ -255,7 +256,11 @@ fn md5_from_base64(text: &str) -> Option<[u8; 16]> {
 ///
 /// # Safety
 /// `conditions` is null or valid, with null or valid C strings.
-unsafe fn get_request(conditions: *const S3GetConditions, start_byte: u64, byte_count: u64) -> Result<GetRequest, Failure> {
+unsafe fn get_request(
+    conditions: *const S3GetConditions,
+    start_byte: u64,
+    byte_count: u64,
+) -> Result<GetRequest, Failure> {
     let mut request = GetRequest::default();
     // SAFETY: per this function's contract.
     if let Some(c) = unsafe { conditions.as_ref() } {
@@ -291,25 +296,25 @@ pub unsafe fn get_object(
     data: *mut c_void,
 ) {
     let response = response_of(handler);
-    boundary((), || {
-        finish(face, response, data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let request = unsafe { get_request(conditions, start_byte, byte_count) }?;
-            let answer = store.get_object(&cx(), bucket, unsafe { required(key, "key") }?, &request)?;
-            unsafe { properties(response, data, &answer.info, answer.body.remaining()) }?;
-            let sink = unsafe { handler.as_ref() }.and_then(|h| h.data);
-            let mut body = answer.body;
-            let mut stopped = None;
-            stream_out(&mut body, |chunk| {
-                let Some(write) = sink else { return true };
-                // SAFETY: the caller's callback; the chunk outlives the call.
-                let code = unsafe { write(chunk.len() as c_int, chunk.as_ptr().cast(), data) };
-                callback_result(code, "the data callback stopped the download").map_err(|f| stopped = Some(f)).is_ok()
-            })?;
-            stopped.map_or(Ok(()), Err)
-        })
-    })
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let request = unsafe { get_request(conditions, start_byte, byte_count) }?;
+        let answer = store.get_object(&cx(), bucket, unsafe { required(key, "key") }?, &request)?;
+        unsafe { properties(response, data, &answer.info, answer.body.remaining()) }?;
+        let sink = unsafe { handler.as_ref() }.and_then(|h| h.data);
+        let mut body = answer.body;
+        let mut stopped = None;
+        stream_out(&mut body, |chunk| {
+            let Some(write) = sink else { return true };
+            // SAFETY: the caller's callback; the chunk outlives the call.
+            let code = unsafe { write(chunk.len() as c_int, chunk.as_ptr().cast(), data) };
+            callback_result(code, "the data callback stopped the download").map_err(|f| stopped = Some(f)).is_ok()
+        })?;
+        stopped.map_or(Ok(()), Err)
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, response, data, call) }
 }
 
 /// S3_head_object: the properties callback with the object's length and time.
@@ -323,18 +328,18 @@ pub unsafe fn head_object(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    boundary((), || {
-        finish(face, handler, data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let info: ObjectInfo =
-                store.head_object(&cx(), bucket, unsafe { required(key, "key") }?, &Default::default()).map_err(|e| {
-                    let status = e.http_status();
-                    Failure::from(e).of_head(face, status)
-                })?;
-            unsafe { properties(handler, data, &info, info.size) }
-        })
-    })
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let info: ObjectInfo =
+            store.head_object(&cx(), bucket, unsafe { required(key, "key") }?, &Default::default()).map_err(|e| {
+                let status = e.http_status();
+                Failure::from(e).of_head(face, status)
+            })?;
+        unsafe { properties(handler, data, &info, info.size) }
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, handler, data, call) }
 }
 
 /// S3_delete_object.
@@ -348,14 +353,14 @@ pub unsafe fn delete_object(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    boundary((), || {
-        finish(face, handler, data, || {
-            // SAFETY (both blocks): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            store.delete_object(&cx(), bucket, unsafe { required(key, "key") }?, &Default::default())?;
-            Ok(())
-        })
-    })
+    let call = || {
+        // SAFETY (both blocks): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        store.delete_object(&cx(), bucket, unsafe { required(key, "key") }?, &Default::default())?;
+        Ok(())
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, handler, data, call) }
 }
 
 /// Where S3_copy_object_range puts a range of the source: a part of a multipart upload.
@@ -393,37 +398,37 @@ pub unsafe fn copy_object(
     handler: *const S3ResponseHandler,
     data: *mut c_void,
 ) {
-    boundary((), || {
-        finish(face, handler, data, || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
-            let (store, bucket) = unsafe { bucket_of(ctx) }?;
-            let key = unsafe { required(key, "key") }?;
-            let dst_bucket = unsafe { text(destination_bucket) }.unwrap_or(bucket);
-            let dst_key = unsafe { text(destination_key) }.unwrap_or(key);
-            let info = match part {
-                None => {
-                    let request = CopyRequest {
-                        replace_meta: (!props.is_null()).then(|| unsafe { put_request(props) }.meta),
-                        ..Default::default()
-                    };
-                    store.copy_object(&cx(), (bucket, key), (dst_bucket, dst_key), &request)?
-                }
-                Some(part) => {
-                    let request = isthmus_store::PartRequest { part_number: part.part_number, ..Default::default() };
-                    let source = GetRequest {
-                        range: range_of(part.first, std::num::NonZeroU64::new(part.count))?,
-                        ..Default::default()
-                    };
-                    store.upload_part_copy(&cx(), dst_bucket, dst_key, part.upload_id, &request, (bucket, key), &source)?
-                }
-            };
-            if let Some(t) = unsafe { out.last_modified.as_mut() } {
-                *t = unix_seconds(info.last_modified);
+    let call = || {
+        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        let key = unsafe { required(key, "key") }?;
+        let dst_bucket = unsafe { text(destination_bucket) }.unwrap_or(bucket);
+        let dst_key = unsafe { text(destination_key) }.unwrap_or(key);
+        let info = match part {
+            None => {
+                let request = CopyRequest {
+                    replace_meta: (!props.is_null()).then(|| unsafe { put_request(props) }.meta),
+                    ..Default::default()
+                };
+                store.copy_object(&cx(), (bucket, key), (dst_bucket, dst_key), &request)?
             }
-            unsafe { etag_out(&info.etag, out.etag_size, out.etag) };
-            Ok(())
-        })
-    })
+            Some(part) => {
+                let request = isthmus_store::PartRequest { part_number: part.part_number, ..Default::default() };
+                let source = GetRequest {
+                    range: range_of(part.first, std::num::NonZeroU64::new(part.count))?,
+                    ..Default::default()
+                };
+                store.upload_part_copy(&cx(), dst_bucket, dst_key, part.upload_id, &request, (bucket, key), &source)?
+            }
+        };
+        if let Some(t) = unsafe { out.last_modified.as_mut() } {
+            *t = unix_seconds(info.last_modified);
+        }
+        unsafe { etag_out(&info.etag, out.etag_size, out.etag) };
+        Ok(())
+    };
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, handler, data, call) }
 }
 
 /// A call this library does not serve (ACLs, logging, lifecycle): the face's unsupported
@@ -432,11 +437,9 @@ pub unsafe fn copy_object(
 /// # Safety
 /// `handler` is null or a valid handler.
 pub unsafe fn unsupported(face: &Face, handler: *const S3ResponseHandler, data: *mut c_void, what: &str) {
-    boundary((), || {
-        finish(face, handler, data, || {
-            Err(Failure::new(face.unsupported, format!("{what} is not served by the Isthmus libs3 drop-in")))
-        })
-    })
+    let call = || Err(Failure::new(face.unsupported, format!("{what} is not served by the Isthmus libs3 drop-in")));
+    // SAFETY: the caller's handler and callback data, per this function's contract.
+    unsafe { serve(face, handler, data, call) }
 }
 
 /// S3_validate_bucket_name: libs3's rules (virtual-host style: 3-63 lowercase letters, digits,

@@ -273,7 +273,9 @@ pub unsafe extern "C" fn S3_copy_object(
 ) {
     let out = CopyReturn { last_modified, etag_size, etag };
     // SAFETY: the caller's arguments, as libs3 documents them.
-    unsafe { objects::copy_object(&FACE, ctx, key, destination_bucket, destination_key, None, props, out, handler, data) }
+    unsafe {
+        objects::copy_object(&FACE, ctx, key, destination_bucket, destination_key, None, props, out, handler, data)
+    }
 }
 
 #[unsafe(no_mangle)]
