@@ -183,11 +183,14 @@ pub unsafe fn required<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail
 pub unsafe fn put_request(props: *const PutProperties) -> PutRequest {
     // SAFETY: per this function's contract.
     let Some(p) = (unsafe { props.as_ref() }) else { return PutRequest::default() };
-    // SAFETY (all `text` calls below): the property strings are null or valid C strings.
     let mut meta = ObjectMeta {
+        // SAFETY: the property strings are null or valid C strings (this function's contract).
         content_type: unsafe { text(p.content_type) }.map(str::to_string),
+        // SAFETY: the property strings are null or valid C strings (this function's contract).
         cache_control: unsafe { text(p.cache_control) }.map(str::to_string),
+        // SAFETY: the property strings are null or valid C strings (this function's contract).
         content_encoding: unsafe { text(p.content_encoding) }.map(str::to_string),
+        // SAFETY: the property strings are null or valid C strings (this function's contract).
         content_disposition: unsafe { text(p.content_disposition_filename) }
             .map(|f| format!("attachment; filename=\"{f}\"")),
         ..Default::default()
@@ -252,5 +255,43 @@ pub unsafe fn etag_out(etag: &str, size: c_int, out: *mut c_char) {
     unsafe {
         std::ptr::copy_nonoverlapping(quoted.as_ptr().cast(), out, n);
         *out.add(n) = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_strings_outlive_the_next_call_and_no_more() {
+        let first = boundary(std::ptr::null(), || keep("first"));
+        let inner = boundary(std::ptr::null(), || boundary(std::ptr::null(), || keep("inner")));
+        // SAFETY: both are still kept: `first` until the call after `inner`'s ends.
+        unsafe {
+            assert_eq!(CStr::from_ptr(first), c"first");
+            assert_eq!(CStr::from_ptr(inner), c"inner");
+        }
+        boundary((), || {});
+        KEPT.with(|kept| assert_eq!(kept.borrow().1.len(), 1, "only the previous call's strings are kept"));
+        assert_eq!(boundary(5, || panic!("no unwinding out")), 5);
+    }
+
+    #[test]
+    fn pull_takes_exactly_the_length_asked() {
+        unsafe extern "C" fn fill(size: c_int, buf: *mut c_char, _data: *mut c_void) -> c_int {
+            // SAFETY: `pull` hands a buffer of `size` writable bytes.
+            unsafe { std::ptr::write_bytes(buf, b'x', size as usize) };
+            size + 10 // more than asked: only `size` counts
+        }
+        let mut got = 0;
+        let count = |b: &[u8]| {
+            got += b.len();
+            Ok(())
+        };
+        // SAFETY: `fill` may be called with a null data pointer.
+        unsafe { pull(3 << 20, Some(fill), std::ptr::null_mut(), count) }.unwrap();
+        assert_eq!(got, 3 << 20);
+        // SAFETY: as above.
+        assert!(unsafe { pull(1, None, std::ptr::null_mut(), |_| Ok(())) }.is_err());
     }
 }

@@ -121,3 +121,33 @@ impl From<StoreError> for Failure {
         Failure { code: Code::Named(Cow::Owned(name), fallback), message: err.to_string() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static NAMES: [&CStr; 5] =
+        [c"OK", c"InternalError", c"ErrorInternalError", c"ErrorNoSuchKey", c"HttpErrorNotFound"];
+    static FACE: Face = Face {
+        names: &NAMES,
+        unsupported: "ErrorInternalError",
+        head_by_http_status: true,
+        retryable: &["ErrorInternalError"],
+    };
+
+    #[test]
+    fn engine_errors_become_the_faces_numbers_or_a_fallback() {
+        let missing = Failure::from(StoreError::NoSuchKey);
+        assert_eq!(FACE.status_of(&missing.code), 3);
+        assert_eq!(FACE.status_of(&missing.of_head(&FACE, 404).code), 4);
+        // A code this face has no name for falls back by HTTP status.
+        let unknown = Failure::from(StoreError::Io(std::io::Error::other("disk")));
+        assert_eq!(FACE.status_of(&unknown.code), 2);
+        assert_eq!(FACE.status_of(&Code::Caller(77)), 77, "a callback's status is handed back");
+        assert_eq!(FACE.is_retryable(2), 1);
+        assert_eq!(FACE.is_retryable(3), 0);
+        assert_eq!(FACE.is_retryable(-1), 0);
+        // SAFETY: `name` returns a static C string.
+        assert_eq!(unsafe { CStr::from_ptr(FACE.name(99)) }, c"Unknown");
+    }
+}

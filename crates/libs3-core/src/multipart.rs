@@ -37,9 +37,11 @@ pub unsafe fn initiate(
     boundary((), || {
         let mut upload_id = None;
         let call = || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+            // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
             let (store, bucket) = unsafe { bucket_of(ctx) }?;
+            // SAFETY: `key` is null or a valid C string (this function's contract).
             let key = unsafe { required(key, "key") }?;
+            // SAFETY: `props` is null or valid put properties (this function's contract).
             let id = store.create_multipart_upload(&cx(), bucket, key, unsafe { put_request(props) })?;
             upload_id = Some(CString::new(id).unwrap_or_default());
             Ok(())
@@ -48,6 +50,7 @@ pub unsafe fn initiate(
         unsafe { finish(face, response_of(handler), data, call) };
         // SAFETY: the caller's handler; the upload id outlives the callback.
         if let (Some(id), Some(cb)) = (upload_id, unsafe { handler.as_ref() }.and_then(|h| h.upload_id)) {
+            // SAFETY: the caller's callback, called with its own data; what it is given outlives the call.
             unsafe { cb(id.as_ptr(), data) };
         }
     })
@@ -83,14 +86,17 @@ pub unsafe fn upload_part(
 ) {
     let response = response_of(handler);
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        // SAFETY: `key` is null or a valid C string; `upload_id` is null or a valid C string (this function's contract).
         let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
         let length = length(part_length, "part length")?;
         let request = PartRequest { part_number: part_number(seq)?, size_hint: Some(length), ..Default::default() };
         let mut writer = store.upload_part(&cx(), bucket, key, id, &request)?;
+        // SAFETY: the handler's data callback may be called with `data` (this function's contract).
         unsafe { pull(length, handler.as_ref().and_then(|h| h.data), data, |b| Ok(writer.write_all(b)?)) }?;
         let info = writer.commit()?;
+        // SAFETY: the handler is null or valid, its callbacks callable with `data` (this function's contract).
         unsafe { properties(response, data, &info, 0) }
     };
     // SAFETY: the caller's handler and callback data, per this function's contract.
@@ -137,14 +143,17 @@ pub unsafe fn complete_upload(
     boundary((), || {
         let mut done = None;
         let call = || {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+            // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
             let (store, bucket) = unsafe { bucket_of(ctx) }?;
+            // SAFETY: `key` is null or a valid C string; `upload_id` is null or a valid C string (this function's contract).
             let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
             if !(0..=MAX_COMPLETE_XML).contains(&xml_length) {
                 return Err(Failure::new("XmlDocumentTooLarge", format!("{xml_length} bytes of XML")));
             }
             let mut xml = Vec::new();
+            // SAFETY: `handler` is null or a valid handler (this function's contract).
             let source = unsafe { handler.as_ref() }.and_then(|h| h.data);
+            // SAFETY: the handler's data callback may be called with `data` (this function's contract).
             unsafe {
                 pull(xml_length as u64, source, data, |b| {
                     xml.extend_from_slice(b);
@@ -154,6 +163,7 @@ pub unsafe fn complete_upload(
             let xml = String::from_utf8(xml).map_err(|_| Failure::new("ErrorMalformedXML", "the XML is not UTF-8"))?;
             let parts = completed_parts(&xml)?;
             let info = store.complete_multipart_upload(&cx(), bucket, key, id, &parts, Default::default())?;
+            // SAFETY: the handler is null or valid, its callbacks callable with `data` (this function's contract).
             unsafe { properties(response, data, &info, 0) }?;
             let location = CString::new(format!("/{bucket}/{key}")).unwrap_or_default();
             let etag = CString::new(format!("\"{}\"", info.etag)).unwrap_or_default();
@@ -164,6 +174,7 @@ pub unsafe fn complete_upload(
         unsafe { finish(face, response, data, call) };
         // SAFETY: the caller's handler; the strings outlive the callback.
         if let (Some((location, etag)), Some(cb)) = (done, unsafe { handler.as_ref() }.and_then(|h| h.committed)) {
+            // SAFETY: the caller's callback, called with its own data; what it is given outlives the call.
             unsafe { cb(location.as_ptr(), etag.as_ptr(), data) };
         }
     })
@@ -184,12 +195,15 @@ pub unsafe fn abort(
 ) {
     boundary((), || {
         let result = isthmus_session::door::guard(|| -> Result<(), Failure> {
-            // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+            // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
             let (store, bucket) = unsafe { bucket_of(ctx) }?;
+            // SAFETY: `key` is null or a valid C string; `upload_id` is null or a valid C string (this function's contract).
             let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
             store.abort_multipart_upload(&cx(), bucket, key, id)?;
+            // SAFETY: `handler` is null or a valid handler (this function's contract).
             if let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.response.properties) {
                 let none = std::ptr::null();
+                // SAFETY: the caller's callback, called with its own data; what it is given outlives the call.
                 callback_result(unsafe { cb(none, std::ptr::null_mut()) }, "the properties callback stopped")?;
             }
             Ok(())
@@ -217,9 +231,11 @@ pub unsafe fn list_parts(
     data: *mut c_void,
 ) {
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        // SAFETY: `key` is null or a valid C string; `upload_id` is null or a valid C string (this function's contract).
         let (key, id) = unsafe { (required(key, "key")?, required(upload_id, "upload id")?) };
+        // SAFETY: `part_number_marker` is null or a valid C string (this function's contract).
         let after_part = match unsafe { text(part_number_marker) }.filter(|m| !m.is_empty()) {
             None => 0,
             Some(m) => {
@@ -228,6 +244,7 @@ pub unsafe fn list_parts(
         };
         let max_parts = if max_parts > 0 { (max_parts as usize).min(1000) } else { 1000 };
         let page = store.list_parts(&cx(), bucket, key, id, &ListPartsRequest { after_part, max_parts })?;
+        // SAFETY: `handler` is null or a valid handler (this function's contract).
         let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.list) else { return Ok(()) };
         let etags: Vec<CString> =
             page.parts.iter().map(|p| CString::new(format!("\"{}\"", p.etag)).unwrap_or_default()).collect();
@@ -284,8 +301,9 @@ pub unsafe fn list_uploads(
     data: *mut c_void,
 ) {
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        // SAFETY: `prefix` and the markers are null or valid C strings (this function's contract).
         let given = |p| unsafe { text(p) }.filter(|m: &&str| !m.is_empty()).map(str::to_string);
         let request = ListUploadsRequest {
             prefix: given(prefix).unwrap_or_default(),
@@ -294,6 +312,7 @@ pub unsafe fn list_uploads(
             max_uploads: if max_uploads > 0 { (max_uploads as usize).min(1000) } else { 1000 },
         };
         let page = store.list_multipart_uploads(&cx(), bucket, &request)?;
+        // SAFETY: `handler` is null or a valid handler (this function's contract).
         let Some(cb) = unsafe { handler.as_ref() }.and_then(|h| h.list) else { return Ok(()) };
         let cstr = |s: &str| CString::new(s).unwrap_or_default();
         let names: Vec<(CString, CString)> = page.uploads.iter().map(|u| (cstr(&u.key), cstr(&u.upload_id))).collect();
@@ -332,4 +351,26 @@ pub unsafe fn list_uploads(
     };
     // SAFETY: the caller's handler and callback data, per this function's contract.
     unsafe { serve(face, response_of(handler), data, call) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_complete_document_names_its_parts() {
+        let xml = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"a\"</ETag></Part>\
+                   <Part><PartNumber> 2 </PartNumber><ETag>b</ETag></Part></CompleteMultipartUpload>";
+        let parts = completed_parts(xml).unwrap();
+        assert_eq!(
+            parts.iter().map(|p| (p.part_number, p.etag.as_str())).collect::<Vec<_>>(),
+            [(1, "\"a\""), (2, "b")]
+        );
+        assert!(
+            completed_parts("<CompleteMultipartUpload><Part><ETag>x</ETag></Part></CompleteMultipartUpload>").is_err()
+        );
+        assert!(completed_parts("<not xml").is_err());
+        assert!(part_number(0).is_err() && part_number(10_001).is_err() && part_number(1).is_ok());
+        assert!(length(-1, "part length").is_err());
+    }
 }

@@ -144,15 +144,19 @@ pub unsafe fn list_bucket(
     data: *mut c_void,
 ) {
     let call = || {
-        // SAFETY (this and the `text` calls): per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
         let request = ListRequest {
+            // SAFETY: `prefix` is null or a valid C string (this function's contract).
             prefix: unsafe { text(prefix) }.unwrap_or_default().to_string(),
+            // SAFETY: `delimiter` is null or a valid C string (this function's contract).
             delimiter: unsafe { text(delimiter) }.filter(|d| !d.is_empty()).map(str::to_string),
+            // SAFETY: `marker` is null or a valid C string (this function's contract).
             start_after: unsafe { text(marker) }.filter(|m| !m.is_empty()).map(str::to_string),
             max_keys: if max_keys > 0 { (max_keys as usize).min(1000) } else { 1000 },
         };
         let page = store.list_objects(&cx(), bucket, &request)?;
+        // SAFETY: `handler` is null or a valid handler (this function's contract).
         let Some(cb) = (unsafe { handler.as_ref() }).and_then(|h| h.list) else { return Ok(()) };
         let cstr = |s: &str| CString::new(s).unwrap_or_default();
         let keys: Vec<CString> = page.objects.iter().map(|o| cstr(&o.key)).collect();
@@ -219,15 +223,20 @@ pub unsafe fn put_object(
 ) {
     let response = response_of(handler);
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
         let mut writer =
+            // SAFETY: `key` is null or a valid C string; `props` is null or valid put properties (this function's contract).
             store.put_object(&cx(), bucket, unsafe { required(key, "key") }?, unsafe { put_request(props) })?;
+        // SAFETY: `handler` is null or a valid handler (this function's contract).
         let source = unsafe { handler.as_ref() }.and_then(|h| h.data);
+        // SAFETY: the handler's data callback may be called with `data` (this function's contract).
         unsafe { pull(content_length, source, data, |b| Ok(writer.write_all(b)?)) }?;
+        // SAFETY: `props` is null or valid put properties, its strings null or valid C strings (this function's contract).
         let md5 = unsafe { props.as_ref() }.and_then(|p| unsafe { text(p.md5) });
         check_md5(md5, writer.digests().md5)?;
         let info = writer.commit()?;
+        // SAFETY: the handler is null or valid, its callbacks callable with `data` (this function's contract).
         unsafe { properties(response, data, &info, 0) }
     };
     // SAFETY: the caller's handler and callback data, per this function's contract.
@@ -297,11 +306,15 @@ pub unsafe fn get_object(
 ) {
     let response = response_of(handler);
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        // SAFETY: `conditions` is null or valid get conditions (this function's contract).
         let request = unsafe { get_request(conditions, start_byte, byte_count) }?;
+        // SAFETY: `key` is null or a valid C string (this function's contract).
         let answer = store.get_object(&cx(), bucket, unsafe { required(key, "key") }?, &request)?;
+        // SAFETY: the handler is null or valid, its callbacks callable with `data` (this function's contract).
         unsafe { properties(response, data, &answer.info, answer.body.remaining()) }?;
+        // SAFETY: `handler` is null or a valid handler (this function's contract).
         let sink = unsafe { handler.as_ref() }.and_then(|h| h.data);
         let mut body = answer.body;
         let mut stopped = None;
@@ -329,13 +342,15 @@ pub unsafe fn head_object(
     data: *mut c_void,
 ) {
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
         let info: ObjectInfo =
+            // SAFETY: `key` is null or a valid C string (this function's contract).
             store.head_object(&cx(), bucket, unsafe { required(key, "key") }?, &Default::default()).map_err(|e| {
                 let status = e.http_status();
                 Failure::from(e).of_head(face, status)
             })?;
+        // SAFETY: the handler is null or valid, its callbacks callable with `data` (this function's contract).
         unsafe { properties(handler, data, &info, info.size) }
     };
     // SAFETY: the caller's handler and callback data, per this function's contract.
@@ -354,8 +369,9 @@ pub unsafe fn delete_object(
     data: *mut c_void,
 ) {
     let call = || {
-        // SAFETY (both blocks): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        // SAFETY: `key` is null or a valid C string (this function's contract).
         store.delete_object(&cx(), bucket, unsafe { required(key, "key") }?, &Default::default())?;
         Ok(())
     };
@@ -399,14 +415,18 @@ pub unsafe fn copy_object(
     data: *mut c_void,
 ) {
     let call = || {
-        // SAFETY (all the blocks below): the caller's pointers, per this function's contract.
+        // SAFETY: `ctx` is null or a valid bucket context (this function's contract).
         let (store, bucket) = unsafe { bucket_of(ctx) }?;
+        // SAFETY: `key` is null or a valid C string (this function's contract).
         let key = unsafe { required(key, "key") }?;
+        // SAFETY: `destination_bucket` is null or a valid C string (this function's contract).
         let dst_bucket = unsafe { text(destination_bucket) }.unwrap_or(bucket);
+        // SAFETY: `destination_key` is null or a valid C string (this function's contract).
         let dst_key = unsafe { text(destination_key) }.unwrap_or(key);
         let info = match part {
             None => {
                 let request = CopyRequest {
+                    // SAFETY: `props` is null or valid put properties (this function's contract).
                     replace_meta: (!props.is_null()).then(|| unsafe { put_request(props) }.meta),
                     ..Default::default()
                 };
@@ -421,9 +441,11 @@ pub unsafe fn copy_object(
                 store.upload_part_copy(&cx(), dst_bucket, dst_key, part.upload_id, &request, (bucket, key), &source)?
             }
         };
+        // SAFETY: the return pointers are null or writable (`etag` for `etag_size` bytes; this function's contract).
         if let Some(t) = unsafe { out.last_modified.as_mut() } {
             *t = unix_seconds(info.last_modified);
         }
+        // SAFETY: the return pointers are null or writable (`etag` for `etag_size` bytes; this function's contract).
         unsafe { etag_out(&info.etag, out.etag_size, out.etag) };
         Ok(())
     };
