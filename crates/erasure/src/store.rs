@@ -169,10 +169,18 @@ impl Store for ErasureCalls {
 
     fn delete_bucket(&self, _cx: &RequestContext, bucket: &str) -> StoreResult<()> {
         let _serial = NAMESPACE_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let one = ListRequest { max_keys: 1, ..Default::default() };
-        let page = self.inner.list_page(bucket, &one)?;
-        if !page.objects.is_empty() || !page.common_prefixes.is_empty() {
-            return Err(StoreError::BucketNotEmpty);
+        // A page may hold no object yet be truncated: the tombstones of deleted objects take
+        // their places in the drives' listings. Empty means no object on any page.
+        let mut request = ListRequest { max_keys: 1000, ..Default::default() };
+        loop {
+            let page = self.inner.list_page(bucket, &request)?;
+            if !page.objects.is_empty() || !page.common_prefixes.is_empty() {
+                return Err(StoreError::BucketNotEmpty);
+            }
+            match page.next_marker {
+                Some(marker) if page.is_truncated => request.start_after = Some(marker),
+                _ => break,
+            }
         }
         self.inner.remove_bucket(bucket)
     }

@@ -211,3 +211,18 @@ fn a_damaged_settings_record_is_outvoted() {
         std::fs::read_to_string(&record).is_ok_and(|t| t.contains("climate"))
     });
 }
+
+#[test]
+fn a_bucket_whose_first_keys_were_deleted_is_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&drives(dir.path()));
+    store.create_bucket(&cx(), BUCKET, &Default::default()).unwrap();
+    for key in ["a-deleted", "b-deleted"] {
+        store.put_bytes(&cx(), BUCKET, key, b"x", PutRequest::default()).unwrap();
+        store.delete_object(&cx(), BUCKET, key, &Default::default()).unwrap();
+    }
+    store.put_bytes(&cx(), BUCKET, "kept", b"", PutRequest::default()).unwrap();
+    assert!(matches!(store.delete_bucket(&cx(), BUCKET), Err(StoreError::BucketNotEmpty)));
+    store.delete_object(&cx(), BUCKET, "kept", &Default::default()).unwrap();
+    store.delete_bucket(&cx(), BUCKET).unwrap();
+}
