@@ -1,10 +1,13 @@
 //! What the writers of a posix pool (objects, parts, kept versions) share: copying a file's
-//! bytes (reflinks or server-side copies where the file system offers them), and checking
-//! that the caller may change the entries of the directory an object goes into.
+//! bytes (reflinks or server-side copies where the file system offers them), checking that
+//! the caller may change the entries of the directory an object goes into, writing whole
+//! buffers, and reading and atomically replacing the gateway's own small files (sidecar and
+//! side records) beneath a bucket.
 
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::AtFlags;
+use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::IO_CHUNK;
@@ -77,4 +80,43 @@ pub(crate) fn copy_file_contents(
         dst_off += n as u64;
     }
     Ok(())
+}
+
+pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> StoreResult<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Reads a gateway-owned file beneath `bucket` (at most `limit` bytes of it).
+pub(crate) fn read_internal_file(bucket: BorrowedFd<'_>, path: &str, limit: usize) -> Option<Vec<u8>> {
+    let fd =
+        rustix::fs::openat(bucket, path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()).ok()?;
+    let mut bytes = Vec::with_capacity(512);
+    std::fs::File::from(fd).take(limit as u64).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Replaces a gateway-owned file beneath `bucket` (its directories made as needed) with
+/// `bytes`, atomically: written under a unique name, then renamed.
+pub(crate) fn write_internal_file(bucket: BorrowedFd<'_>, path: &str, bytes: &[u8]) -> StoreResult<()> {
+    let (dir, name) = path.rsplit_once('/').expect("internal paths have directories");
+    let dir_fd = crate::resolve::create_dirs_beneath(bucket, dir, false)?;
+    let tmp = format!("{name}.{}", crate::writer_names::unique_suffix());
+    let fd = rustix::fs::openat(
+        &dir_fd,
+        &tmp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let result = write_all(fd.as_fd(), bytes).and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
+    }
+    result
 }

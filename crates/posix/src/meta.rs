@@ -3,11 +3,10 @@
 //! attribute, or in a hashed sidecar file under `.isthmus/meta` where xattrs are unavailable; a
 //! record too large for the file's attribute space goes to a side file (`overflow`).
 
-use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 use md5::{Digest, Md5};
-use rustix::fs::{Mode, OFlags, XattrFlags};
+use rustix::fs::XattrFlags;
 use rustix::io::Errno;
 
 use crate::overflow::{self, Overflow};
@@ -113,7 +112,12 @@ impl MetaStore<'_> {
                 overflow::forget_file(self.bucket, self.overflow, file);
                 Ok(())
             }
-            Err(err) if overflow::is_out_of_space(err) => overflow::save(self.bucket, self.overflow, file, &bytes),
+            Err(err) if overflow::is_out_of_space(err) => {
+                let pointer = overflow::save(self.bucket, self.overflow, file, &bytes)?;
+                rustix::fs::fsetxattr(file, XATTR_NAME, &pointer.value, XattrFlags::empty())
+                    .inspect_err(|_| overflow::forget_ino(self.bucket, pointer.ino))?;
+                Ok(())
+            }
             Err(Errno::NOTSUP | Errno::PERM) if self.mode == MetadataMode::Auto => self.write_sidecar(key, &bytes),
             Err(err) => Err(err.into()),
         }
@@ -132,40 +136,16 @@ impl MetaStore<'_> {
     // written with its identity, always right after the request's own identity opened (read)
     // or wrote the object itself, so the kernel has judged the access already.
     fn read_sidecar(&self, key: &str) -> Option<Vec<u8>> {
-        isthmus_store::identity::as_gateway(|| read_internal_file(self.bucket, &sidecar_path(key)))
+        isthmus_store::identity::as_gateway(|| {
+            crate::file_ops::read_internal_file(self.bucket, &sidecar_path(key), MAX_RECORD)
+        })
     }
 
     fn write_sidecar(&self, key: &str, bytes: &[u8]) -> StoreResult<()> {
-        isthmus_store::identity::as_gateway(|| write_internal_file(self.bucket, &sidecar_path(key), bytes))
+        isthmus_store::identity::as_gateway(|| {
+            crate::file_ops::write_internal_file(self.bucket, &sidecar_path(key), bytes)
+        })
     }
-}
-
-/// Reads a gateway-owned file beneath `bucket` (at most `MAX_RECORD` bytes of it).
-pub(crate) fn read_internal_file(bucket: BorrowedFd<'_>, path: &str) -> Option<Vec<u8>> {
-    let fd =
-        rustix::fs::openat(bucket, path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()).ok()?;
-    let mut bytes = Vec::with_capacity(512);
-    std::fs::File::from(fd).take(MAX_RECORD as u64).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-/// Replaces a gateway-owned file beneath `bucket` (its directories made as needed) with
-/// `bytes`, atomically: written under a unique name, then renamed.
-pub(crate) fn write_internal_file(bucket: BorrowedFd<'_>, path: &str, bytes: &[u8]) -> StoreResult<()> {
-    let (dir, name) = path.rsplit_once('/').expect("internal paths have directories");
-    let dir_fd = crate::resolve::create_dirs_beneath(bucket, dir, false)?;
-    let tmp = format!("{name}.{}", crate::writer_names::unique_suffix());
-    let fd = rustix::fs::openat(
-        &dir_fd,
-        &tmp,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )?;
-    let result = write_all(fd.as_fd(), bytes).and_then(|()| Ok(rustix::fs::renameat(&dir_fd, &tmp, &dir_fd, name)?));
-    if result.is_err() {
-        let _ = rustix::fs::unlinkat(&dir_fd, &tmp, rustix::fs::AtFlags::empty());
-    }
-    result
 }
 
 fn read_xattr(file: BorrowedFd<'_>) -> Option<Vec<u8>> {
@@ -253,17 +233,6 @@ fn sidecar_path(key: &str) -> String {
     format!("{INTERNAL_DIR}/meta/{}/{digest}", &digest[..2])
 }
 
-pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> StoreResult<()> {
-    while !bytes.is_empty() {
-        match rustix::io::write(fd, bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(Errno::INTR) => {}
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Ok(())
-}
-
 /// The ETag of a file written outside the gateway that is too large to hash on a request
 /// path: derived from the file's identity (inode, size, mtime in nanoseconds), so it is
 /// available at once, identical on every gateway that serves the same file system, stable
@@ -301,6 +270,7 @@ pub fn compute_etag(file: BorrowedFd<'_>) -> StoreResult<String> {
 mod tests {
     use super::*;
     use isthmus_store::ObjectMeta;
+    use std::os::fd::AsFd;
 
     #[test]
     fn record_round_trips_through_json() {

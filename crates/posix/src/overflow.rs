@@ -21,10 +21,9 @@
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{AtFlags, XattrFlags};
+use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
-use crate::meta::XATTR_NAME;
 use isthmus_store::error::StoreResult;
 use isthmus_store::key::INTERNAL_DIR;
 
@@ -33,6 +32,9 @@ const DIR: &str = "meta-overflow";
 /// What a pointer begins with; the nonce (hex) follows.
 const MARK: &[u8] = b"isthmus-overflow-v1:";
 const NONCE_BYTES: usize = 16;
+/// The largest side file read: a nonce, a newline and a record as large as an attribute can be
+/// (64 KiB on Linux), which a record never outgrows (S3 bounds metadata and tags).
+const MAX_SIDE_FILE: usize = NONCE_BYTES * 2 + 1 + 65536;
 
 /// Whether a bucket has side files, known from its directory when the bucket was opened and set
 /// when this process writes one; while false, deletes and rewrites skip the cleanup.
@@ -70,9 +72,20 @@ fn side_path(ino: u64) -> String {
     format!("{INTERNAL_DIR}/{DIR}/{:02x}/{ino}", ino & 0xff)
 }
 
-/// Stores `record` for the file open as `file` in a side file, and points the file's attribute
-/// at it.
-pub(crate) fn save(bucket: BorrowedFd<'_>, state: &Overflow, file: BorrowedFd<'_>, record: &[u8]) -> StoreResult<()> {
+/// A pointer to a side file: the attribute value to set on the file of inode `ino`.
+pub(crate) struct Pointer {
+    pub(crate) ino: u64,
+    pub(crate) value: Vec<u8>,
+}
+
+/// Stores `record` for the file open as `file` in a side file; the caller sets the file's
+/// attribute to the pointer (and forgets the side file if it cannot).
+pub(crate) fn save(
+    bucket: BorrowedFd<'_>,
+    state: &Overflow,
+    file: BorrowedFd<'_>,
+    record: &[u8],
+) -> StoreResult<Pointer> {
     let ino = rustix::fs::fstat(file)?.st_ino;
     let mut nonce = [0u8; NONCE_BYTES];
     getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -83,19 +96,16 @@ pub(crate) fn save(bucket: BorrowedFd<'_>, state: &Overflow, file: BorrowedFd<'_
     content.extend_from_slice(record);
     let path = side_path(ino);
     state.mark();
-    isthmus_store::identity::as_gateway(|| crate::meta::write_internal_file(bucket, &path, &content))?;
-    let pointer = [MARK, nonce.as_bytes()].concat();
-    if let Err(err) = rustix::fs::fsetxattr(file, XATTR_NAME, &pointer, XattrFlags::empty()) {
-        forget_ino(bucket, ino);
-        return Err(err.into());
-    }
-    Ok(())
+    isthmus_store::identity::as_gateway(|| crate::file_ops::write_internal_file(bucket, &path, &content))?;
+    Ok(Pointer { ino, value: [MARK, nonce.as_bytes()].concat() })
 }
 
 /// The record the pointer with `nonce` on the file open as `file` leads to.
 pub(crate) fn load(bucket: BorrowedFd<'_>, file: BorrowedFd<'_>, nonce: &[u8]) -> Option<Vec<u8>> {
     let ino = rustix::fs::fstat(file).ok()?.st_ino;
-    let content = isthmus_store::identity::as_gateway(|| crate::meta::read_internal_file(bucket, &side_path(ino)))?;
+    let content = isthmus_store::identity::as_gateway(|| {
+        crate::file_ops::read_internal_file(bucket, &side_path(ino), MAX_SIDE_FILE)
+    })?;
     let (stored, record) = content.split_at_checked(nonce.len())?;
     let record = record.strip_prefix(b"\n")?;
     (stored == nonce).then(|| record.to_vec())

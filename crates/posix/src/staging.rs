@@ -19,7 +19,7 @@ use md5::{Digest, Md5};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use crate::meta::write_all;
+use crate::file_ops::write_all;
 use crate::writer_names::unique_suffix;
 use isthmus_store::Digests;
 use isthmus_store::checksum::{ChecksumAlgorithm, Hasher};

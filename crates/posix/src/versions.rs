@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::current::{current_record, head, open_object};
 use super::{PosixStore, TMP_DIR, modified, system_time};
-use crate::meta::{MetaRecord, MetaStore, write_all};
+use crate::file_ops::write_all;
+use crate::meta::{MetaRecord, MetaStore};
 use crate::resolve::{create_dirs_beneath, open_dir_beneath};
 use crate::writer_names::unique_suffix;
 use isthmus_store::error::{StoreError, StoreResult};
