@@ -184,6 +184,7 @@ fn parse_legacy(read: impl Fn(&str) -> Result<Option<Vec<u8>>, StateError>) -> R
         public_access_block,
         tags,
         versioning: file(VERSIONING_FILE)?.and_then(|b| Versioning::parse(&text(b))),
+        cors: None,
         version: None,
     })
 }

@@ -16,6 +16,7 @@ mod bucket;
 mod bucket_policy;
 pub mod console;
 pub mod convert;
+mod cors;
 pub mod error;
 mod error_body;
 mod expect;
@@ -185,6 +186,9 @@ operations! {
     bucket_policy::put_public_access_block(PutPublicAccessBlockInput) -> PutPublicAccessBlockOutput;
     bucket_policy::get_public_access_block(GetPublicAccessBlockInput) -> GetPublicAccessBlockOutput;
     bucket_policy::delete_public_access_block(DeletePublicAccessBlockInput) -> DeletePublicAccessBlockOutput;
+    cors::put_bucket_cors(PutBucketCorsInput) -> PutBucketCorsOutput;
+    cors::get_bucket_cors(GetBucketCorsInput) -> GetBucketCorsOutput;
+    cors::delete_bucket_cors(DeleteBucketCorsInput) -> DeleteBucketCorsOutput;
     tagging::put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
     tagging::get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
     tagging::delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;

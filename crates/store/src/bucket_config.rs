@@ -1,5 +1,5 @@
 //! A bucket's settings as one value (`BucketConfig`: owner, ACL, policy, public access block,
-//! tags, versioning), read and written whole through two `Store` methods, with the version it
+//! tags, versioning, CORS), read and written whole through two `Store` methods, with the version it
 //! was read at so that two administrators changing one bucket at once do not lose each other's
 //! change; and `BucketSettings`, the one-setting reads and read-modify-write changes every
 //! door uses on top of them, for any store.
@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use sha2::Digest;
 
 use crate::acl::{Acl, PublicAccessBlock};
+use crate::cors::CorsConfig;
 use crate::error::{StoreError, StoreResult};
 use crate::versioning::Versioning;
 use crate::{RequestContext, Store};
@@ -33,6 +34,9 @@ pub struct BucketConfig {
     pub tags: BTreeMap<String, String>,
     /// `None`: never versioned. Once enabled it can only be suspended.
     pub versioning: Option<Versioning>,
+    /// Which web origins may use the bucket from a browser (`None`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsConfig>,
     /// The version these settings were read at (`bucket_config`), which a write names to say
     /// which settings it replaces; `None` in a write replaces whatever is there (a copy of a
     /// bucket's settings to another pool or drive).
@@ -188,6 +192,22 @@ pub trait BucketSettings: Store {
     fn set_bucket_tags(&self, cx: &RequestContext, bucket: &str, tags: BTreeMap<String, String>) -> StoreResult<()> {
         self.update_bucket_config(cx, bucket, &mut |c| {
             c.tags = tags.clone();
+            Ok(())
+        })
+    }
+
+    /// The bucket's CORS rules (`None`: none); NoSuchBucket if missing.
+    fn bucket_cors(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<CorsConfig>> {
+        Ok(self.bucket_config(cx, bucket)?.cors)
+    }
+
+    /// Replaces (or with `None` removes) the bucket's CORS rules, checked first.
+    fn set_bucket_cors(&self, cx: &RequestContext, bucket: &str, cors: Option<CorsConfig>) -> StoreResult<()> {
+        if let Some(config) = &cors {
+            config.validate()?;
+        }
+        self.update_bucket_config(cx, bucket, &mut |c| {
+            c.cors = cors.clone();
             Ok(())
         })
     }

@@ -15,6 +15,7 @@ pub mod byte_size;
 pub mod checksum;
 pub mod conditions;
 pub mod context;
+pub mod cors;
 pub mod error;
 pub mod facts;
 pub mod file_stretch;
@@ -38,6 +39,7 @@ pub use bucket_config::{BucketConfig, BucketSettings};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 pub use conditions::{ByteRange, Conditions, ETagMatch};
 pub use context::{Principal, RequestContext};
+pub use cors::{CorsConfig, CorsRule};
 pub use error::{StoreError, StoreResult};
 pub use facts::{AccessJudge, BucketFacts, Durability, FileSystemKind, MetadataMode};
 pub use multipart::{
