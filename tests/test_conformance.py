@@ -53,6 +53,35 @@ def test_only_expect_requests_answered_without_100_close_their_connection(s3):
     assert "connection" not in s3.head_object(Bucket="expect", Key="empty")["ResponseMetadata"]["HTTPHeaders"]
 
 
+def test_a_refused_write_answers_before_the_client_sends_its_body(s3, server):
+    """Expect: 100-continue to a bucket the requester may not write: the 403 comes instead of
+    the interim 100, so the client never sends the body (anonymous PUT and UploadPart alike);
+    an allowed write gets its 100 and completes."""
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from sigv4 import signed_put
+
+    s3.create_bucket(Bucket="private-writes")
+    upload = s3.create_multipart_upload(Bucket="private-writes", Key="mp")["UploadId"]
+    host, port = server.endpoint.split("//", 1)[1].split(":")
+
+    def first_answer(path, headers):
+        head = f"PUT {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(head.encode())
+            return sock.recv(4096).decode()
+
+    for path in ("/private-writes/k", f"/private-writes/mp?partNumber=1&uploadId={upload}"):
+        reply = first_answer(path, {})
+        assert reply.startswith("HTTP/1.1 403"), reply
+        assert "<Code>AccessDenied</Code>" in reply
+    body = b"x" * 100_000
+    url, headers = signed_put(server.endpoint, ACCESS_KEY, SECRET_KEY, "private-writes", "k", body, "UNSIGNED-PAYLOAD", {})
+    headers.pop("content-length")
+    assert first_answer(url.split(server.endpoint, 1)[1], headers).startswith("HTTP/1.1 100")
+    assert "Contents" not in s3.list_objects_v2(Bucket="private-writes")
+
+
 def test_every_error_carries_a_message_and_the_request_id(s3, server):
     from botocore.exceptions import ClientError
 

@@ -164,32 +164,49 @@ async fn fill(body: &mut StreamingBlob, buf: &mut BytesMut) -> Result<bool, S3Er
 /// discards the temporary file. A body of one chunk is written and committed in one engine
 /// call placed as `placement` says; larger ones stream through a blocking task and commit on
 /// the blocking pool (commits fsync).
+///
+/// With `authorize_first` (a client waiting for `100 Continue`), the writer is opened, which
+/// is where the engine judges the write, before the body is first polled: hyper sends the
+/// `100 Continue` at that poll, so a refused client gets its 403 without sending the body.
 pub async fn write_object<F>(
     gw: &Gateway,
     cx: &RequestContext,
     mut body: StreamingBlob,
     declared: Declared,
-    placement: Placement,
+    (placement, authorize_first): (Placement, bool),
     open: F,
 ) -> Result<ObjectInfo, S3Error>
 where
     F: Fn(&dyn Store, &RequestContext) -> StoreResult<BoxedWriter> + Send + Sync + 'static,
 {
+    let open = std::sync::Arc::new(open);
+    let mut opened = None;
+    if authorize_first {
+        let opener = open.clone();
+        opened = Some(gw.call(cx, placement, move |store, cx| opener(store, cx)).await?);
+    }
     let mut buf = BytesMut::with_capacity(CHUNK);
     if fill(&mut body, &mut buf).await? {
         let bytes = buf.freeze();
-        return gw
-            .call(cx, placement, move |store, cx| {
-                let mut writer = open(store, cx)?;
-                writer.write_all(&bytes)?;
-                declared.check(&writer.digests())?;
-                writer.commit()
-            })
-            .await;
+        let write_one = move |mut writer: BoxedWriter| {
+            writer.write_all(&bytes)?;
+            declared.check(&writer.digests())?;
+            writer.commit()
+        };
+        return match opened {
+            None => gw.call(cx, placement, move |store, cx| write_one(open(store, cx)?)).await,
+            // Committing may fsync: on the blocking pool, as a streamed body's commit.
+            Some(writer) => {
+                gw.runner.stream(cx, move |_, _| write_one(writer)).await.map_err(join_error)?.map_err(s3_error)
+            }
+        };
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(2);
     let task = gw.runner.stream(cx, move |store, cx| -> StoreResult<BoxedWriter> {
-        let mut writer = open(store, cx)?;
+        let mut writer = match opened {
+            Some(writer) => writer,
+            None => open(store, cx)?,
+        };
         while let Some(chunk) = rx.blocking_recv() {
             writer.write_all(&chunk)?;
         }

@@ -47,9 +47,7 @@ impl Body for TrackedBody {
 /// The body for s3s, and for `Expect: 100-continue` requests a flag set once it was read whole.
 /// An empty body is never read (hyper sends no 100 for it): such a request's flag stays unset.
 pub fn track(req: hyper::Request<Incoming>) -> (hyper::Request<s3s::Body>, Option<Arc<AtomicBool>>) {
-    let expects_continue =
-        req.headers().get(EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    if !expects_continue {
+    if !expects_continue(req.headers()) {
         return (req.map(s3s::Body::from), None);
     }
     let finished = Arc::new(AtomicBool::new(false));
@@ -59,6 +57,11 @@ pub fn track(req: hyper::Request<Incoming>) -> (hyper::Request<s3s::Body>, Optio
     }
     let flag = finished.clone();
     (req.map(|inner| s3s::Body::http_body_unsync(TrackedBody { inner, finished })), Some(flag))
+}
+
+/// Whether the client waits for `100 Continue` before sending its body.
+pub fn expects_continue(headers: &hyper::HeaderMap) -> bool {
+    headers.get(EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// Asks hyper to close the connection after `resp` when the request's body was not read whole.

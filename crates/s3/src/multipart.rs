@@ -82,6 +82,7 @@ pub async fn create_multipart_upload(
 pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
     let cx = gw.cx(&req)?;
     let declared = crate::object::declared(&req)?;
+    let expects_continue = crate::expect::expects_continue(&req.headers);
     let input = req.input;
     let number = part_number(input.part_number)?;
     let body = input
@@ -97,7 +98,7 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         size_hint,
         md5_required: declared.declares_md5(),
     };
-    let info = write_object(gw, &cx, body, declared, Placement::Write, move |store, cx| {
+    let info = write_object(gw, &cx, body, declared, (Placement::Write, expects_continue), move |store, cx| {
         store.upload_part(cx, &bucket, &key, &upload_id, &request)
     })
     .await?;

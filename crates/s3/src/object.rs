@@ -18,6 +18,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         return Err(s3_error!(MissingContentLength, "You must provide the Content-Length HTTP header."));
     }
     let declared = declared(&req)?;
+    let expects_continue = crate::expect::expects_continue(&req.headers);
     let input = req.input;
     if input.write_offset_bytes.is_some() {
         return Err(s3_error!(NotImplemented, "Appending with x-amz-write-offset-bytes is not supported"));
@@ -48,7 +49,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
     // A conditional write reads the current ETag at commit, which may mean hashing a file
     // written outside the gateway: such a write commits on the blocking pool.
     let placement = if request.if_match.is_some() { Placement::Long } else { Placement::Write };
-    let info = write_object(gw, &cx, body, declared, placement, move |store, cx| {
+    let info = write_object(gw, &cx, body, declared, (placement, expects_continue), move |store, cx| {
         store.put_object(cx, &bucket, &key, request.clone())
     })
     .await?;
