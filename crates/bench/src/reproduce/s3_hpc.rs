@@ -37,7 +37,7 @@ struct Doors {
     args: Vec<String>,
 }
 
-fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
+fn start_doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
     let root = runner.fresh_dir(name)?;
     let work = runner.scratch_dir(name)?;
     let gateway = crate::gateway::start_gateway(&root, &work, Durability::Strict)?;
@@ -81,7 +81,7 @@ pub fn run(runner: &mut Runner, report: &mut StudyReport, tools: Option<&Tools>)
     let mut first_io500 = None;
     for (i, mapping) in MAPPINGS.iter().enumerate() {
         let name = format!("io500-{mapping}");
-        let run_doors = doors(runner, &name)?;
+        let run_doors = start_doors(runner, &name)?;
         let mut args = words(&["io500", "--s3-mapping", mapping]);
         args.extend(scale(runner));
         args.extend(run_doors.args.iter().cloned());
@@ -264,7 +264,7 @@ fn io500_section(result: &Report, radar: &str) -> Result<Section, String> {
 }
 
 fn md_workbench(runner: &mut Runner) -> Result<Section, String> {
-    let run_doors = doors(runner, "md-workbench")?;
+    let run_doors = start_doors(runner, "md-workbench")?;
     let sizes = if runner.quick {
         ["--ranks", "2", "--workers", "1", "--datasets", "5", "--files", "100", "--iterations", "20"]
     } else {

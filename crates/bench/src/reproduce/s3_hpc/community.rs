@@ -11,7 +11,7 @@ use crate::io500::{door_name, phase_figure, phase_of};
 use super::super::report::{Section, Table, number, percent};
 use super::super::runner::{Runner, quoted};
 use super::tool_output::ToolOutput;
-use super::tools::{Door, Tool, ToolCommand, ToolRun, Tools, command, doors, experiments, run_logged};
+use super::tools::{Door, Tool, ToolCommand, ToolRun, Tools, command, door_specs, experiments, run_logged};
 
 /// The doors in the order of the report's columns.
 const KINDS: [&str; 4] = ["posix", "s3", "embedded", "local"];
@@ -31,7 +31,7 @@ pub fn ranks(quick: bool) -> usize {
 /// Runs every experiment through every door, one gateway (HTTP and socket) on one data root
 /// for the S3 doors; the tools' outputs go to OUT/tools/RUN-DOOR.txt.
 pub fn measure(runner: &mut Runner, tools: &Tools) -> Result<Vec<Measured>, String> {
-    let run_doors = super::doors(runner, "tools")?;
+    let run_doors = super::start_doors(runner, "tools")?;
     let logs = runner.output("tools");
     std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
     for dir in ["ior-easy", "ior-hard"] {
@@ -40,7 +40,7 @@ pub fn measure(runner: &mut Runner, tools: &Tools) -> Result<Vec<Measured>, Stri
     }
     let gateway = &run_doors.gateway;
     let inherited = std::env::var("LD_LIBRARY_PATH").ok();
-    let doors: Vec<Door> = doors(
+    let doors: Vec<Door> = door_specs(
         &tools.libs3_dir,
         inherited.as_deref(),
         &gateway.address.to_string(),

@@ -97,13 +97,20 @@ pub fn parse_mdtest(text: &str) -> Result<ToolOutput, String> {
     Ok(ToolOutput { version, phases, problems: problems(text) })
 }
 
+/// One MD-Workbench phase's lines: the rates and the per-kind medians of each.
+struct Lines<'a> {
+    name: &'a str,
+    rates: Vec<f64>,
+    medians: Vec<(String, f64)>,
+}
+
 /// MD-Workbench: each phase's rate in operations per second (the mean over the benchmark's
 /// iterations), and the benchmark's median time per operation kind (the median of the
 /// iterations' medians). Its own count of errors is a problem.
 pub fn parse_md_workbench(text: &str) -> Result<ToolOutput, String> {
     let version = after(text, "(version: ", |c| c == ')').map(str::to_string);
     let mut out = ToolOutput { version, ..ToolOutput::default() };
-    let mut samples: Vec<(&str, Vec<f64>, Vec<(String, f64)>)> = Vec::new();
+    let mut phases: Vec<Lines> = Vec::new();
     for line in text.lines() {
         let Some(name) =
             ["precreate", "benchmark", "cleanup"].into_iter().find(|p| line.starts_with(&format!("{p} process")))
@@ -117,28 +124,25 @@ pub fn parse_md_workbench(text: &str) -> Result<ToolOutput, String> {
         if errors > 0 {
             out.problems.push(format!("MD-Workbench counted {errors} errors in a {name} phase"));
         }
-        let medians = ["read", "stat", "create", "delete"]
-            .into_iter()
-            .filter_map(|op| {
-                let values = after(line, &format!(" {op}("), |c| c == ')')?;
-                let median = values.split(", ").nth(2)?.trim_end_matches('s').parse().ok()?;
-                Some((op.to_string(), median))
-            })
-            .collect();
-        match samples.iter_mut().find(|s| s.0 == name) {
-            Some(sample) => {
-                sample.1.push(rate);
-                sample.2.extend(medians);
+        let medians = ["read", "stat", "create", "delete"].into_iter().filter_map(|op| {
+            let values = after(line, &format!(" {op}("), |c| c == ')')?;
+            let median = values.split(", ").nth(2)?.trim_end_matches('s').parse().ok()?;
+            Some((op.to_string(), median))
+        });
+        match phases.iter_mut().find(|p| p.name == name) {
+            Some(lines) => {
+                lines.rates.push(rate);
+                lines.medians.extend(medians);
             }
-            None => samples.push((name, vec![rate], medians)),
+            None => phases.push(Lines { name, rates: vec![rate], medians: medians.collect() }),
         }
     }
-    if samples.is_empty() {
+    if phases.is_empty() {
         return Err("MD-Workbench printed no precreate, benchmark or cleanup line".into());
     }
-    for (name, rates, medians) in samples {
+    for lines in phases {
         let mut kinds: Vec<String> = Vec::new();
-        for (kind, _) in &medians {
+        for (kind, _) in &lines.medians {
             if !kinds.contains(kind) {
                 kinds.push(kind.clone());
             }
@@ -146,20 +150,15 @@ pub fn parse_md_workbench(text: &str) -> Result<ToolOutput, String> {
         let medians = kinds
             .into_iter()
             .map(|kind| {
-                let of_kind = medians.iter().filter(|(k, _)| *k == kind).map(|(_, v)| *v).collect();
-                (kind, median(of_kind))
+                let of_kind = lines.medians.iter().filter(|(k, _)| *k == kind).map(|(_, v)| *v).collect();
+                (kind, super::median(of_kind))
             })
             .collect();
-        let rate = rates.iter().sum::<f64>() / rates.len() as f64;
-        out.phases.push(Phase { name: name.into(), figure: rate, medians });
+        let rate = lines.rates.iter().sum::<f64>() / lines.rates.len() as f64;
+        out.phases.push(Phase { name: lines.name.into(), figure: rate, medians });
     }
     out.problems.extend(problems(text));
     Ok(out)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// The S3 calls IOR's S3-libs3 backend warns of at every run, whatever the server: rank 0 deletes
@@ -207,7 +206,7 @@ mod tests {
     use super::*;
 
     /// Output captured from IOR 4.1 (hpc/ior master) built with S3-libs3 against libs3 4.1,
-    /// 2 ranks, through Isthmus's HTTP gateway and on POSIX.
+    /// 2 ranks (tests/data/hpc-tools/README.md).
     fn captured(name: &str) -> String {
         let path = format!("{}/tests/data/hpc-tools/{name}", env!("CARGO_MANIFEST_DIR"));
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -215,6 +214,27 @@ mod tests {
 
     fn figures(out: &ToolOutput) -> Vec<(&str, f64)> {
         out.phases.iter().map(|p| (p.name.as_str(), p.figure)).collect()
+    }
+
+    /// Every captured run, through every door (POSIX, HTTP, and the libs3.so.4 drop-in in-process
+    /// and over the socket), parses with its four or six phases and no problem.
+    #[test]
+    fn every_captured_run_is_clean() {
+        for door in ["posix", "http", "embedded", "local"] {
+            for (file, parse, phases) in [
+                ("ior-easy", parse_ior as fn(&str) -> Result<ToolOutput, String>, 2),
+                ("ior-hard", parse_ior, 2),
+                ("mdtest", parse_mdtest, 4),
+                ("md-workbench", parse_md_workbench, 3),
+            ] {
+                let name = format!("{door}-{file}.txt");
+                let out = parse(&captured(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(out.phases.len(), phases, "{name}: {out:?}");
+                assert!(out.phases.iter().all(|p| p.figure > 0.0), "{name}: {out:?}");
+                assert_eq!(out.problems, Vec::<String>::new(), "{name}");
+                assert_eq!(out.version.as_deref(), Some("4.1.0+dev"), "{name}");
+            }
+        }
     }
 
     #[test]

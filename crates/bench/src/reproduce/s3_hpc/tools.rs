@@ -124,11 +124,14 @@ fn find_drop_in(given: Option<&Path>) -> Result<PathBuf, String> {
         };
     }
     let beside = |exe: PathBuf| exe.parent().filter(|d| !d.as_os_str().is_empty()).map(Path::to_path_buf);
-    let candidates: Vec<PathBuf> = [Some(crate::gateway::gateway_binary()), std::env::current_exe().ok()]
-        .into_iter()
-        .flatten()
-        .filter_map(beside)
-        .collect();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for dir in
+        [Some(crate::gateway::gateway_binary()), std::env::current_exe().ok()].into_iter().flatten().filter_map(beside)
+    {
+        if !candidates.contains(&dir) {
+            candidates.push(dir);
+        }
+    }
     candidates.iter().find(|d| d.join(DROP_IN).is_file()).cloned().ok_or_else(|| {
         let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();
         format!(
@@ -202,7 +205,7 @@ pub struct Door {
 /// The four doors of a run: POSIX on `posix`, the gateway at `http`, the drop-in in-process on
 /// `root` (host `isthmus`, `ISTHMUS_ROOT`) and over the gateway's `socket` (host `unix:PATH`).
 /// `inherited` is the caller's LD_LIBRARY_PATH, kept after the drop-in's directory.
-pub fn doors(
+pub fn door_specs(
     libs3_dir: &Path,
     inherited: Option<&str>,
     http: &str,
@@ -349,7 +352,7 @@ mod tests {
 
     #[test]
     fn command_lines_and_environment_per_door() {
-        let doors = doors(
+        let doors = door_specs(
             Path::new("/opt/isthmus/lib"),
             Some("/opt/mpi/lib"),
             "127.0.0.1:9000",
@@ -417,7 +420,7 @@ mod tests {
         );
         assert_eq!(socket.env, [("LD_LIBRARY_PATH".to_string(), "/opt/isthmus/lib:/opt/mpi/lib".to_string())]);
 
-        let alone = super::doors(Path::new("/l"), None, "h:1", Path::new("/s"), Path::new("/r"), Path::new("/p"));
+        let alone = door_specs(Path::new("/l"), None, "h:1", Path::new("/s"), Path::new("/r"), Path::new("/p"));
         assert_eq!(alone[3].env[0].1, "/l");
     }
 
