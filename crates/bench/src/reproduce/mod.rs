@@ -50,6 +50,7 @@ pub struct ReproduceArgs {
     pub dir: Option<PathBuf>,
     /// s3-hpc: a directory holding the community's `ior`, `mdtest` and `md-workbench` built with
     /// S3-libs3 (docs/benchmarks/s3-hpc-tools.md); the study runs them through every door too
+    /// [default: none: the project's own implementations only]
     #[arg(long, value_name = "DIR")]
     pub tools: Option<PathBuf>,
     /// s3-hpc --tools: the directory of Isthmus's libs3.so.4 drop-in the tools run on in-process
