@@ -136,7 +136,7 @@ fn find_drop_in(given: Option<&Path>) -> Result<PathBuf, String> {
         let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();
         format!(
             "--tools: no {DROP_IN} (Isthmus's libs3 4.x drop-in) in {}: build it with cargo build --release -p \
-             isthmus-libs3, or give --libs3-dir",
+             isthmus-libs3-4, or give --libs3-dir",
             if looked.is_empty() { "the executables' directories".into() } else { looked.join(" or ") }
         )
     })
