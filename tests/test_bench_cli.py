@@ -399,3 +399,36 @@ def test_bench_without_the_bench_binary_says_how_to_get_it(tmp_path):
     assert len(lines) == 1, r.stderr
     assert str(missing) in lines[0] and "isthmus bench needs the isthmus-bench binary" in lines[0], lines[0]
     assert "cargo build --release -p isthmus-bench" in lines[0] and "ISTHMUS_BENCH_BIN" in lines[0], lines[0]
+
+
+def test_reproduce_tools_refuses_a_missing_or_unusable_tool_before_running_anything(tmp_path):
+    """`reproduce s3-hpc --tools DIR`: a tool missing, or built without S3-libs3, is one line
+    naming it and hpc/ior's configure line, and no experiment runs (no report directory)."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    out = tmp_path / "out"
+
+    def reproduce():
+        return subprocess.run(
+            [str(binary()), "bench", "reproduce", "s3-hpc", "--quick", "--tools", str(tools), "--out", str(out)],
+            capture_output=True, text=True, timeout=60,
+        )
+
+    r = reproduce()
+    assert r.returncode != 0
+    assert f"--tools: no `ior` in {tools}" in r.stderr, r.stderr
+    assert "./configure --with-S3-libs3 CPPFLAGS=-I<libs3>/include LDFLAGS=-L<libs3>/lib" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # IOR built without --with-S3-libs3: its API list has no S3-libs3.
+    for tool in ("ior", "mdtest", "md-workbench"):
+        (tools / tool).write_text("#!/bin/sh\necho 'API for I/O [POSIX|DUMMY|MMAP]'\nexit 1\n")
+        (tools / tool).chmod(0o755)
+    r = reproduce()
+    assert r.returncode != 0
+    assert f"--tools: {tools / 'ior'} is not usable (it lists no S3-libs3 API)" in r.stderr, r.stderr
+    assert not out.exists(), "nothing ran"
+    r = subprocess.run(
+        [str(binary()), "bench", "reproduce", "pdc-xf", "--quick", "--tools", str(tools)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode != 0 and "--tools is for the s3-hpc study" in r.stderr, r.stderr

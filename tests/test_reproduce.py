@@ -3,6 +3,7 @@ figures are the ones its JSON results give (recomputed here), not typed-in numbe
 benchmarks each: run by `scripts/test --full` (marked heavy)."""
 
 import json
+import os
 import re
 import subprocess
 
@@ -161,3 +162,36 @@ def test_pdc_xf_report_measures_session_against_strong(tmp_path):
     for row, direction in zip(moved, ("push", "pull")):
         copied = json.loads((tmp_path / "r" / f"region-{direction}.json").read_text())
         assert row["copy"] == direction and int(row["sent"]) == copied["chunks"] > 0
+
+
+@pytest.mark.skipif(
+    not os.environ.get("ISTHMUS_HPC_TOOLS"),
+    reason="needs IOR, mdtest and md-workbench built with S3-libs3 (scripts/build-hpc-tools PREFIX; "
+    "ISTHMUS_HPC_TOOLS=PREFIX/bin) and the libs3.so.4 drop-in beside the isthmus binary",
+)
+def test_s3_hpc_with_the_community_tools_through_every_door(tmp_path):
+    """The site's own tools, run unchanged through HTTP and on the drop-in, with clean checks."""
+    out = tmp_path / "r"
+    run = subprocess.run(
+        [str(binary()), "bench", "reproduce", "s3-hpc", "--quick", "--tools", os.environ["ISTHMUS_HPC_TOOLS"], "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = (out / "report.md").read_text()
+    heading = "The community's tools: IOR, mdtest and MD-Workbench with S3-libs3, through every door"
+    rows = tables(report)[heading][0]
+    sources = {r["source"] for r in rows}
+    assert "isthmus bench" in sources
+    assert any(s.startswith("IOR 4.") and s.endswith("(S3-libs3)") for s in sources), sources
+    tool_rows = [r for r in rows if r["source"] != "isthmus bench"]
+    phases = {r["phase"] for r in tool_rows}
+    for phase in ("ior-easy-write", "ior-easy-read", "ior-hard-read", "mdtest-hard-stat", "mdtest-hard-read", "md-workbench benchmark"):
+        assert phase in phases, phases
+    for r in tool_rows:
+        for door in ("POSIX", "HTTP gateway", "in-process", "local socket"):
+            assert r[door] != "failed" and not r[door].endswith("*"), (r["phase"], door, r[door])
+    assert "Checks: every run clean" in report
+    for name in ("ior-easy-embedded.txt", "mdtest-hard-local.txt", "md-workbench-s3.txt"):
+        assert (out / "tools" / name).exists()

@@ -48,6 +48,15 @@ pub struct ReproduceArgs {
     /// [default: OUT/data, removed after the run]
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// s3-hpc: a directory holding the community's `ior`, `mdtest` and `md-workbench` built with
+    /// S3-libs3 (docs/benchmarks/s3-hpc-tools.md); the study runs them through every door too
+    /// [default: none: the project's own implementations only]
+    #[arg(long, value_name = "DIR")]
+    pub tools: Option<PathBuf>,
+    /// s3-hpc --tools: the directory of Isthmus's libs3.so.4 drop-in the tools run on in-process
+    /// and over the socket [default: beside the isthmus executable, else beside this program]
+    #[arg(long, value_name = "DIR", requires = "tools")]
+    pub libs3_dir: Option<PathBuf>,
 }
 
 impl Study {
@@ -97,6 +106,12 @@ const PUBLISHED_NOTE: &str = "The paper's figures beside ours are those this pro
 
 pub fn run(args: ReproduceArgs) -> Result<(), String> {
     let study = args.study;
+    // The tools are checked before anything is created or run.
+    let tools = match (&args.tools, study) {
+        (Some(dir), Study::S3Hpc) => Some(s3_hpc::Tools::check(dir, args.libs3_dir.as_deref())?),
+        (Some(_), _) => return Err(format!("--tools is for the s3-hpc study, not {}", study.name())),
+        (None, _) => None,
+    };
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("reproduce-{}", study.name())));
     let (data, remove_data) = match args.dir {
         Some(dir) => (dir, false),
@@ -110,9 +125,10 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         source: format!("Paper: {source}"),
         published_note: PUBLISHED_NOTE.into(),
         scale: format!(
-            "Run: `isthmus bench reproduce {}{}` ({size} size) on {}, {} cores, data in {}.",
+            "Run: `isthmus bench reproduce {}{}{}` ({size} size) on {}, {} cores, data in {}.",
             study.name(),
             if args.quick { " --quick" } else { "" },
+            tools.as_ref().map_or_else(String::new, |t| format!(" --tools {}", t.dir.display())),
             hostname(),
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             data.display()
@@ -123,7 +139,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
     let result = match study {
         Study::LustreMinio => lustre_minio::run(&mut runner, &mut report),
         Study::CephfsEc => cephfs_ec::run(&mut runner, &mut report),
-        Study::S3Hpc => s3_hpc::run(&mut runner, &mut report),
+        Study::S3Hpc => s3_hpc::run(&mut runner, &mut report, tools.as_ref()),
         Study::PdcXf => pdc_xf::run(&mut runner, &mut report),
     };
     if remove_data {

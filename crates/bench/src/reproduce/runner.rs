@@ -26,7 +26,7 @@ pub struct Runner {
 }
 
 /// `word` as a shell would need it written.
-fn quoted(word: &str) -> String {
+pub fn quoted(word: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c);
     if !word.is_empty() && word.chars().all(plain) {
         word.to_string()

@@ -2,7 +2,15 @@
 //! on the file system, through an S3 gateway over HTTP, through S3Embedded (the S3 calls mapped
 //! to file calls in-process: Isthmus's embedded door) and through S3Remote (one gateway per node
 //! reached without HTTP: Isthmus's local socket); ranks as processes; the IOR/mdtest mappings of
-//! files to buckets; MD-Workbench's latency density (Figure 8) and the radar of Figure 10.
+//! files to buckets; MD-Workbench's latency density (Figure 8) and the radar of Figure 10. With
+//! `--tools DIR`, the community's own IOR, mdtest and MD-Workbench built with S3-libs3 run through
+//! the same doors beside them (`community`).
+
+mod community;
+mod tool_output;
+mod tools;
+
+pub use tools::Tools;
 
 use isthmus_store::Durability;
 
@@ -21,11 +29,15 @@ const PUBLISHED_EMBEDDED_MDTEST_HARD_STAT: f64 = 1.42;
 /// The targets every run of the study measures besides the POSIX baseline: one gateway
 /// (HTTP and local socket) and the engine in-process, on one data root.
 struct Doors {
-    _gateway: crate::gateway::Gateway,
+    gateway: crate::gateway::Gateway,
+    /// The gateway's data root, which the in-process door opens too.
+    root: std::path::PathBuf,
+    /// The POSIX baseline's directory.
+    posix: std::path::PathBuf,
     args: Vec<String>,
 }
 
-fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
+fn start_doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
     let root = runner.fresh_dir(name)?;
     let work = runner.scratch_dir(name)?;
     let gateway = crate::gateway::start_gateway(&root, &work, Durability::Strict)?;
@@ -49,8 +61,9 @@ fn doors(runner: &mut Runner, name: &str) -> Result<Doors, String> {
         format!("unix://{}", gateway.socket.display()),
         "--baseline".into(),
     ];
-    args.push(path_arg(&runner.fresh_dir(&format!("{name}-posix"))?));
-    Ok(Doors { _gateway: gateway, args })
+    let posix = runner.fresh_dir(&format!("{name}-posix"))?;
+    args.push(path_arg(&posix));
+    Ok(Doors { gateway, root, posix, args })
 }
 
 /// The ranks and sizes of the run: the paper's Table 3 ran 2 nodes x 5 processes.
@@ -62,10 +75,13 @@ fn scale(runner: &Runner) -> Vec<String> {
     }
 }
 
-pub fn run(runner: &mut Runner, report: &mut StudyReport) -> Result<(), String> {
+/// The study; with `tools`, the community's tools' section last, their rows beside those of
+/// the first IO500 run, and every other section says its rows are the project's own.
+pub fn run(runner: &mut Runner, report: &mut StudyReport, tools: Option<&Tools>) -> Result<(), String> {
+    let mut first_io500 = None;
     for (i, mapping) in MAPPINGS.iter().enumerate() {
         let name = format!("io500-{mapping}");
-        let run_doors = doors(runner, &name)?;
+        let run_doors = start_doors(runner, &name)?;
         let mut args = words(&["io500", "--s3-mapping", mapping]);
         args.extend(scale(runner));
         args.extend(run_doors.args.iter().cloned());
@@ -91,10 +107,22 @@ pub fn run(runner: &mut Runner, report: &mut StudyReport) -> Result<(), String> 
             .text
             .insert(usize::from(i == 0), format!("S3 mapping `--s3-mapping {mapping}`: {}", mapping_text(mapping)));
         report.sections.push(section);
+        first_io500.get_or_insert(result);
     }
     report.sections.push(md_workbench(runner)?);
+    if let Some(tools) = tools {
+        for section in &mut report.sections {
+            section.text.insert(0, OWN_ROWS.into());
+        }
+        let measured = community::measure(runner, tools)?;
+        report.sections.push(community::section(&measured, first_io500.as_ref(), tools, runner.quick));
+    }
     Ok(())
 }
+
+/// What a section of `isthmus bench`'s own figures says when the community's tools ran too.
+const OWN_ROWS: &str = "Rows from `isthmus bench`: the project's own implementations of these workloads (the \
+    community's IOR, mdtest and MD-Workbench have their own section, last).";
 
 /// `--s3-mapping` values, the bench's default first.
 const MAPPINGS: [&str; 3] = ["prefix-per-rank", "bucket-per-dataset", "bucket-per-file"];
@@ -236,7 +264,7 @@ fn io500_section(result: &Report, radar: &str) -> Result<Section, String> {
 }
 
 fn md_workbench(runner: &mut Runner) -> Result<Section, String> {
-    let run_doors = doors(runner, "md-workbench")?;
+    let run_doors = start_doors(runner, "md-workbench")?;
     let sizes = if runner.quick {
         ["--ranks", "2", "--workers", "1", "--datasets", "5", "--files", "100", "--iterations", "20"]
     } else {
