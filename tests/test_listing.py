@@ -1,5 +1,7 @@
 """ListObjects v1 and v2: order, paging, delimiters, encoding."""
 
+from pathlib import Path
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -80,3 +82,37 @@ def test_listing_returns_sizes_and_etags(s3, filled):
     assert obj["Size"] == 1
     assert obj["ETag"] == '"92eb5ffee6ae2fec3ad71c777531578f"'
     assert obj["StorageClass"] == "STANDARD"
+
+
+def test_a_listing_right_after_a_change_shows_it_on_tmpfs(tmp_path):
+    """tmpfs keeps directory timestamps to a clock tick: changes within one tick leave the
+    directory's version as it was, so a listing kept from between them was served stale (a
+    deleted key still listed, a new one missing). Listings are kept only once a directory has
+    been still for longer than any timestamp granule."""
+    import shutil
+    import tempfile
+
+    from conftest import Server, make_client
+
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no tmpfs at /dev/shm")
+    root = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="isthmus-listing-"))
+    server = Server(root / "data")
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="tick")
+        names = [f"k{i:03}" for i in range(50)]
+        for name in names:
+            s3.put_object(Bucket="tick", Key=name, Body=b"x")
+        for name in names:
+            listed = [o["Key"] for o in s3.list_objects_v2(Bucket="tick").get("Contents", [])]
+            assert name in listed
+            s3.delete_object(Bucket="tick", Key=name)
+            listed = [o["Key"] for o in s3.list_objects_v2(Bucket="tick").get("Contents", [])]
+            assert name not in listed, f"{name} deleted but still listed"
+            (root / "data" / "tick" / f"posix-{name}").write_bytes(b"y")
+            listed = [o["Key"] for o in s3.list_objects_v2(Bucket="tick").get("Contents", [])]
+            assert f"posix-{name}" in listed, f"posix-{name} written but not listed"
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -111,7 +111,7 @@ pub(crate) const TMP_DIR: &str = ".isthmus/tmp";
 pub(crate) const TRASH_DIR: &str = "trash";
 pub(crate) const IO_CHUNK: usize = 1 << 20;
 
-fn system_time(sec: i64, nsec: i64) -> SystemTime {
+pub(crate) fn system_time(sec: i64, nsec: i64) -> SystemTime {
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
     } else {
