@@ -32,11 +32,16 @@ impl Histogram {
     }
 }
 
+/// Requests by status, and their latency, of one operation.
 #[derive(Default)]
-struct PerOperation {
-    requests: BTreeMap<(String, u16), u64>,
-    latency: BTreeMap<String, Histogram>,
+struct OperationCounts {
+    by_status: BTreeMap<u16, u64>,
+    latency: Histogram,
 }
+
+/// By operation name (looked up by `&str`: a name is allocated once, when first seen).
+#[derive(Default)]
+struct PerOperation(BTreeMap<String, OperationCounts>);
 
 /// Everything counted.
 pub struct Metrics {
@@ -99,15 +104,12 @@ impl Metrics {
     /// One finished request.
     pub fn request(&self, operation: &str, status: u16, elapsed: Duration, bytes_in: u64, bytes_out: u64) {
         let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
-        *ops.requests.entry((operation.to_string(), status)).or_default() += 1;
-        match ops.latency.get_mut(operation) {
-            Some(histogram) => histogram.observe(elapsed.as_secs_f64()),
-            None => {
-                let mut histogram = Histogram::default();
-                histogram.observe(elapsed.as_secs_f64());
-                ops.latency.insert(operation.to_string(), histogram);
-            }
-        }
+        let counts = match ops.0.get_mut(operation) {
+            Some(counts) => counts,
+            None => ops.0.entry(operation.to_string()).or_default(),
+        };
+        *counts.by_status.entry(status).or_default() += 1;
+        counts.latency.observe(elapsed.as_secs_f64());
         drop(ops);
         self.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
@@ -117,8 +119,9 @@ impl Metrics {
     /// open connections, seconds since start.
     pub fn summary(&self) -> serde_json::Value {
         let ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
-        let requests: u64 = ops.requests.values().sum();
-        let server_errors: u64 = ops.requests.iter().filter(|((_, status), _)| *status >= 500).map(|(_, n)| n).sum();
+        let statuses = || ops.0.values().flat_map(|counts| counts.by_status.iter());
+        let requests: u64 = statuses().map(|(_, n)| n).sum();
+        let server_errors: u64 = statuses().filter(|(status, _)| **status >= 500).map(|(_, n)| n).sum();
         drop(ops);
         serde_json::json!({
             "requests": requests,
@@ -141,15 +144,19 @@ impl Metrics {
         let ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
         out.push_str("# HELP isthmus_http_requests_total Requests answered, by S3 operation and HTTP status.\n");
         out.push_str("# TYPE isthmus_http_requests_total counter\n");
-        for ((operation, status), count) in &ops.requests {
-            let _ =
-                writeln!(out, "isthmus_http_requests_total{{operation=\"{operation}\",status=\"{status}\"}} {count}");
+        for (operation, counts) in &ops.0 {
+            for (status, count) in &counts.by_status {
+                let _ = writeln!(
+                    out,
+                    "isthmus_http_requests_total{{operation=\"{operation}\",status=\"{status}\"}} {count}"
+                );
+            }
         }
         out.push_str(
             "# HELP isthmus_http_request_duration_seconds Time from request to response headers, by S3 operation.\n",
         );
         out.push_str("# TYPE isthmus_http_request_duration_seconds histogram\n");
-        for (operation, histogram) in &ops.latency {
+        for (operation, OperationCounts { latency: histogram, .. }) in &ops.0 {
             for (bound, count) in BUCKETS.iter().zip(histogram.counts) {
                 let _ = writeln!(
                     out,
