@@ -26,7 +26,7 @@ const ANONYMOUS_OPERATIONS: &[&str] = &[
 
 /// Whether unsigned requests may ask for `operation` (the authorization layer then decides
 /// whether the anonymous principal may do it there). The fast path of anonymous reads asks
-/// this too (`crate::fast_read`).
+/// this too (`fast_read`).
 pub(crate) fn admits_anonymous(operation: &str) -> bool {
     ANONYMOUS_OPERATIONS.contains(&operation)
 }

@@ -51,11 +51,12 @@ impl Answer {
         operation: &OperationSlot,
     ) -> Result<s3s::HttpResponse, s3s::HttpError> {
         let start = Instant::now();
-        if let Some((fast, target)) = fast
-            && let Some(resp) = fast.answer(&target).await
-        {
-            operation.set(target.operation());
-            return Ok(self.finish(resp, None, false, "", start));
+        if let Some((fast, target)) = fast {
+            let name = target.operation();
+            if let Some(resp) = fast.answer(target).await {
+                operation.set(name);
+                return Ok(self.finish(resp, None, false, "", start));
+            }
         }
         self.protocol_layer(req, operation, start).await
     }

@@ -9,9 +9,7 @@
 //! written here in the order and form the protocol layer writes them. Anything else, and every
 //! engine error or refusal, goes down the normal path untouched (the engine call is simply made
 //! again there), so errors are answered, counted and logged by the one code that always did.
-//! The server finishes both paths' answers alike (`crate::dispatch`).
-
-use std::io::Write as _;
+//! The server finishes both paths' answers alike (`dispatch`).
 
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use s3s::dto::{GetObjectOutput, HeadObjectOutput, Metadata, Timestamp, TimestampFormat};
@@ -100,12 +98,12 @@ impl FastRead {
 
     /// The answer to `target`, or `None` for the normal path to answer (the engine refused or
     /// failed, or a header cannot be written as the protocol layer would write it).
-    pub(crate) async fn answer(&self, target: &Target) -> Option<s3s::HttpResponse> {
+    pub(crate) async fn answer(&self, target: Target) -> Option<s3s::HttpResponse> {
         let gw = &self.gateway;
         let anonymous = isthmus_session::Asking { access_key: None, bearer: None, security_token: None };
         let cx = gw.context(&anonymous, &HeaderMap::new()).ok()?;
-        let (bucket, key) = (target.bucket.clone(), target.key.clone());
-        if target.head {
+        let Target { bucket, key, head } = target;
+        if head {
             let (output, tag_count) = crate::object::plain_head(gw, &cx, bucket, key).await?;
             head_response(output, tag_count)
         } else {

@@ -257,7 +257,7 @@ fn get_output(
 
 /// A GET naming nothing but an object (no query; no header that shapes the answer: no range,
 /// condition, checksum mode, digest...) in `cx`: the same engine call and output as
-/// `get_object` makes for it, for the fast path (`crate::fast_read`). `None` when the engine
+/// `get_object` makes for it, for the fast path (`fast_read`). `None` when the engine
 /// refused or failed: the normal path answers (and counts) that.
 pub(crate) async fn plain_get(
     gw: &Gateway,
