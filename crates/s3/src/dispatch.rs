@@ -54,7 +54,7 @@ impl Answer {
         if let Some((fast, target)) = fast {
             let name = target.operation();
             if let Some(resp) = fast.answer(target).await {
-                operation.set(name);
+                operation.set_static(name);
                 return Ok(self.finish(resp, None, false, "", start));
             }
         }

@@ -4,6 +4,7 @@
 //! descriptors and start time. One set per process (a gateway is one process); counters are
 //! atomics or short critical sections, so recording costs little on the request path.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -59,16 +60,21 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 /// Where the access hook writes the S3 operation a request turned out to be, for the metrics
 /// and the access log (the protocol layer knows it; the server around it does not).
 #[derive(Clone, Default)]
-pub struct OperationSlot(pub Arc<OnceLock<String>>);
+pub struct OperationSlot(pub Arc<OnceLock<Cow<'static, str>>>);
 
 impl OperationSlot {
     pub fn name(&self) -> &str {
-        self.0.get().map_or("Unknown", String::as_str)
+        self.0.get().map_or("Unknown", |name| name)
     }
 
     /// Names the operation (the first name given stays).
     pub fn set(&self, name: &str) {
-        let _ = self.0.set(name.to_string());
+        let _ = self.0.set(Cow::Owned(name.to_string()));
+    }
+
+    /// `set`, with a name that needs no copy.
+    pub fn set_static(&self, name: &'static str) {
+        let _ = self.0.set(Cow::Borrowed(name));
     }
 }
 
