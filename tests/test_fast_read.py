@@ -75,6 +75,10 @@ def start_public(root):
         s3.create_bucket(Bucket="pubv", ACL="public-read")
         s3.put_bucket_versioning(Bucket="pubv", VersioningConfiguration={"Status": "Enabled"})
         s3.put_object(Bucket="pubv", Key="v", Body=BODY, ACL="public-read")
+        s3.put_object(Bucket="pubv", Key="gone", Body=BODY, ACL="public-read")
+        s3.delete_object(Bucket="pubv", Key="gone")  # its latest version is a delete marker
+        # Larger than one chunk: its body streams.
+        s3.put_object(Bucket="pub", Key="big", Body=BODY * 600, ACL="public-read")
         s3.create_bucket(Bucket="closed")
         s3.put_object(Bucket="closed", Key="k", Body=BODY, ACL="public-read")
         s3.put_object(Bucket="closed", Key="private", Body=BODY)
@@ -103,7 +107,7 @@ def answered_by_protocol_layer(server, request_id):
 
 
 @pytest.mark.parametrize("method", ["GET", "HEAD"])
-@pytest.mark.parametrize("key", ["plain", "dir/described é.txt", "page.html", "v"])
+@pytest.mark.parametrize("key", ["plain", "dir/described é.txt", "page.html", "v", "big"])
 def test_fast_answers_are_the_normal_answers(public, method, key):
     srv, _ = public
     path = f"/{'pubv' if key == 'v' else 'pub'}/{quote(key)}"
@@ -160,6 +164,7 @@ def test_ranges_and_conditions_answer_as_before(public, method, headers):
         ("/pub/private", 200),  # a public-read bucket opens reading its objects
         ("/closed/k", 200),  # a public-read object in a private bucket: its ACL shares it
         ("/pub/missing", 404),
+        ("/pubv/gone", 404),  # a delete marker: its headers say so
         ("/nobucket/k", 404),
         ("/Bad_Bucket/k", 400),
         ("/pub/plain?versionId=null", 200),
