@@ -203,75 +203,85 @@ fn http_date(value: &Timestamp) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&buf[..len]).ok()
 }
 
+/// Splits a GET or HEAD output into its `Description`, the fields named in `{ ... }` after it,
+/// and nothing else: `None` (from the enclosing function) when any other field is set. The
+/// pattern names every field of the output, so a field s3s adds fails to compile here instead of
+/// going missing.
+macro_rules! described {
+    ($output:expr, $ty:ident { $($extra:ident),* } unset { $($unset:ident),* }) => {{
+        let $ty {
+            accept_ranges,
+            cache_control,
+            content_disposition,
+            content_encoding,
+            content_language,
+            content_length,
+            content_range,
+            content_type,
+            e_tag,
+            expires,
+            last_modified,
+            metadata,
+            parts_count,
+            $($extra,)*
+            bucket_key_enabled: None,
+            checksum_crc32: None,
+            checksum_crc32c: None,
+            checksum_crc64nvme: None,
+            checksum_sha1: None,
+            checksum_sha256: None,
+            checksum_type: None,
+            delete_marker: None,
+            expiration: None,
+            missing_meta: None,
+            object_lock_legal_hold_status: None,
+            object_lock_mode: None,
+            object_lock_retain_until_date: None,
+            replication_status: None,
+            request_charged: None,
+            restore: None,
+            sse_customer_algorithm: None,
+            sse_customer_key_md5: None,
+            ssekms_key_id: None,
+            server_side_encryption: None,
+            storage_class: None,
+            website_redirect_location: None,
+            $($unset: None,)*
+        } = $output
+        else {
+            return None;
+        };
+        let description = Description {
+            accept_ranges,
+            cache_control,
+            content_disposition,
+            content_encoding,
+            content_language,
+            content_length,
+            content_range,
+            content_type,
+            e_tag,
+            expires,
+            last_modified,
+            metadata,
+            parts_count,
+        };
+        (description, $($extra),*)
+    }};
+}
+
 /// The answer to a GET as the protocol layer writes `output`; `None` when it holds a field
-/// this path does not write (the pattern names every field, so a field s3s adds fails to
-/// compile here instead of going missing).
+/// this path does not write.
 fn get_response(output: GetObjectOutput) -> Option<s3s::HttpResponse> {
-    let GetObjectOutput {
-        accept_ranges,
-        body,
-        bucket_key_enabled: None,
-        cache_control,
-        checksum_crc32: None,
-        checksum_crc32c: None,
-        checksum_crc64nvme: None,
-        checksum_sha1: None,
-        checksum_sha256: None,
-        checksum_type: None,
-        content_disposition,
-        content_encoding,
-        content_language,
-        content_length,
-        content_range,
-        content_type,
-        delete_marker: None,
-        e_tag,
-        expiration: None,
-        expires,
-        last_modified,
-        metadata,
-        missing_meta: None,
-        object_lock_legal_hold_status: None,
-        object_lock_mode: None,
-        object_lock_retain_until_date: None,
-        parts_count,
-        replication_status: None,
-        request_charged: None,
-        restore: None,
-        sse_customer_algorithm: None,
-        sse_customer_key_md5: None,
-        ssekms_key_id: None,
-        server_side_encryption: None,
-        storage_class: None,
-        tag_count,
-        version_id,
-        website_redirect_location: None,
-    } = output
-    else {
-        return None;
-    };
+    let (description, body, tag_count, version_id) =
+        described!(output, GetObjectOutput { body, tag_count, version_id } unset {});
     let mut resp = response();
-    if content_range.is_some() {
+    if description.content_range.is_some() {
         *resp.status_mut() = hyper::StatusCode::PARTIAL_CONTENT;
     }
     if let Some(body) = body {
         *resp.body_mut() = s3s::Body::from(body);
     }
-    let description = Description {
-        accept_ranges,
-        cache_control,
-        content_disposition,
-        content_encoding,
-        content_language,
-        content_length,
-        content_range,
-        content_type,
-        e_tag,
-        expires,
-        last_modified,
-        metadata,
-        parts_count,
-    };
     description.write(resp.headers_mut())?;
     if let Some(count) = tag_count {
         resp.headers_mut().insert(X_AMZ_TAGGING_COUNT.clone(), HeaderValue::from(count));
@@ -285,64 +295,8 @@ fn get_response(output: GetObjectOutput) -> Option<s3s::HttpResponse> {
 /// The answer to a HEAD as the protocol layer writes `output` and the tag count header
 /// `object::head_object` adds after it; `None` as for `get_response`.
 fn head_response(output: HeadObjectOutput, tag_count: usize) -> Option<s3s::HttpResponse> {
-    let HeadObjectOutput {
-        accept_ranges,
-        archive_status: None,
-        bucket_key_enabled: None,
-        cache_control,
-        checksum_crc32: None,
-        checksum_crc32c: None,
-        checksum_crc64nvme: None,
-        checksum_sha1: None,
-        checksum_sha256: None,
-        checksum_type: None,
-        content_disposition,
-        content_encoding,
-        content_language,
-        content_length,
-        content_range,
-        content_type,
-        delete_marker: None,
-        e_tag,
-        expiration: None,
-        expires,
-        last_modified,
-        metadata,
-        missing_meta: None,
-        object_lock_legal_hold_status: None,
-        object_lock_mode: None,
-        object_lock_retain_until_date: None,
-        parts_count,
-        replication_status: None,
-        request_charged: None,
-        restore: None,
-        sse_customer_algorithm: None,
-        sse_customer_key_md5: None,
-        ssekms_key_id: None,
-        server_side_encryption: None,
-        storage_class: None,
-        version_id,
-        website_redirect_location: None,
-    } = output
-    else {
-        return None;
-    };
+    let (description, version_id) = described!(output, HeadObjectOutput { version_id } unset { archive_status });
     let mut resp = response();
-    let description = Description {
-        accept_ranges,
-        cache_control,
-        content_disposition,
-        content_encoding,
-        content_language,
-        content_length,
-        content_range,
-        content_type,
-        e_tag,
-        expires,
-        last_modified,
-        metadata,
-        parts_count,
-    };
     description.write(resp.headers_mut())?;
     if let Some(version_id) = version_id {
         resp.headers_mut().insert(X_AMZ_VERSION_ID.clone(), HeaderValue::try_from(version_id).ok()?);
