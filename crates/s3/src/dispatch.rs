@@ -43,14 +43,15 @@ impl Answer {
     }
 
     /// Answers `req`: by the fast path when `fast` holds its target and it answers, else by the
-    /// protocol layer, untouched. `operation` is named either way, for the metrics and the log.
+    /// protocol layer, untouched. `operation` is named either way, for the metrics and the log;
+    /// `start` is when the request came.
     pub(crate) async fn serve(
         self,
         req: hyper::Request<Incoming>,
         fast: Option<(Arc<FastRead>, Target)>,
         operation: &OperationSlot,
+        start: Instant,
     ) -> Result<s3s::HttpResponse, s3s::HttpError> {
-        let start = Instant::now();
         if let Some((fast, target)) = fast {
             let name = target.operation();
             if let Some(resp) = fast.answer(target).await {
@@ -58,7 +59,9 @@ impl Answer {
                 return Ok(self.finish(resp, None, false, "", start));
             }
         }
-        self.protocol_layer(req, operation, start).await
+        // Boxed: the protocol layer's future is many times the fast path's, and every request's
+        // future is moved whole (into its box, through hyper) before it runs.
+        Box::pin(self.protocol_layer(req, operation, start)).await
     }
 
     /// The protocol layer's answer.

@@ -92,7 +92,7 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
         let fast = if sandbox_all { None } else { self.fast.target(&req).map(|target| (self.fast.clone(), target)) };
         Box::pin(
             async move {
-                let result = answer.serve(req, fast, &facts.operation).await;
+                let result = answer.serve(req, fast, &facts.operation, start).await;
                 if let Ok(resp) = &result {
                     facts.finish(resp);
                 }
