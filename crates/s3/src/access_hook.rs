@@ -24,6 +24,13 @@ const ANONYMOUS_OPERATIONS: &[&str] = &[
     "GetBucketLocation",
 ];
 
+/// Whether unsigned requests may ask for `operation` (the authorization layer then decides
+/// whether the anonymous principal may do it there). The fast path of anonymous reads asks
+/// this too (`fast_read`).
+pub(crate) fn admits_anonymous(operation: &str) -> bool {
+    ANONYMOUS_OPERATIONS.contains(&operation)
+}
+
 #[async_trait::async_trait]
 impl s3s::access::S3Access for SignedRequestsOnly {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
@@ -33,7 +40,7 @@ impl s3s::access::S3Access for SignedRequestsOnly {
         }
         // A bearer token was verified before the protocol layer (`bearer::admit`).
         let has_token = cx.extensions_mut().get::<crate::bearer::BearerGrant>().is_some();
-        if cx.credentials().is_some() || has_token || ANONYMOUS_OPERATIONS.contains(&cx.s3_op().name()) {
+        if cx.credentials().is_some() || has_token || admits_anonymous(cx.s3_op().name()) {
             return Ok(());
         }
         Err(s3_error!(AccessDenied, "Anonymous requests are not allowed for this operation"))

@@ -1,6 +1,8 @@
 //! Idle connections: a connection on which nothing was read or written for the idle timeout is
 //! closed. hyper's header timeout cuts off clients that start a request and stall; this covers
 //! the ones that connect and never send anything, and the ones that stop reading a response.
+//! Progress only notes the time: the timer is moved (a lock on tokio's timer wheel) only when it
+//! fires early, at most once per timeout, not on every read and write.
 
 use std::io;
 use std::pin::Pin;
@@ -13,26 +15,32 @@ use tokio::time::{Instant, Sleep};
 pub struct IdleTimeout<T> {
     inner: T,
     timeout: Duration,
+    /// When something was last read or written.
+    last_progress: Instant,
+    /// Fires at or before `last_progress + timeout`.
     deadline: Pin<Box<Sleep>>,
 }
 
 impl<T> IdleTimeout<T> {
     pub fn new(inner: T, timeout: Duration) -> Self {
-        Self { inner, timeout, deadline: Box::pin(tokio::time::sleep(timeout)) }
+        Self { inner, timeout, last_progress: Instant::now(), deadline: Box::pin(tokio::time::sleep(timeout)) }
     }
 
     fn progressed(&mut self) {
-        self.deadline.as_mut().reset(Instant::now() + self.timeout);
+        self.last_progress = Instant::now();
     }
 
     /// Called when the transfer is waiting: fails once the connection was idle too long.
     fn check_idle<R>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<R>> {
-        match self.deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")))
+        while self.deadline.as_mut().poll(cx).is_ready() {
+            let due = self.last_progress + self.timeout;
+            if due <= Instant::now() {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")));
             }
-            Poll::Pending => Poll::Pending,
+            // Progress since the timer was set: it fires again when the idle time is up.
+            self.deadline.as_mut().reset(due);
         }
+        Poll::Pending
     }
 }
 

@@ -17,9 +17,11 @@ mod bucket_policy;
 pub mod console;
 pub mod convert;
 mod cors;
+mod dispatch;
 pub mod error;
 mod error_body;
 mod expect;
+mod fast_read;
 mod idle;
 pub mod integrity;
 mod list;
@@ -27,6 +29,7 @@ pub mod metrics;
 mod multipart;
 mod object;
 mod post_filename;
+mod request_facts;
 mod routes;
 mod select;
 pub mod server;
@@ -82,8 +85,14 @@ impl Gateway {
             bearer,
             security_token: security_token.as_deref(),
         };
-        let cx = self.principals.context(&asking).map_err(auth::refusal_error)?;
-        let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        self.context(&asking, &req.headers)
+    }
+
+    /// The context of a request from `asking` whose headers are `headers` (`cx`; the fast path
+    /// of anonymous reads asks it here too, `fast_read`).
+    fn context(&self, asking: &isthmus_session::Asking<'_>, headers: &hyper::HeaderMap) -> S3Result<RequestContext> {
+        let cx = self.principals.context(asking).map_err(auth::refusal_error)?;
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         Ok(cx
             .expecting_bucket_owner(header("x-amz-expected-bucket-owner"))
             .expecting_source_owner(header("x-amz-source-expected-bucket-owner")))
@@ -223,7 +232,11 @@ pub struct ServiceOptions<'a> {
 /// stack, `isthmus_session::stack::served`), SigV4 authentication against the principals'
 /// users and temporary credentials, and virtual-hosted-style addressing under `domain` (with
 /// the port the server listens on) when one is given; path style always works.
-pub fn build_service(runner: Runner, principals: Principals, options: ServiceOptions<'_>) -> Result<S3Service, String> {
+pub fn build_service(
+    runner: Runner,
+    principals: Principals,
+    options: ServiceOptions<'_>,
+) -> Result<GatewayService, String> {
     let ServiceOptions { domain, select_max_bytes, quotas, tpc_staging, outbound, tpc_limits, admin } = options;
     let gateway = Gateway::new(runner, principals.clone()).with_select_max_bytes(select_max_bytes);
     let mut builder = S3ServiceBuilder::new(gateway.clone());
@@ -243,6 +256,7 @@ pub fn build_service(runner: Runner, principals: Principals, options: ServiceOpt
     let mut config = s3s::config::S3Config::default();
     config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(config))));
+    let fast = Arc::new(fast_read::FastRead::new(gateway.clone(), domain.is_some()));
     if let Some((domain, ports)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let mut names = vec![domain.to_string()];
@@ -251,5 +265,13 @@ pub fn build_service(runner: Runner, principals: Principals, options: ServiceOpt
         }
         builder.set_host(s3s::host::MultiDomain::new(names).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
     }
-    Ok(builder.build())
+    Ok(GatewayService { s3: builder.build(), fast })
+}
+
+/// What `build_service` builds and `serve` serves: the S3 protocol layer, and beside it the
+/// fast path of anonymous reads (`fast_read`).
+#[derive(Clone)]
+pub struct GatewayService {
+    s3: S3Service,
+    fast: Arc<fast_read::FastRead>,
 }

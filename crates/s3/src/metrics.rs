@@ -4,6 +4,7 @@
 //! descriptors and start time. One set per process (a gateway is one process); counters are
 //! atomics or short critical sections, so recording costs little on the request path.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -32,11 +33,16 @@ impl Histogram {
     }
 }
 
+/// Requests by status, and their latency, of one operation.
 #[derive(Default)]
-struct PerOperation {
-    requests: BTreeMap<(String, u16), u64>,
-    latency: BTreeMap<String, Histogram>,
+struct OperationCounts {
+    by_status: BTreeMap<u16, u64>,
+    latency: Histogram,
 }
+
+/// By operation name (looked up by `&str`: a name is allocated once, when first seen).
+#[derive(Default)]
+struct PerOperation(BTreeMap<String, OperationCounts>);
 
 /// Everything counted.
 pub struct Metrics {
@@ -54,16 +60,21 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 /// Where the access hook writes the S3 operation a request turned out to be, for the metrics
 /// and the access log (the protocol layer knows it; the server around it does not).
 #[derive(Clone, Default)]
-pub struct OperationSlot(pub Arc<OnceLock<String>>);
+pub struct OperationSlot(pub Arc<OnceLock<Cow<'static, str>>>);
 
 impl OperationSlot {
     pub fn name(&self) -> &str {
-        self.0.get().map_or("Unknown", String::as_str)
+        self.0.get().map_or("Unknown", |name| name)
     }
 
     /// Names the operation (the first name given stays).
     pub fn set(&self, name: &str) {
-        let _ = self.0.set(name.to_string());
+        let _ = self.0.set(Cow::Owned(name.to_string()));
+    }
+
+    /// `set`, with a name that needs no copy.
+    pub fn set_static(&self, name: &'static str) {
+        let _ = self.0.set(Cow::Borrowed(name));
     }
 }
 
@@ -99,15 +110,12 @@ impl Metrics {
     /// One finished request.
     pub fn request(&self, operation: &str, status: u16, elapsed: Duration, bytes_in: u64, bytes_out: u64) {
         let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
-        *ops.requests.entry((operation.to_string(), status)).or_default() += 1;
-        match ops.latency.get_mut(operation) {
-            Some(histogram) => histogram.observe(elapsed.as_secs_f64()),
-            None => {
-                let mut histogram = Histogram::default();
-                histogram.observe(elapsed.as_secs_f64());
-                ops.latency.insert(operation.to_string(), histogram);
-            }
-        }
+        let counts = match ops.0.get_mut(operation) {
+            Some(counts) => counts,
+            None => ops.0.entry(operation.to_string()).or_default(),
+        };
+        *counts.by_status.entry(status).or_default() += 1;
+        counts.latency.observe(elapsed.as_secs_f64());
         drop(ops);
         self.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
@@ -117,8 +125,9 @@ impl Metrics {
     /// open connections, seconds since start.
     pub fn summary(&self) -> serde_json::Value {
         let ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
-        let requests: u64 = ops.requests.values().sum();
-        let server_errors: u64 = ops.requests.iter().filter(|((_, status), _)| *status >= 500).map(|(_, n)| n).sum();
+        let statuses = || ops.0.values().flat_map(|counts| counts.by_status.iter());
+        let requests: u64 = statuses().map(|(_, n)| n).sum();
+        let server_errors: u64 = statuses().filter(|(status, _)| **status >= 500).map(|(_, n)| n).sum();
         drop(ops);
         serde_json::json!({
             "requests": requests,
@@ -141,15 +150,19 @@ impl Metrics {
         let ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
         out.push_str("# HELP isthmus_http_requests_total Requests answered, by S3 operation and HTTP status.\n");
         out.push_str("# TYPE isthmus_http_requests_total counter\n");
-        for ((operation, status), count) in &ops.requests {
-            let _ =
-                writeln!(out, "isthmus_http_requests_total{{operation=\"{operation}\",status=\"{status}\"}} {count}");
+        for (operation, counts) in &ops.0 {
+            for (status, count) in &counts.by_status {
+                let _ = writeln!(
+                    out,
+                    "isthmus_http_requests_total{{operation=\"{operation}\",status=\"{status}\"}} {count}"
+                );
+            }
         }
         out.push_str(
             "# HELP isthmus_http_request_duration_seconds Time from request to response headers, by S3 operation.\n",
         );
         out.push_str("# TYPE isthmus_http_request_duration_seconds histogram\n");
-        for (operation, histogram) in &ops.latency {
+        for (operation, OperationCounts { latency: histogram, .. }) in &ops.0 {
             for (bound, count) in BUCKETS.iter().zip(histogram.counts) {
                 let _ = writeln!(
                     out,

@@ -1,6 +1,9 @@
 //! Object operations: PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects, CopyObject.
 
-use isthmus_store::{Conditions, CopyRequest, DeleteRequest, GetRequest, HeadRequest, ObjectInfo, PutRequest};
+use isthmus_store::{
+    Conditions, CopyRequest, DeleteRequest, GetRequest, HeadRequest, ObjectInfo, PutRequest, RequestContext, Store,
+    StoreResult,
+};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
@@ -217,25 +220,12 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         conditions: conditions(input.if_match, input.if_none_match, input.if_modified_since, input.if_unmodified_since),
     };
     let (bucket, key) = (input.bucket, input.key);
-    let (response, body) = gw
-        .read(&cx, move |store, cx| {
-            let response = store.get_object(cx, &bucket, &key, &request)?;
-            let body = ObjectBody::prefetch(response.body)?;
-            Ok(((response.info, response.range), body))
-        })
-        .await?;
-    let (info, range) = response;
+    let ((info, range), body) = gw.read(&cx, move |store, cx| read_for_get(store, cx, &bucket, &key, &request)).await?;
     // RFC 3230 instance digest, for third-party copy between storage systems: the MD5 of the
     // whole object when its ETag is one.
     let digest = wants_md5.then(|| crate::third_party_copy::md5_digest_header(&info.etag)).flatten();
-    let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
     let checksum = info.checksum.clone();
-    let version_id = info.version_id.clone();
-    let mut output = object_output!(GetObjectOutput, info, range, part_number, {
-        body: Some(body.into_blob(&gw.runner)),
-        tag_count: tag_count,
-        version_id: version_id,
-    });
+    let mut output = get_output(gw, info, range, part_number, body);
     apply_overrides!(output, overrides);
     // Checksums describe the whole object: returned on request, and not for ranges.
     if checksum_mode && range.is_none() {
@@ -247,6 +237,88 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         resp.headers.insert("digest", digest);
     }
     Ok(resp)
+}
+
+/// The engine call of a GET: the object's description, the range served, and the body (read
+/// at once when small).
+type ReadForGet = ((ObjectInfo, Option<(u64, u64)>), ObjectBody);
+
+fn read_for_get(
+    store: &dyn Store,
+    cx: &RequestContext,
+    bucket: &str,
+    key: &str,
+    request: &GetRequest,
+) -> StoreResult<ReadForGet> {
+    let response = store.get_object(cx, bucket, key, request)?;
+    let body = ObjectBody::prefetch(response.body)?;
+    Ok(((response.info, response.range), body))
+}
+
+/// What a GET of `info` answers, before `response-*` overrides and checksums.
+fn get_output(
+    gw: &Gateway,
+    info: ObjectInfo,
+    range: Option<(u64, u64)>,
+    part_number: Option<u32>,
+    body: ObjectBody,
+) -> GetObjectOutput {
+    let tag_count = (!info.meta.tags.is_empty()).then_some(info.meta.tags.len() as i32);
+    let version_id = info.version_id.clone();
+    object_output!(GetObjectOutput, info, range, part_number, {
+        body: Some(body.into_blob(&gw.runner)),
+        tag_count: tag_count,
+        version_id: version_id,
+    })
+}
+
+/// A GET naming nothing but an object (no query; no header that shapes the answer: no range,
+/// condition, checksum mode, digest...) in `cx`: the same engine call and output as
+/// `get_object` makes for it, for the fast path (`fast_read`). `None` when the engine
+/// refused or failed: the normal path answers (and counts) that.
+pub(crate) async fn plain_get(
+    gw: &Gateway,
+    cx: &RequestContext,
+    bucket: String,
+    key: String,
+) -> Option<GetObjectOutput> {
+    let request = GetRequest {
+        version_id: None,
+        range: byte_range(None),
+        part_number: None,
+        conditions: conditions(None, None, None, None),
+    };
+    let ((info, range), body) = gw
+        .runner
+        .call(cx, Placement::Read, move |store, cx| read_for_get(store, cx, &bucket, &key, &request))
+        .await
+        .ok()?;
+    Some(get_output(gw, info, range, None, body))
+}
+
+/// What a HEAD of `info` answers (with `part` of it), before `response-*` overrides and
+/// checksums; and its tag count (for `x-amz-tagging-count`, a header s3s's output lacks).
+fn head_output(info: ObjectInfo, part: Option<(u64, u64)>, part_number: Option<u32>) -> (HeadObjectOutput, usize) {
+    let tag_count = info.meta.tags.len();
+    let version_id = info.version_id.clone();
+    (object_output!(HeadObjectOutput, info, part, part_number, { version_id: version_id }), tag_count)
+}
+
+/// `plain_get`'s HEAD: the output and tag count `head_object` answers a HEAD naming nothing
+/// but an object with; `None` when the engine refused or failed.
+pub(crate) async fn plain_head(
+    gw: &Gateway,
+    cx: &RequestContext,
+    bucket: String,
+    key: String,
+) -> Option<(HeadObjectOutput, usize)> {
+    let request = HeadRequest { version_id: None, conditions: conditions(None, None, None, None) };
+    let info = gw
+        .runner
+        .call(cx, Placement::Read, move |store, cx| store.head_object(cx, &bucket, &key, &request))
+        .await
+        .ok()?;
+    Some(head_output(info, None, None))
 }
 
 pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
@@ -268,9 +340,7 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         ),
     };
     let checksum = info.checksum.clone();
-    let tag_count = info.meta.tags.len();
-    let version_id = info.version_id.clone();
-    let mut output = object_output!(HeadObjectOutput, info, part, part_number, { version_id: version_id });
+    let (mut output, tag_count) = head_output(info, part, part_number);
     apply_overrides!(output, overrides);
     if checksum_mode {
         output.checksum_type = checksum.as_ref().map(checksum_type);

@@ -38,7 +38,7 @@ impl S3Route for GridRoutes {
             return false;
         };
         if let Some(slot) = extensions.get::<crate::metrics::OperationSlot>() {
-            slot.set(name);
+            slot.set_static(name);
         }
         true
     }

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
@@ -13,6 +12,8 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::service::S3Service;
 use tokio::net::TcpListener;
 use tracing::Instrument;
+
+use crate::request_facts::{RequestFacts, RequestIds};
 
 /// How the server listens.
 #[derive(Debug, Clone)]
@@ -53,23 +54,6 @@ impl Default for GatewayConfig {
     }
 }
 
-struct RequestIds {
-    prefix: u32,
-    counter: AtomicU64,
-}
-
-impl RequestIds {
-    fn new() -> Self {
-        let mut bytes = [0u8; 4];
-        getrandom::fill(&mut bytes).expect("the OS random source works");
-        Self { prefix: u32::from_le_bytes(bytes), counter: AtomicU64::new(0) }
-    }
-
-    fn next(&self) -> String {
-        format!("{:08X}{:08X}", self.prefix, self.counter.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
 #[derive(Clone)]
 struct LoggedService {
     inner: S3Service,
@@ -80,70 +64,8 @@ struct LoggedService {
     access_log: Option<Arc<crate::access_log::AccessLog>>,
     console: crate::console::Role,
     users: Option<isthmus_session::UserDirectory>,
-}
-
-/// What the metrics and the access log record of a request, gathered before it runs.
-struct RequestFacts {
-    user: String,
-    method: String,
-    path: String,
-    bytes_in: u64,
-    id: String,
-    peer: SocketAddr,
-    start: Instant,
-    operation: crate::metrics::OperationSlot,
-    access_log: Option<Arc<crate::access_log::AccessLog>>,
-}
-
-impl RequestFacts {
-    fn of<B>(
-        req: &hyper::Request<B>,
-        id: String,
-        peer: SocketAddr,
-        start: Instant,
-        access_log: Option<Arc<crate::access_log::AccessLog>>,
-    ) -> Self {
-        let length = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-        Self {
-            user: if access_log.is_some() { crate::access_log::user_of(req) } else { String::new() },
-            method: req.method().to_string(),
-            path: req.uri().path().to_string(),
-            bytes_in: length("x-amz-decoded-content-length").or_else(|| length("content-length")).unwrap_or(0),
-            id,
-            peer,
-            start,
-            operation: crate::metrics::OperationSlot::default(),
-            access_log,
-        }
-    }
-
-    /// Counts the answer (its headers are out; the body's length is its Content-Length).
-    fn finish(&self, resp: &s3s::HttpResponse) {
-        let elapsed = self.start.elapsed();
-        let status = resp.status().as_u16();
-        let bytes_out = resp
-            .headers()
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let operation = self.operation.name();
-        crate::metrics::METRICS.request(operation, status, elapsed, self.bytes_in, bytes_out);
-        if let Some(log) = &self.access_log {
-            log.write(&crate::access_log::AccessRecord {
-                user: &self.user,
-                operation,
-                method: &self.method,
-                path: &self.path,
-                status,
-                bytes_in: self.bytes_in,
-                bytes_out,
-                elapsed,
-                request_id: &self.id,
-                peer: self.peer,
-            });
-        }
-    }
+    /// Anonymous reads answered without the protocol layer's dispatch (`crate::fast_read`).
+    fast: Arc<crate::fast_read::FastRead>,
 }
 
 impl Service<hyper::Request<Incoming>> for LoggedService {
@@ -154,21 +76,30 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
     fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
         let id = self.ids.next();
         let start = Instant::now();
-        let early = self.early_answer(&mut req, &id);
-        let facts = RequestFacts::of(&req, id.clone(), self.peer, start, self.access_log.clone());
+        let early = self.early_answer(&mut req, id.as_str());
+        let facts = RequestFacts::of(&req, id, self.peer, start, self.access_log.clone());
         if let Some(resp) = early {
             facts.finish(&resp);
             return Box::pin(futures::future::ready(Ok(resp)));
         }
-        req.extensions_mut().insert(facts.operation.clone());
-        let answered = self.answer(req, id);
-        Box::pin(async move {
-            let result = answered.await;
-            if let Ok(resp) = &result {
-                facts.finish(resp);
+        // At debug level only: a span per request costs ~10% of a small GET. The lines written
+        // at info and above carry the same fields themselves (`crate::dispatch`).
+        let span = tracing::debug_span!("request", id = %id.as_str(), method = %req.method(), path = %req.uri().path(), peer = %self.peer);
+        let sandbox_all = matches!(self.console, crate::console::Role::Site(_));
+        let answer = crate::dispatch::Answer::new(self.inner.clone(), &req, id, self.peer, sandbox_all);
+        // The console's own listener never takes the fast path (its answers are all sandboxed
+        // and it serves pages of its own).
+        let fast = if sandbox_all { None } else { self.fast.target(&req).map(|target| (self.fast.clone(), target)) };
+        Box::pin(
+            async move {
+                let result = answer.serve(req, fast, &facts.operation, start).await;
+                if let Ok(resp) = &result {
+                    facts.finish(resp);
+                }
+                result
             }
-            result
-        })
+            .instrument(span),
+        )
     }
 }
 
@@ -216,74 +147,25 @@ impl LoggedService {
             let resp = error_response("InvalidRequest", message, "", id);
             return Some(resp);
         }
-        if let Some(message) = presigned_expiry_out_of_bounds(req, std::time::SystemTime::now()) {
+        // (Both need the clock, read only for requests that carry a query or a signature.)
+        if let Some(message) =
+            req.uri().query().and_then(|_| presigned_expiry_out_of_bounds(req, std::time::SystemTime::now()))
+        {
             let mut resp = error_response("AuthorizationQueryParametersError", message, "", id);
             *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
             return Some(resp);
         }
-        if let Some(refusal) = sigv2_header_time_refusal(req, std::time::SystemTime::now()) {
+        if let Some(refusal) = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|_| sigv2_header_time_refusal(req, std::time::SystemTime::now()))
+        {
             return Some(refusal.response(id));
         }
         if let Some(users) = &self.users {
             crate::sigv2_bucket_slash::accept_bucket_slash(req, users);
         }
         None
-    }
-
-    /// Hands an admitted request to the protocol layer and finishes its answer (with the
-    /// headers that keep active content from running in this origin, `crate::active_content`).
-    fn answer(
-        &self,
-        req: hyper::Request<Incoming>,
-        id: String,
-    ) -> futures::future::BoxFuture<'static, Result<s3s::HttpResponse, s3s::HttpError>> {
-        let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path(), peer = %self.peer);
-        let inner = self.inner.clone();
-        let sandbox_all = matches!(self.console, crate::console::Role::Site(_));
-        Box::pin(
-            async move {
-                let start = Instant::now();
-                let requester = crate::access_log::user_of(&req);
-                let (req, body_finished) = crate::expect::track(req);
-                let asks_attributes = crate::attributes::is_attributes_request(&req);
-                let req = crate::post_filename::substitute(req).await.map_err(s3s::HttpError::new)?;
-                let result = inner.call(req).await;
-                let elapsed_us = start.elapsed().as_micros() as u64;
-                match result {
-                    Ok(mut resp) => {
-                        crate::expect::close_if_unread(&mut resp, body_finished.as_deref());
-                        crate::active_content::confine(resp.headers_mut(), sandbox_all);
-                        crate::error_body::complete(&mut resp, &id);
-                        if asks_attributes {
-                            crate::attributes::unquote_etag(&mut resp);
-                        }
-                        if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
-                            resp.headers_mut().insert("x-amz-request-id", value);
-                        }
-                        let status = resp.status().as_u16();
-                        let why = crate::error::take_refusal(&mut resp);
-                        if status >= 500 {
-                            tracing::warn!(status, elapsed_us, "done");
-                        } else if status == 401 || status == 403 {
-                            // One line per refused request: who, and which rule refused (or
-                            // the error the client got, when no rule said more).
-                            let (code, message) = crate::error_body::code_and_message(&resp).unwrap_or_default();
-                            let who = if requester.is_empty() { "anonymous" } else { requester.as_str() };
-                            let why = why.unwrap_or(message);
-                            tracing::info!(status, who, code, why, "refused");
-                        } else {
-                            tracing::debug!(status, elapsed_us, "done");
-                        }
-                        Ok(resp)
-                    }
-                    Err(err) => {
-                        tracing::warn!(elapsed_us, error = ?err, "failed");
-                        Err(err)
-                    }
-                }
-            }
-            .instrument(span),
-        )
     }
 }
 
@@ -492,7 +374,7 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 /// in-flight requests finish for the configured grace period.
 pub async fn serve(
     listener: TcpListener,
-    service: S3Service,
+    service: crate::GatewayService,
     config: GatewayConfig,
     tls: Option<Arc<crate::tls::TlsFiles>>,
     shutdown: impl std::future::Future<Output = ()>,
@@ -522,7 +404,7 @@ pub async fn serve(
         };
         let _ = socket.set_nodelay(true);
         let svc = LoggedService {
-            inner: service.clone(),
+            inner: service.s3.clone(),
             ids: ids.clone(),
             peer,
             accept_sigv2: config.accept_sigv2,
@@ -530,6 +412,7 @@ pub async fn serve(
             access_log: config.access_log.clone(),
             console: config.console,
             users: config.users.clone(),
+            fast: service.fast.clone(),
         };
         let socket = crate::idle::IdleTimeout::new(socket, config.idle_timeout);
         let (builder, watcher) = (builder.clone(), graceful.watcher());
