@@ -41,6 +41,28 @@ def test_anonymous_requests_are_refused(server, s3, bucket):
     assert requests.get(f"{server.endpoint}/{bucket}/k", timeout=10).status_code == 403
     assert requests.put(f"{server.endpoint}/{bucket}/k2", data=b"x", timeout=10).status_code == 403
     assert not (server.root / bucket / "k2").exists()
+    # An empty Authorization header is no credential: anonymous, refused as such (403), not a
+    # malformed request (400).
+    r = requests.get(f"{server.endpoint}/{bucket}/k", headers={"Authorization": ""}, timeout=10)
+    assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text, r.text
+
+
+def test_x_amz_date_wins_over_date(server, s3, bucket):
+    """A SigV4 request carrying both Date and x-amz-date (as some HTTP stacks add Date) is
+    judged by x-amz-date, even when Date is signed and years off."""
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from sigv4 import EMPTY_SHA256, _authorize, _now
+
+    s3.put_object(Bucket=bucket, Key="dated", Body=b"v")
+    amz_date, date = _now()
+    host = server.endpoint.split("://", 1)[1]
+    path = f"/{bucket}/dated"
+    headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": EMPTY_SHA256,
+               "date": "Mon, 01 Jan 2001 00:00:00 GMT"}
+    _authorize(headers, "GET", path, "", EMPTY_SHA256, ACCESS_KEY, SECRET_KEY, amz_date, date)
+    del headers["host"]
+    r = requests.get(server.endpoint + path, headers=headers, timeout=10)
+    assert r.status_code == 200 and r.content == b"v", r.text
 
 
 def test_config_file_users(tmp_path):

@@ -42,6 +42,9 @@ pub(crate) struct FastRead {
     /// Virtual-hosted-style names are served (a domain is configured): then only requests to
     /// an IP address, which the protocol layer reads as path style, qualify.
     virtual_hosts: bool,
+    /// The virtual-hosted domain's names (with the ports served on), as the protocol layer has
+    /// them.
+    domains: Vec<String>,
 }
 
 /// A request the fast path may answer: the object it names, and how.
@@ -59,8 +62,27 @@ impl Target {
 }
 
 impl FastRead {
-    pub(crate) fn new(gateway: Gateway, virtual_hosts: bool) -> Self {
-        Self { gateway, virtual_hosts }
+    pub(crate) fn new(gateway: Gateway, domains: Vec<String>) -> Self {
+        Self { gateway, virtual_hosts: !domains.is_empty(), domains }
+    }
+
+    /// The gateway these requests are answered over.
+    pub(crate) fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// The bucket a request addresses, read as the protocol layer reads it: the host's first
+    /// label under a virtual-hosted domain, else the path's first segment.
+    pub(crate) fn bucket_of<B>(&self, req: &hyper::Request<B>) -> Option<String> {
+        let host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if let Some(bucket) = self.domains.iter().find_map(|d| host.strip_suffix(d.as_str())?.strip_suffix('.')) {
+            return Some(bucket.to_string());
+        }
+        let path = urlencoding::decode(req.uri().path()).ok()?;
+        match s3s::path::parse_path_style(&path).ok()? {
+            s3s::path::S3Path::Object { bucket, .. } | s3s::path::S3Path::Bucket { bucket } => Some(bucket.into()),
+            s3s::path::S3Path::Root => None,
+        }
     }
 
     /// The object `req` reads, when it qualifies: GET or HEAD over HTTP/1, no query, only

@@ -17,6 +17,7 @@ mod bucket_policy;
 pub mod console;
 pub mod convert;
 mod cors;
+mod cors_http;
 mod dispatch;
 pub mod error;
 mod error_body;
@@ -256,15 +257,19 @@ pub fn build_service(
     let mut config = s3s::config::S3Config::default();
     config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(config))));
-    let fast = Arc::new(fast_read::FastRead::new(gateway.clone(), domain.is_some()));
+    let mut domains = Vec::new();
     if let Some((domain, ports)) = domain {
         // Clients on a non-default port send `Host: bucket.domain:port`; accept both forms.
         let mut names = vec![domain.to_string()];
         if !domain.contains(':') {
             names.extend(ports.iter().map(|port| format!("{domain}:{port}")));
         }
-        builder.set_host(s3s::host::MultiDomain::new(names).map_err(|e| format!("invalid domain {domain:?}: {e}"))?);
+        builder.set_host(
+            s3s::host::MultiDomain::new(names.clone()).map_err(|e| format!("invalid domain {domain:?}: {e}"))?,
+        );
+        domains = names;
     }
+    let fast = Arc::new(fast_read::FastRead::new(gateway.clone(), domains));
     Ok(GatewayService { s3: builder.build(), fast })
 }
 

@@ -86,13 +86,31 @@ impl Service<hyper::Request<Incoming>> for LoggedService {
         // at info and above carry the same fields themselves (`crate::dispatch`).
         let span = tracing::debug_span!("request", id = %id.as_str(), method = %req.method(), path = %req.uri().path(), peer = %self.peer);
         let sandbox_all = matches!(self.console, crate::console::Role::Site(_));
+        // CORS by the bucket's rules, on the S3 listener (the console's serves its own pages).
+        let cors = if sandbox_all { None } else { crate::cors_http::CorsAsk::of(&self.fast, &req) };
+        if cors.as_ref().is_some_and(crate::cors_http::CorsAsk::is_preflight) {
+            let ask = cors.expect("checked just above");
+            let fast = self.fast.clone();
+            let preflight = async move {
+                let mut resp = ask.preflight(&fast, id.as_str()).await;
+                resp.headers_mut().insert("x-amz-request-id", id.header());
+                facts.operation.set_static("PreflightRequest");
+                facts.finish(&resp);
+                Ok(resp)
+            };
+            return Box::pin(preflight.instrument(span));
+        }
         let answer = crate::dispatch::Answer::new(self.inner.clone(), &req, id, self.peer, sandbox_all);
         // The console's own listener never takes the fast path (its answers are all sandboxed
         // and it serves pages of its own).
         let fast = if sandbox_all { None } else { self.fast.target(&req).map(|target| (self.fast.clone(), target)) };
+        let fast_read = self.fast.clone();
         Box::pin(
             async move {
-                let result = answer.serve(req, fast, &facts.operation, start).await;
+                let mut result = answer.serve(req, fast, &facts.operation, start).await;
+                if let (Ok(resp), Some(ask)) = (&mut result, &cors) {
+                    ask.decorate(&fast_read, resp).await;
+                }
                 if let Ok(resp) = &result {
                     facts.finish(resp);
                 }
@@ -118,6 +136,11 @@ impl LoggedService {
         }
         if let Some(resp) = crate::console::answer(req, self.console) {
             return Some(resp);
+        }
+        // An empty Authorization is no credential: the request is anonymous, and refused as such
+        // (403) where anonymous requests are, not as a malformed header (400), as S3 does.
+        if req.headers().get(hyper::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().trim_ascii().is_empty()) {
+            req.headers_mut().remove(hyper::header::AUTHORIZATION);
         }
         if let Err(refusal) = crate::bearer::admit(req, &self.grid) {
             let mut resp = error_response(refusal.code, &xml_escape(&refusal.message), "", id);
@@ -354,7 +377,7 @@ fn header_section_size(headers: &hyper::HeaderMap) -> usize {
 /// An S3 error answered by the server itself, before the protocol layer. `message` is XML-safe;
 /// `extra` is added XML (AWS adds `Region` to AuthorizationHeaderMalformed, which clients such
 /// as s3cmd read to sign again for that region).
-fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s3s::HttpResponse {
+pub(crate) fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s3s::HttpResponse {
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message>{extra}<RequestId>{request_id}</RequestId></Error>"
     );
