@@ -95,7 +95,7 @@ impl CorsAsk {
                 } else {
                     ("AccessForbidden", hyper::StatusCode::FORBIDDEN)
                 };
-                let mut resp = crate::server::error_response(code, message, "", request_id);
+                let mut resp = crate::error_body::error_response(code, message, "", request_id);
                 *resp.status_mut() = status;
                 resp
             }

@@ -1,7 +1,8 @@
 //! Every error response carries its code, a message and the request id: the protocol layer
 //! leaves `Message` out of some errors (SDKs then show "UnknownError" or "Unknown") and never
 //! writes `RequestId` into the body. This completes the XML of any error body it answers,
-//! with the same id as the `x-amz-request-id` header.
+//! with the same id as the `x-amz-request-id` header; and the errors the server answers
+//! itself, before the protocol layer (`error_response`).
 
 use hyper::header::{CONTENT_LENGTH, HeaderValue};
 
@@ -102,6 +103,22 @@ pub fn complete(resp: &mut s3s::HttpResponse, request_id: &str) {
         resp.headers_mut().insert(CONTENT_LENGTH, length);
     }
     *resp.body_mut() = s3s::Body::from(body);
+}
+
+/// An S3 error answered by the server itself, before the protocol layer. `message` is XML-safe;
+/// `extra` is added XML (AWS adds `Region` to AuthorizationHeaderMalformed, which clients such
+/// as s3cmd read to sign again for that region).
+pub(crate) fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s3s::HttpResponse {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message>{extra}<RequestId>{request_id}</RequestId></Error>"
+    );
+    let mut resp = hyper::Response::new(s3s::Body::from(body));
+    *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
+    if let Ok(value) = hyper::header::HeaderValue::from_str(request_id) {
+        resp.headers_mut().insert("x-amz-request-id", value);
+    }
+    resp
 }
 
 #[cfg(test)]

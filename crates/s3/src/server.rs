@@ -130,7 +130,7 @@ impl LoggedService {
             let message =
                 format!("Your request header section exceeds the maximum allowed size ({MAX_HEADER_SECTION} bytes).");
             let extra = format!("<MaxSizeAllowed>{MAX_HEADER_SECTION}</MaxSizeAllowed>");
-            let mut resp = error_response("RequestHeaderSectionTooLarge", &message, &extra, id);
+            let mut resp = crate::error_body::error_response("RequestHeaderSectionTooLarge", &message, &extra, id);
             *resp.status_mut() = hyper::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
             return Some(resp);
         }
@@ -143,7 +143,7 @@ impl LoggedService {
             req.headers_mut().remove(hyper::header::AUTHORIZATION);
         }
         if let Err(refusal) = crate::bearer::admit(req, &self.grid) {
-            let mut resp = error_response(refusal.code, &xml_escape(&refusal.message), "", id);
+            let mut resp = crate::error_body::error_response(refusal.code, &xml_escape(&refusal.message), "", id);
             *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
             let challenge = format!("Bearer error=\"invalid_token\", error_description=\"{}\"", refusal.code);
             if let Ok(value) = hyper::header::HeaderValue::from_str(&challenge) {
@@ -157,24 +157,25 @@ impl LoggedService {
                 xml_escape(&region)
             );
             let extra = format!("<Region>{DEFAULT_REGION}</Region>");
-            let resp = error_response("AuthorizationHeaderMalformed", &message, &extra, id);
+            let resp = crate::error_body::error_response("AuthorizationHeaderMalformed", &message, &extra, id);
             return Some(resp);
         }
         if oversized_xml_body(req) {
-            let resp = error_response("MaxMessageLengthExceeded", "Your request was too big.", "", id);
+            let resp =
+                crate::error_body::error_response("MaxMessageLengthExceeded", "Your request was too big.", "", id);
             return Some(resp);
         }
         if !self.accept_sigv2 && is_sigv2(req) {
             let message =
                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
-            let resp = error_response("InvalidRequest", message, "", id);
+            let resp = crate::error_body::error_response("InvalidRequest", message, "", id);
             return Some(resp);
         }
         // (Both need the clock, read only for requests that carry a query or a signature.)
         if let Some(message) =
             req.uri().query().and_then(|_| presigned_expiry_out_of_bounds(req, std::time::SystemTime::now()))
         {
-            let mut resp = error_response("AuthorizationQueryParametersError", message, "", id);
+            let mut resp = crate::error_body::error_response("AuthorizationQueryParametersError", message, "", id);
             *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
             return Some(resp);
         }
@@ -286,9 +287,12 @@ enum SigV2TimeRefusal {
 impl SigV2TimeRefusal {
     fn response(&self, id: &str) -> s3s::HttpResponse {
         let mut resp = match self {
-            Self::NoDate => {
-                error_response("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header", "", id)
-            }
+            Self::NoDate => crate::error_body::error_response(
+                "AccessDenied",
+                "AWS authentication requires a valid Date or x-amz-date header",
+                "",
+                id,
+            ),
             Self::Skewed(request, server) => {
                 let extra = format!(
                     "<RequestTime>{}</RequestTime><ServerTime>{}</ServerTime><MaxAllowedSkewMilliseconds>{}</MaxAllowedSkewMilliseconds>",
@@ -297,7 +301,7 @@ impl SigV2TimeRefusal {
                     SIGV2_MAX_SKEW.as_millis()
                 );
                 let message = "The difference between the request time and the current time is too large.";
-                error_response("RequestTimeTooSkewed", message, &extra, id)
+                crate::error_body::error_response("RequestTimeTooSkewed", message, &extra, id)
             }
         };
         *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
@@ -372,22 +376,6 @@ const _: () = assert!(HEAD_READ_BUFFER > MAX_HEADER_SECTION);
 /// per header.
 fn header_section_size(headers: &hyper::HeaderMap) -> usize {
     headers.iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum()
-}
-
-/// An S3 error answered by the server itself, before the protocol layer. `message` is XML-safe;
-/// `extra` is added XML (AWS adds `Region` to AuthorizationHeaderMalformed, which clients such
-/// as s3cmd read to sign again for that region).
-pub(crate) fn error_response(code: &str, message: &str, extra: &str, request_id: &str) -> s3s::HttpResponse {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message>{extra}<RequestId>{request_id}</RequestId></Error>"
-    );
-    let mut resp = hyper::Response::new(s3s::Body::from(body));
-    *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
-    if let Ok(value) = hyper::header::HeaderValue::from_str(request_id) {
-        resp.headers_mut().insert("x-amz-request-id", value);
-    }
-    resp
 }
 
 /// The region this gateway reports and expects signatures for when a client names an invalid one.
