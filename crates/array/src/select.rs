@@ -213,7 +213,10 @@ struct Along {
 /// chunk's start, so that no chunk is decoded by two slabs when it can be avoided.
 /// Offsets, steps and chunk sizes come from a `zarr.json` and a request: the arithmetic
 /// saturates, and a slab always takes at least one row and at most the rows left (a slab of no
-/// rows would make the walk loop forever).
+/// rows would make the walk loop forever). A slab is cut back only when at least half of it is
+/// left, so every slab but the last holds half of `rows_per_slab` or more and a walk takes at
+/// most about twice the slabs its bytes need (hostile strides and chunk sizes that cut each slab
+/// to a row made a 1 MiB selection walk a million slabs).
 fn slab_rows(along: &Along, next: u64, rows_per_slab: u64, row_bytes: u64, slab_bytes: u64) -> u64 {
     let left = along.rows - next;
     let take = rows_per_slab.clamp(1, left);
@@ -228,11 +231,13 @@ fn slab_rows(along: &Along, next: u64, rows_per_slab: u64, row_bytes: u64, slab_
     let row_of = |element: u64| element.saturating_sub(along.offset).div_ceil(along.step);
     let chunk_end = row_of(cut.saturating_add(1).saturating_mul(unit)).min(along.rows);
     let chunk_start = row_of(cut.saturating_mul(unit));
-    let stretched = if chunk_end > next
+    // Saturated arithmetic (hostile steps) can put the "chunk end" before the slab's end: only
+    // a real stretch counts.
+    let stretched = if chunk_end >= end
         && (chunk_end - next).saturating_mul(row_bytes) <= slab_bytes.saturating_mul(SLAB_STRETCH)
     {
         chunk_end - next
-    } else if chunk_start > next {
+    } else if chunk_start > next && (chunk_start - next).saturating_mul(2) >= take {
         chunk_start - next
     } else {
         take
@@ -619,6 +624,11 @@ mod tests {
                                 let take = slab_rows(&along, next, per_slab, 8, 64);
                                 assert!(
                                     (1..=rows - next).contains(&take),
+                                    "offset {offset} step {step} unit {unit:?} rows {rows} next {next}: {take}"
+                                );
+                                // Never cut to less than half a slab, but at the end.
+                                assert!(
+                                    take * 2 >= per_slab.min(rows - next),
                                     "offset {offset} step {step} unit {unit:?} rows {rows} next {next}: {take}"
                                 );
                             }
