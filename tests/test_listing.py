@@ -84,6 +84,7 @@ def test_listing_returns_sizes_and_etags(s3, filled):
     assert obj["StorageClass"] == "STANDARD"
 
 
+@pytest.mark.posix_only
 def test_a_listing_right_after_a_change_shows_it_on_tmpfs(tmp_path):
     """tmpfs keeps directory timestamps to a clock tick: changes within one tick leave the
     directory's version as it was, so a listing kept from between them was served stale (a
