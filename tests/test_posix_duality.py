@@ -57,6 +57,10 @@ def test_file_directory_conflicts(s3, bucket):
         s3.put_object(Bucket=bucket, Key="d", Body=b"file over a directory")
     assert e.value.response["Error"]["Code"] == "ObjectIsDirectory"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    # The limitation docs/user/s3-compatibility.md states: either refusal stores and changes nothing.
+    assert s3.get_object(Bucket=bucket, Key="x")["Body"].read() == b"file"
+    assert s3.get_object(Bucket=bucket, Key="d/child")["Body"].read() == b"c"
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["d/child", "x"]
 
 
 @pytest.mark.parametrize("key", ["../escape", "a/../../escape", "./x", "a//b", ".isthmus/tmp/x", "a/./b"])
