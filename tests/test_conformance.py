@@ -423,11 +423,15 @@ def test_canned_acls_and_anonymous_access(s3, server, aws):
             return err.code, err.read()
 
     s3.create_bucket(Bucket="portal", ACL="public-read")
-    s3.put_object(Bucket="portal", Key="data/run1.nc", Body=b"open data")
+    s3.put_object(Bucket="portal", Key="data/run1.nc", Body=b"open data", ACL="public-read")
+    s3.put_object(Bucket="portal", Key="data/draft.nc", Body=b"not yet")
     s3.create_bucket(Bucket="closed")
     s3.put_object(Bucket="closed", Key="secret", Body=b"no")
-    # Public-read: anyone lists and reads with plain HTTP, nobody writes without a signature.
+    # Public-read: anyone lists with plain HTTP and reads the objects whose own ACL is public
+    # (as in S3, a bucket's ACL shares its listing, not its objects); nobody writes without a
+    # signature.
     assert anonymous("GET", "/portal/data/run1.nc") == (200, b"open data")
+    assert anonymous("GET", "/portal/data/draft.nc")[0] == 403
     status, body = anonymous("GET", "/portal?list-type=2")
     assert status == 200 and b"<Key>data/run1.nc</Key>" in body
     assert anonymous("PUT", "/portal/intruder", b"x")[0] == 403
@@ -455,6 +459,26 @@ def test_canned_acls_and_anonymous_access(s3, server, aws):
     # Kept in the gateway's state directory, beside the data: a restarted gateway keeps it.
     record = json.loads((server.root / ".isthmus" / "buckets" / "portal.json").read_text())
     assert record["config"]["acl"]["canned"] == "public-read"
+
+
+def test_a_site_may_keep_bucket_acls_sharing_their_objects(tmp_path):
+    """`bucket_acl_shares_objects = true` keeps the sharing of earlier releases (a bucket's
+    public-read ACL opened its objects) for sites whose published buckets rely on it."""
+    import urllib.request
+
+    from conftest import Server, make_client
+
+    config = tmp_path / "isthmus.toml"
+    config.write_text("bucket_acl_shares_objects = true\n")
+    srv = Server(tmp_path / "data", extra_args=["--config", str(config)])
+    try:
+        client = make_client(srv.endpoint)
+        client.create_bucket(Bucket="legacy", ACL="public-read")
+        client.put_object(Bucket="legacy", Key="run.nc", Body=b"published")
+        with urllib.request.urlopen(f"{srv.endpoint}/legacy/run.nc") as response:
+            assert response.read() == b"published"
+    finally:
+        srv.stop()
 
 
 def test_object_acls(s3, server):
@@ -587,14 +611,16 @@ def test_public_access_block_overrides_acls_and_policies(s3, server):
         return raised.value.response["Error"]["Code"]
 
     s3.create_bucket(Bucket="blocked", ACL="public-read")
-    s3.put_object(Bucket="blocked", Key="k", Body=b"x")
+    s3.put_object(Bucket="blocked", Key="k", Body=b"x", ACL="public-read")
     assert anonymous_status("/blocked/k") == 200
+    assert anonymous_status("/blocked?list-type=2") == 200
     assert code(lambda: s3.get_public_access_block(Bucket="blocked")) == "NoSuchPublicAccessBlockConfiguration"
     config = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True}
     s3.put_public_access_block(Bucket="blocked", PublicAccessBlockConfiguration=config)
     assert s3.get_public_access_block(Bucket="blocked")["PublicAccessBlockConfiguration"] == config
-    # IgnorePublicAcls: the public-read ACL no longer opens anything.
+    # IgnorePublicAcls: the public-read ACLs (the bucket's, the object's) no longer open anything.
     assert anonymous_status("/blocked/k") == 403
+    assert anonymous_status("/blocked?list-type=2") == 403
     # BlockPublicAcls: no public ACL can be put, on the bucket or any object.
     assert code(lambda: s3.put_bucket_acl(Bucket="blocked", ACL="public-read-write")) == "AccessDenied"
     assert code(lambda: s3.put_object(Bucket="blocked", Key="p", Body=b"x", ACL="public-read")) == "AccessDenied"
@@ -607,8 +633,8 @@ def test_public_access_block_overrides_acls_and_policies(s3, server):
     s3.delete_public_access_block(Bucket="blocked")
     s3.put_bucket_policy(Bucket="blocked", Policy=json.dumps(public))
     s3.put_public_access_block(Bucket="blocked", PublicAccessBlockConfiguration={"RestrictPublicBuckets": True})
-    assert anonymous_status("/blocked/k") == 200  # the public-read ACL still counts
-    s3.put_bucket_acl(Bucket="blocked", ACL="private")
+    assert anonymous_status("/blocked/k") == 200  # the object's public-read ACL still counts
+    s3.put_object_acl(Bucket="blocked", Key="k", ACL="private")
     assert anonymous_status("/blocked/k") == 403  # and the public policy does not
     s3.delete_public_access_block(Bucket="blocked")
     assert anonymous_status("/blocked/k") == 200

@@ -161,9 +161,9 @@ def test_ranges_and_conditions_answer_as_before(public, method, headers):
     [
         ("/closed/private", 403),  # a private object in a private bucket
         ("/closed/nothing", 403),  # nor may anyone learn what a private bucket holds
-        ("/pub/private", 200),  # a public-read bucket opens reading its objects
+        ("/pub/private", 403),  # a public-read bucket shares its listing, not its objects (S3)
         ("/closed/k", 200),  # a public-read object in a private bucket: its ACL shares it
-        ("/pub/missing", 404),
+        ("/pub/missing", 404),  # who may list a bucket learns that a key is missing (S3)
         ("/pubv/gone", 404),  # a delete marker: its headers say so
         ("/nobucket/k", 404),
         ("/Bad_Bucket/k", 400),

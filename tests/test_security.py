@@ -100,8 +100,12 @@ def test_posix_identity_on_an_erasure_pool_keeps_private_objects_private(unix):
         alice.create_bucket(Bucket="alice-new")
         alice.put_object(Bucket="alice-new", Key="k", Body=b"new")
         assert code_of(bob.get_object, Bucket="alice-new", Key="k") == "AccessDenied"
-        # Sharing works as S3 says: a public-read ACL lets bob read, not write.
+        # Sharing works as S3 says: a public-read bucket ACL lets bob list, not read or write;
+        # the object's own public-read ACL lets him read it.
         alice.put_bucket_acl(Bucket="alice-private", ACL="public-read")
+        assert [o["Key"] for o in bob.list_objects_v2(Bucket="alice-private")["Contents"]] == ["diary.txt"]
+        assert code_of(bob.get_object, Bucket="alice-private", Key="diary.txt") == "AccessDenied"
+        alice.put_object_acl(Bucket="alice-private", Key="diary.txt", ACL="public-read")
         assert bob.get_object(Bucket="alice-private", Key="diary.txt")["Body"].read() == b"dear diary"
         assert code_of(bob.put_object, Bucket="alice-private", Key="x", Body=b"x") == "AccessDenied"
         # The gateway's refusals are logged once each, naming who and the rule.

@@ -30,7 +30,7 @@ POLICY = {
 
 @pytest.fixture
 def shared(tmp_path):
-    """A gateway whose bucket `shared` (alice's, authenticated-read) denies `secret/*` to everyone
+    """A gateway whose bucket `shared` (alice's, authenticated-read, and so are its objects) denies `secret/*` to everyone
     by policy; bob and carol each own a bucket to copy into. Yields (server, clients by name)."""
     config = tmp_path / "isthmus.toml"
     config.write_text(CONFIG)
@@ -41,7 +41,7 @@ def shared(tmp_path):
         alice = clients["alice"]
         alice.create_bucket(Bucket="shared")
         for key in ("open.txt", DENIED):
-            alice.put_object(Bucket="shared", Key=key, Body=f"bytes of {key}".encode())
+            alice.put_object(Bucket="shared", Key=key, Body=f"bytes of {key}".encode(), ACL="authenticated-read")
         alice.put_bucket_acl(Bucket="shared", ACL="authenticated-read")
         alice.put_bucket_policy(Bucket="shared", Policy=json.dumps(POLICY))
         for name in ("bob", "carol"):
@@ -55,7 +55,7 @@ def shared(tmp_path):
 def test_a_copy_reads_nothing_a_get_of_its_source_may_not(shared, reader):
     """CopyObject and UploadPartCopy checked only that the source bucket was readable, so a key
     whose GET and HEAD the policy refused was copied into the reader's own bucket and read
-    there. Carol reads the bucket through its ACL, bob through his grant."""
+    there. Carol reads the objects through their ACLs, bob through his grant."""
     srv, clients = shared
     s3, own = clients[reader], f"{reader}-own"
     assert code_of(s3.get_object, Bucket="shared", Key=DENIED) == "AccessDenied"

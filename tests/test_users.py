@@ -91,7 +91,7 @@ def test_acl_grants_to_users_by_canonical_id(multi, tmp_path):
     grants = alice.get_object_acl(Bucket="alice-lab", Key="results.csv")["Grants"]
     assert [(g["Grantee"].get("ID"), g["Permission"]) for g in grants] == [("alice", "FULL_CONTROL"), ("bob", "READ")]
 
-    # A bucket grant in a body, as `aws s3api put-bucket-acl --access-control-policy` sends it.
+    # A bucket grant in a body (READ: list, WRITE: write objects), as `aws s3api put-bucket-acl --access-control-policy` sends it.
     policy = {
         "Owner": {"ID": "alice"},
         "Grants": [
@@ -111,7 +111,10 @@ def test_acl_grants_to_users_by_canonical_id(multi, tmp_path):
     other = Server(srv.root, extra_args=["--config", str(tmp_path / "isthmus.toml")])
     try:
         bob2 = make_client(other.endpoint, "bob", "bob-secret-456789")
-        assert bob2.get_object(Bucket="alice-lab", Key="draft.txt")["Body"].read() == b"draft"
+        assert "draft.txt" in [o["Key"] for o in bob2.list_objects_v2(Bucket="alice-lab")["Contents"]]
+        # As in S3, a bucket's READ is listing it: its objects take their own grants.
+        assert denied(bob2.get_object, Bucket="alice-lab", Key="draft.txt")
+        assert bob2.get_object(Bucket="alice-lab", Key="results.csv")["Body"].read() == b"t,v\n"
     finally:
         other.stop()
 
@@ -163,3 +166,44 @@ def test_listing_uploads_names_each_uploads_owner_and_initiator(multi):
     # The initiator is kept with the upload, where no user can rewrite it: after a restart too.
     parts = root.list_parts(Bucket="uploads-shared", Key="bob-upload", UploadId=bobs)
     assert parts["Initiator"]["ID"] == "bob" and parts["Owner"]["ID"] == "bob"
+
+
+BUCKET_ACLS = ["private", "public-read", "public-read-write"]
+OBJECT_ACLS = ["private", "public-read", "public-read-write"]
+
+
+def test_canned_acl_matrix_gives_another_user_exactly_s3s_rights(multi):
+    """Every combination of a bucket's and an object's canned ACL, as the S3 conformance suite
+    runs them against AWS: another signed user reads an object only by its own ACL (the
+    bucket's never shares objects), lists only a public-read(-write) bucket, writes (new keys
+    and overwrites alike) only into a public-read-write bucket, and reads no ACL."""
+    _, root, _, bob = multi
+    for bucket_acl in BUCKET_ACLS:
+        for object_acl in OBJECT_ACLS:
+            bucket = f"m-{bucket_acl}-{object_acl}"
+            root.create_bucket(Bucket=bucket)
+            root.put_bucket_acl(Bucket=bucket, ACL=bucket_acl)
+            root.put_object(Bucket=bucket, Key="foo", Body=b"foocontent")
+            root.put_object_acl(Bucket=bucket, Key="foo", ACL=object_acl)
+            root.put_object(Bucket=bucket, Key="bar", Body=b"barcontent")
+            case = f"bucket {bucket_acl}, object {object_acl}"
+            if object_acl == "private":
+                assert denied(bob.get_object, Bucket=bucket, Key="foo"), case
+            else:
+                assert bob.get_object(Bucket=bucket, Key="foo")["Body"].read() == b"foocontent", case
+            assert denied(bob.get_object, Bucket=bucket, Key="bar"), case
+            if bucket_acl == "private":
+                assert denied(bob.list_objects, Bucket=bucket), case
+                assert denied(bob.list_objects_v2, Bucket=bucket), case
+            else:
+                assert [o["Key"] for o in bob.list_objects(Bucket=bucket)["Contents"]] == ["bar", "foo"], case
+            assert denied(bob.get_bucket_acl, Bucket=bucket), case
+            assert denied(bob.get_object_acl, Bucket=bucket, Key="foo"), case
+            for key in ("foo", "bar", "new"):
+                if bucket_acl == "public-read-write":
+                    bob.put_object(Bucket=bucket, Key=key, Body=b"bob's")
+                else:
+                    assert denied(bob.put_object, Bucket=bucket, Key=key, Body=b"bob's"), (case, key)
+            if bucket_acl != "public-read-write":
+                assert root.get_object(Bucket=bucket, Key="foo")["Body"].read() == b"foocontent", case
+                assert "new" not in [o["Key"] for o in root.list_objects_v2(Bucket=bucket)["Contents"]], case

@@ -113,10 +113,11 @@ def test_versions_survive_a_restart_and_are_shared_by_gateways(s3, server, tmp_p
         other.stop()
 
 
-def test_anonymous_version_reads_follow_the_bucket_acl_not_the_policy(s3, server):
+def test_anonymous_version_reads_follow_the_versions_acl_not_the_policy(s3, server):
     s3.create_bucket(Bucket="vers-public")
     s3.put_bucket_versioning(Bucket="vers-public", VersioningConfiguration={"Status": "Enabled"})
     old = s3.put_object(Bucket="vers-public", Key="k", Body=b"old")["VersionId"]
+    shared = s3.put_object(Bucket="vers-public", Key="k", Body=b"shared", ACL="public-read")["VersionId"]
     s3.put_object(Bucket="vers-public", Key="k", Body=b"new")
     policy = {
         "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::vers-public/*"}]
@@ -133,9 +134,13 @@ def test_anonymous_version_reads_follow_the_bucket_acl_not_the_policy(s3, server
     assert anonymous() == (200, b"new")
     # The policy grants s3:GetObject, not s3:GetObjectVersion.
     assert anonymous(f"?versionId={old}")[0] == 403
+    # A version's own ACL opens it; a bucket's public-read ACL shares the listing only (S3).
+    assert anonymous(f"?versionId={shared}") == (200, b"shared")
     s3.delete_bucket_policy(Bucket="vers-public")
     s3.put_bucket_acl(Bucket="vers-public", ACL="public-read")
-    assert anonymous(f"?versionId={old}") == (200, b"old")
+    assert anonymous(f"?versionId={old}")[0] == 403
+    assert anonymous(f"?versionId={shared}") == (200, b"shared")
+    assert anonymous()[0] == 403
 
 
 def test_multipart_uploads_make_versions_and_copy_from_old_ones(s3):

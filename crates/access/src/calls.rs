@@ -3,8 +3,8 @@
 //! rules, grants, ACLs, policy; the kernel with Unix identities) and the scopes of a bearer
 //! token, if the request has one, before the backend sees it.
 
-use super::{Access, Authorized, KeyGrants, is_superuser};
-use crate::policy::{BucketPolicy, PolicyAction};
+use super::{Access, Authorized, Read, is_superuser};
+use crate::policy::BucketPolicy;
 use isthmus_store::bucket_config::BucketSettings;
 use isthmus_store::conditions::ETagMatch;
 use isthmus_store::multipart::{CompletedPart, ListUploadsRequest, PartsPage, UploadsPage};
@@ -258,9 +258,8 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
 
     fn list_objects(&self, cx: &RequestContext, bucket: &str, request: &ListRequest) -> StoreResult<ListPage> {
         require_listing(cx, bucket, &request.prefix)?;
-        let (action, expected) =
-            (PolicyAction::ListBucket { prefix: &request.prefix }, cx.expected_bucket_owner.as_deref());
-        self.require_read(cx, bucket, action, expected, KeyGrants::Count)?;
+        let read = Read::Listing { prefix: &request.prefix };
+        self.require_read(cx, bucket, read, cx.expected_bucket_owner.as_deref())?;
         self.inner.list_objects(cx, bucket, request)
     }
 
@@ -274,9 +273,8 @@ impl<S: Store + ?Sized> Store for Authorized<S> {
         request: &ListVersionsRequest,
     ) -> StoreResult<VersionsPage> {
         require_listing(cx, bucket, &request.prefix)?;
-        let (action, expected) =
-            (PolicyAction::ListBucket { prefix: &request.prefix }, cx.expected_bucket_owner.as_deref());
-        self.require_read(cx, bucket, action, expected, KeyGrants::Ignored)?;
+        let read = Read::Versions { prefix: &request.prefix };
+        self.require_read(cx, bucket, read, cx.expected_bucket_owner.as_deref())?;
         self.inner.list_object_versions(cx, bucket, request)
     }
 

@@ -8,9 +8,11 @@
 //! The rules: the process itself (embedded doors, benchmarks, maintenance) and a door's root user
 //! may use every bucket; any other user the buckets it created (their recorded owner) and those
 //! its grants name. A bucket without a recorded owner (made with mkdir) belongs to root. Beyond
-//! that, a bucket's canned ACL shares reading (public-read: everyone, unsigned requests too;
-//! authenticated-read: every signed user) or reading and writing objects (public-read-write);
-//! the bucket itself (deleting it, its ACL, policy, tags) stays its owner's. A bucket policy
+//! that, as in S3, a bucket's canned ACL shares listing it (public-read: everyone, unsigned
+//! requests too; authenticated-read: every signed user) and with public-read-write writing and
+//! deleting objects too; reading an object takes the object's own ACL or a bucket policy
+//! (`with_bucket_acl_sharing_objects` restores the sharing of objects by the bucket's ACL of
+//! earlier releases). The bucket itself (deleting it, its ACL, policy, tags) stays its owner's. A bucket policy
 //! (`policy`) may allow reading objects and listing to everyone or named users, or deny it; an
 //! explicit Deny wins over everything else, as in AWS: it refuses the bucket's owner, the users
 //! its grants name and the users the kernel judges too (only the process and root, who may
@@ -86,7 +88,8 @@ impl BucketGrants {
 /// What a call does with a bucket, for the checks of its ACL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// List and read objects (what public-read and authenticated-read share).
+    /// List the bucket, and read its objects (a bucket's public-read and authenticated-read
+    /// share the listing; an object's, the object).
     Read,
     /// Write and delete objects (what public-read-write shares besides reading).
     Write,
@@ -95,13 +98,51 @@ pub enum Access {
     Owner,
 }
 
-/// Whether grants made for one key (a bucket policy's Allow, an object's ACL) may open a read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KeyGrants {
-    Count,
-    /// A read these do not name: a version (`s3:GetObjectVersion`, the version's own ACL), a
-    /// listing of versions (`s3:ListBucketVersions`).
-    Ignored,
+/// What a read reads, for the rules that judge it.
+#[derive(Debug, Clone, Copy)]
+enum Read<'a> {
+    /// The latest version of `key` (`s3:GetObject`, the object's own ACL).
+    Latest { key: &'a str },
+    /// A named version of `key`: its own ACL opens it; policies allow `s3:GetObject`, not
+    /// `s3:GetObjectVersion`, so their Allow does not (their Deny of the key still refuses).
+    Version { key: &'a str, version: &'a str },
+    /// A listing under `prefix` (`s3:ListBucket`, the bucket's ACL).
+    Listing { prefix: &'a str },
+    /// A listing of versions under `prefix`: policies allow `s3:ListBucket`, not
+    /// `s3:ListBucketVersions`, so their Allow does not open it.
+    Versions { prefix: &'a str },
+}
+
+impl<'a> Read<'a> {
+    /// The action a bucket policy judges.
+    fn policy_action(self) -> PolicyAction<'a> {
+        match self {
+            Read::Latest { key } | Read::Version { key, .. } => PolicyAction::GetObject { key },
+            Read::Listing { prefix } | Read::Versions { prefix } => PolicyAction::ListBucket { prefix },
+        }
+    }
+
+    /// Whether a policy's Allow opens this read (its Deny refuses every read it names).
+    fn policy_allow_opens(self) -> bool {
+        matches!(self, Read::Latest { .. } | Read::Listing { .. })
+    }
+
+    /// The key and version read, for a read of one object.
+    fn object(self) -> Option<(&'a str, Option<&'a str>)> {
+        match self {
+            Read::Latest { key } => Some((key, None)),
+            Read::Version { key, version } => Some((key, Some(version))),
+            Read::Listing { .. } | Read::Versions { .. } => None,
+        }
+    }
+}
+
+/// What an object's own ACL says to a requester.
+enum ObjectShare {
+    Shared,
+    NotShared,
+    /// No such key or version (or a delete marker).
+    Missing,
 }
 
 /// Whether the principal of `cx` acts for everyone (the process, a door's root user).
@@ -124,6 +165,9 @@ pub struct Authorized<S: ?Sized> {
     /// Bucket policies as parsed, by bucket, with the settings version they were parsed from:
     /// a policy is parsed when the bucket's settings change, not on every request it judges.
     policies: Arc<Mutex<ParsedPolicies>>,
+    /// Whether a bucket's canned ACL also shares reading its objects (as earlier releases did: see
+    /// `with_bucket_acl_sharing_objects`); S3 shares only the listing.
+    bucket_acl_shares_objects: bool,
 }
 
 /// Parsed policies by bucket: (the settings version parsed, the policy).
@@ -196,7 +240,14 @@ fn acl_shares(cx: &RequestContext, settings: Option<&BucketConfig>, acl: &Acl, a
 
 impl<S: Store + ?Sized> Authorized<S> {
     pub fn new(inner: Arc<S>, grants: BucketGrants) -> Self {
-        Self { inner, grants, root_owner: None, quotas: None, policies: Arc::default() }
+        Self {
+            inner,
+            grants,
+            root_owner: None,
+            quotas: None,
+            policies: Arc::default(),
+            bucket_acl_shares_objects: false,
+        }
     }
 
     /// Whether the kernel, not this layer, decides the object access of `cx` in `bucket`: for a
@@ -215,6 +266,13 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Refuses writes past `quotas` (none configured: no checks).
     pub fn with_quotas(self, quotas: Option<Arc<crate::quota::Quotas>>) -> Self {
         Self { quotas: quotas.filter(|q| !q.is_empty()), ..self }
+    }
+
+    /// Makes a bucket's canned ACL (public-read, authenticated-read, public-read-write) share
+    /// reading its objects too, as earlier Isthmus releases did: a site whose
+    /// published buckets rely on it keeps them readable while it gives them bucket policies.
+    pub fn with_bucket_acl_sharing_objects(self, shares: bool) -> Self {
+        Self { bucket_acl_shares_objects: shares, ..self }
     }
 
     /// Names the owner of buckets without a recorded one, for `expected_bucket_owner` checks.
@@ -317,10 +375,9 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// file or the records read from it (HDF5 in place, arrays, selections), through any door.
     /// The one question all of them ask, so none reads what a GET of the key would not: the
     /// token's scope must reach the key, then the bucket's rules for `s3:GetObject` on it
-    /// (`require_read`: owner, grants, ACLs, policy, public access block; an explicit Deny
-    /// wins). `expected` is the bucket owner the request names (for a copy, the source's). A
-    /// named version: policies allow `s3:GetObject`, not `s3:GetObjectVersion`, and an object's
-    /// ACL is the latest version's, so neither opens it; a Deny of the key still refuses it.
+    /// (`require_read`: owner, grants, policy, the object's ACL, public access block; an
+    /// explicit Deny wins). `expected` is the bucket owner the request names (for a copy, the
+    /// source's). A named version is opened by its own ACL, not by a policy's Allow.
     fn require_object_read(
         &self,
         cx: &RequestContext,
@@ -330,8 +387,11 @@ impl<S: Store + ?Sized> Authorized<S> {
         expected: Option<&str>,
     ) -> StoreResult<()> {
         cx.require_scope(ScopeAccess::Read, bucket, key)?;
-        let openers = if version.is_some() { KeyGrants::Ignored } else { KeyGrants::Count };
-        self.require_read(cx, bucket, PolicyAction::GetObject { key }, expected, openers)
+        let read = match version {
+            Some(version) => Read::Version { key, version },
+            None => Read::Latest { key },
+        };
+        self.require_read(cx, bucket, read, expected)
     }
 
     /// Writing an object that gets `acl`: write access, and the ACL not blocked.
@@ -385,18 +445,18 @@ impl<S: Store + ?Sized> Authorized<S> {
     /// Reading (one object, or a listing). The process and root read everything. For anyone
     /// else an explicit Deny of the bucket policy refuses first, whoever they are (the owner,
     /// users the grants name, users the kernel judges, as in AWS, where an explicit Deny wins
-    /// over every Allow); then the owner rules (owner, grants, the kernel), the policy's Allow,
-    /// the bucket's ACL, or for one object the object's own ACL open it (with
-    /// `KeyGrants::Ignored` only the owner rules and the bucket's ACL). `expected` is the
-    /// bucket owner the request names. The bucket's settings are read once for every rule; a
-    /// missing bucket passes (the call answers NoSuchBucket).
+    /// over every Allow); then the owner rules (owner, grants, the kernel), the policy's Allow
+    /// (`Read::policy_allow_opens`), the bucket's ACL for a listing (`bucket_acl_opens`), or
+    /// the object's (version's) own ACL open it. A missing object is told as missing (the call
+    /// answers NoSuchKey) to those who may list the bucket, as S3 does, and refused to the
+    /// others. `expected` is the bucket owner the request names. The bucket's settings are
+    /// read once for every rule; a missing bucket passes (the call answers NoSuchBucket).
     fn require_read(
         &self,
         cx: &RequestContext,
         bucket: &str,
-        action: PolicyAction<'_>,
+        read: Read<'_>,
         expected: Option<&str>,
-        key_grants: KeyGrants,
     ) -> StoreResult<()> {
         if is_superuser(cx) && expected.is_none() {
             return Ok(());
@@ -406,16 +466,24 @@ impl<S: Store + ?Sized> Authorized<S> {
         if is_superuser(cx) {
             return self.owner_is(settings.as_ref(), expected);
         }
-        let verdict = self.policy_verdict(cx, bucket, config, action)?;
+        let verdict = self.policy_verdict(cx, bucket, config, read.policy_action())?;
         if verdict == Some(false) {
             return Err(StoreError::denied("the bucket policy denies it"));
         }
         let opened = self.kernel_decides(cx, bucket)
             || self.uses_every_bucket(cx, bucket)
             || owner_in(cx, settings.as_ref())
-            || (key_grants == KeyGrants::Count && verdict == Some(true))
-            || shared_by_acl(cx, settings.as_ref(), Access::Read)
-            || (key_grants == KeyGrants::Count && self.object_acl_shares(cx, bucket, config, action)?);
+            || (read.policy_allow_opens() && verdict == Some(true))
+            || (self.bucket_acl_opens(read) && shared_by_acl(cx, settings.as_ref(), Access::Read));
+        let opened = opened
+            || match read.object() {
+                None => false,
+                Some((key, version)) => match self.object_share(cx, bucket, config, key, version)? {
+                    ObjectShare::Shared => true,
+                    ObjectShare::Missing => self.may_list(cx, bucket, config, key)?,
+                    ObjectShare::NotShared => false,
+                },
+            };
         if !opened {
             return Err(StoreError::denied(
                 "neither the bucket policy nor the bucket's or the object's ACL grants read",
@@ -424,21 +492,43 @@ impl<S: Store + ?Sized> Authorized<S> {
         self.owner_is(settings.as_ref(), expected)
     }
 
-    /// Whether `action` reads one object whose own ACL shares reading with the principal of
-    /// `cx` (in a bucket with `config`). A missing object shares nothing: whether a key exists
-    /// is not told to those who may not read it.
-    fn object_acl_shares(
+    /// Whether a bucket's ACL opens `read`: a listing (a bucket's READ is "list its objects",
+    /// as in S3), and its objects only where the operator keeps the sharing of earlier
+    /// releases (`bucket_acl_shares_objects`).
+    fn bucket_acl_opens(&self, read: Read<'_>) -> bool {
+        matches!(read, Read::Listing { .. } | Read::Versions { .. }) || self.bucket_acl_shares_objects
+    }
+
+    /// Whether the principal of `cx` may list the part of a bucket with `config` that holds
+    /// `key` (its ACL or its policy's Allow of `s3:ListBucket`): then S3 tells it that a key is
+    /// missing rather than refusing.
+    fn may_list(&self, cx: &RequestContext, bucket: &str, config: &BucketConfig, key: &str) -> StoreResult<bool> {
+        Ok(shared_by_acl(cx, Some(config), Access::Read)
+            || self.policy_verdict(cx, bucket, config, PolicyAction::ListBucket { prefix: key })? == Some(true))
+    }
+
+    /// What the own ACL of `key` (of `version`, if named) in a bucket with `config` says to
+    /// the principal of `cx`.
+    fn object_share(
         &self,
         cx: &RequestContext,
         bucket: &str,
         config: &BucketConfig,
-        action: PolicyAction<'_>,
-    ) -> StoreResult<bool> {
-        let PolicyAction::GetObject { key } = action else { return Ok(false) };
-        match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
-            Ok(info) => Ok(acl_shares(cx, Some(config), &info.meta.object_acl(), Access::Read)),
+        key: &str,
+        version: Option<&str>,
+    ) -> StoreResult<ObjectShare> {
+        let head = HeadRequest { version_id: version.map(str::to_string), ..HeadRequest::default() };
+        match self.inner.head_object(cx, bucket, key, &head) {
+            Ok(info) => Ok(if acl_shares(cx, Some(config), &info.meta.object_acl(), Access::Read) {
+                ObjectShare::Shared
+            } else {
+                ObjectShare::NotShared
+            }),
             Err(StoreError::WouldBlock) => Err(StoreError::WouldBlock),
-            Err(_) => Ok(false),
+            Err(StoreError::NoSuchKey | StoreError::NoSuchVersion | StoreError::LatestIsDeleteMarker { .. }) => {
+                Ok(ObjectShare::Missing)
+            }
+            Err(_) => Ok(ObjectShare::NotShared),
         }
     }
 

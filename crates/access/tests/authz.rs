@@ -140,12 +140,27 @@ fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
             isthmus_store::Acl::canned(isthmus_store::CannedAcl::AuthenticatedRead),
         )
         .unwrap();
+    // As in S3, a bucket's ACL shares its listing; an object is shared by its own ACL.
+    let list = |cx: &RequestContext| {
+        store
+            .list_objects(cx, "alices", &ListRequest { max_keys: 10, ..Default::default() })
+            .map(|page| page.objects.len())
+    };
+    assert_eq!(list(&mallory).unwrap(), 1);
+    denied(read(&mallory));
+    let object_acl = |canned| {
+        store.update_object(&user("alice"), "alices", "k", ObjectChange::Acl(isthmus_store::Acl::canned(canned)))
+    };
+    object_acl(isthmus_store::CannedAcl::AuthenticatedRead).unwrap();
     assert_eq!(read(&mallory).unwrap(), 6);
     denied(read(&anonymous));
+    denied(list(&anonymous));
     denied(write(&mallory));
     store
         .set_bucket_acl(&user("alice"), "alices", isthmus_store::Acl::canned(isthmus_store::CannedAcl::PublicRead))
         .unwrap();
+    denied(read(&anonymous));
+    object_acl(isthmus_store::CannedAcl::PublicRead).unwrap();
     assert_eq!(read(&anonymous).unwrap(), 6);
     assert_eq!(
         store
@@ -171,6 +186,37 @@ fn canned_acls_share_reading_or_writing_never_the_bucket_itself() {
     denied(store.list_buckets(&anonymous));
     denied(store.create_bucket(&anonymous, "anon-bucket", &Default::default()));
     assert!(names(&store, &mallory).is_empty());
+}
+
+/// Who may list a bucket learns that a key is missing (NoSuchKey), as S3 tells; others get
+/// AccessDenied whether the key exists or not.
+#[test]
+fn a_missing_key_is_told_only_to_those_who_may_list() {
+    use isthmus_store::{Acl, CannedAcl};
+    let (_dir, store) = store();
+    let mallory = user("mallory");
+    let get = |cx: &RequestContext, key: &str| {
+        store.get_object(cx, "alices", key, &GetRequest::default()).map(|r| r.info.size)
+    };
+    denied(get(&mallory, "missing"));
+    denied(get(&mallory, "k"));
+    store.set_bucket_acl(&user("alice"), "alices", Acl::canned(CannedAcl::AuthenticatedRead)).unwrap();
+    assert!(matches!(get(&mallory, "missing"), Err(StoreError::NoSuchKey)));
+    denied(get(&mallory, "k"));
+    denied(get(&RequestContext::anonymous(), "missing"));
+}
+
+/// `with_bucket_acl_sharing_objects` keeps the sharing of earlier releases: a bucket's canned
+/// ACL opens its objects too.
+#[test]
+fn a_site_may_keep_bucket_acls_sharing_their_objects() {
+    use isthmus_store::{Acl, CannedAcl};
+    let (dir, _) = store();
+    let posix = PosixStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let legacy = Authorized::new(Arc::new(posix), BucketGrants::default()).with_bucket_acl_sharing_objects(true);
+    legacy.set_bucket_acl(&user("alice"), "alices", Acl::canned(CannedAcl::PublicRead)).unwrap();
+    let read = legacy.get_object(&RequestContext::anonymous(), "alices", "k", &GetRequest::default());
+    assert_eq!(read.map(|r| r.info.size).unwrap(), 6);
 }
 
 #[test]
@@ -257,7 +303,7 @@ fn a_stale_view_of_the_settings_never_lets_a_user_take_a_bucket_back() {
 /// Every read of an object asks one question (issue 42, finding 4): a key the bucket policy
 /// denies is refused to GET and HEAD, to a copy (CopyObject, UploadPartCopy) that takes it as
 /// its source, to the file and derived records other doors (HDF5, arrays) read, and to a read
-/// of a named version; to a user the bucket's ACL shares it with, to one its grants name
+/// of a named version; to a user the object's ACL shares it with, to one its grants name
 /// (`buckets = [...]`) and to its owner alike. Keys the policy does not deny stay readable.
 #[test]
 fn an_explicit_deny_refuses_every_read_of_the_key_by_anyone_but_root() {
@@ -268,12 +314,16 @@ fn an_explicit_deny_refuses_every_read_of_the_key_by_anyone_but_root() {
         store.put_bytes(&alice, "shared-results", key, b"bytes", PutRequest::default()).unwrap();
     }
     store.set_bucket_acl(&alice, "shared-results", Acl::canned(CannedAcl::AuthenticatedRead)).unwrap();
+    for key in ["open.txt", "secret/plan.txt"] {
+        let shared = ObjectChange::Acl(Acl::canned(CannedAcl::AuthenticatedRead));
+        store.update_object(&alice, "shared-results", key, shared).unwrap();
+    }
     let deny = r#"{"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
         "Resource": "arn:aws:s3:::shared-results/secret/*"}]}"#;
     store.set_bucket_policy(&alice, "shared-results", Some(deny.to_string())).unwrap();
     store.create_bucket(&carol, "carols", &Default::default()).unwrap();
     store.create_bucket(&bob, "bobs", &Default::default()).unwrap();
-    // Carol reads by the bucket's ACL, bob by his grant ("shared-*"), alice owns the bucket.
+    // Carol reads by the objects' ACLs, bob by his grant ("shared-*"), alice owns the bucket.
     for (cx, own) in [(&carol, "carols"), (&bob, "bobs"), (&alice, "alices")] {
         let reads = |key: &str| -> Vec<Result<(), StoreError>> {
             let source = ("shared-results", key);

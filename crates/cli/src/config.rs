@@ -210,6 +210,11 @@ pub struct FileConfig {
     /// Seconds between recounts of the usage quotas check (POSIX-side changes are seen then)
     /// [default: 300].
     pub quota_rescan_seconds: Option<u64>,
+    /// A bucket's canned ACL (public-read, authenticated-read, public-read-write) also shares
+    /// reading its objects, as releases before S3's rule was followed did; S3 shares only the
+    /// listing, objects need their own ACL or a bucket policy [default: false].
+    #[serde(default)]
+    pub bucket_acl_shares_objects: bool,
 }
 
 impl FileConfig {
@@ -251,6 +256,8 @@ pub struct ServeSettings {
     pub tpc_limits: isthmus_grid::CopyLimits,
     pub quotas: Vec<isthmus_access::quota::QuotaEntry>,
     pub quota_rescan: std::time::Duration,
+    /// See `FileConfig::bucket_acl_shares_objects`.
+    pub bucket_acl_shares_objects: bool,
     /// Certificate chain and key: the main listener serves HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
     pub http_address: Option<SocketAddr>,
@@ -330,6 +337,7 @@ impl ServeSettings {
             tpc_limits,
             quotas: file.quotas,
             quota_rescan: std::time::Duration::from_secs(file.quota_rescan_seconds.unwrap_or(300).max(1)),
+            bucket_acl_shares_objects: file.bucket_acl_shares_objects,
             tls: match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {
                 (Some(cert), Some(key)) => Some((cert, key)),
                 (None, None) => None,

@@ -137,7 +137,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let domain = settings.domain.as_deref().map(|d| (d, served_ports));
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         // The one store stack every door serves (the session floor assembles it) and who asks.
-        let served = isthmus_session::stack::served(engine.clone(), &users, quotas.clone());
+        let served = isthmus_session::stack::served(engine.clone(), &users, quotas.clone(), settings.bucket_acl_shares_objects);
         let principals = Principals::new(users.clone(), identities.clone(), grid.clone());
         if let Some(socket) = local_socket {
             socket.serve(served.clone(), Arc::new(principals.clone()), settings.local_socket_max_connections)?;

@@ -16,10 +16,22 @@ use crate::as_requester::AsRequester;
 use crate::users::UserDirectory;
 
 /// The stack a gateway serves `engine` through: its users' grants decide who may use which
-/// bucket, the root user owns buckets without a recorded owner, `quotas` are enforced.
-pub fn served(engine: Arc<dyn Store>, users: &UserDirectory, quotas: Option<Arc<Quotas>>) -> Arc<dyn Store> {
+/// bucket, the root user owns buckets without a recorded owner, `quotas` are enforced, and a
+/// bucket's canned ACL shares its objects too where `bucket_acl_shares_objects` keeps the
+/// sharing of earlier releases.
+pub fn served(
+    engine: Arc<dyn Store>,
+    users: &UserDirectory,
+    quotas: Option<Arc<Quotas>>,
+    bucket_acl_shares_objects: bool,
+) -> Arc<dyn Store> {
     let identified: Arc<dyn Store> = Arc::new(AsRequester(engine));
-    Arc::new(Authorized::new(identified, users.grants()).with_root_owner(users.root()).with_quotas(quotas))
+    Arc::new(
+        Authorized::new(identified, users.grants())
+            .with_root_owner(users.root())
+            .with_quotas(quotas)
+            .with_bucket_acl_sharing_objects(bucket_acl_shares_objects),
+    )
 }
 
 /// The stack over `engine` for the process acting for itself (no users, no grants).

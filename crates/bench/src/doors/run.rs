@@ -1,7 +1,7 @@
 //! `isthmus bench doors`: one data root, one set of objects, reached through every door in one
 //! run: raw POSIX (`stat`, open+read: the file system's ceiling), the engine in-process, a
-//! gateway's local socket, the gateway over HTTP signed and anonymous (the bucket is
-//! public-read), nginx serving the very same files when it is installed (the HTTP ceiling),
+//! gateway's local socket, the gateway over HTTP signed and anonymous (a bucket policy lets
+//! anyone read), nginx serving the very same files when it is installed (the HTTP ceiling),
 //! and a bare Unix-socket echo (the local socket's ceiling). Small objects are read with every
 //! --workers count; one large object per door (--bulk-size) is read and written with one
 //! worker, for bandwidth. The gateway and nginx are started for the run and stopped after it;
@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use isthmus_posix::StoreOptions;
-use isthmus_store::acl::{Acl, CannedAcl};
 use isthmus_store::{BucketSettings, Durability, RequestContext};
 
 use crate::args::BenchArgs;
@@ -124,9 +123,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let keys: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("data/o{i:08}")).collect());
     let bulk_keys = vec!["bulk/large".to_string()];
     populate(&*engine, &keys, size, &bulk_keys, bulk_size)?;
+    // Anyone may read the bucket's objects: a bucket policy, as an S3 data portal publishes
+    // (a bucket's canned ACL shares only its listing).
+    let public_read = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{bucket}/*"}}]}}"#
+    );
     store
-        .set_bucket_acl(&RequestContext::process(), &bucket, Acl::canned(CannedAcl::PublicRead))
-        .map_err(|e| format!("cannot make {bucket} public-read: {e}"))?;
+        .set_bucket_policy(&RequestContext::process(), &bucket, Some(public_read))
+        .map_err(|e| format!("cannot give {bucket} a public-read policy: {e}"))?;
 
     let posix: Arc<dyn Target> =
         Arc::new(PosixTarget { dir: root.join(&bucket), sync: args.durability == Durability::Strict });
@@ -141,9 +145,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         S3Target::new(&endpoint, &bucket, &gateway.access_key, &gateway.secret_key).map_err(|e| e.to_string())?,
     );
     // The gateway keeps a bucket's settings for a second: wait until it serves the bucket as
-    // public-read.
+    // readable by anyone.
     let first = format!("/{bucket}/{}", keys[0]);
-    wait_for("anonymous reads of the public-read bucket", || {
+    wait_for("anonymous reads of the public bucket", || {
         crate::doors::RawHttp::new(gateway.address).request("HEAD", &first).is_ok()
     })?;
     let nginx = match find_nginx() {
