@@ -223,6 +223,51 @@ def test_share_links_folders_breadcrumbs_and_errors(browser, gateway, tmp_path):
     assert browser.execute_script("return sessionStorage.getItem('isthmus-console')") is None
 
 
+def test_a_buckets_cors_rules_are_edited_in_the_console(browser, gateway):
+    """The bucket view's CORS dialog shows an example where there are no rules, saves rules
+    given as the aws CLI's JSON (the gateway then answers preflights by them), tells what is
+    wrong with rules it refuses (bad JSON here, S3's checks at the gateway) and removes them."""
+    server, s3 = gateway
+    log_in(browser, server.console)
+    visible(browser, By.LINK_TEXT, "results").click()
+    visible(browser, By.ID, "cors-open").click()
+    visible(browser, By.ID, "cors-dialog")
+    rules = browser.find_element(By.ID, "cors-rules")
+    assert "AllowedOrigins" in rules.get_attribute("value") and "example" in browser.find_element(By.ID, "cors-title").text
+    wanted = {"CORSRules": [{"AllowedOrigins": ["http://viewer.test"], "AllowedMethods": ["GET"],
+                             "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 600}]}
+
+    def give(text):
+        browser.execute_script("arguments[0].value = arguments[1]", rules, text)
+        browser.find_element(By.ID, "cors-save").click()
+
+    give("{not json")
+    assert "not JSON" in visible(browser, By.CSS_SELECTOR, "#cors-error").text
+    give(json.dumps({"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["FETCH"]}]}))
+    wait(browser, lambda d: "FETCH" in d.find_element(By.ID, "cors-error").text or "Invalid" in d.find_element(By.ID, "cors-error").text)
+    with pytest.raises(ClientError):
+        s3.get_bucket_cors(Bucket="results")  # nothing was stored
+    give(json.dumps(wanted))
+    wait(browser, lambda d: not d.find_element(By.ID, "cors-dialog").is_displayed())
+    assert "Saved the CORS rules" in browser.find_element(By.ID, "status").text
+    stored = s3.get_bucket_cors(Bucket="results")["CORSRules"]
+    assert [(r["AllowedOrigins"], r["AllowedMethods"], r["ExposeHeaders"], r["MaxAgeSeconds"]) for r in stored] == [
+        (["http://viewer.test"], ["GET"], ["ETag"], 600)
+    ]
+    preflight = requests.options(f"{server.endpoint}/results/x", timeout=10,
+                                 headers={"Origin": "http://viewer.test", "Access-Control-Request-Method": "GET"})
+    assert preflight.status_code == 200 and preflight.headers["Access-Control-Allow-Origin"] == "http://viewer.test"
+    # Opened again, the dialog shows the stored rules; removing them removes them.
+    visible(browser, By.ID, "cors-open").click()
+    wait(browser, lambda d: "viewer.test" in d.find_element(By.ID, "cors-rules").get_attribute("value"))
+    shot(browser, "cors")
+    browser.find_element(By.ID, "cors-remove").click()
+    wait(browser, lambda d: "Removed the CORS rules" in d.find_element(By.ID, "status").text)
+    with pytest.raises(ClientError) as gone:
+        s3.get_bucket_cors(Bucket="results")
+    assert gone.value.response["Error"]["Code"] == "NoSuchCORSConfiguration"
+
+
 def test_keyboard_only_use_and_every_control_labelled(browser, gateway):
     server, s3 = gateway
     s3.put_object(Bucket="results", Key="notes.txt", Body=b"n")

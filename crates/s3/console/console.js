@@ -460,6 +460,49 @@
     $('share-dialog').showModal();
   }
 
+  // ---- A bucket's CORS rules (cors.js converts between the JSON shown and the S3 XML).
+  const { EXAMPLE: CORS_EXAMPLE, fromXml: corsFromXml, toXml: corsToXml } = window.IsthmusCors;
+
+  async function openCors(bucket) {
+    let rules;
+    try {
+      rules = corsFromXml(await s3xml('GET', objectPath(bucket), { params: { cors: '' } }));
+      $('cors-title').textContent = `CORS rules of ${bucket}`;
+    } catch (err) {
+      if (err.code !== 'NoSuchCORSConfiguration') throw err;
+      rules = CORS_EXAMPLE;
+      $('cors-title').textContent = `CORS rules of ${bucket} (none yet: an example)`;
+    }
+    $('cors-rules').value = JSON.stringify(rules, null, 2);
+    $('cors-error').textContent = '';
+    $('cors-dialog').showModal();
+    $('cors-rules').focus();
+  }
+
+  async function saveCors(bucket) {
+    let body;
+    try {
+      body = corsToXml($('cors-rules').value);
+    } catch (err) {
+      $('cors-error').textContent = err.message;
+      return;
+    }
+    try {
+      await s3('PUT', objectPath(bucket), { params: { cors: '' }, body, headers: { 'content-type': 'application/xml' } });
+    } catch (err) {
+      $('cors-error').textContent = err.message;
+      return;
+    }
+    $('cors-dialog').close();
+    say(`Saved the CORS rules of ${bucket}`);
+  }
+
+  async function removeCors(bucket) {
+    await s3('DELETE', objectPath(bucket), { params: { cors: '' } });
+    $('cors-dialog').close();
+    say(`Removed the CORS rules of ${bucket}`);
+  }
+
   function confirmDelete(text) {
     return new Promise((resolve) => {
       const dialog = $('confirm-dialog');
@@ -633,6 +676,13 @@
         fail(err);
       }
     });
+    $('cors-open').addEventListener('click', () => openCors(place().bucket).catch(fail));
+    $('cors-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      saveCors(place().bucket).catch(fail);
+    });
+    $('cors-remove').addEventListener('click', () => removeCors(place().bucket).catch(fail));
+    $('cors-close').addEventListener('click', () => $('cors-dialog').close());
     for (const id of ['upload-files', 'upload-folder']) {
       $(id).addEventListener('change', (e) => {
         const files = Array.from(e.target.files);

@@ -57,6 +57,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../console/sigv4.js"),
     },
     Asset {
+        path: "/cors.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../console/cors.js"),
+    },
+    Asset {
         path: "/console.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("../console/console.css"),
@@ -193,7 +198,7 @@ mod tests {
         let page = answer(&get("/"), SITE).unwrap();
         assert_eq!(page.status(), 200);
         assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
-        for path in ["/index.html", "/console.js", "/sigv4.js", "/console.css", "/config.json"] {
+        for path in ["/index.html", "/console.js", "/sigv4.js", "/cors.js", "/console.css", "/config.json"] {
             assert_eq!(answer(&get(path), SITE).unwrap().status(), 200, "{path}");
         }
         assert_eq!(answer(&get("/other"), SITE).unwrap().status(), 403);
