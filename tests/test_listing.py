@@ -76,6 +76,41 @@ def test_encoding_type_url(s3, filled):
     assert e.value.response["Error"]["Code"] == "InvalidArgument"
 
 
+DELIMITER_CASES = [
+    # (keys, list arguments, keys listed, common prefixes), as the S3 conformance suite lists them
+    (['bar', 'baz', 'cab', 'foo'], dict(Delimiter='a'), ['foo'], ['ba', 'ca']),
+    (['b%ar', 'b%az', 'c%ab', 'foo'], dict(Delimiter='%'), ['foo'], ['b%', 'c%']),
+    (['b ar', 'b az', 'c ab', 'foo'], dict(Delimiter=' '), ['foo'], ['b ', 'c ']),
+    (['b.ar', 'b.az', 'c.ab', 'foo'], dict(Delimiter='.'), ['foo'], ['b.', 'c.']),
+    (['bar', 'baz', 'cab', 'foo'], dict(Delimiter='\x0a'), ['bar', 'baz', 'cab', 'foo'], []),
+    (['bar', 'baz', 'cab', 'foo'], dict(Delimiter='/'), ['bar', 'baz', 'cab', 'foo'], []),
+    (['_obj1_', '_under1/bar', '_under1/baz', '_under2/bar', '_under2/baz'], dict(Delimiter='/'), ['_obj1_'], ['_under1/', '_under2/']),
+    (['asdf', 'boo/bar', 'boo/baz/xyzzy', 'cquux/thud', 'cquux/bla'], dict(Delimiter='/', Prefix='boo/'), ['boo/bar'], ['boo/baz/']),
+    (['bar', 'baz', 'cab', 'foo'], dict(Delimiter='a', Prefix='ba'), ['bar', 'baz'], []),
+    (['b/a/c', 'b/a/g', 'b/a/r', 'g'], dict(Delimiter='d', Prefix='b/'), ['b/a/c', 'b/a/g', 'b/a/r'], []),
+    (['b/a/c', 'b/a/g', 'b/a/r', 'g'], dict(Delimiter='a', Prefix='b/'), [], ['b/a']),
+    (['_bla/1', '_bla/2', '_bla/3', '_bla/4', 'abcd'], dict(Prefix='_bla/'), ['_bla/1', '_bla/2', '_bla/3', '_bla/4'], []),
+    (['foo/bar', 'foo/baz', 'quux'], dict(Prefix='\x0a'), [], []),
+    (['bar', 'baz', 'cab', 'foo'], dict(Delimiter='a', Prefix='ba', MaxKeys=1), ['bar'], []),
+    (['foo+1/bar', 'foo/bar/xyzzy', 'quux ab/thud', 'asdf+b'], dict(), ['asdf+b', 'foo+1/bar', 'foo/bar/xyzzy', 'quux ab/thud'], []),
+]
+
+
+def test_delimiters_that_are_not_a_slash_and_keys_no_listing_skips(s3):
+    """Delimiters of other characters (a letter, %, space, dot, a newline no key holds),
+    prefixes that are not directories (`_bla/`, a newline), and keys with '+' and spaces: each
+    case in a bucket of its own, listed by v1 and v2 alike."""
+    for i, (keys, arguments, keys_listed, prefixes) in enumerate(DELIMITER_CASES):
+        bucket = f"delimiters-{i}"
+        s3.create_bucket(Bucket=bucket)
+        for key in keys:
+            s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+        for listing in (s3.list_objects, s3.list_objects_v2):
+            page = listing(Bucket=bucket, **arguments)
+            got = ([o["Key"] for o in page.get("Contents", [])], [p["Prefix"] for p in page.get("CommonPrefixes", [])])
+            assert got == (keys_listed, prefixes), (keys, arguments, listing.__name__)
+
+
 def test_listing_returns_sizes_and_etags(s3, filled):
     r = s3.list_objects_v2(Bucket=filled, Prefix="b")
     (obj,) = r["Contents"]
