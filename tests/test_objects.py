@@ -104,6 +104,24 @@ def test_conditional_reads(s3, bucket):
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=bucket, Key="c", IfMatch='"0000"')
     assert status(e) == 412
+    # AWS's order when both of a pair are given: If-Match over If-Unmodified-Since (200),
+    # If-None-Match over If-Modified-Since (304 when it matches, 200 when it does not).
+    for call in (s3.get_object, s3.head_object):
+        assert call(Bucket=bucket, Key="c", IfMatch=etag, IfUnmodifiedSince=past)["ResponseMetadata"]["HTTPStatusCode"] == 200
+        with pytest.raises(ClientError) as e:
+            call(Bucket=bucket, Key="c", IfNoneMatch=etag, IfModifiedSince=past)
+        assert status(e) == 304
+        assert call(Bucket=bucket, Key="c", IfNoneMatch='"other"', IfModifiedSince=future)["ResponseMetadata"]["HTTPStatusCode"] == 200
+        with pytest.raises(ClientError) as e:
+            call(Bucket=bucket, Key="c", IfMatch='"other"', IfUnmodifiedSince=future)
+        assert status(e) == 412
+    # A 304 carries the validators a cache revalidates with, and no body.
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "c"})
+    answer = requests.get(url, headers={"If-None-Match": etag}, timeout=10)
+    assert answer.status_code == 304 and answer.headers["ETag"] == etag and answer.headers["Last-Modified"]
+    assert answer.content == b"" and answer.headers.get("Content-Length", "0") == "0"
+    answer = requests.get(url, headers={"If-Modified-Since": answer.headers["Last-Modified"]}, timeout=10)
+    assert answer.status_code == 304 and answer.headers["ETag"] == etag
 
 
 def test_response_header_overrides(s3, bucket):

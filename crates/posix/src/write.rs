@@ -378,7 +378,7 @@ impl PosixStore {
             head_version(&src_meta, src_open.versioning, &src_path, request.source_version_id.as_deref())?;
         let src_stat = rustix::fs::fstat(&src_fd).map_err(|e| StoreError::io_at("stat the copy source", src_key, e))?;
         request.source_conditions.check(&src_info.etag, src_info.last_modified).map_err(|e| match e {
-            StoreError::NotModified => StoreError::PreconditionFailed,
+            StoreError::NotModified { .. } => StoreError::PreconditionFailed,
             other => other,
         })?;
         let mut meta = request.replace_meta.clone().unwrap_or_else(|| src_info.meta.clone());

@@ -28,20 +28,29 @@ pub fn s3_error_of(err: &StoreError) -> S3Error {
     if let Ok(status) = hyper::StatusCode::from_u16(err.http_status()) {
         s3.set_status_code(status);
     }
+    let mut headers = hyper::HeaderMap::new();
     if let Some(why) = err.refusal_reason()
         && let Ok(value) = hyper::header::HeaderValue::from_str(&why)
     {
-        let mut headers = hyper::HeaderMap::new();
         headers.insert(REFUSED_HEADER, value);
-        s3.set_headers(headers);
     }
     // S3 says which delete marker answered, so clients can tell "deleted" from "never was".
     if let StoreError::LatestIsDeleteMarker { version_id } | StoreError::VersionIsDeleteMarker { version_id } = err {
-        let mut headers = hyper::HeaderMap::new();
         headers.insert("x-amz-delete-marker", hyper::header::HeaderValue::from_static("true"));
         if let Ok(value) = hyper::header::HeaderValue::from_str(version_id) {
             headers.insert("x-amz-version-id", value);
         }
+    }
+    // A 304 carries the validators a cache revalidates with (the body goes at the edge).
+    if let StoreError::NotModified { etag, last_modified } = err {
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&format!("\"{etag}\"")) {
+            headers.insert(hyper::header::ETAG, value);
+        }
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&httpdate::fmt_http_date(*last_modified)) {
+            headers.insert(hyper::header::LAST_MODIFIED, value);
+        }
+    }
+    if !headers.is_empty() {
         s3.set_headers(headers);
     }
     s3

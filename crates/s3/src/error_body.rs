@@ -93,6 +93,13 @@ pub fn code_and_message(resp: &s3s::HttpResponse) -> Option<(String, String)> {
 
 /// Completes the body of an error response in place.
 pub fn complete(resp: &mut s3s::HttpResponse, request_id: &str) {
+    if resp.status() == hyper::StatusCode::NOT_MODIFIED {
+        // A 304 has no body (RFC 9110 15.4.5): its headers are the object's validators.
+        resp.headers_mut().remove(CONTENT_LENGTH);
+        resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
+        *resp.body_mut() = s3s::Body::empty();
+        return;
+    }
     if resp.status().as_u16() < 300 {
         return;
     }

@@ -50,12 +50,12 @@ impl Conditions {
         }
         if let Some(m) = &self.if_none_match {
             if m.matches(etag) {
-                return Err(StoreError::NotModified);
+                return Err(StoreError::NotModified { etag: etag.to_string(), last_modified });
             }
         } else if let Some(t) = self.if_modified_since
             && modified <= whole_seconds(t)
         {
-            return Err(StoreError::NotModified);
+            return Err(StoreError::NotModified { etag: etag.to_string(), last_modified });
         }
         Ok(())
     }
@@ -144,11 +144,11 @@ mod tests {
 
         assert!(matches!(
             ok(Conditions { if_none_match: tags(&["abc"]), ..Default::default() }),
-            Err(StoreError::NotModified)
+            Err(StoreError::NotModified { .. })
         ));
         assert!(matches!(
             ok(Conditions { if_none_match: Some(ETagMatch::Any), ..Default::default() }),
-            Err(StoreError::NotModified)
+            Err(StoreError::NotModified { .. })
         ));
         // If-None-Match false + If-Modified-Since false => 304 only from If-None-Match, so 200.
         assert!(
@@ -161,7 +161,7 @@ mod tests {
         );
         assert!(matches!(
             ok(Conditions { if_modified_since: Some(at(1_000_000)), ..Default::default() }),
-            Err(StoreError::NotModified)
+            Err(StoreError::NotModified { .. })
         ));
         assert!(ok(Conditions { if_modified_since: Some(at(999_999)), ..Default::default() }).is_ok());
     }

@@ -38,8 +38,10 @@ pub enum StoreError {
     ObjectIsDirectory(String),
     #[error("At least one of the pre-conditions you specified did not hold")]
     PreconditionFailed,
+    /// A GET or HEAD whose If-None-Match or If-Modified-Since held: the object's validators,
+    /// which a 304 carries (RFC 9110 15.4.5).
     #[error("Not modified")]
-    NotModified,
+    NotModified { etag: String, last_modified: std::time::SystemTime },
     #[error("The requested range is not satisfiable (object size {size})")]
     InvalidRange { size: u64 },
     #[error("The source object changed while it was being copied")]
@@ -177,7 +179,7 @@ impl StoreError {
             Self::ParentIsObject(_) => "ParentIsObject",
             Self::ObjectIsDirectory(_) => "ObjectIsDirectory",
             Self::PreconditionFailed => "PreconditionFailed",
-            Self::NotModified => "NotModified",
+            Self::NotModified { .. } => "NotModified",
             Self::InvalidRange { .. } => "InvalidRange",
             Self::SourceChanged => "PreconditionFailed",
             Self::InsufficientStorage => "InsufficientStorage",
@@ -217,7 +219,6 @@ impl StoreError {
             Self::BucketAlreadyExists,
             Self::BucketNotEmpty,
             Self::PreconditionFailed,
-            Self::NotModified,
             Self::InsufficientStorage,
             Self::AccessDenied,
             Self::NoSuchUpload,
@@ -262,7 +263,7 @@ impl StoreError {
             | Self::ObjectIsDirectory(_) => 409,
             Self::InvalidBucketName(_) | Self::KeyTooLong(_) | Self::InvalidKey(_) | Self::ParentIsObject(_) => 400,
             Self::PreconditionFailed | Self::SourceChanged => 412,
-            Self::NotModified => 304,
+            Self::NotModified { .. } => 304,
             Self::InvalidRange { .. } => 416,
             Self::InsufficientStorage => 507,
             Self::InsufficientShards(_) => 503,

@@ -406,7 +406,7 @@ pub trait Store: MultipartStore + Send + Sync + 'static {
         let mut body = match self.get_object(cx, source.0, source.1, source_request) {
             Ok(response) => response.body,
             // A copy source that "was not modified" fails the copy, as in S3.
-            Err(StoreError::NotModified) => return Err(StoreError::PreconditionFailed),
+            Err(StoreError::NotModified { .. }) => return Err(StoreError::PreconditionFailed),
             Err(err) => return Err(err),
         };
         copy_stream(&mut body, &mut *writer)?;
@@ -452,7 +452,7 @@ pub fn copy_between(
     };
     let mut response = match from.get_object(cx, source.0, source.1, &get) {
         Ok(response) => response,
-        Err(StoreError::NotModified) => return Err(StoreError::PreconditionFailed),
+        Err(StoreError::NotModified { .. }) => return Err(StoreError::PreconditionFailed),
         Err(err) => return Err(err),
     };
     // As a copy within a pool: metadata and tags kept unless replaced, the ACL never copied.
