@@ -1,5 +1,6 @@
 """A small SigV4 signer for requests boto3 does not send: streaming signed payloads
-(STREAMING-AWS4-HMAC-SHA256-PAYLOAD, aws-chunked with a signature per chunk)."""
+(STREAMING-AWS4-HMAC-SHA256-PAYLOAD, aws-chunked with a signature per chunk, and its -TRAILER
+form with a signed checksum after the last chunk)."""
 
 import datetime
 import hashlib
@@ -36,27 +37,30 @@ def _authorize(headers, method, path, query, payload_hash, access_key, secret, a
     headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
 
 
-def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64 * 1024, tamper_chunk=None):
-    """Builds (url, headers, body) for a PUT with a signed aws-chunked body."""
+def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64 * 1024, tamper_chunk=None, trailer=None,
+                  tamper_trailer=False):
+    """Builds (url, headers, body) for a PUT with a signed aws-chunked body. With `trailer`
+    (name, value), a checksum goes after the last chunk, signed as the SDKs send it
+    (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER; `tamper_trailer` changes the value after
+    signing)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     host = endpoint.split("://", 1)[1]
     path = "/" + quote(bucket) + "/" + quote(key, safe="/~")
     chunks = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)] + [b""]
 
-    def chunk_len(c):
-        return len(f"{len(c):x};chunk-signature=") + 64 + 2 + len(c) + 2
-
+    content_sha256 = STREAMING + ("-TRAILER" if trailer else "")
     headers = {
         "host": host,
         "x-amz-date": amz_date,
-        "x-amz-content-sha256": STREAMING,
+        "x-amz-content-sha256": content_sha256,
         "content-encoding": "aws-chunked",
         "x-amz-decoded-content-length": str(len(data)),
-        "content-length": str(sum(chunk_len(c) for c in chunks)),
     }
+    if trailer:
+        headers["x-amz-trailer"] = trailer[0]
     signed = sorted(headers)
-    canonical = "\n".join(["PUT", path, "", *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), STREAMING])
+    canonical = "\n".join(["PUT", path, "", *[f"{h}:{headers[h]}" for h in signed], "", ";".join(signed), content_sha256])
     scope = f"{date}/us-east-1/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     key_bytes = signing_key(secret, date)
@@ -69,7 +73,16 @@ def streaming_put(endpoint, access_key, secret, bucket, key, data, chunk_size=64
         sig = hmac.new(key_bytes, chunk_to_sign.encode(), hashlib.sha256).hexdigest()
         prev = sig
         payload = c if i != tamper_chunk else bytes([c[0] ^ 1]) + c[1:]
-        body += f"{len(c):x};chunk-signature={sig}\r\n".encode() + payload + b"\r\n"
+        body += f"{len(c):x};chunk-signature={sig}\r\n".encode() + payload + (b"\r\n" if c or not trailer else b"")
+    if trailer:
+        name, value = trailer
+        trailer_to_sign = "\n".join(
+            ["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, prev, hashlib.sha256(f"{name}:{value}\n".encode()).hexdigest()]
+        )
+        trailer_sig = hmac.new(key_bytes, trailer_to_sign.encode(), hashlib.sha256).hexdigest()
+        sent = value if not tamper_trailer else value[::-1]
+        body += f"{name}:{sent}\r\nx-amz-trailer-signature:{trailer_sig}\r\n\r\n".encode()
+    headers["content-length"] = str(len(body))
     del headers["host"]
     return endpoint + path, headers, bytes(body)
 

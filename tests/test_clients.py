@@ -21,6 +21,34 @@ def test_streaming_signed_payload(server, s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="streamed.bin")["Body"].read() == data
 
 
+def test_streaming_signed_payload_with_a_signed_checksum_trailer(server, s3, bucket):
+    """STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, as the Java and Go SDKs stream an upload over
+    plain HTTP: signed chunks, then a CRC32 trailer with its own signature. The checksum is
+    verified and kept; a wrong one, or a trailer changed after signing, stores nothing."""
+    import base64
+    import zlib
+
+    data = os.urandom(200 * 1024 + 5)
+    crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+    url, headers, body = streaming_put(server.endpoint, ACCESS_KEY, SECRET_KEY, bucket, "trailed.bin", data,
+                                       trailer=("x-amz-checksum-crc32", crc))
+    r = requests.put(url, headers=headers, data=body, timeout=30)
+    assert r.status_code == 200, r.text
+    assert s3.get_object(Bucket=bucket, Key="trailed.bin")["Body"].read() == data
+    assert s3.head_object(Bucket=bucket, Key="trailed.bin", ChecksumMode="ENABLED")["ChecksumCRC32"] == crc
+    wrong = base64.b64encode(zlib.crc32(b"other").to_bytes(4, "big")).decode()
+    for key, trailer, tamper, status, code in (
+        ("wrong.bin", ("x-amz-checksum-crc32", wrong), False, 400, "BadDigest"),
+        ("tampered.bin", ("x-amz-checksum-crc32", crc), True, 403, "SignatureDoesNotMatch"),
+    ):
+        url, headers, body = streaming_put(server.endpoint, ACCESS_KEY, SECRET_KEY, bucket, key, data, trailer=trailer,
+                                           tamper_trailer=tamper)
+        r = requests.put(url, headers=headers, data=body, timeout=30)
+        assert (r.status_code, f"<Code>{code}</Code>" in r.text) == (status, True), (key, r.text)
+        with pytest.raises(ClientError):
+            s3.head_object(Bucket=bucket, Key=key)
+
+
 def test_streaming_payload_with_a_bad_chunk_signature_stores_nothing(server, s3, bucket):
     data = os.urandom(200 * 1024)
     url, headers, body = streaming_put(server.endpoint, ACCESS_KEY, SECRET_KEY, bucket, "tampered.bin", data, tamper_chunk=2)
