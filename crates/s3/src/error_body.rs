@@ -67,18 +67,6 @@ fn completed(body: &str, request_id: &str) -> Option<String> {
     Some(out)
 }
 
-/// A browser upload whose form fails a condition of its policy: the protocol layer answers
-/// 400 InvalidPolicyDocument, S3 answers 403 AccessDenied "Invalid according to Policy" (a
-/// policy that cannot be parsed stays 400 InvalidPolicyDocument).
-fn as_s3_post_condition_failure(body: String, status: &mut hyper::StatusCode) -> String {
-    const FAILED: &str = "<Code>InvalidPolicyDocument</Code><Message>Policy condition";
-    if *status != hyper::StatusCode::BAD_REQUEST || !body.contains(FAILED) {
-        return body;
-    }
-    *status = hyper::StatusCode::FORBIDDEN;
-    body.replacen(FAILED, "<Code>AccessDenied</Code><Message>Invalid according to Policy: Policy condition", 1)
-}
-
 /// The code and message of an error response's body.
 pub fn code_and_message(resp: &s3s::HttpResponse) -> Option<(String, String)> {
     let bytes = resp.body().bytes()?;
@@ -98,7 +86,7 @@ pub fn complete(resp: &mut s3s::HttpResponse, request_id: &str) {
     }
     let Some(bytes) = resp.body().bytes() else { return };
     let Some(body) = std::str::from_utf8(&bytes).ok().and_then(|b| completed(b, request_id)) else { return };
-    let body = as_s3_post_condition_failure(body, resp.status_mut());
+    let body = crate::post_policy::as_s3_condition_failure(body, resp.status_mut());
     if let Ok(length) = HeaderValue::from_str(&body.len().to_string()) {
         resp.headers_mut().insert(CONTENT_LENGTH, length);
     }
