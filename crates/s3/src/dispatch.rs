@@ -16,7 +16,7 @@ use s3s::service::S3Service;
 
 use crate::fast_read::{FastRead, Target};
 use crate::metrics::OperationSlot;
-use crate::post_form::Prepared;
+use crate::post_policy::Prepared;
 use crate::request_facts::RequestId;
 
 static X_AMZ_REQUEST_ID: HeaderName = HeaderName::from_static("x-amz-request-id");
@@ -76,7 +76,7 @@ impl Answer {
         let requester = crate::access_log::user_of(&req);
         let (req, body_finished) = crate::expect::track(req);
         let asks_attributes = crate::attributes::is_attributes_request(&req);
-        let (req, form) = match crate::post_form::prepare(req).await.map_err(s3s::HttpError::new)? {
+        let (req, form) = match crate::post_policy::prepare(req).await.map_err(s3s::HttpError::new)? {
             Prepared::Other(req) => (req, false),
             Prepared::Form(req) => (req, true),
             Prepared::Refused(refusal) => {

@@ -14,8 +14,6 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 
-use crate::post_policy::Refusal;
-
 /// The most form-field bytes read ahead of the file part.
 const MAX_FORM_HEAD: usize = 1 << 20;
 
@@ -181,44 +179,55 @@ async fn read_head(body: &mut s3s::Body) -> Result<BytesMut, s3s::StdError> {
     }
 }
 
-/// A request after its form was read: handed on (a form or not), or refused.
-pub(crate) enum Prepared {
-    /// Not a browser upload: untouched.
-    Other(hyper::Request<s3s::Body>),
-    /// A browser upload, its form checked and rewritten.
-    Form(hyper::Request<s3s::Body>),
-    Refused(Refusal),
+/// A POST object request whose form head was read.
+pub(crate) struct ReadForm {
+    parts: hyper::http::request::Parts,
+    head: BytesMut,
+    rest: s3s::Body,
+    boundary: String,
 }
 
-/// Reads, checks and rewrites the form of a POST object request; any other request passes
-/// unchanged.
-pub(crate) async fn prepare(req: hyper::Request<s3s::Body>) -> Result<Prepared, s3s::StdError> {
-    let Some(boundary) = boundary(&req) else { return Ok(Prepared::Other(req)) };
-    let (mut parts, mut body) = req.into_parts();
-    let head = read_head(&mut body).await?;
-    let head = match Form::parse(head.to_vec(), &boundary) {
-        Some(form) => {
-            let mut plan = match crate::post_policy::check(&form) {
-                Ok(plan) => plan,
-                Err(refusal) => return Ok(Prepared::Refused(refusal)),
-            };
-            plan.edits.extend(crate::post_filename::substitute(&form));
-            let rewritten = form.edited(std::mem::take(&mut plan.edits));
-            let delta = rewritten.len() as i64 - head.len() as i64;
-            let length = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<i64>().ok());
-            if delta != 0
-                && let Some(length) = length
-                && let Ok(value) = HeaderValue::from_str(&(length + delta).to_string())
-            {
-                parts.headers.insert(CONTENT_LENGTH, value);
+/// Reads the head of a POST object request's form; any other request is given back.
+pub(crate) async fn read(
+    req: hyper::Request<s3s::Body>,
+) -> Result<Result<ReadForm, hyper::Request<s3s::Body>>, s3s::StdError> {
+    let Some(boundary) = boundary(&req) else { return Ok(Err(req)) };
+    let (parts, mut rest) = req.into_parts();
+    let head = read_head(&mut rest).await?;
+    Ok(Ok(ReadForm { parts, head, rest, boundary }))
+}
+
+impl ReadForm {
+    /// The form's fields, when the head reaches the file part.
+    pub fn form(&self) -> Option<Form> {
+        Form::parse(self.head.to_vec(), &self.boundary)
+    }
+
+    /// The request to hand on: `head` (or the head as read) followed by the rest of the
+    /// body, with `extension` (and its length adjusted to a rewritten head).
+    pub fn hand_on<T>(self, head: Option<Vec<u8>>, extension: T) -> hyper::Request<s3s::Body>
+    where
+        T: Clone + Send + Sync + 'static,
+    {
+        let Self { mut parts, head: read, rest, .. } = self;
+        let head = match head {
+            Some(rewritten) => {
+                let delta = rewritten.len() as i64 - read.len() as i64;
+                let length = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<i64>().ok());
+                if delta != 0
+                    && let Some(length) = length
+                    && let Ok(value) = HeaderValue::from_str(&(length + delta).to_string())
+                {
+                    parts.headers.insert(CONTENT_LENGTH, value);
+                }
+                Bytes::from(rewritten)
             }
-            parts.extensions.insert(plan.extras);
-            Bytes::from(rewritten)
-        }
-        None => head.freeze(),
-    };
-    let body = s3s::Body::http_body_unsync(Prefixed { head: Some(head), rest: body });
-    Ok(Prepared::Form(hyper::Request::from_parts(parts, body)))
+            None => read.freeze(),
+        };
+        parts.extensions.insert(extension);
+        let body = s3s::Body::http_body_unsync(Prefixed { head: Some(head), rest });
+        hyper::Request::from_parts(parts, body)
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
-//! A browser upload's form (POST object) held to the S3 API reference where the protocol layer
-//! is more lenient or answers otherwise: a policy needs a signature (400 InvalidArgument), its
-//! expiration is an ISO 8601 date and time (400 InvalidPolicyDocument), a failed condition,
-//! the bucket's included, is 403 AccessDenied; `x-amz-checksum-*` fields need no policy
-//! condition and are checked against the file; the `tagging` field (a Tagging document) tags
-//! the object; a redirect's and a 201 answer's ETag are quoted. Fields the protocol layer does
-//! not pass on reach `PutObject` as a request extension (`FormExtras`).
+//! A browser upload's form (POST object), read ahead of the protocol layer (`post_form`), held
+//! to the S3 API reference where the protocol layer is more lenient: a policy needs a
+//! signature (400 InvalidArgument) and an ISO 8601 expiration (400 InvalidPolicyDocument);
+//! `x-amz-checksum-*` fields need no policy condition and are checked against the file; the
+//! `tagging` field (a Tagging document) tags the object; `${filename}` (`post_filename`); a
+//! redirect's and a 201 answer's ETag are quoted. Fields the protocol layer does not pass on
+//! reach `PutObject` as a request extension (`FormExtras`). A failed condition, the bucket's
+//! included, answers 403 AccessDenied (`error_body`).
 
 use std::ops::Range;
 
@@ -51,7 +52,7 @@ pub(crate) struct FormExtras {
 
 /// What the gateway does with a form it admits: edits of its head and the fields it carries
 /// on beside the protocol layer.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Plan {
     pub edits: Vec<(Range<usize>, Vec<u8>)>,
     pub extras: FormExtras,
@@ -65,6 +66,32 @@ const CHECKSUM_FIELDS: [&str; 5] = [
     "x-amz-checksum-sha256",
 ];
 
+/// A request after its form was read: handed on (a form or not), or refused.
+pub(crate) enum Prepared {
+    /// Not a browser upload: untouched.
+    Other(hyper::Request<s3s::Body>),
+    /// A browser upload, its form checked and rewritten.
+    Form(hyper::Request<s3s::Body>),
+    Refused(Refusal),
+}
+
+/// Reads, checks and rewrites the form of a POST object request (`${filename}` too); any
+/// other request passes unchanged, and so does a form whose fields cannot be read ahead.
+pub(crate) async fn prepare(req: hyper::Request<s3s::Body>) -> Result<Prepared, s3s::StdError> {
+    let read = match crate::post_form::read(req).await? {
+        Ok(read) => read,
+        Err(other) => return Ok(Prepared::Other(other)),
+    };
+    let Some(form) = read.form() else { return Ok(Prepared::Form(read.hand_on(None, FormExtras::default()))) };
+    let mut plan = match check(&form) {
+        Ok(plan) => plan,
+        Err(refusal) => return Ok(Prepared::Refused(refusal)),
+    };
+    plan.edits.extend(crate::post_filename::substitute(&form));
+    let head = (!plan.edits.is_empty()).then(|| form.edited(plan.edits));
+    Ok(Prepared::Form(read.hand_on(head, plan.extras)))
+}
+
 /// Checks a form's fields; the plan for a form admitted.
 pub(crate) fn check(form: &Form) -> Result<Plan, Refusal> {
     let policy = form.value("policy");
@@ -75,7 +102,9 @@ pub(crate) fn check(form: &Form) -> Result<Plan, Refusal> {
             let field = if v4 { "X-Amz-Signature" } else { "Signature" };
             return Err(Refusal::bad_request(
                 "InvalidArgument",
-                format!("Bucket POST must contain a field named '{field}'. If it is specified, please check the order of the fields."),
+                format!(
+                    "Bucket POST must contain a field named '{field}'. If it is specified, please check the order of the fields."
+                ),
             ));
         }
         check_expiration(policy)?;
@@ -166,33 +195,6 @@ pub(crate) fn with_form_extras(mut req: S3Request<PutObjectInput>) -> S3Request<
     req
 }
 
-/// The protocol layer's refusals that are a form failing its policy's conditions: it answers
-/// 400 InvalidPolicyDocument, S3 403 AccessDenied "Invalid according to Policy" (a policy that
-/// cannot be parsed stays 400 InvalidPolicyDocument).
-const CONDITION_FAILURES: [&str; 5] = [
-    "Policy condition",
-    "Bucket in form field",
-    "x-amz-date does not match policy",
-    "x-amz-credential does not match policy",
-    "x-amz-algorithm does not match policy",
-];
-
-/// An error body (and status) as S3 answers a failed policy condition.
-pub(crate) fn as_s3_condition_failure(body: String, status: &mut StatusCode) -> String {
-    if *status != StatusCode::BAD_REQUEST {
-        return body;
-    }
-    for failure in CONDITION_FAILURES {
-        let answered = format!("<Code>InvalidPolicyDocument</Code><Message>{failure}");
-        if body.contains(&answered) {
-            *status = StatusCode::FORBIDDEN;
-            let s3 = format!("<Code>AccessDenied</Code><Message>Invalid according to Policy: {failure}");
-            return body.replacen(&answered, &s3, 1);
-        }
-    }
-    body
-}
-
 /// A successful upload's answer as S3 gives it: the ETag in a redirect's `etag` parameter and
 /// in a 201 document is quoted (the protocol layer leaves the quotes out).
 pub(crate) fn finish_answer(resp: &mut s3s::HttpResponse) {
@@ -265,9 +267,16 @@ mod tests {
 
     #[test]
     fn checksum_fields_no_condition_names_are_hidden_from_the_protocol_layer() {
-        let p = policy(r#"{"expiration": "2099-01-01T00:00:00Z", "conditions": [["eq", "$x-amz-checksum-crc32", "AAAAAA=="]]}"#);
+        let p = policy(
+            r#"{"expiration": "2099-01-01T00:00:00Z", "conditions": [["eq", "$x-amz-checksum-crc32", "AAAAAA=="]]}"#,
+        );
         let form = parsed(
-            &[("policy", &p), ("signature", "s"), ("x-amz-checksum-sha256", "abc="), ("x-amz-checksum-crc32", "AAAAAA==")],
+            &[
+                ("policy", &p),
+                ("signature", "s"),
+                ("x-amz-checksum-sha256", "abc="),
+                ("x-amz-checksum-crc32", "AAAAAA=="),
+            ],
             "f",
         );
         let plan = check(&form).unwrap();
@@ -282,19 +291,6 @@ mod tests {
         assert_eq!(plan.extras.tagging.as_deref(), Some("a+b=1%262&c="));
         let refused = check(&parsed(&[("tagging", "<Tagging><TagSet>")], "f")).unwrap_err();
         assert_eq!(refused.code, "MalformedXML");
-    }
-
-    #[test]
-    fn condition_failures_answer_403_and_other_policy_errors_stay() {
-        let mut status = StatusCode::BAD_REQUEST;
-        let body = "<Error><Code>InvalidPolicyDocument</Code><Message>Bucket in form field 'a' does not match bucket in URL 'b'</Message></Error>";
-        let out = as_s3_condition_failure(body.into(), &mut status);
-        assert_eq!(status, StatusCode::FORBIDDEN);
-        assert!(out.contains("<Code>AccessDenied</Code><Message>Invalid according to Policy: Bucket in form field"));
-        let mut status = StatusCode::BAD_REQUEST;
-        let unparsed = "<Error><Code>InvalidPolicyDocument</Code><Message>failed to parse POST policy</Message></Error>";
-        assert_eq!(as_s3_condition_failure(unparsed.into(), &mut status), unparsed);
-        assert_eq!(status, StatusCode::BAD_REQUEST);
     }
 
     #[test]
