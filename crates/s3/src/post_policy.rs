@@ -188,7 +188,8 @@ pub(crate) fn with_form_extras(mut req: S3Request<PutObjectInput>) -> S3Request<
             "x-amz-checksum-crc32c" => &mut input.checksum_crc32c,
             "x-amz-checksum-crc64nvme" => &mut input.checksum_crc64nvme,
             "x-amz-checksum-sha1" => &mut input.checksum_sha1,
-            _ => &mut input.checksum_sha256,
+            "x-amz-checksum-sha256" => &mut input.checksum_sha256,
+            _ => continue,
         };
         slot.get_or_insert(value);
     }
