@@ -16,6 +16,7 @@ use s3s::service::S3Service;
 
 use crate::fast_read::{FastRead, Target};
 use crate::metrics::OperationSlot;
+use crate::post_policy::Prepared;
 use crate::request_facts::RequestId;
 
 static X_AMZ_REQUEST_ID: HeaderName = HeaderName::from_static("x-amz-request-id");
@@ -75,9 +76,22 @@ impl Answer {
         let requester = crate::access_log::user_of(&req);
         let (req, body_finished) = crate::expect::track(req);
         let asks_attributes = crate::attributes::is_attributes_request(&req);
-        let req = crate::post_filename::substitute(req).await.map_err(s3s::HttpError::new)?;
+        let (req, form) = match crate::post_policy::prepare(req).await.map_err(s3s::HttpError::new)? {
+            Prepared::Other(req) => (req, false),
+            Prepared::Form(req) => (req, true),
+            Prepared::Refused(refusal) => {
+                operation.set_static("PostObject");
+                let resp = refusal.response(self.id.as_str());
+                return Ok(self.finish(resp, body_finished.as_deref(), false, &requester, start));
+            }
+        };
         match self.inner.call(req).await {
-            Ok(resp) => Ok(self.finish(resp, body_finished.as_deref(), asks_attributes, &requester, start)),
+            Ok(mut resp) => {
+                if form {
+                    crate::post_policy::finish_answer(&mut resp);
+                }
+                Ok(self.finish(resp, body_finished.as_deref(), asks_attributes, &requester, start))
+            }
             Err(err) => {
                 let elapsed_us = start.elapsed().as_micros() as u64;
                 let (id, method, path, peer) = (self.id.as_str(), self.method.as_str(), self.uri.path(), self.peer);

@@ -67,16 +67,31 @@ fn completed(body: &str, request_id: &str) -> Option<String> {
     Some(out)
 }
 
-/// A browser upload whose form fails a condition of its policy: the protocol layer answers
-/// 400 InvalidPolicyDocument, S3 answers 403 AccessDenied "Invalid according to Policy" (a
-/// policy that cannot be parsed stays 400 InvalidPolicyDocument).
+/// A browser upload whose form fails a condition of its policy (the bucket's too): it answers
+/// 400 InvalidPolicyDocument, S3 403 AccessDenied "Invalid according to Policy" (a policy that
+/// cannot be parsed stays 400 InvalidPolicyDocument).
+const CONDITION_FAILURES: [&str; 5] = [
+    "Policy condition",
+    "Bucket in form field",
+    "x-amz-date does not match policy",
+    "x-amz-credential does not match policy",
+    "x-amz-algorithm does not match policy",
+];
+
+/// An error body (and status) as S3 answers a failed policy condition.
 fn as_s3_post_condition_failure(body: String, status: &mut hyper::StatusCode) -> String {
-    const FAILED: &str = "<Code>InvalidPolicyDocument</Code><Message>Policy condition";
-    if *status != hyper::StatusCode::BAD_REQUEST || !body.contains(FAILED) {
+    if *status != hyper::StatusCode::BAD_REQUEST {
         return body;
     }
-    *status = hyper::StatusCode::FORBIDDEN;
-    body.replacen(FAILED, "<Code>AccessDenied</Code><Message>Invalid according to Policy: Policy condition", 1)
+    for failure in CONDITION_FAILURES {
+        let answered = format!("<Code>InvalidPolicyDocument</Code><Message>{failure}");
+        if body.contains(&answered) {
+            *status = hyper::StatusCode::FORBIDDEN;
+            let s3 = format!("<Code>AccessDenied</Code><Message>Invalid according to Policy: {failure}");
+            return body.replacen(&answered, &s3, 1);
+        }
+    }
+    body
 }
 
 /// The code and message of an error response's body.
@@ -143,5 +158,19 @@ mod tests {
         assert_eq!(completed(full, "ID2").unwrap(), full);
         assert_eq!(completed("<ListBucketResult/>", "ID3"), None);
         assert_eq!(default_message("SomeNewCode"), "Some new code");
+    }
+
+    #[test]
+    fn condition_failures_answer_403_and_other_policy_errors_stay() {
+        let mut status = hyper::StatusCode::BAD_REQUEST;
+        let body = "<Error><Code>InvalidPolicyDocument</Code><Message>Bucket in form field 'a' does not match bucket in URL 'b'</Message></Error>";
+        let out = as_s3_post_condition_failure(body.into(), &mut status);
+        assert_eq!(status, hyper::StatusCode::FORBIDDEN);
+        assert!(out.contains("<Code>AccessDenied</Code><Message>Invalid according to Policy: Bucket in form field"));
+        let mut status = hyper::StatusCode::BAD_REQUEST;
+        let unparsed =
+            "<Error><Code>InvalidPolicyDocument</Code><Message>failed to parse POST policy</Message></Error>";
+        assert_eq!(as_s3_post_condition_failure(unparsed.into(), &mut status), unparsed);
+        assert_eq!(status, hyper::StatusCode::BAD_REQUEST);
     }
 }

@@ -30,6 +30,8 @@ pub mod metrics;
 mod multipart;
 mod object;
 mod post_filename;
+mod post_form;
+mod post_policy;
 mod request_facts;
 mod routes;
 mod select;

@@ -16,6 +16,7 @@ use crate::{checksum_headers, meta_headers, set_checksum};
 use isthmus_session::Placement;
 
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    let req = crate::post_policy::with_form_extras(req);
     let cx = gw.cx(&req)?;
     if !declares_length(&req.headers) {
         return Err(s3_error!(MissingContentLength, "You must provide the Content-Length HTTP header."));
