@@ -15,6 +15,7 @@ use zarrs::array::{ArrayBytes, ArrayPartialDecoderTraits, ArrayShardedExt, Array
 
 use crate::ArrayError;
 use crate::chunks::{Piece, ZArray, copy_box, split};
+use crate::size::SizeError;
 
 /// A span smaller than this share of its chunk is decoded alone (when the codecs allow it):
 /// below it, fetching and assembling the span's rows costs less than the whole chunk.
@@ -33,8 +34,18 @@ pub(crate) struct Target<'a> {
 /// as the bytes decoded pass what a read of the targets' bytes may decode.
 pub(crate) fn read_pieces(
     array: &ZArray,
+    targets: Vec<Target<'_>>,
+    outputs: &mut [&mut [u8]],
+) -> Result<(), ArrayError> {
+    read_pieces_within(array, targets, outputs, crate::size::decoded_bytes)
+}
+
+/// `read_pieces`, refused when `within(decoded, wanted)` refuses the bytes decoded so far.
+fn read_pieces_within(
+    array: &ZArray,
     mut targets: Vec<Target<'_>>,
     outputs: &mut [&mut [u8]],
+    within: impl Fn(u64, u64) -> Result<(), SizeError>,
 ) -> Result<(), ArrayError> {
     let element = array.fill_value().size() as u64;
     let wanted = targets.iter().fold(0u64, |n, t| n.saturating_add(t.piece.elements())).saturating_mul(element);
@@ -44,7 +55,7 @@ pub(crate) fn read_pieces(
     let mut decoded = 0u64;
     for batch in groups.chunks(at_once) {
         decoded = decoded.saturating_add(read_groups(array, batch, outputs)?);
-        crate::size::decoded_bytes(decoded, wanted)?;
+        within(decoded, wanted)?;
     }
     Ok(())
 }
@@ -198,6 +209,37 @@ fn read_groups(array: &ZArray, groups: &[&[Target<'_>]], outputs: &mut [&mut [u8
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chunks::{Extent, pieces};
+    use crate::spec::{ArraySpec, DataType};
+
+    #[test]
+    fn a_read_is_refused_once_it_decodes_more_than_its_bound_and_unwritten_chunks_cost_nothing() {
+        // 4 chunks of 64 int16 in a row, chunks 0 and 2 written: every 32nd element (2 from
+        // each chunk, 16 bytes) decodes 2 x 128 bytes of written chunks.
+        let spec = ArraySpec::new(vec![256], DataType::Int16, vec![64]);
+        let metadata = serde_json::from_value(spec.metadata().unwrap()).unwrap();
+        let store: Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+            Arc::new(zarrs::storage::store::MemoryStore::new());
+        let array: ZArray = zarrs::array::Array::new_with_metadata(store, "/", metadata).unwrap();
+        for chunk in [0u64, 2] {
+            let values: Vec<i16> = (0..64).map(|i| chunk as i16 * 100 + i).collect();
+            array.store_chunk(&[chunk], values).unwrap();
+        }
+        let extent = Extent { start: vec![0], count: vec![8], step: vec![32] };
+        let read = |limit: u64| -> Result<Vec<u8>, ArrayError> {
+            let shape = [8u64];
+            let targets = pieces(&array, &extent)?.into_iter().map(|piece| Target { piece, output: 0, shape: &shape });
+            let mut out = vec![0xaa; 16];
+            read_pieces_within(&array, targets.collect(), &mut [&mut out], |decoded, wanted| {
+                assert_eq!(wanted, 16);
+                if decoded > limit { Err(SizeError::Decoded { wanted, decoded, limit }) } else { Ok(()) }
+            })?;
+            Ok(out)
+        };
+        let expected: Vec<u8> = [0i16, 32, 0, 0, 200, 232, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(read(256).unwrap(), expected);
+        assert!(matches!(read(255), Err(ArrayError::Size(SizeError::Decoded { .. }))));
+    }
 
     fn piece(local_start: Vec<u64>, step: Vec<u64>, count: Vec<u64>) -> Piece {
         let dims = count.len();

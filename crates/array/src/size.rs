@@ -14,11 +14,11 @@ pub const MAX_CHUNKS_PER_CALL: u64 = 1 << 20;
 
 /// The most bytes one read decodes for each byte it returns, once it has decoded more than
 /// `MAX_CHUNK_BYTES` (any read may decode one chunk of the largest size whole). A read that
-/// takes few elements from each of many large or compressed chunks decodes them whole: a 1 KiB
-/// strided selection of 1 GiB chunks decoded 1 GiB per chunk it touched (the fuzz test's
-/// threshold query ran minutes). Decision: 1024x, so a time series or a downsampling by 32 in
-/// two dimensions of normal chunks still reads in one call; past it, a read is refused and
-/// is taken in parts. Chunks never written cost nothing and are not counted.
+/// takes few elements from each of many large or compressed chunks decodes them whole: a
+/// 128 KiB strided read of 64 chunks of 1 GiB decoded 64 GiB. Decision: 1024x, so any read
+/// decoding up to 1 GiB, and a downsampling by 32 in two dimensions (or a column of 2-D chunks
+/// up to 1024 wide) of any size, still reads in one call; past it a read is refused and is
+/// taken in parts. Chunks never written are not decoded and not counted.
 pub const MAX_DECODE_RATIO: u64 = 1024;
 
 /// Why a size from metadata is refused.
@@ -33,9 +33,9 @@ pub enum SizeError {
     #[error("the region touches {chunks} chunks, more than the {limit} one call reads or writes: take it in parts")]
     Chunks { chunks: u64, limit: u64 },
     #[error(
-        "reading the region's {wanted} bytes decoded {decoded} bytes of chunks, more than the {limit} one call \
-         decodes for it ({MAX_DECODE_RATIO} times its bytes, at least one chunk of the largest size): take it in \
-         parts, or fewer elements per chunk from larger regions"
+        "reading {wanted} bytes decoded {decoded} bytes of chunks, more than the {limit} one read may decode \
+         ({MAX_DECODE_RATIO} times its bytes, at least {MAX_CHUNK_BYTES}): it takes few elements from each of many \
+         large or compressed chunks; take it in parts"
     )]
     Decoded { wanted: u64, decoded: u64, limit: u64 },
 }
