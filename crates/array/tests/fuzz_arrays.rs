@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use isthmus_access::Authorized;
-use isthmus_array::{Expr, Location, ZarrArray, parse_selection, select::find};
+use isthmus_array::{Expr, Location, ZarrArray, parse_selection, remove_node, select::find};
 use isthmus_posix::{PosixStore, StoreOptions};
 use isthmus_store::{Durability, PutRequest, RequestContext, Store, StoreExt};
 use proptest::prelude::*;
@@ -32,21 +32,34 @@ fn location(dir: &std::path::Path) -> Location {
     Location::Engine { store, cx: RequestContext::process(), bucket: "fuzz".into(), prefix: String::new() }
 }
 
-/// Where a case's array lives: one engine per test thread (an engine opened and a bucket made
-/// for each case cost more than most cases: 3000 cases took minutes on a busy disk), a fresh
-/// array for each case.
-fn case_location() -> (Location, String) {
-    thread_local! {
-        static ENGINE: (tempfile::TempDir, Location, Cell<u64>) = {
-            let dir = tempfile::tempdir().unwrap();
-            let location = location(dir.path());
-            (dir, location, Cell::new(0))
-        };
+/// A case's array: one engine per test thread (an engine opened and a bucket made for each case
+/// cost more than most cases: 3000 cases took minutes on a busy disk), a fresh array for each
+/// case, removed when the case ends (a long run leaves nothing behind).
+struct Case {
+    location: Location,
+    path: String,
+}
+
+impl Case {
+    fn new() -> Self {
+        thread_local! {
+            static ENGINE: (tempfile::TempDir, Location, Cell<u64>) = {
+                let dir = tempfile::tempdir().unwrap();
+                let location = location(dir.path());
+                (dir, location, Cell::new(0))
+            };
+        }
+        ENGINE.with(|(_, location, cases)| {
+            cases.set(cases.get() + 1);
+            Case { location: location.clone(), path: format!("case{}.zarr", cases.get()) }
+        })
     }
-    ENGINE.with(|(_, location, cases)| {
-        cases.set(cases.get() + 1);
-        (location.clone(), format!("case{}.zarr", cases.get()))
-    })
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        let _ = remove_node(&self.location, &self.path);
+    }
 }
 
 fn put(location: &Location, key: &str, bytes: &[u8]) {
@@ -95,9 +108,9 @@ fn selection() -> impl Strategy<Value = String> {
 /// Reads what `selection` asks of the array in `json`, when it is small enough, as the gateway
 /// does: the size is checked against the limit before anything is read.
 fn select(json: &str, selection: &str, expr: Option<&Expr>) {
-    let (location, path) = case_location();
-    put(&location, &format!("{path}/zarr.json"), json.as_bytes());
-    let Ok(array) = ZarrArray::open(&location, &path) else { return };
+    let case = Case::new();
+    put(&case.location, &format!("{}/zarr.json", case.path), json.as_bytes());
+    let Ok(array) = ZarrArray::open(&case.location, &case.path) else { return };
     let Ok(parsed) = parse_selection(selection, array.shape()) else { return };
     let Ok(bytes) = array.region_bytes(&parsed.region) else { return };
     if bytes as u64 > READ_LIMIT {
