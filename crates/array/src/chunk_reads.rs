@@ -3,7 +3,9 @@
 //! caller's buffers. A sharded chunk read for one piece is decoded inner chunk by inner chunk,
 //! only those holding an element of the piece, through one shard decoder (the shard's index read
 //! once per read, not once per inner chunk); any other chunk is decoded whole when it must be
-//! decompressed anyway (or most of it is wanted), else only the piece's span.
+//! decompressed anyway (or most of it is wanted), else only the piece's span. A chunk never
+//! written is not decoded: its pieces are filled with the fill value. What a read decodes is
+//! bounded by what it returns (`size::decoded_bytes`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use zarrs::array::{ArrayBytes, ArrayPartialDecoderTraits, ArrayShardedExt, Array
 
 use crate::ArrayError;
 use crate::chunks::{Piece, ZArray, copy_box, split};
+use crate::size::SizeError;
 
 /// A span smaller than this share of its chunk is decoded alone (when the codecs allow it):
 /// below it, fetching and assembling the span's rows costs less than the whole chunk.
@@ -27,17 +30,32 @@ pub(crate) struct Target<'a> {
 }
 
 /// Reads every chunk of `targets` into `outputs`: chunks decoded in parallel, a bounded group at
-/// a time, then copied into place (this module plans how each chunk is decoded).
+/// a time, then copied into place (this module plans how each chunk is decoded). Refused as soon
+/// as the bytes decoded pass what a read of the targets' bytes may decode.
 pub(crate) fn read_pieces(
+    array: &ZArray,
+    targets: Vec<Target<'_>>,
+    outputs: &mut [&mut [u8]],
+) -> Result<(), ArrayError> {
+    read_pieces_within(array, targets, outputs, crate::size::decoded_bytes)
+}
+
+/// `read_pieces`, refused when `within(decoded, wanted)` refuses the bytes decoded so far.
+fn read_pieces_within(
     array: &ZArray,
     mut targets: Vec<Target<'_>>,
     outputs: &mut [&mut [u8]],
+    within: impl Fn(u64, u64) -> Result<(), SizeError>,
 ) -> Result<(), ArrayError> {
+    let element = array.fill_value().size() as u64;
+    let wanted = targets.iter().fold(0u64, |n, t| n.saturating_add(t.piece.elements())).saturating_mul(element);
     targets.sort_by(|a, b| a.piece.chunk.cmp(&b.piece.chunk));
     let groups: Vec<&[Target<'_>]> = targets.chunk_by(|a, b| a.piece.chunk == b.piece.chunk).collect();
     let at_once = rayon::current_num_threads() * 2;
+    let mut decoded = 0u64;
     for batch in groups.chunks(at_once) {
-        read_groups(array, batch, outputs)?;
+        decoded = decoded.saturating_add(read_groups(array, batch, outputs)?);
+        within(decoded, wanted)?;
     }
     Ok(())
 }
@@ -52,12 +70,14 @@ struct Job<'a> {
     pieces: Vec<(Piece, usize, &'a [u64])>,
 }
 
-/// A job's result: its bytes, the box they hold (origin and shape in the chunk), its pieces.
+/// A job's result: its bytes, the box they hold (origin and shape in the chunk), its pieces;
+/// `filled`: the chunk was never written (no bytes), its pieces are its fill value.
 struct Decoded<'a> {
     bytes: Vec<u8>,
     origin: Vec<u64>,
     shape: Vec<u64>,
     pieces: Vec<(Piece, usize, &'a [u64])>,
+    filled: bool,
 }
 
 /// The decode jobs of one chunk's targets.
@@ -106,22 +126,48 @@ fn decode<'a>(array: &ZArray, job: Job<'a>) -> Result<Decoded<'a>, ArrayError> {
             (bytes, span.iter().map(|r| r.start).collect(), span.iter().map(|r| r.end - r.start).collect())
         }
         (_, None) => {
-            let bytes: ArrayBytes<'static> = array.retrieve_chunk(job.chunk)?;
+            // A chunk never written is not made (up to `MAX_CHUNK_BYTES` of fill values for a
+            // few elements): its pieces are filled where they land.
+            let Some(bytes) = array.retrieve_chunk_if_exists::<ArrayBytes<'static>>(job.chunk)? else {
+                let (origin, shape) = (Vec::new(), Vec::new());
+                return Ok(Decoded { bytes: Vec::new(), origin, shape, pieces: job.pieces, filled: true });
+            };
             let shape = array.chunk_shape(job.chunk)?.iter().map(|n| n.get()).collect();
             (bytes, vec![0; job.chunk.len()], shape)
         }
     };
     let bytes = bytes.into_fixed().map_err(|e| ArrayError::Spec(e.to_string()))?.into_owned();
-    Ok(Decoded { bytes, origin, shape, pieces: job.pieces })
+    Ok(Decoded { bytes, origin, shape, pieces: job.pieces, filled: false })
 }
 
-/// Decodes `groups` (each the targets of one chunk) and copies every piece into `outputs`.
-pub(crate) fn read_groups(
-    array: &ZArray,
-    groups: &[&[Target<'_>]],
-    outputs: &mut [&mut [u8]],
-) -> Result<(), ArrayError> {
-    let element = array.fill_value().size();
+/// Writes `fill` (one element) into every element of `piece` in `output`, shaped `shape`.
+fn fill_piece(fill: &[u8], piece: &Piece, output: &mut [u8], shape: &[u64]) {
+    let Some(&row) = piece.count.last() else { return };
+    let dims = piece.count.len();
+    // One row of fill values, read again for every row of the piece.
+    let (mut row_shape, mut row_step) = (vec![1; dims], vec![0; dims]);
+    (row_shape[dims - 1], row_step[dims - 1]) = (row, 1);
+    let (zeros, ones) = (vec![0; dims], vec![1; dims]);
+    let values = fill.repeat(row as usize);
+    copy_box(
+        fill.len(),
+        &piece.count,
+        &values,
+        &row_shape,
+        &zeros,
+        &row_step,
+        output,
+        shape,
+        &piece.region_start,
+        &ones,
+    );
+}
+
+/// Decodes `groups` (each the targets of one chunk) and copies every piece into `outputs`; the
+/// bytes decoded.
+fn read_groups(array: &ZArray, groups: &[&[Target<'_>]], outputs: &mut [&mut [u8]]) -> Result<u64, ArrayError> {
+    let fill = array.fill_value().as_ne_bytes();
+    let element = fill.len();
     let plans: Vec<Vec<Job<'_>>> = groups.par_iter().map(|group| plan(array, group)).collect::<Result<_, _>>()?;
     let decoded: Vec<Decoded<'_>> = plans
         .into_iter()
@@ -130,8 +176,14 @@ pub(crate) fn read_groups(
         .into_par_iter()
         .map(|job| decode(array, job))
         .collect::<Result<_, _>>()?;
+    let mut spent = 0u64;
     for done in decoded {
+        spent += done.bytes.len() as u64;
         for (piece, output, shape) in &done.pieces {
+            if done.filled {
+                fill_piece(fill, piece, outputs[*output], shape);
+                continue;
+            }
             let start: Vec<u64> = (0..done.origin.len()).map(|d| piece.local_start[d] - done.origin[d]).collect();
             // Trailing dimensions of extent 1 on both sides (EQSIM's last `1`) are dropped:
             // with them every element was a row of its own, its offsets computed anew.
@@ -151,12 +203,43 @@ pub(crate) fn read_groups(
             );
         }
     }
-    Ok(())
+    Ok(spent)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chunks::{Extent, pieces};
+    use crate::spec::{ArraySpec, DataType};
+
+    #[test]
+    fn a_read_is_refused_once_it_decodes_more_than_its_bound_and_unwritten_chunks_cost_nothing() {
+        // 4 chunks of 64 int16 in a row, chunks 0 and 2 written: every 32nd element (2 from
+        // each chunk, 16 bytes) decodes 2 x 128 bytes of written chunks.
+        let spec = ArraySpec::new(vec![256], DataType::Int16, vec![64]);
+        let metadata = serde_json::from_value(spec.metadata().unwrap()).unwrap();
+        let store: Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+            Arc::new(zarrs::storage::store::MemoryStore::new());
+        let array: ZArray = zarrs::array::Array::new_with_metadata(store, "/", metadata).unwrap();
+        for chunk in [0u64, 2] {
+            let values: Vec<i16> = (0..64).map(|i| chunk as i16 * 100 + i).collect();
+            array.store_chunk(&[chunk], values).unwrap();
+        }
+        let extent = Extent { start: vec![0], count: vec![8], step: vec![32] };
+        let read = |limit: u64| -> Result<Vec<u8>, ArrayError> {
+            let shape = [8u64];
+            let targets = pieces(&array, &extent)?.into_iter().map(|piece| Target { piece, output: 0, shape: &shape });
+            let mut out = vec![0xaa; 16];
+            read_pieces_within(&array, targets.collect(), &mut [&mut out], |decoded, wanted| {
+                assert_eq!(wanted, 16);
+                if decoded > limit { Err(SizeError::Decoded { wanted, decoded, limit }) } else { Ok(()) }
+            })?;
+            Ok(out)
+        };
+        let expected: Vec<u8> = [0i16, 32, 0, 0, 200, 232, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(read(256).unwrap(), expected);
+        assert!(matches!(read(255), Err(ArrayError::Size(SizeError::Decoded { .. }))));
+    }
 
     fn piece(local_start: Vec<u64>, step: Vec<u64>, count: Vec<u64>) -> Piece {
         let dims = count.len();

@@ -213,3 +213,31 @@ fn whole_chunks_written_straight_from_the_buffer_land_in_place() {
         assert_eq!(plane, vec![9; 8]);
     }
 }
+
+#[test]
+fn chunks_never_written_read_as_the_fill_value_without_being_made() {
+    // A strided read over written and unwritten chunks, into a buffer that is not zeroed: every
+    // element of a chunk never written is the fill value.
+    let dir = tempfile::tempdir().unwrap();
+    let location = engine(dir.path());
+    let mut spec = ArraySpec::new(vec![9, 10], DataType::Int16, vec![4, 3]);
+    spec.fill_value = Some(-3.0);
+    let array = ZarrArray::create(&location, "a", &spec).unwrap();
+    let value = |row: u64, column: u64| if (4..8).contains(&row) { (row * 10 + column) as i16 } else { -3 };
+    let rows: Vec<u8> = (4..8).flat_map(|r| (0..10).flat_map(move |c| value(r, c).to_le_bytes())).collect();
+    array.write(&Region::new(vec![4, 0], vec![4, 10]), &rows).unwrap();
+    let region = Region::new(vec![1, 1], vec![4, 3]).with_stride(vec![2, 4]);
+    let mut out = vec![0xaa; 4 * 3 * 2];
+    array.read(&region, &mut out).unwrap();
+    let expected: Vec<u8> = [1, 3, 5, 7]
+        .into_iter()
+        .flat_map(|r| [1, 5, 9].into_iter().flat_map(move |c| value(r, c).to_le_bytes()))
+        .collect();
+    assert_eq!(out, expected);
+    // A few elements from each of 64 chunks of 1 GiB never written: none is made (each was a
+    // 1 GiB allocation of fill values before, 64 GiB for this read of 128 KiB).
+    let spec = ArraySpec::new(vec![4096, 4096, 4096], DataType::UInt8, vec![1024, 1024, 1024]);
+    let big = ZarrArray::create(&location, "big", &spec).unwrap();
+    let region = Region::new(vec![0, 0, 0], vec![8, 8, 2048]).with_stride(vec![512, 512, 2]);
+    assert_eq!(big.read_vec(&region).unwrap(), vec![0; 8 * 8 * 2048]);
+}
