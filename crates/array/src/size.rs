@@ -13,13 +13,20 @@ pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
 pub const MAX_CHUNKS_PER_CALL: u64 = 1 << 20;
 
 /// The most bytes one read decodes for each byte it returns, once it has decoded more than
-/// `MAX_CHUNK_BYTES` (any read may decode one chunk of the largest size whole). A read that
-/// takes few elements from each of many large or compressed chunks decodes them whole: a
-/// 128 KiB strided read of 64 chunks of 1 GiB decoded 64 GiB. Decision: 1024x, so any read
-/// decoding up to 1 GiB, and a downsampling by 32 in two dimensions (or a column of 2-D chunks
-/// up to 1024 wide) of any size, still reads in one call; past it a read is refused and is
-/// taken in parts. Chunks never written are not decoded and not counted.
+/// `DECODE_ALLOWANCE`. A read that takes few elements from each of many large or compressed
+/// chunks decodes them whole: a 128 KiB strided read of 64 chunks of 1 GiB decoded 64 GiB.
+/// Decision: 1024x, so a downsampling by 32 in two dimensions (or a column of 2-D chunks up to
+/// 1024 wide) of any size still reads in one call; past it a read is refused and is taken in
+/// parts. Chunks never written are not decoded and not counted.
 pub const MAX_DECODE_RATIO: u64 = 1024;
+
+/// What any read may decode whatever it returns: 16 chunks of the largest size. Decision: a
+/// time series through chunks that hold one step each (a pixel's history through 4 MiB
+/// chunks: 4 MiB decoded per 4 bytes returned) is the common read with the highest ratio; up to
+/// 4096 such steps read in one call, and a read crafted to decode much for little is bounded
+/// to 16 GiB of work (seconds of one blocking thread, never memory: chunks are decoded one at
+/// a time).
+pub const DECODE_ALLOWANCE: u64 = 16 * MAX_CHUNK_BYTES;
 
 /// Why a size from metadata is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,16 +41,16 @@ pub enum SizeError {
     Chunks { chunks: u64, limit: u64 },
     #[error(
         "reading {wanted} bytes decoded {decoded} bytes of chunks, more than the {limit} one read may decode \
-         ({MAX_DECODE_RATIO} times its bytes, at least {MAX_CHUNK_BYTES}): it takes few elements from each of many \
+         ({MAX_DECODE_RATIO} times its bytes, at least {DECODE_ALLOWANCE}): it takes few elements from each of many \
          large or compressed chunks; take it in parts"
     )]
     Decoded { wanted: u64, decoded: u64, limit: u64 },
 }
 
 /// `decoded` bytes of chunks decoded so far by a read returning `wanted` bytes, refused above
-/// `MAX_DECODE_RATIO` times `wanted` (at least `MAX_CHUNK_BYTES`).
+/// `MAX_DECODE_RATIO` times `wanted` (at least `DECODE_ALLOWANCE`).
 pub fn decoded_bytes(decoded: u64, wanted: u64) -> Result<(), SizeError> {
-    let limit = wanted.saturating_mul(MAX_DECODE_RATIO).max(MAX_CHUNK_BYTES);
+    let limit = wanted.saturating_mul(MAX_DECODE_RATIO).max(DECODE_ALLOWANCE);
     if decoded > limit {
         return Err(SizeError::Decoded { wanted, decoded, limit });
     }
@@ -108,10 +115,11 @@ mod tests {
         assert!(matches!(chunk_bytes(&[1 << 15, 1 << 15], 2), Err(SizeError::TooLarge { .. })));
         assert_eq!(chunk_count(&[1 << 10, 1 << 10]), Ok(MAX_CHUNKS_PER_CALL));
         assert!(matches!(chunk_count(&[1 << 40, 1 << 40]), Err(SizeError::Chunks { .. })));
-        assert_eq!(decoded_bytes(MAX_CHUNK_BYTES, 1), Ok(()));
-        assert!(matches!(decoded_bytes(MAX_CHUNK_BYTES + 1, 1), Err(SizeError::Decoded { .. })));
+        assert_eq!(decoded_bytes(DECODE_ALLOWANCE, 1), Ok(()));
+        assert!(matches!(decoded_bytes(DECODE_ALLOWANCE + 1, 1), Err(SizeError::Decoded { .. })));
         assert_eq!(decoded_bytes(MAX_DECODE_RATIO << 30, 1 << 30), Ok(()));
         assert!(matches!(decoded_bytes((MAX_DECODE_RATIO << 30) + 1, 1 << 30), Err(SizeError::Decoded { .. })));
+        assert_eq!(decoded_bytes(DECODE_ALLOWANCE, 4096 * 4), Ok(()), "a time series of 4096 steps");
         assert!(matches!(decoded_bytes(u64::MAX, u64::MAX / 2), Ok(())));
     }
 }
