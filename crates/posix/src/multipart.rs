@@ -27,7 +27,7 @@ use isthmus_store::ObjectMeta;
 use isthmus_store::checksum::{Checksum, ChecksumAlgorithm, ChecksumType, multipart_checksum};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::multipart::{CompletedPart, MAX_PART_NUMBER, MIN_PART_SIZE, PartInfo};
+use isthmus_store::multipart::{CompleteChecksum, CompletedPart, MAX_PART_NUMBER, MIN_PART_SIZE, PartInfo};
 use isthmus_store::{ObjectInfo, ObjectWrite, PartRequest, PutRequest};
 
 pub(super) const UPLOADS_DIR: &str = ".isthmus/uploads";
@@ -83,7 +83,9 @@ fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
 }
 
 /// The parts present in an upload directory, newest file per part number. Part files are
-/// named `<number>.<md5 hex>` or `<number>.<md5 hex>.<checksum hex>`.
+/// named `<number>.<md5 hex>`, or `<number>.<md5 hex>.<checksum hex>.<algorithm>` (the
+/// algorithm the part declared, which is the upload's when it has one; older parts leave it
+/// out, and have the upload's).
 pub(super) fn read_parts(
     dir: BorrowedFd<'_>,
     algorithm: Option<ChecksumAlgorithm>,
@@ -98,6 +100,7 @@ pub(super) fn read_parts(
         let (Some(number), Some(etag), checksum_hex) = (fields.next(), fields.next(), fields.next()) else {
             continue;
         };
+        let algorithm = algorithm.or_else(|| fields.next().and_then(ChecksumAlgorithm::from_name));
         let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else {
             continue;
         };
@@ -105,9 +108,7 @@ pub(super) fn read_parts(
             continue;
         };
         let checksum = match (algorithm, checksum_hex.and_then(|h| hex::decode(h).ok())) {
-            (Some(algorithm), Some(raw)) => {
-                Some(Checksum { algorithm, value: BASE64.encode(raw), kind: ChecksumType::FullObject })
-            }
+            (Some(algorithm), Some(raw)) => Some(Checksum::full_object(algorithm, BASE64.encode(raw))),
             _ => None,
         };
         let info = PartInfo {
@@ -152,8 +153,10 @@ impl ObjectWrite for PosixPartWriter {
         }
         let stat = rustix::fs::fstat(&self.staged.file)?;
         let prefix = part_prefix(self.part_number);
-        let name = match checksum.as_ref().and_then(Checksum::raw) {
-            Some(raw) => format!("{prefix}{etag}.{}", hex::encode(raw)),
+        let name = match checksum.as_ref().and_then(|c| Some((c.raw()?, c.algorithm))) {
+            Some((raw, algorithm)) => {
+                format!("{prefix}{etag}.{}.{}", hex::encode(raw), algorithm.name().to_ascii_lowercase())
+            }
             None => format!("{prefix}{etag}"),
         };
         // Installing a part and removing the earlier uploads of its number is one step under
@@ -302,7 +305,7 @@ impl PosixStore {
         check_part_number(request.part_number)?;
         let open = self.bucket_fd(bucket)?;
         let (upload_dir, record) = self.open_upload(open.fd.as_fd(), key, upload_id)?;
-        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request.checksum_algorithm)?;
+        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request)?;
         let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(algorithm);
         Ok(PosixPartWriter { upload_dir, staged, part_number: request.part_number, strict: self.strict() })
     }
@@ -386,8 +389,8 @@ impl PosixStore {
         let choice = choose_parts(
             parts,
             |n| stored.get(&n).map(|(info, _)| info),
-            record.checksum_algorithm,
-            record.checksum_type,
+            (record.checksum_algorithm, record.checksum_type),
+            &request.complete_checksum,
         )?;
         let chosen: Vec<(PartInfo, String)> =
             choice.parts.iter().map(|info| stored[&info.part_number].clone()).collect();
@@ -465,14 +468,20 @@ pub struct PartChoice {
     pub checksum: Option<Checksum>,
 }
 
+/// An upload's checksum: the algorithm it was created with (if any) and how the object's
+/// checksum derives from the parts'.
+pub type UploadChecksum = (Option<ChecksumAlgorithm>, ChecksumType);
+
 /// Checks the listed parts as S3 does (at least one, ascending numbers, each stored with the
-/// listed ETag and checksum, all but the last at least 5 MiB) and derives the object's ETag
-/// (MD5 of the parts' MD5s, "-N") and checksum from them. Shared by every backend.
+/// listed ETag and checksum, all but the last at least 5 MiB; a composite upload's parts each
+/// listed with their checksum) and derives the object's ETag (MD5 of the parts' MD5s, "-N")
+/// and checksum from them, which must be what the Complete declared (`declared`). Shared by
+/// every backend.
 pub fn choose_parts<'a>(
     parts: &[CompletedPart],
     stored: impl Fn(u32) -> Option<&'a PartInfo>,
-    algorithm: Option<ChecksumAlgorithm>,
-    checksum_type: ChecksumType,
+    (algorithm, checksum_type): UploadChecksum,
+    declared: &CompleteChecksum,
 ) -> StoreResult<PartChoice> {
     if parts.is_empty() {
         return Err(StoreError::MalformedXml("You must specify at least one part".into()));
@@ -483,11 +492,26 @@ pub fn choose_parts<'a>(
             return Err(StoreError::InvalidPartOrder);
         }
     }
+    if let (Some(_), Some(kind)) = (algorithm, declared.kind)
+        && kind != checksum_type
+    {
+        return Err(StoreError::InvalidRequest(format!(
+            "The upload was created using the {} checksum mode. The complete request must use the same checksum mode.",
+            checksum_type.name()
+        )));
+    }
     let mut chosen = Vec::with_capacity(parts.len());
     for (i, part) in parts.iter().enumerate() {
+        if let (Some(algorithm), ChecksumType::Composite, None) = (algorithm, checksum_type, &part.checksum) {
+            return Err(StoreError::InvalidRequest(format!(
+                "The upload was created using a {} checksum. The complete request must include the checksum for each part. It was missing for part {} in the request.",
+                algorithm.name().to_ascii_lowercase(),
+                part.part_number
+            )));
+        }
         let etag = part.etag.trim_matches('"').to_ascii_lowercase();
         let checksum_matches = |info: &PartInfo| match (&part.checksum, &info.checksum) {
-            (Some(claimed), Some(stored)) => *claimed == stored.value,
+            (Some(claimed), Some(stored)) => claimed.trim() == stored.value,
             (Some(_), None) => false,
             (None, _) => true,
         };
@@ -508,29 +532,62 @@ pub fn choose_parts<'a>(
         Some(algorithm) => {
             let mut raws = Vec::with_capacity(chosen.len());
             for info in &chosen {
-                let raw =
-                    info.checksum.as_ref().and_then(Checksum::raw).ok_or(StoreError::InvalidPart(info.part_number))?;
+                let raw = info
+                    .checksum
+                    .as_ref()
+                    .filter(|c| c.algorithm == algorithm)
+                    .and_then(Checksum::raw)
+                    .ok_or(StoreError::InvalidPart(info.part_number))?;
                 raws.push((raw, info.size));
             }
-            Some(multipart_checksum(algorithm, checksum_type, &raws))
+            let checksum = multipart_checksum(algorithm, checksum_type, &raws);
+            check_declared(&checksum, declared)?;
+            Some(checksum)
         }
+        // As in S3, which gives such an upload a checksum of its own choosing, a value declared
+        // for an upload created without an algorithm is not compared: there is none to compare.
         None => None,
     };
     Ok(PartChoice { parts: chosen, etag, checksum })
 }
 
+/// The object's checksum against the one a CompleteMultipartUpload declared.
+fn check_declared(checksum: &Checksum, declared: &CompleteChecksum) -> StoreResult<()> {
+    let Some((algorithm, value)) = &declared.value else {
+        return Ok(());
+    };
+    if *algorithm != checksum.algorithm {
+        return Err(mismatched_algorithm(checksum.algorithm, Some(*algorithm)));
+    }
+    if checksum.matches_declared(value) {
+        Ok(())
+    } else {
+        Err(StoreError::BadDigest(format!(
+            "The {} you specified did not match the calculated checksum.",
+            algorithm.name().to_ascii_lowercase()
+        )))
+    }
+}
+
+/// S3's answer to a checksum of another algorithm than the upload's (`null`: none given).
+fn mismatched_algorithm(expected: ChecksumAlgorithm, actual: Option<ChecksumAlgorithm>) -> StoreError {
+    StoreError::InvalidRequest(format!(
+        "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
+        expected.name().to_ascii_lowercase(),
+        actual.map_or_else(|| "null".to_string(), |a| a.name().to_ascii_lowercase())
+    ))
+}
+
 /// The checksum algorithm a part is hashed with: the upload's, or the part's own when the
-/// upload has none; a part declaring another algorithm than the upload's is refused.
+/// upload has none. A part declaring another algorithm than the upload's is refused, and so is
+/// one declaring none where the client's declaration is all there is (`checksum_declared`).
 pub fn part_checksum_algorithm(
     upload: Option<ChecksumAlgorithm>,
-    part: Option<ChecksumAlgorithm>,
+    request: &PartRequest,
 ) -> StoreResult<Option<ChecksumAlgorithm>> {
-    match (upload, part) {
-        (Some(upload), Some(part)) if upload != part => Err(StoreError::InvalidRequest(format!(
-            "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
-            upload.name().to_ascii_lowercase(),
-            part.name().to_ascii_lowercase()
-        ))),
+    match (upload, request.checksum_algorithm) {
+        (Some(upload), Some(part)) if upload != part => Err(mismatched_algorithm(upload, Some(part))),
+        (Some(upload), None) if request.checksum_declared => Err(mismatched_algorithm(upload, None)),
         (upload, part) => Ok(upload.or(part)),
     }
 }
