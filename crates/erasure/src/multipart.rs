@@ -13,9 +13,8 @@ use super::drives::UPLOADS_DIR;
 use super::manifest::{Manifest, Segment, Stored, now_ns, random_id};
 use super::write::{SegmentWriter, StreamHashes};
 use super::{Drive, Inner};
-use isthmus_posix::multipart::{
-    check_part_number, choose_parts, new_upload_id, part_checksum_algorithm, run_lengths, valid_upload_id,
-};
+use isthmus_posix::multipart::{new_upload_id, valid_upload_id};
+use isthmus_posix::part_rules::{check_part_number, choose_parts, part_checksum_algorithm, run_lengths};
 use isthmus_posix::upload_list::{page_parts, page_uploads};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;

@@ -1,15 +1,16 @@
 //! Multipart uploads on a POSIX store. Each upload is a directory
 //! `BUCKET/.isthmus/uploads/<upload id>/` holding `upload.json` (key, metadata, start time) and
-//! one file per part named `<part number>.<md5>`. Completion claims the directory with an atomic
-//! rename (so a racing Complete and Abort cannot both win), assembles the parts with
-//! copy_file_range into a staged file and installs it like any PUT, with the S3 "-N" ETag;
-//! the completed upload is remembered a day for retried Completes (`completed.rs`).
+//! one file per part named `<part number>.<md5>` (then its checksum and algorithm, if it has
+//! one). Completion claims the directory with an atomic rename (so a racing Complete and Abort
+//! cannot both win), assembles the parts with copy_file_range into a staged file and installs
+//! it like any PUT, with the S3 "-N" ETag; the completed upload is remembered a day for retried
+//! Completes (`completed.rs`). What a Complete may list, and the object's ETag and checksum,
+//! are `part_rules.rs`'s.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use md5::{Digest, Md5};
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
@@ -21,13 +22,14 @@ use super::completed;
 use super::locks::FileLock;
 use super::staging::StagedFile;
 use super::{PosixStore, modified};
+use crate::part_rules::{check_part_number, choose_parts, part_checksum_algorithm, run_lengths};
 use crate::resolve::{create_dirs_beneath, open_dir_beneath};
 use crate::writer_names::unique_suffix;
 use isthmus_store::ObjectMeta;
-use isthmus_store::checksum::{Checksum, ChecksumAlgorithm, ChecksumType, multipart_checksum};
+use isthmus_store::checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::multipart::{CompleteChecksum, CompletedPart, MAX_PART_NUMBER, MIN_PART_SIZE, PartInfo};
+use isthmus_store::multipart::{CompletedPart, PartInfo};
 use isthmus_store::{ObjectInfo, ObjectWrite, PartRequest, PutRequest};
 
 pub(super) const UPLOADS_DIR: &str = ".isthmus/uploads";
@@ -63,16 +65,6 @@ pub fn new_upload_id() -> String {
 
 fn part_prefix(part_number: u32) -> String {
     format!("{part_number:05}.")
-}
-
-pub fn check_part_number(part_number: u32) -> StoreResult<()> {
-    if (1..=MAX_PART_NUMBER).contains(&part_number) {
-        Ok(())
-    } else {
-        Err(StoreError::InvalidArgument(format!(
-            "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
-        )))
-    }
 }
 
 fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
@@ -458,148 +450,4 @@ pub(super) fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> StoreResult<()>
     }
     rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
     Ok(())
-}
-
-/// The parts a CompleteMultipartUpload names, checked against the stored ones, with the
-/// object's "-N" ETag and checksum.
-pub struct PartChoice {
-    pub parts: Vec<PartInfo>,
-    pub etag: String,
-    pub checksum: Option<Checksum>,
-}
-
-/// An upload's checksum: the algorithm it was created with (if any) and how the object's
-/// checksum derives from the parts'.
-pub type UploadChecksum = (Option<ChecksumAlgorithm>, ChecksumType);
-
-/// Checks the listed parts as S3 does (at least one, ascending numbers, each stored with the
-/// listed ETag and checksum, all but the last at least 5 MiB; a composite upload's parts each
-/// listed with their checksum) and derives the object's ETag (MD5 of the parts' MD5s, "-N")
-/// and checksum from them, which must be what the Complete declared (`declared`). Shared by
-/// every backend.
-pub fn choose_parts<'a>(
-    parts: &[CompletedPart],
-    stored: impl Fn(u32) -> Option<&'a PartInfo>,
-    (algorithm, checksum_type): UploadChecksum,
-    declared: &CompleteChecksum,
-) -> StoreResult<PartChoice> {
-    if parts.is_empty() {
-        return Err(StoreError::MalformedXml("You must specify at least one part".into()));
-    }
-    for (i, part) in parts.iter().enumerate() {
-        check_part_number(part.part_number)?;
-        if i > 0 && part.part_number <= parts[i - 1].part_number {
-            return Err(StoreError::InvalidPartOrder);
-        }
-    }
-    if let (Some(_), Some(kind)) = (algorithm, declared.kind)
-        && kind != checksum_type
-    {
-        return Err(StoreError::InvalidRequest(format!(
-            "The upload was created using the {} checksum mode. The complete request must use the same checksum mode.",
-            checksum_type.name()
-        )));
-    }
-    let mut chosen = Vec::with_capacity(parts.len());
-    for (i, part) in parts.iter().enumerate() {
-        if let (Some(algorithm), ChecksumType::Composite, None) = (algorithm, checksum_type, &part.checksum) {
-            return Err(StoreError::InvalidRequest(format!(
-                "The upload was created using a {} checksum. The complete request must include the checksum for each part. It was missing for part {} in the request.",
-                algorithm.name().to_ascii_lowercase(),
-                part.part_number
-            )));
-        }
-        let etag = part.etag.trim_matches('"').to_ascii_lowercase();
-        let checksum_matches = |info: &PartInfo| match (&part.checksum, &info.checksum) {
-            (Some(claimed), Some(stored)) => claimed.trim() == stored.value,
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        let Some(info) = stored(part.part_number).filter(|info| info.etag == etag && checksum_matches(info)) else {
-            return Err(StoreError::InvalidPart(part.part_number));
-        };
-        if i + 1 < parts.len() && info.size < MIN_PART_SIZE {
-            return Err(StoreError::EntityTooSmall);
-        }
-        chosen.push(info.clone());
-    }
-    let mut etag_hasher = Md5::new();
-    for info in &chosen {
-        etag_hasher.update(hex::decode(&info.etag).map_err(|_| StoreError::InvalidPart(info.part_number))?);
-    }
-    let etag = format!("{}-{}", hex::encode(etag_hasher.finalize()), chosen.len());
-    let checksum = match algorithm {
-        Some(algorithm) => {
-            let mut raws = Vec::with_capacity(chosen.len());
-            for info in &chosen {
-                let raw = info
-                    .checksum
-                    .as_ref()
-                    .filter(|c| c.algorithm == algorithm)
-                    .and_then(Checksum::raw)
-                    .ok_or(StoreError::InvalidPart(info.part_number))?;
-                raws.push((raw, info.size));
-            }
-            let checksum = multipart_checksum(algorithm, checksum_type, &raws);
-            check_declared(&checksum, declared)?;
-            Some(checksum)
-        }
-        // As in S3, which gives such an upload a checksum of its own choosing, a value declared
-        // for an upload created without an algorithm is not compared: there is none to compare.
-        None => None,
-    };
-    Ok(PartChoice { parts: chosen, etag, checksum })
-}
-
-/// The object's checksum against the one a CompleteMultipartUpload declared.
-fn check_declared(checksum: &Checksum, declared: &CompleteChecksum) -> StoreResult<()> {
-    let Some((algorithm, value)) = &declared.value else {
-        return Ok(());
-    };
-    if *algorithm != checksum.algorithm {
-        return Err(mismatched_algorithm(checksum.algorithm, Some(*algorithm)));
-    }
-    if checksum.matches_declared(value) {
-        Ok(())
-    } else {
-        Err(StoreError::BadDigest(format!(
-            "The {} you specified did not match the calculated checksum.",
-            algorithm.name().to_ascii_lowercase()
-        )))
-    }
-}
-
-/// S3's answer to a checksum of another algorithm than the upload's (`null`: none given).
-fn mismatched_algorithm(expected: ChecksumAlgorithm, actual: Option<ChecksumAlgorithm>) -> StoreError {
-    StoreError::InvalidRequest(format!(
-        "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
-        expected.name().to_ascii_lowercase(),
-        actual.map_or_else(|| "null".to_string(), |a| a.name().to_ascii_lowercase())
-    ))
-}
-
-/// The checksum algorithm a part is hashed with: the upload's, or the part's own when the
-/// upload has none. A part declaring another algorithm than the upload's is refused, and so is
-/// one declaring none where the client's declaration is all there is (`checksum_declared`).
-pub fn part_checksum_algorithm(
-    upload: Option<ChecksumAlgorithm>,
-    request: &PartRequest,
-) -> StoreResult<Option<ChecksumAlgorithm>> {
-    match (upload, request.checksum_algorithm) {
-        (Some(upload), Some(part)) if upload != part => Err(mismatched_algorithm(upload, Some(part))),
-        (Some(upload), None) if request.checksum_declared => Err(mismatched_algorithm(upload, None)),
-        (upload, part) => Ok(upload.or(part)),
-    }
-}
-
-/// Part sizes as (size, count) runs: uploads of equal parts with a shorter last one take two.
-pub fn run_lengths(sizes: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
-    let mut runs: Vec<(u64, u32)> = Vec::new();
-    for size in sizes {
-        match runs.last_mut() {
-            Some((last, count)) if *last == size => *count += 1,
-            _ => runs.push((size, 1)),
-        }
-    }
-    runs
 }
