@@ -2,8 +2,8 @@
 type of CreateMultipartUpload (CRC32, CRC32C, CRC64NVME, SHA1, SHA256 x FULL_OBJECT, COMPOSITE,
 the combinations S3 refuses), part checksums in UploadPart, ListParts and
 CompleteMultipartUpload, the object's checksum a Complete declares, and what HeadObject,
-GetObject (also with partNumber) and GetObjectAttributes report, each compared with values
-computed here. Then what boto3 sends by default (CRC32), low-level and through upload_file."""
+GetObject (also with partNumber), GetObjectAttributes and the listings report, each compared
+with values computed here. Then what boto3 sends by default (CRC32), low-level and through upload_file."""
 
 import base64
 import hashlib
@@ -169,6 +169,11 @@ def test_every_call_reports_the_checksum(server, s3, bucket, algorithm, kind):
     ]
     second = s3.get_object_attributes(Bucket=bucket, Key=key, ObjectAttributes=["ObjectParts"], MaxParts=1, PartNumberMarker=1)
     assert [(p["PartNumber"], p[field]) for p in second["ObjectParts"]["Parts"]] == [(2, checksum(algorithm, LAST))]
+    # Listings name each object's checksum algorithm and type.
+    listed_object = s3.list_objects_v2(Bucket=bucket)["Contents"][0]
+    assert (listed_object["ChecksumAlgorithm"], listed_object["ChecksumType"]) == ([algorithm], kind)
+    version = s3.list_object_versions(Bucket=bucket)["Versions"][0]
+    assert (version["ChecksumAlgorithm"], version["ChecksumType"]) == ([algorithm], kind)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -209,6 +209,11 @@ pub fn served_checksum(info: &ObjectInfo, part_number: Option<u32>, range: Optio
     }
 }
 
+/// A listed object's ChecksumAlgorithm: the algorithm of its stored checksum, if it has one.
+pub fn listed_algorithm(c: &Option<Checksum>) -> Option<Vec<s3s::dto::ChecksumAlgorithm>> {
+    c.as_ref().map(|c| vec![s3s::dto::ChecksumAlgorithm::from(c.algorithm.name().to_string())])
+}
+
 /// The s3s algorithm name of a checksum, for x-amz-checksum-type.
 pub fn checksum_type(c: &Checksum) -> s3s::dto::ChecksumType {
     s3s_checksum_type(c.kind)
