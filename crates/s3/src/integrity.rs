@@ -308,4 +308,27 @@ mod tests {
         assert_eq!(trailed.algorithm, Some(ChecksumAlgorithm::Crc64nvme));
         assert!(Declared::new(None, Some("MD4"), Default::default(), None, None).is_err());
     }
+
+    #[test]
+    fn multipart_checksum_headers_are_taken_as_s3_takes_them() {
+        use ChecksumAlgorithm::*;
+        let choice = |a, t| upload_checksum_choice(a, t).map_err(|e| e.message().unwrap_or_default().to_string());
+        assert_eq!(choice(Some("CRC64NVME"), None).unwrap(), (Some(Crc64nvme), ChecksumType::FullObject));
+        assert_eq!(choice(Some("sha1"), None).unwrap(), (Some(Sha1), ChecksumType::Composite));
+        assert_eq!(choice(Some("CRC32C"), Some("FULL_OBJECT")).unwrap(), (Some(Crc32c), ChecksumType::FullObject));
+        assert!(choice(Some("CRC64NVME"), Some("COMPOSITE")).unwrap_err().contains("crc64nvme"));
+        assert!(choice(Some("SHA256"), Some("FULL_OBJECT")).unwrap_err().starts_with("The FULL_OBJECT checksum type"));
+        assert!(choice(None, Some("COMPOSITE")).unwrap_err().contains("can only be used with"));
+        assert!(choice(Some("CRC32"), Some("PARTIAL")).is_err() && choice(Some("MD5"), None).is_err());
+        let crc = |v: &str| [Some(v.to_string()), None, None, None, None];
+        let declared = complete_checksum(Some("COMPOSITE"), crc("DUoRhQ==-2")).unwrap();
+        assert_eq!(declared.kind, Some(ChecksumType::Composite));
+        assert_eq!(declared.value, Some((Crc32, "DUoRhQ==-2".to_string())));
+        for bad in ["DUoRhQ==-a", "DUoRhQ==-", "DUoRhQ", "AAAAAAAAAAA="] {
+            assert!(complete_checksum(None, crc(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(listed_part_checksum(crc(" DUoRhQ== ")).unwrap().as_deref(), Some("DUoRhQ=="));
+        assert!(listed_part_checksum(crc("not base64")).is_err());
+        assert!(listed_part_checksum([Some("DUoRhQ==".into()), Some("DUoRhQ==".into()), None, None, None]).is_err());
+    }
 }
