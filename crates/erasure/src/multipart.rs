@@ -13,9 +13,8 @@ use super::drives::UPLOADS_DIR;
 use super::manifest::{Manifest, Segment, Stored, now_ns, random_id};
 use super::write::{SegmentWriter, StreamHashes};
 use super::{Drive, Inner};
-use isthmus_posix::multipart::{
-    check_part_number, choose_parts, new_upload_id, part_checksum_algorithm, run_lengths, valid_upload_id,
-};
+use isthmus_posix::multipart::{new_upload_id, valid_upload_id};
+use isthmus_posix::part_rules::{check_part_number, choose_parts, part_checksum_algorithm, run_lengths};
 use isthmus_posix::upload_list::{page_parts, page_uploads};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
@@ -175,7 +174,7 @@ impl Inner {
     ) -> StoreResult<BoxedWriter> {
         check_part_number(request.part_number)?;
         let (record, _) = self.load_upload(bucket, key, upload_id)?;
-        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request.checksum_algorithm)?;
+        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request)?;
         // Parts of one upload start on different drives, so a large upload spreads its load.
         let drives = self.placement(bucket, key, u64::from(request.part_number));
         Ok(Box::new(PartWriter {
@@ -209,8 +208,8 @@ impl Inner {
         let choice = choose_parts(
             parts,
             |n| stored_parts.get(&n).map(|p| &p.info),
-            record.checksum_algorithm,
-            record.checksum_type,
+            (record.checksum_algorithm, record.checksum_type),
+            &request.complete_checksum,
         )?;
         let segments: Vec<Segment> =
             choice.parts.iter().map(|info| stored_parts[&info.part_number].segment.clone()).collect();

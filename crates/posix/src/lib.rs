@@ -19,6 +19,7 @@ pub mod meta_codec;
 pub mod multipart;
 mod options;
 mod overflow;
+pub mod part_rules;
 pub(crate) mod read;
 mod record;
 pub(crate) mod recovery;

@@ -93,7 +93,7 @@ fn encode_compact(record: &MetaRecord) -> Option<Vec<u8>> {
         }
     }
     if let Some(checksum) = &record.checksum {
-        if checksum.kind != ChecksumType::FullObject {
+        if checksum.kind != ChecksumType::FullObject || !checksum.part_digests.is_empty() {
             return None;
         }
         let raw = checksum.raw().filter(|raw| BASE64.encode(raw) == checksum.value)?;
@@ -138,7 +138,7 @@ fn decode_compact(bytes: &[u8]) -> Option<MetaRecord> {
             FIELD_CHECKSUM if record.checksum.is_none() => {
                 let algorithm = algorithm_of(input.byte()?)?;
                 let value = BASE64.encode(input.sized()?);
-                record.checksum = Some(Checksum { algorithm, value, kind: ChecksumType::FullObject });
+                record.checksum = Some(Checksum::full_object(algorithm, value));
             }
             _ => return None,
         }
@@ -240,7 +240,7 @@ mod tests {
     }
 
     fn checksum(algorithm: ChecksumAlgorithm, value: &str) -> Checksum {
-        Checksum { algorithm, value: value.into(), kind: ChecksumType::FullObject }
+        Checksum::full_object(algorithm, value.into())
     }
 
     #[test]
@@ -276,11 +276,8 @@ mod tests {
         let mut long_type = plain(EMPTY_ETAG);
         long_type.meta.content_type = Some("application/vnd.openxmlformats-officedocument.spreadsheetml".into());
         let mut composite = plain(EMPTY_ETAG);
-        composite.checksum = Some(Checksum {
-            algorithm: ChecksumAlgorithm::Crc32,
-            value: "AAAAAA==-2".into(),
-            kind: ChecksumType::Composite,
-        });
+        composite.checksum =
+            Some(Checksum { kind: ChecksumType::Composite, ..checksum(ChecksumAlgorithm::Crc32, "AAAAAA==-2") });
         let mut not_canonical_base64 = plain(EMPTY_ETAG);
         not_canonical_base64.checksum = Some(checksum(ChecksumAlgorithm::Crc32, "NSRBwh=="));
         let records = [user, versioned, long_type, composite, not_canonical_base64, plain("ABCDEF")];

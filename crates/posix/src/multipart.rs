@@ -1,15 +1,16 @@
 //! Multipart uploads on a POSIX store. Each upload is a directory
 //! `BUCKET/.isthmus/uploads/<upload id>/` holding `upload.json` (key, metadata, start time) and
-//! one file per part named `<part number>.<md5>`. Completion claims the directory with an atomic
-//! rename (so a racing Complete and Abort cannot both win), assembles the parts with
-//! copy_file_range into a staged file and installs it like any PUT, with the S3 "-N" ETag;
-//! the completed upload is remembered a day for retried Completes (`completed.rs`).
+//! one file per part named `<part number>.<md5>` (then its checksum and algorithm, if it has
+//! one). Completion claims the directory with an atomic rename (so a racing Complete and Abort
+//! cannot both win), assembles the parts with copy_file_range into a staged file and installs
+//! it like any PUT, with the S3 "-N" ETag; the completed upload is remembered a day for retried
+//! Completes (`completed.rs`). What a Complete may list, and the object's ETag and checksum,
+//! are `part_rules.rs`'s.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use md5::{Digest, Md5};
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
@@ -21,13 +22,14 @@ use super::completed;
 use super::locks::FileLock;
 use super::staging::StagedFile;
 use super::{PosixStore, modified};
+use crate::part_rules::{check_part_number, choose_parts, part_checksum_algorithm, run_lengths};
 use crate::resolve::{create_dirs_beneath, open_dir_beneath};
 use crate::writer_names::unique_suffix;
 use isthmus_store::ObjectMeta;
-use isthmus_store::checksum::{Checksum, ChecksumAlgorithm, ChecksumType, multipart_checksum};
+use isthmus_store::checksum::{Checksum, ChecksumAlgorithm, ChecksumType};
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
-use isthmus_store::multipart::{CompletedPart, MAX_PART_NUMBER, MIN_PART_SIZE, PartInfo};
+use isthmus_store::multipart::{CompletedPart, PartInfo};
 use isthmus_store::{ObjectInfo, ObjectWrite, PartRequest, PutRequest};
 
 pub(super) const UPLOADS_DIR: &str = ".isthmus/uploads";
@@ -65,16 +67,6 @@ fn part_prefix(part_number: u32) -> String {
     format!("{part_number:05}.")
 }
 
-pub fn check_part_number(part_number: u32) -> StoreResult<()> {
-    if (1..=MAX_PART_NUMBER).contains(&part_number) {
-        Ok(())
-    } else {
-        Err(StoreError::InvalidArgument(format!(
-            "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
-        )))
-    }
-}
-
 fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
@@ -83,7 +75,9 @@ fn read_to_vec(fd: BorrowedFd<'_>) -> StoreResult<Vec<u8>> {
 }
 
 /// The parts present in an upload directory, newest file per part number. Part files are
-/// named `<number>.<md5 hex>` or `<number>.<md5 hex>.<checksum hex>`.
+/// named `<number>.<md5 hex>`, or `<number>.<md5 hex>.<checksum hex>.<algorithm>` (the
+/// algorithm the part declared, which is the upload's when it has one; older parts leave it
+/// out, and have the upload's).
 pub(super) fn read_parts(
     dir: BorrowedFd<'_>,
     algorithm: Option<ChecksumAlgorithm>,
@@ -98,6 +92,7 @@ pub(super) fn read_parts(
         let (Some(number), Some(etag), checksum_hex) = (fields.next(), fields.next(), fields.next()) else {
             continue;
         };
+        let algorithm = algorithm.or_else(|| fields.next().and_then(ChecksumAlgorithm::from_name));
         let (Ok(part_number), true) = (number.parse::<u32>(), etag.len() == 32 && number.len() == 5) else {
             continue;
         };
@@ -105,9 +100,7 @@ pub(super) fn read_parts(
             continue;
         };
         let checksum = match (algorithm, checksum_hex.and_then(|h| hex::decode(h).ok())) {
-            (Some(algorithm), Some(raw)) => {
-                Some(Checksum { algorithm, value: BASE64.encode(raw), kind: ChecksumType::FullObject })
-            }
+            (Some(algorithm), Some(raw)) => Some(Checksum::full_object(algorithm, BASE64.encode(raw))),
             _ => None,
         };
         let info = PartInfo {
@@ -152,8 +145,10 @@ impl ObjectWrite for PosixPartWriter {
         }
         let stat = rustix::fs::fstat(&self.staged.file)?;
         let prefix = part_prefix(self.part_number);
-        let name = match checksum.as_ref().and_then(Checksum::raw) {
-            Some(raw) => format!("{prefix}{etag}.{}", hex::encode(raw)),
+        let name = match checksum.as_ref().and_then(|c| Some((c.raw()?, c.algorithm))) {
+            Some((raw, algorithm)) => {
+                format!("{prefix}{etag}.{}.{}", hex::encode(raw), algorithm.name().to_ascii_lowercase())
+            }
             None => format!("{prefix}{etag}"),
         };
         // Installing a part and removing the earlier uploads of its number is one step under
@@ -302,7 +297,7 @@ impl PosixStore {
         check_part_number(request.part_number)?;
         let open = self.bucket_fd(bucket)?;
         let (upload_dir, record) = self.open_upload(open.fd.as_fd(), key, upload_id)?;
-        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request.checksum_algorithm)?;
+        let algorithm = part_checksum_algorithm(record.checksum_algorithm, request)?;
         let staged = StagedFile::create(upload_dir.try_clone()?)?.with_checksum(algorithm);
         Ok(PosixPartWriter { upload_dir, staged, part_number: request.part_number, strict: self.strict() })
     }
@@ -386,8 +381,8 @@ impl PosixStore {
         let choice = choose_parts(
             parts,
             |n| stored.get(&n).map(|(info, _)| info),
-            record.checksum_algorithm,
-            record.checksum_type,
+            (record.checksum_algorithm, record.checksum_type),
+            &request.complete_checksum,
         )?;
         let chosen: Vec<(PartInfo, String)> =
             choice.parts.iter().map(|info| stored[&info.part_number].clone()).collect();
@@ -455,94 +450,4 @@ pub(super) fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> StoreResult<()>
     }
     rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
     Ok(())
-}
-
-/// The parts a CompleteMultipartUpload names, checked against the stored ones, with the
-/// object's "-N" ETag and checksum.
-pub struct PartChoice {
-    pub parts: Vec<PartInfo>,
-    pub etag: String,
-    pub checksum: Option<Checksum>,
-}
-
-/// Checks the listed parts as S3 does (at least one, ascending numbers, each stored with the
-/// listed ETag and checksum, all but the last at least 5 MiB) and derives the object's ETag
-/// (MD5 of the parts' MD5s, "-N") and checksum from them. Shared by every backend.
-pub fn choose_parts<'a>(
-    parts: &[CompletedPart],
-    stored: impl Fn(u32) -> Option<&'a PartInfo>,
-    algorithm: Option<ChecksumAlgorithm>,
-    checksum_type: ChecksumType,
-) -> StoreResult<PartChoice> {
-    if parts.is_empty() {
-        return Err(StoreError::MalformedXml("You must specify at least one part".into()));
-    }
-    for (i, part) in parts.iter().enumerate() {
-        check_part_number(part.part_number)?;
-        if i > 0 && part.part_number <= parts[i - 1].part_number {
-            return Err(StoreError::InvalidPartOrder);
-        }
-    }
-    let mut chosen = Vec::with_capacity(parts.len());
-    for (i, part) in parts.iter().enumerate() {
-        let etag = part.etag.trim_matches('"').to_ascii_lowercase();
-        let checksum_matches = |info: &PartInfo| match (&part.checksum, &info.checksum) {
-            (Some(claimed), Some(stored)) => *claimed == stored.value,
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        let Some(info) = stored(part.part_number).filter(|info| info.etag == etag && checksum_matches(info)) else {
-            return Err(StoreError::InvalidPart(part.part_number));
-        };
-        if i + 1 < parts.len() && info.size < MIN_PART_SIZE {
-            return Err(StoreError::EntityTooSmall);
-        }
-        chosen.push(info.clone());
-    }
-    let mut etag_hasher = Md5::new();
-    for info in &chosen {
-        etag_hasher.update(hex::decode(&info.etag).map_err(|_| StoreError::InvalidPart(info.part_number))?);
-    }
-    let etag = format!("{}-{}", hex::encode(etag_hasher.finalize()), chosen.len());
-    let checksum = match algorithm {
-        Some(algorithm) => {
-            let mut raws = Vec::with_capacity(chosen.len());
-            for info in &chosen {
-                let raw =
-                    info.checksum.as_ref().and_then(Checksum::raw).ok_or(StoreError::InvalidPart(info.part_number))?;
-                raws.push((raw, info.size));
-            }
-            Some(multipart_checksum(algorithm, checksum_type, &raws))
-        }
-        None => None,
-    };
-    Ok(PartChoice { parts: chosen, etag, checksum })
-}
-
-/// The checksum algorithm a part is hashed with: the upload's, or the part's own when the
-/// upload has none; a part declaring another algorithm than the upload's is refused.
-pub fn part_checksum_algorithm(
-    upload: Option<ChecksumAlgorithm>,
-    part: Option<ChecksumAlgorithm>,
-) -> StoreResult<Option<ChecksumAlgorithm>> {
-    match (upload, part) {
-        (Some(upload), Some(part)) if upload != part => Err(StoreError::InvalidRequest(format!(
-            "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
-            upload.name().to_ascii_lowercase(),
-            part.name().to_ascii_lowercase()
-        ))),
-        (upload, part) => Ok(upload.or(part)),
-    }
-}
-
-/// Part sizes as (size, count) runs: uploads of equal parts with a shorter last one take two.
-pub fn run_lengths(sizes: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
-    let mut runs: Vec<(u64, u32)> = Vec::new();
-    for size in sizes {
-        match runs.last_mut() {
-            Some((last, count)) if *last == size => *count += 1,
-            _ => runs.push((size, 1)),
-        }
-    }
-    runs
 }

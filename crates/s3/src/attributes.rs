@@ -1,7 +1,7 @@
 //! GetObjectAttributes: ETag (quoted by the protocol layer, as in every other response; S3
-//! leaves it unquoted here), checksum, size, storage class
-//! and the parts of a multipart object, paged by `x-amz-max-parts` and
-//! `x-amz-part-number-marker`. One HEAD of the engine answers it.
+//! leaves it unquoted here), checksum and its type, size, storage class
+//! and the parts of a multipart object (with their checksums where recorded), paged by
+//! `x-amz-max-parts` and `x-amz-part-number-marker`. One HEAD of the engine answers it.
 
 use isthmus_store::HeadRequest;
 use s3s::dto::*;
@@ -62,11 +62,13 @@ pub async fn get_object_attributes(
         let parts: Vec<ObjectPart> = (first..=last)
             .filter_map(|n| {
                 let (start, end) = info.part_range(n)?;
-                Some(ObjectPart {
+                let mut part = ObjectPart {
                     part_number: Some(n as i32),
                     size: Some((end - start + 1) as i64),
                     ..Default::default()
-                })
+                };
+                crate::set_checksum!(part, &info.checksum.as_ref().and_then(|c| c.part(n)));
+                Some(part)
             })
             .collect();
         let is_truncated = last < total;

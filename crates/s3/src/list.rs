@@ -1,5 +1,5 @@
 //! ListObjects (v1) and ListObjectsV2: one engine listing, two response shapes, with
-//! continuation tokens and `encoding-type=url`.
+//! continuation tokens and `encoding-type=url`; each object's checksum algorithm and type.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -10,6 +10,7 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use crate::Gateway;
 use crate::convert::etag;
+use crate::integrity::{checksum_type, listed_algorithm};
 
 const MAX_KEYS: i32 = 1000;
 
@@ -73,6 +74,8 @@ fn contents(page: &mut ListPage, enc: &Encoder) -> (Vec<Object>, Vec<CommonPrefi
     let objects = std::mem::take(&mut page.objects)
         .into_iter()
         .map(|o| Object {
+            checksum_algorithm: listed_algorithm(&o.checksum),
+            checksum_type: o.checksum.as_ref().map(checksum_type),
             key: Some(enc.apply(o.key)),
             size: Some(o.size as i64),
             e_tag: Some(etag(&o.etag)),
@@ -196,6 +199,8 @@ pub async fn list_object_versions(
             });
         } else {
             versions.push(ObjectVersion {
+                checksum_algorithm: listed_algorithm(&v.info.checksum),
+                checksum_type: v.info.checksum.as_ref().map(checksum_type),
                 key,
                 version_id: v.info.version_id,
                 is_latest: Some(v.is_latest),

@@ -8,10 +8,11 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use crate::Gateway;
 use crate::body::write_object;
 use crate::convert::{etag, etag_match};
-use crate::integrity::{checksum_type, parse_checksum_type, upload_checksum};
+use crate::integrity::{
+    checksum_type, complete_checksum, listed_part_checksum, upload_checksum, upload_checksum_choice,
+};
 use crate::{checksum_headers, meta_headers, set_checksum};
 use isthmus_session::Placement;
-use isthmus_store::ChecksumAlgorithm;
 
 const MAX_LISTED: i32 = 1000;
 
@@ -35,25 +36,10 @@ pub async fn create_multipart_upload(
     let cx = gw.cx(&req)?;
     let input = req.input;
     crate::acl::no_grant_headers!(input);
-    let checksum_algorithm = match input.checksum_algorithm.as_ref() {
-        None => None,
-        Some(a) => Some(
-            ChecksumAlgorithm::from_name(a.as_str())
-                .ok_or_else(|| s3_error!(InvalidRequest, "Checksum algorithm {} is not supported", a.as_str()))?,
-        ),
-    };
-    let checksum_type = parse_checksum_type(input.checksum_type.as_ref().map(|t| t.as_str()))?;
-    if checksum_algorithm.is_some_and(|a| matches!(a, ChecksumAlgorithm::Sha1 | ChecksumAlgorithm::Sha256))
-        && checksum_type == isthmus_store::ChecksumType::FullObject
-        && input.checksum_type.is_some()
-    {
-        return Err(s3_error!(InvalidRequest, "The FULL_OBJECT checksum type is only available for CRC algorithms"));
-    }
-    // Without an explicit type, CRC64NVME is full-object and the others composite, as in S3.
-    let checksum_type = match (input.checksum_type.is_some(), checksum_algorithm) {
-        (false, Some(ChecksumAlgorithm::Crc64nvme)) | (true, _) => checksum_type,
-        (false, _) => isthmus_store::ChecksumType::Composite,
-    };
+    let (checksum_algorithm, checksum_type) = upload_checksum_choice(
+        input.checksum_algorithm.as_ref().map(|a| a.as_str()),
+        input.checksum_type.as_ref().map(|t| t.as_str()),
+    )?;
     let tags = crate::tagging::parse_tagging_header(input.tagging.as_deref())?;
     let request = PutRequest {
         meta: isthmus_store::ObjectMeta {
@@ -90,13 +76,14 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
         .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);
     // Every checksum the client sends is computed and verified, whether or not the upload was
-    // created with a checksum algorithm.
+    // created with a checksum algorithm; an upload created with one needs it from every part.
     let size_hint = input.content_length.and_then(|n| u64::try_from(n).ok());
     let request = PartRequest {
         part_number: number,
         checksum_algorithm: declared.algorithm,
         size_hint,
         md5_required: declared.declares_md5(),
+        checksum_declared: true,
     };
     let info = write_object(gw, &cx, body, declared, (Placement::Write, expects_continue), move |store, cx| {
         store.upload_part(cx, &bucket, &key, &upload_id, &request)
@@ -113,10 +100,11 @@ pub async fn complete_multipart_upload(
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
     let cx = gw.cx(&req)?;
     let input = req.input;
+    let declared = complete_checksum(input.checksum_type.as_ref().map(|t| t.as_str()), checksum_headers!(input))?;
     let listed = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
     let mut parts = Vec::with_capacity(listed.len());
     for p in listed {
-        let checksum = checksum_headers!(p).into_iter().flatten().next();
+        let checksum = listed_part_checksum(checksum_headers!(p))?;
         let (Some(n), Some(tag)) = (p.part_number, p.e_tag) else {
             return Err(s3_error!(MalformedXML, "Every part needs a PartNumber and an ETag"));
         };
@@ -125,6 +113,7 @@ pub async fn complete_multipart_upload(
     let request = PutRequest {
         if_match: etag_match(input.if_match),
         if_none_match: etag_match(input.if_none_match),
+        complete_checksum: declared,
         ..PutRequest::default()
     };
     let (bucket, key, upload_id) = (input.bucket, input.key, input.upload_id);

@@ -10,7 +10,7 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use crate::Gateway;
 use crate::body::{ObjectBody, write_object};
 use crate::convert::{self, byte_range, conditions, etag, etag_match, parse_http_date, user_metadata};
-use crate::integrity::{ChecksumHeaders, Declared, checksum_type};
+use crate::integrity::{ChecksumHeaders, Declared, checksum_type, served_checksum};
 use crate::tagging::parse_tagging_header;
 use crate::{checksum_headers, meta_headers, set_checksum};
 use isthmus_session::Placement;
@@ -37,6 +37,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         etag_without_md5: false,
         md5_required: declared.declares_md5(),
         size_hint: input.content_length.and_then(|n| u64::try_from(n).ok()),
+        complete_checksum: Default::default(),
         meta: isthmus_store::ObjectMeta {
             tags,
             acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,
@@ -225,11 +226,11 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     // RFC 3230 instance digest, for third-party copy between storage systems: the MD5 of the
     // whole object when its ETag is one.
     let digest = wants_md5.then(|| crate::third_party_copy::md5_digest_header(&info.etag)).flatten();
-    let checksum = info.checksum.clone();
+    let checksum = served_checksum(&info, part_number, range);
     let mut output = get_output(gw, info, range, part_number, body);
     apply_overrides!(output, overrides);
-    // Checksums describe the whole object: returned on request, and not for ranges.
-    if checksum_mode && range.is_none() {
+    // Returned on request, for what they describe: the object, or one part of it.
+    if checksum_mode {
         output.checksum_type = checksum.as_ref().map(checksum_type);
         set_checksum!(output, &checksum);
     }
@@ -340,7 +341,7 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
             info.part_range(n).ok_or_else(|| crate::error::s3_error(isthmus_store::StoreError::InvalidPartNumber))?,
         ),
     };
-    let checksum = info.checksum.clone();
+    let checksum = served_checksum(&info, part_number, None);
     let (mut output, tag_count) = head_output(info, part, part_number);
     apply_overrides!(output, overrides);
     if checksum_mode {

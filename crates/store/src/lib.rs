@@ -43,8 +43,8 @@ pub use cors::{CorsConfig, CorsRule};
 pub use error::{StoreError, StoreResult};
 pub use facts::{AccessJudge, BucketFacts, Durability, FileSystemKind, MetadataMode};
 pub use multipart::{
-    CompletedPart, ListPartsRequest, ListUploadsRequest, MultipartStore, PartInfo, PartRequest, PartsPage, UploadInfo,
-    UploadsPage,
+    CompleteChecksum, CompletedPart, ListPartsRequest, ListUploadsRequest, MultipartStore, PartInfo, PartRequest,
+    PartsPage, UploadInfo, UploadsPage,
 };
 pub use object_files::ObjectFiles;
 pub use object_meta::{ObjectChange, ObjectMeta};
@@ -144,6 +144,9 @@ pub struct PutRequest {
     /// The object's size when the door knows it before the data (Content-Length): quotas
     /// refuse a write that cannot fit before any byte is written.
     pub size_hint: Option<u64>,
+    /// CompleteMultipartUpload only: the checksum type and value the client declared.
+    #[serde(default)]
+    pub complete_checksum: CompleteChecksum,
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.

@@ -106,6 +106,11 @@ pub struct PartRequest {
     /// The door verifies the part's MD5 (see `PutRequest::md5_required`).
     #[serde(default)]
     pub md5_required: bool,
+    /// `checksum_algorithm` is all the client declared (S3's UploadPart): a part with no
+    /// checksum in an upload created with an algorithm is refused, as in S3. Without it (a
+    /// part copy, an in-process door) such a part is hashed with the upload's algorithm.
+    #[serde(default)]
+    pub checksum_declared: bool,
 }
 
 /// A ListParts page request.
@@ -124,6 +129,17 @@ pub struct CompletedPart {
     pub etag: String,
     /// The part checksum the client recorded (base64), verified against the stored one.
     pub checksum: Option<String>,
+}
+
+/// What a CompleteMultipartUpload says of the object's checksum (`PutRequest::complete_checksum`),
+/// checked against the upload before the object is written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CompleteChecksum {
+    /// x-amz-checksum-type: must be the upload's.
+    pub kind: Option<ChecksumType>,
+    /// An x-amz-checksum-* header: the object's checksum as the client computed it (a
+    /// composite one with or without its "-N"), which must be the one derived from the parts.
+    pub value: Option<(ChecksumAlgorithm, String)>,
 }
 
 /// A ListParts page.
