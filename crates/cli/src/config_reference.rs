@@ -86,6 +86,13 @@ const FILE_ONLY: &[(&str, &str)] = &[
         "quota_rescan_seconds",
         "Seconds between recounts of the usage quotas check (changes made on the POSIX side are seen then) [default: 300]",
     ),
+    (
+        "bucket_acl_shares_objects",
+        "A bucket's canned ACL (public-read, authenticated-read, public-read-write) also opens reading its objects, \
+         as releases before issue 46 did; S3 (and the default) shares only the listing: objects take their own ACL \
+         or a bucket policy. For sites whose published buckets relied on it, while they give them bucket policies \
+         [default: false]",
+    ),
 ];
 
 /// Every key of the configuration file, in declaration order, as serde knows them: a key no
