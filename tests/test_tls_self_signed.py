@@ -4,10 +4,12 @@ the self-signed certificate a site makes first (OpenSSL marks it CA:TRUE) given 
 certificate does not carry, or an expired certificate are refused."""
 
 import datetime
+import importlib.util
 import ipaddress
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import boto3
 import numpy as np
@@ -122,3 +124,17 @@ def test_region_push_trusts_the_same_bundle(self_signed_gateway, tmp_path):
     assert pushed.returncode == 0, pushed.stderr
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="arrays", Prefix="vel.zarr/")["Contents"]]
     assert sum("/c/" in k for k in keys) == 4, keys
+    # The Python package's Gateway takes the same bundle (Python's ssl accepts it as curl does).
+    gateway = tree_gateway_class()
+    assert gateway(https, ACCESS_KEY, SECRET_KEY, ca_bundle=cert).info("arrays", "vel.zarr")["shape"] == [4, 4]
+    with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+        gateway(https, ACCESS_KEY, SECRET_KEY, ca_bundle=other).info("arrays", "vel.zarr")
+
+
+def tree_gateway_class():
+    """This tree's `isthmus.remote.Gateway` (the test venv may hold an older build of the package)."""
+    path = Path(__file__).parent.parent / "crates/python/python/isthmus/remote.py"
+    spec = importlib.util.spec_from_file_location("isthmus._remote_of_the_tree", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Gateway
