@@ -76,7 +76,8 @@ impl S3Storage {
             .http_status_as_error(false)
             .max_idle_connections_per_host(32)
             .timeout_global(Some(Duration::from_secs(300)));
-        let agent = isthmus_grid::tls_bundle::agent(config, remote.ca_bundle.as_deref()).map_err(StorageError::Other)?;
+        let agent =
+            isthmus_grid::tls_bundle::agent(config, remote.ca_bundle.as_deref()).map_err(StorageError::Other)?;
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
         let described = format!("s3://{}/{}/{prefix}", remote.endpoint.trim_end_matches('/'), remote.bucket);

@@ -22,8 +22,7 @@ use ureq::config::ConfigBuilder;
 use ureq::typestate::AgentScope;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{
-    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, TcpConnector, Transport,
-    TransportAdapter,
+    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, TcpConnector, Transport, TransportAdapter,
 };
 
 /// The certificates of a PEM file (other PEM items are skipped).
@@ -81,7 +80,12 @@ impl BundleVerifier {
     }
 
     /// The checks webpki's chain building skipped for a certificate the bundle holds as it is.
-    fn verify_pinned(&self, end_entity: &CertificateDer<'_>, name: &ServerName<'_>, now: UnixTime) -> Result<(), rustls::Error> {
+    fn verify_pinned(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        name: &ServerName<'_>,
+        now: UnixTime,
+    ) -> Result<(), rustls::Error> {
         let (not_before, not_after) =
             validity(end_entity).ok_or(rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
         let now = now.as_secs() as i64;
