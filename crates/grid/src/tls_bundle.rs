@@ -279,6 +279,81 @@ mod tests {
         assert_eq!(der_time(0x18, b"20261327050000Z"), None);
     }
 
+    /// `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 36500
+    /// -subj /CN=host -addext "subjectAltName=IP:127.0.0.1,DNS:host"`, twice: CA:TRUE, the same
+    /// subject and names, different keys; notBefore a UTCTime, notAfter a GeneralizedTime.
+    const SELF_SIGNED: &str = "-----BEGIN CERTIFICATE-----\n\
+MIIBjTCCATKgAwIBAgIUWpm1JLN0RmHjtbYNXOQBDOM48GgwCgYIKoZIzj0EAwIw\n\
+DzENMAsGA1UEAwwEaG9zdDAgFw0yNjExMjcwNTE2NDNaGA8yMTI2MTEwMzA1MTY0\n\
+M1owDzENMAsGA1UEAwwEaG9zdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABG0N\n\
+2rF+g2bVKbQsOrVaZfqLd0bpRkPv6oErTQMhU8KxWyuWSMnfLqmJywQ0PPs9bzj8\n\
+KicUybTeefJcewH7auqjajBoMB0GA1UdDgQWBBQzYhkPNmF1+IEUYRO4efFhiRvc\n\
+tjAfBgNVHSMEGDAWgBQzYhkPNmF1+IEUYRO4efFhiRvctjAPBgNVHRMBAf8EBTAD\n\
+AQH/MBUGA1UdEQQOMAyHBH8AAAGCBGhvc3QwCgYIKoZIzj0EAwIDSQAwRgIhAPdb\n\
+upjEeLY67C5zDaVfVpoWi1LtDHJP+/ufVepmTuZgAiEAtQ7X3IkFYOV18d6DbWz/\n\
+xd+UYqNDiOOKU0cUaiTVyCM=\n\
+-----END CERTIFICATE-----";
+    const SAME_SUBJECT_OTHER_KEY: &str = "-----BEGIN CERTIFICATE-----\n\
+MIIBizCCATKgAwIBAgIUask0kqjqLyoDNUwTMGeWi0wTquMwCgYIKoZIzj0EAwIw\n\
+DzENMAsGA1UEAwwEaG9zdDAgFw0yNjExMjcwNTE2NDNaGA8yMTI2MTEwMzA1MTY0\n\
+M1owDzENMAsGA1UEAwwEaG9zdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABN7M\n\
+97VhreB0hJkbkRDvZp9k1N5jtM8ckKGxQYjxgIl6DnfDY/1IlEiBKJdWm3SdFkxj\n\
+7ApCcTQAk/f9o9KVl9CjajBoMB0GA1UdDgQWBBQ13I70Oz8CsPmO35roMjLFi4aW\n\
+pzAfBgNVHSMEGDAWgBQ13I70Oz8CsPmO35roMjLFi4aWpzAPBgNVHRMBAf8EBTAD\n\
+AQH/MBUGA1UdEQQOMAyHBH8AAAGCBGhvc3QwCgYIKoZIzj0EAwIDRwAwRAIfTd/c\n\
+NvWBQc5h13AjFDtAVLB4fuhkGi/LsxNmdrJ3BgIhAK2wKzHzMNCsV4oCzp6mzq/S\n\
++d0UO/5cVV5/FyqtBBdu\n\
+-----END CERTIFICATE-----";
+    const NOT_BEFORE: i64 = 1795756603; // 2026-11-27 05:16:43 UTC
+    const NOT_AFTER: i64 = 4949356603; // 2126-11-03 05:16:43 UTC
+
+    fn pem(text: &str) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(text.as_bytes()).unwrap()
+    }
+
+    fn verifier(bundle: &str) -> BundleVerifier {
+        BundleVerifier::new(vec![pem(bundle)], Arc::new(rustls::crypto::ring::default_provider())).unwrap()
+    }
+
+    fn at(secs: i64) -> UnixTime {
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs as u64))
+    }
+
+    fn name(text: &str) -> ServerName<'static> {
+        ServerName::try_from(text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn the_self_signed_bundle_certificate_is_accepted_for_its_names_only() {
+        let verifier = verifier(SELF_SIGNED);
+        let cert = pem(SELF_SIGNED);
+        let now = at(NOT_BEFORE + 3600);
+        for ok in ["127.0.0.1", "host"] {
+            assert!(verifier.verify_server_cert(&cert, &[], &name(ok), &[], now).is_ok(), "{ok}");
+        }
+        let err = verifier.verify_server_cert(&cert, &[], &name("localhost"), &[], now).unwrap_err();
+        assert_eq!(err, rustls::Error::InvalidCertificate(CertificateError::NotValidForName));
+        // Another certificate with the same subject and names is webpki's to refuse.
+        let other = pem(SAME_SUBJECT_OTHER_KEY);
+        let err = verifier.verify_server_cert(&other, &[], &name("127.0.0.1"), &[], now).unwrap_err();
+        assert!(is_ca_used_as_end_entity(&err), "{err:?}");
+    }
+
+    #[test]
+    fn the_self_signed_bundle_certificate_counts_only_within_its_validity() {
+        assert_eq!(validity(pem(SELF_SIGNED).as_ref()), Some((NOT_BEFORE, NOT_AFTER)));
+        let verifier = verifier(SELF_SIGNED);
+        let cert = pem(SELF_SIGNED);
+        for (when, expected) in
+            [(NOT_BEFORE - 1, CertificateError::NotValidYet), (NOT_AFTER + 1, CertificateError::Expired)]
+        {
+            let err = verifier.verify_pinned(&cert, &name("127.0.0.1"), at(when)).unwrap_err();
+            assert_eq!(err, rustls::Error::InvalidCertificate(expected));
+            assert!(verifier.verify_server_cert(&cert, &[], &name("127.0.0.1"), &[], at(when)).is_err());
+        }
+        assert!(verifier.verify_pinned(&cert, &name("127.0.0.1"), at(NOT_AFTER)).is_ok());
+    }
+
     #[test]
     fn an_empty_bundle_is_refused() {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
