@@ -34,6 +34,9 @@ pub struct RemoteEndpoint {
     pub access_key: String,
     pub secret_key: String,
     pub region: String,
+    /// A PEM file of the CA (or the self-signed certificate) to trust for an https endpoint,
+    /// instead of the built-in Mozilla roots (`isthmus_grid::tls_bundle`).
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 /// `bucket` on a remote S3 endpoint, under `prefix`, as a Zarr store.
@@ -69,12 +72,12 @@ impl S3Storage {
             remote.endpoint.parse().map_err(|e| http_error(&format!("endpoint {:?}", remote.endpoint), e))?;
         let bucket = Bucket::new(url, UrlStyle::Path, remote.bucket.clone(), remote.region.clone())
             .map_err(|e| http_error("endpoint or bucket", e))?;
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_idle_connections_per_host(32)
-            .timeout_global(Some(Duration::from_secs(300)))
-            .build()
-            .into();
+            .timeout_global(Some(Duration::from_secs(300)));
+        let agent =
+            isthmus_grid::tls_bundle::agent(config, remote.ca_bundle.as_deref()).map_err(StorageError::Other)?;
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
         let described = format!("s3://{}/{}/{prefix}", remote.endpoint.trim_end_matches('/'), remote.bucket);

@@ -3,7 +3,7 @@
 //! root's credentials file), signs each call with SigV4 and prints the answer as a table or
 //! JSON. The calls themselves are `isthmus_s3::admin::route`'s.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -30,8 +30,9 @@ pub struct Connection {
     /// quotas]
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
-    /// PEM file of the CA that signed the gateway's certificate (https endpoints) [default:
-    /// the built-in Mozilla (webpki) roots]
+    /// PEM file of the CA that signed the gateway's certificate, or of the gateway's
+    /// self-signed certificate itself (https endpoints) [default: the built-in Mozilla (webpki)
+    /// roots]
     #[arg(long, global = true)]
     pub ca_bundle: Option<PathBuf>,
     /// Print JSON instead of a table
@@ -62,25 +63,6 @@ fn root_keys(connection: &Connection) -> Result<(String, String), String> {
         format!("no root keys: {e}; give --keys ACCESS:SECRET, or --root DATA_ROOT on the gateway's host")
     })?;
     Ok((user.access_key, user.secret_key))
-}
-
-fn agent(ca_bundle: Option<&Path>) -> Result<ureq::Agent, String> {
-    let mut config = ureq::Agent::config_builder().http_status_as_error(false);
-    if let Some(path) = ca_bundle {
-        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let certs: Vec<_> = ureq::tls::parse_pem(&pem)
-            .filter_map(|item| match item {
-                Ok(ureq::tls::PemItem::Certificate(cert)) => Some(cert),
-                _ => None,
-            })
-            .collect();
-        if certs.is_empty() {
-            return Err(format!("{}: no PEM certificate in it", path.display()));
-        }
-        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
-        config = config.tls_config(tls);
-    }
-    Ok(config.build().into())
 }
 
 /// The message of an S3-style XML error body (or the body itself).
@@ -122,7 +104,10 @@ pub fn call(
             request = request.header(name.as_str(), value.as_str());
         }
     }
-    let agent = agent(connection.ca_bundle.as_deref())?;
+    let agent = isthmus_grid::tls_bundle::agent(
+        ureq::Agent::config_builder().http_status_as_error(false),
+        connection.ca_bundle.as_deref(),
+    )?;
     let result = match body {
         Some(body) => agent
             .run(request.header("content-type", "application/json").body(body.to_string()).map_err(|e| e.to_string())?),

@@ -38,6 +38,10 @@ pub struct CopyArgs {
     /// The region both sides sign for
     #[arg(long, default_value = "us-east-1")]
     pub region: String,
+    /// PEM file of the CA that signed the copying gateway's certificate, or of its self-signed
+    /// certificate itself (https) [default: the built-in Mozilla (webpki) roots]
+    #[arg(long)]
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -112,8 +116,10 @@ pub fn run(args: CopyArgs) -> Result<(), String> {
         Some((access, secret)) => isthmus_grid::sigv4::sign("COPY", &url, &headers, access, secret, &args.region),
         None => return Err("the copying side needs keys: --dest-keys (or --source-keys with --run-on source)".into()),
     };
-    let agent: ureq::Agent =
-        ureq::Agent::config_builder().http_status_as_error(false).allow_non_standard_methods(true).build().into();
+    let agent = isthmus_grid::tls_bundle::agent(
+        ureq::Agent::config_builder().http_status_as_error(false).allow_non_standard_methods(true),
+        args.ca_bundle.as_deref(),
+    )?;
     let mut request = ureq::http::Request::builder().method("COPY").uri(url.as_str());
     for (name, value) in &signed {
         if name != "host" {

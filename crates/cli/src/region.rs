@@ -3,7 +3,7 @@
 //! intersects, in parallel, verified, resumable (run the same command again), with a progress bar,
 //! then where the time went (plan, metadata, source reads, resume checks, destination writes).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use isthmus_array::{CopyMode, CopyReport, Location, RemoteEndpoint, ZarrArray, copy_region, parse_selection};
@@ -54,6 +54,10 @@ pub struct CopyArgs {
     /// JSON]
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// PEM file of the CA that signed the remote endpoint's certificate, or of its self-signed
+    /// certificate itself (https) [default: the built-in Mozilla (webpki) roots]
+    #[arg(long)]
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// One copy's figures, seconds and bytes, as `--json` writes them (PDC-XF's Figure 9 reads
@@ -126,7 +130,7 @@ fn bucket_and_path(text: &str) -> Result<(String, String), String> {
 }
 
 /// `http(s)://HOST:PORT/BUCKET/PATH` as a location (keys from the environment) and a path.
-fn remote(url: &str, region: &str) -> Result<(Location, String), String> {
+fn remote(url: &str, region: &str, ca_bundle: Option<&Path>) -> Result<(Location, String), String> {
     let parsed: url::Url =
         url.parse().map_err(|e| format!("{url:?}: {e}: expected http(s)://HOST:PORT/BUCKET/PATH"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
@@ -142,6 +146,7 @@ fn remote(url: &str, region: &str) -> Result<(Location, String), String> {
         access_key: key,
         secret_key: secret,
         region: region.to_string(),
+        ca_bundle: ca_bundle.map(Path::to_path_buf),
     };
     Ok((Location::Remote { endpoint, prefix: String::new() }, path))
 }
@@ -159,9 +164,9 @@ pub fn run(args: RegionArgs) -> Result<(), String> {
         RegionCommand::Pull(copy) => (false, copy),
     };
     let ((source, source_path), (target, target_path)) = if push {
-        (local(&copy.source, &copy.root)?, remote(&copy.to, &copy.region)?)
+        (local(&copy.source, &copy.root)?, remote(&copy.to, &copy.region, copy.ca_bundle.as_deref())?)
     } else {
-        (remote(&copy.source, &copy.region)?, local(&copy.to, &copy.root)?)
+        (remote(&copy.source, &copy.region, copy.ca_bundle.as_deref())?, local(&copy.to, &copy.root)?)
     };
     let array = ZarrArray::open(&source, &source_path).map_err(|e| format!("{}: {e}", copy.source))?;
     let selection =

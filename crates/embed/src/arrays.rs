@@ -224,6 +224,7 @@ pub unsafe extern "C" fn isthmus_array_open_s3(
             access_key: text(access_key, "access_key")?.to_string(),
             secret_key: text(secret_key, "secret_key")?.to_string(),
             region: "us-east-1".into(),
+            ca_bundle: None,
         };
         let array = ZarrArray::open(&Location::Remote { endpoint, prefix: String::new() }, text(path, "path")?)?;
         give(out, IsthmusArray { array: Arc::new(array) })

@@ -48,16 +48,26 @@ impl PyLocation {
         Self { inner }
     }
 
-    /// Arrays in `bucket` of a remote S3 endpoint (`http://host:port`), under `prefix`.
+    /// Arrays in `bucket` of a remote S3 endpoint (`http(s)://host:port`), under `prefix`;
+    /// `ca_bundle`: a PEM file of the CA (or the self-signed certificate) to trust for https.
     #[staticmethod]
-    #[pyo3(signature = (endpoint, bucket, access_key, secret_key, region = "us-east-1", prefix = ""))]
-    fn remote(endpoint: &str, bucket: &str, access_key: &str, secret_key: &str, region: &str, prefix: &str) -> Self {
+    #[pyo3(signature = (endpoint, bucket, access_key, secret_key, region = "us-east-1", prefix = "", ca_bundle = None))]
+    fn remote(
+        endpoint: &str,
+        bucket: &str,
+        access_key: &str,
+        secret_key: &str,
+        region: &str,
+        prefix: &str,
+        ca_bundle: Option<std::path::PathBuf>,
+    ) -> Self {
         let endpoint = RemoteEndpoint {
             endpoint: endpoint.to_string(),
             bucket: bucket.to_string(),
             access_key: access_key.to_string(),
             secret_key: secret_key.to_string(),
             region: region.to_string(),
+            ca_bundle,
         };
         Self { inner: Location::Remote { endpoint, prefix: prefix.to_string() } }
     }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::report::{Section, StudyReport, Table, number, percent};
 use super::runner::{Runner, path_arg, words};
 
-/// What the study published, as this project quotes it (DESIGN.md).
+/// What the study published, as this project quotes it (docs/benchmarks/reproduce.md, cephfs-ec).
 const PUBLISHED_BEST_WRITE: &str = "EC 16+2 with 64 MiB objects";
 const PUBLISHED_SLOW_DRIVE: (f64, f64) = (25.0, 5.0);
 

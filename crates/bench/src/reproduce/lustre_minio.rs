@@ -12,7 +12,7 @@ use crate::cosbench::StageReport;
 use super::report::{Section, StudyReport, Table, number, percent};
 use super::runner::{Runner, path_arg, words};
 
-/// What the study published, as this project quotes it (DESIGN.md, "Why it exists").
+/// What the study published, as this project quotes it (docs/benchmarks/reproduce.md, lustre-minio).
 const PUBLISHED_GATEWAY_ADVANTAGE: &str =
     "Lustre with an S3 gateway measured 20-30 % better than Ceph RGW and JuiceFS (COSBench, mdtest)";
 const PUBLISHED_BREAK_EVEN_MONTHS: u32 = 12;

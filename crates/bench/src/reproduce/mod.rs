@@ -17,7 +17,7 @@ use clap::Args;
 use report::StudyReport;
 use runner::Runner;
 
-/// The studies Isthmus starts from (see DESIGN.md, "Why it exists").
+/// The studies Isthmus starts from (docs/benchmarks/reproduce.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Study {
     /// MinIO as an S3 gateway on Lustre against Ceph RGW and JuiceFS: COSBench, mdtest, cost
@@ -98,11 +98,18 @@ impl Study {
     }
 }
 
-/// What every report says of the published figures it sets beside ours.
-const PUBLISHED_NOTE: &str = "The paper's figures beside ours are those this project quotes from it (DESIGN.md \
-    and the paper's abstract); its full tables are not in this repository, so where a table's values are \
-    missing the report says so and gives our figures with the file system measured in the same run as the \
-    reference. Every figure of ours is computed from the JSON results in this directory.";
+/// What every report says of the published figures it sets beside ours: where they come from
+/// (the paper its header names, and the study's section of docs/benchmarks/reproduce.md).
+fn published_note(study: Study) -> String {
+    format!(
+        "The paper's figures beside ours are those this project quotes from it (the paper named above: its \
+         headline results and abstract; docs/benchmarks/reproduce.md, section \"{}\", sets each beside the \
+         experiment that answers it); its full tables are not in this repository, so where a table's values \
+         are missing the report says so and gives our figures with the file system measured in the same run \
+         as the reference. Every figure of ours is computed from the JSON results in this directory.",
+        study.name()
+    )
+}
 
 pub fn run(args: ReproduceArgs) -> Result<(), String> {
     let study = args.study;
@@ -118,13 +125,10 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         None => (out.join("data"), true),
     };
     let mut runner = Runner::new(out.clone(), data.clone(), args.quick)?;
-    let (title, source) = study.header();
     let size = if args.quick { "quick" } else { "full" };
-    let mut report = StudyReport {
-        title: title.into(),
-        source: format!("Paper: {source}"),
-        published_note: PUBLISHED_NOTE.into(),
-        scale: format!(
+    let mut report = report_head(
+        study,
+        format!(
             "Run: `isthmus bench reproduce {}{}{}` ({size} size) on {}, {} cores, data in {}.",
             study.name(),
             if args.quick { " --quick" } else { "" },
@@ -133,8 +137,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             data.display()
         ),
-        ..StudyReport::default()
-    };
+    );
     let started = Instant::now();
     let result = match study {
         Study::LustreMinio => lustre_minio::run(&mut runner, &mut report),
@@ -160,6 +163,36 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A study's report before its experiments: its title, the paper, where the published figures
+/// come from, and the run (`scale`).
+fn report_head(study: Study, scale: String) -> StudyReport {
+    let (title, source) = study.header();
+    StudyReport {
+        title: title.into(),
+        source: format!("Paper: {source}"),
+        published_note: published_note(study),
+        scale,
+        ..StudyReport::default()
+    }
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn reports_cite_the_paper_and_the_reproduce_doc_not_a_missing_file() {
+        for &study in Study::value_variants() {
+            let text = report_head(study, "Run: test.".into()).markdown();
+            assert!(!text.contains("DESIGN.md"), "{}: {text}", study.name());
+            assert!(text.contains("Paper: "), "{}", study.name());
+            assert!(text.contains(&format!("docs/benchmarks/reproduce.md, section \"{}\"", study.name())));
+        }
+    }
 }

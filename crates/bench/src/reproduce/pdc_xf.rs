@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::report::{Section, StudyReport, Table, number, percent};
 use super::runner::{Runner, path_arg, words};
 
-/// What the study published, as this project quotes it (DESIGN.md, the paper's abstract).
+/// What the study published, as this project quotes it (the paper's abstract; docs/benchmarks/reproduce.md, pdc-xf).
 const PUBLISHED_SESSION_GAIN: f64 = 2.0;
 const PUBLISHED_OVER_HDF5: f64 = 45.0;
 const PUBLISHED_OVER_HDF5_CACHED: f64 = 15.0;

@@ -22,7 +22,7 @@ use crate::workload::OpResult;
 use super::report::{Section, StudyReport, Table, number, percent, percent_range};
 use super::runner::{Runner, path_arg, words};
 
-/// What the study published, as this project quotes it (DESIGN.md and docs/benchmarks/doors.md).
+/// What the study published, as this project quotes it (docs/benchmarks/reproduce.md, s3-hpc, and docs/benchmarks/doors.md).
 const PUBLISHED_GATEWAY_RANGE: (f64, f64) = (0.015, 0.23);
 const PUBLISHED_EMBEDDED_MDTEST_HARD_STAT: f64 = 1.42;
 

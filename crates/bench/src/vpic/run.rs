@@ -89,6 +89,7 @@ fn remote(endpoint: &str, key: &str, secret: &str, args: &BenchArgs) -> Result<L
         access_key: key.to_string(),
         secret_key: secret.to_string(),
         region: args.region.clone(),
+        ca_bundle: None,
     };
     Ok(Location::Remote { endpoint, prefix: String::new() })
 }

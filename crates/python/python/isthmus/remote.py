@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import io
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,8 +35,11 @@ def _quote(text, safe="-_.~"):
 class Gateway:
     """An Isthmus gateway (any endpoint serving the array service) and the keys to sign with."""
 
-    def __init__(self, endpoint, access_key, secret_key, region="us-east-1", timeout=300):
+    def __init__(self, endpoint, access_key, secret_key, region="us-east-1", timeout=300, ca_bundle=None):
+        """`ca_bundle`: a PEM file of the CA that signed an https gateway's certificate, or of its
+        self-signed certificate itself (as curl's --cacert) [default: the system's roots]."""
         self.endpoint = endpoint.rstrip("/")
+        self._tls = ssl.create_default_context(cafile=str(ca_bundle)) if ca_bundle is not None else None
         self.access_key = access_key
         self.secret_key = secret_key
         self.region = region
@@ -67,7 +71,8 @@ class Gateway:
 
     def _get(self, bucket, path, params):
         try:
-            with urllib.request.urlopen(self.presign(bucket, path, params), timeout=self.timeout) as response:
+            with urllib.request.urlopen(self.presign(bucket, path, params), timeout=self.timeout,
+                                        context=self._tls) as response:
                 return response.read(), response.headers
         except urllib.error.HTTPError as err:
             body = err.read().decode(errors="replace")
