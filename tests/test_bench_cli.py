@@ -432,3 +432,38 @@ def test_reproduce_tools_refuses_a_missing_or_unusable_tool_before_running_anyth
         capture_output=True, text=True, timeout=60,
     )
     assert r.returncode != 0 and "--tools is for the s3-hpc study" in r.stderr, r.stderr
+
+
+def test_a_study_missing_its_python_modules_is_refused_before_it_starts(tmp_path):
+    """pdc-xf's EQSIM needs python3 with numpy and h5py (and zarr, s3fs): without them on PATH the
+    study stopped at its end, after the VPIC-IO runs. It is refused at once, naming the one
+    command that installs them, and nothing is written."""
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [str(binary()), "bench", "reproduce", "pdc-xf", "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, PATH=str(empty)),
+    )
+    assert run.returncode != 0
+    assert "pip install numpy h5py zarr s3fs" in run.stderr, run.stderr
+    assert not out.exists(), "nothing is created before the study's prerequisites are checked"
+    # A python3 lacking a module: the missing ones are named, and only they are installed.
+    fake = tmp_path / "fake-python"
+    fake.mkdir()
+    (fake / "python3").write_text(f"#!/bin/sh\nexec {shutil.which('python3')} -c 'print(\"zarr s3fs\")'\n")
+    (fake / "python3").chmod(0o755)
+    run = subprocess.run(
+        [str(binary()), "bench", "reproduce", "pdc-xf", "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, PATH=f"{fake}:/usr/bin:/bin"),
+    )
+    assert run.returncode != 0 and "(missing: zarr, s3fs): python3 -m pip install zarr s3fs" in run.stderr, run.stderr
+    assert not out.exists()
+
+
+def test_reproduce_help_lists_what_each_study_needs():
+    helped = subprocess.run([str(binary()), "bench", "reproduce", "--help"], capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0
+    text = " ".join(helped.stdout.split())
+    assert "needs 24.0 GiB free (3.0 GiB with --quick), python3 with numpy, h5py, zarr, s3fs" in text, text
+    assert text.count("GiB free") == 4, text

@@ -94,6 +94,14 @@ def test_lustre_minio_report_has_every_cosbench_stage_table5_and_both_cost_model
         assert len(stats["rates"]) == 3
         assert close(value(shown["mean op/s"]), stats["mean_ops_per_s"])
         assert close(value(shown["std dev"]), stats["stddev_ops_per_s"])
+    # The paper's charts: throughput and response time per system, mdtest operations per system;
+    # one bar per main-stage operation and system, per mdtest phase and system.
+    main = [s for s in stages if s["stage"].startswith("main")]
+    for figure, bars in (("cosbench-throughput.svg", main), ("cosbench-response.svg", main),
+                         ("mdtest.svg", [r for r in md if r.get("iterations")])):
+        assert f"]({figure})" in report, figure
+        svg = (tmp_path / "r" / figure).read_text()
+        assert svg.startswith("<svg") and svg.count("<rect") >= len(bars), figure
     cost = sections["Cost: cloud against on premises (equations 5 and 9)"][0]
     for preset in ("budget", "standard", "high"):
         for model in ("paper", "refined"):

@@ -2,7 +2,6 @@
 //! POSIX baseline measured in the same run ("% of POSIX"), as a table, CSV and an SVG chart.
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use plotters::prelude::*;
 
 use crate::report::{Report, figure, phase_name, ratio_to_posix};
 use crate::units::format_size;
@@ -130,33 +129,7 @@ pub fn write_svg(rows: &[Row], path: &std::path::Path) -> Result<(), String> {
                 .map(|p| (format!("{} {} {} {}w {}", r.file, r.phase, r.size, r.workers_label(), r.kind), p))
         })
         .collect();
-    let height = 80 + 22 * bars.len().max(1) as u32;
-    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
-    let max = bars.iter().map(|b| b.1).fold(100.0, f64::max) * 1.1;
-    let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("% of the POSIX baseline of the same run", ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(30)
-            .y_label_area_size(420)
-            .build_cartesian_2d(0f64..max, 0usize..bars.len().max(1))?;
-        let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(bars.len().max(1))
-            .y_label_formatter(&|i| labels.get(*i).cloned().unwrap_or_default())
-            .x_desc("% of POSIX")
-            .draw()?;
-        chart.draw_series(
-            bars.iter().enumerate().map(|(i, (_, p))| Rectangle::new([(0.0, i), (*p, i + 1)], BLUE.mix(0.6).filled())),
-        )?;
-        chart.draw_series(LineSeries::new([(100.0, 0), (100.0, bars.len().max(1))], BLACK.stroke_width(1)))?;
-        root.present()?;
-        Ok(())
-    };
-    draw().map_err(|e| format!("cannot draw {}: {e}", path.display()))
+    crate::bars::write_svg(path, "% of the POSIX baseline of the same run", "% of POSIX", &bars, Some(100.0))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! binary (`gateway`).
 
 pub mod args;
+pub mod bars;
 pub mod boxplot;
 pub mod compare;
 pub mod cosbench;

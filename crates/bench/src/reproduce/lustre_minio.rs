@@ -61,7 +61,31 @@ fn cosbench(runner: &mut Runner) -> Result<Section, String> {
     args.push(path_arg(&workload));
     args.extend(targets(runner, "cosbench")?);
     let result: Report = runner.bench("cosbench", &args)?;
-    cosbench_section(&result.cosbench, file)
+    let mut section = cosbench_section(&result.cosbench, file)?;
+    section.figures.extend(cosbench_figures(runner, &result.cosbench)?);
+    Ok(section)
+}
+
+/// The paper's charts of the COSBench runs: throughput and response time per system, for each
+/// main-stage operation (the stages that read and write for a fixed time).
+fn cosbench_figures(runner: &Runner, stages: &[StageReport]) -> Result<Vec<(String, String)>, String> {
+    let main: Vec<&StageReport> = stages.iter().filter(|s| s.stage.starts_with("main")).collect();
+    let label = |s: &StageReport| format!("{} {} {}", s.stage, s.op, system(&s.kind));
+    let throughput: Vec<(String, f64)> = main.iter().map(|s| (label(s), s.throughput_ops)).collect();
+    let response: Vec<(String, f64)> = main.iter().map(|s| (label(s), s.avg_res_time_ms)).collect();
+    let charts = [
+        ("cosbench-throughput.svg", "COSBench main stages: throughput per system", "op/s", throughput),
+        ("cosbench-response.svg", "COSBench main stages: mean response time per system", "ms", response),
+    ];
+    let mut figures = Vec::new();
+    for (file, title, axis, bars) in charts {
+        crate::bars::write_svg(&runner.output(file), title, axis, &bars, None)?;
+        figures.push((
+            file.to_string(),
+            format!("{title} (the paper's chart; its systems' values are not in this repository)"),
+        ));
+    }
+    Ok(figures)
 }
 
 fn cosbench_section(stages: &[StageReport], file: &str) -> Result<Section, String> {
@@ -128,7 +152,30 @@ fn mdtest(runner: &mut Runner) -> Result<Section, String> {
     ]);
     args.extend(targets(runner, "mdtest")?);
     let result: Report = runner.bench("mdtest", &args)?;
-    mdtest_section(&result)
+    let mut section = mdtest_section(&result)?;
+    let bars: Vec<(String, f64)> = result
+        .results
+        .iter()
+        .filter_map(|r| {
+            Some((
+                format!("{} {}", crate::report::phase_name(r), system(&r.kind)),
+                r.iterations.as_ref()?.mean_ops_per_s,
+            ))
+        })
+        .collect();
+    let file = "mdtest.svg";
+    crate::bars::write_svg(
+        &runner.output(file),
+        "mdtest: mean operations per second per phase and system",
+        "op/s",
+        &bars,
+        None,
+    )?;
+    section.figures.push((
+        file.into(),
+        "mdtest operations per system, per phase (the paper's chart; mean over iterations)".into(),
+    ));
+    Ok(section)
 }
 
 fn mdtest_section(result: &Report) -> Result<Section, String> {

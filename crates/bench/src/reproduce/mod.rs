@@ -5,6 +5,7 @@
 mod cephfs_ec;
 mod lustre_minio;
 mod pdc_xf;
+mod prerequisites;
 mod report;
 mod runner;
 mod s3_hpc;
@@ -20,15 +21,18 @@ use runner::Runner;
 /// The studies Isthmus starts from (docs/benchmarks/reproduce.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Study {
-    /// MinIO as an S3 gateway on Lustre against Ceph RGW and JuiceFS: COSBench, mdtest, cost
+    /// MinIO as an S3 gateway on Lustre against Ceph RGW and JuiceFS: COSBench, mdtest, cost;
+    /// needs 8.0 GiB free (2.0 GiB with --quick)
     LustreMinio,
     /// Gadban and Kunkel, the S3 API for HPC workloads: IO500 and MD-Workbench over S3,
-    /// in-process (S3Embedded) and a local gateway (S3Remote)
+    /// in-process (S3Embedded) and a local gateway (S3Remote); needs 8.0 GiB free (2.0 GiB with --quick)
     S3Hpc,
-    /// CERN's erasure-coded layouts: EC 4+2, 8+2, 16+2, block sizes, a slow drive
+    /// CERN's erasure-coded layouts: EC 4+2, 8+2, 16+2, block sizes, a slow drive; needs 12.0 GiB
+    /// free (3.0 GiB with --quick)
     CephfsEc,
     /// PDC-XF: regions of arrays, asynchronous transfers, session against strong consistency,
-    /// cross-facility migration, the EQSIM analysis patterns
+    /// cross-facility migration, the EQSIM analysis patterns; needs 24.0 GiB free (3.0 GiB with
+    /// --quick), python3 with numpy, h5py, zarr, s3fs
     PdcXf,
 }
 
@@ -124,6 +128,8 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         Some(dir) => (dir, false),
         None => (out.join("data"), true),
     };
+    // What the study needs (Python modules, free space) before anything runs.
+    prerequisites::check(study, args.quick, &data)?;
     let mut runner = Runner::new(out.clone(), data.clone(), args.quick)?;
     let size = if args.quick { "quick" } else { "full" };
     let mut report = report_head(
