@@ -41,8 +41,10 @@ fn space_needed(study: Study, quick: bool) -> u64 {
     }
 }
 
-/// What a study needs, as `--help` (the study's own line) and docs/benchmarks/reproduce.md say.
-pub fn summary(study: Study) -> String {
+/// What a study needs, as `--help` (the study's own line, a doc comment of `Study`) must say it:
+/// the test that holds the help to these figures.
+#[cfg(test)]
+fn summary(study: Study) -> String {
     let modules = python_modules(study);
     let space = format!("{} free ({} with --quick)", gib(space_needed(study, false)), gib(space_needed(study, true)));
     if modules.is_empty() {
