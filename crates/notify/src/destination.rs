@@ -1,0 +1,149 @@
+//! Where events go: the destinations the operator declares in the configuration file (one
+//! table array per kind, each entry with an `id`), named in a bucket's rules by their ARN,
+//! `arn:isthmus:sqs::ID:KIND`, as MinIO's ARNs name its targets. A `Sender` delivers one
+//! record at a time, blocking, on its destination's own thread.
+
+use std::fmt;
+
+/// The kinds of destination, as ARNs and the configuration file name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Webhook,
+    Nats,
+    Amqp,
+    Redis,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Webhook => "webhook",
+            Kind::Nats => "nats",
+            Kind::Amqp => "amqp",
+            Kind::Redis => "redis",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Kind::Webhook, Kind::Nats, Kind::Amqp, Kind::Redis].into_iter().find(|kind| kind.as_str() == text)
+    }
+}
+
+/// How to reach a destination, with its credentials (they stay in the configuration file;
+/// the S3 API only ever names the destination by its ARN).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Settings {
+    /// An HTTP(S) POST of each record to `endpoint`, with `Authorization: Bearer TOKEN` when a
+    /// token is set.
+    Webhook { endpoint: String, auth_token: Option<String> },
+    /// A JetStream publish to `subject`, acknowledged by the stream that holds it.
+    Nats { url: String, subject: String },
+    /// A publish to `exchange` with `routing_key`, confirmed by the broker (publisher confirms).
+    Amqp { url: String, exchange: String, routing_key: String },
+    /// An `XADD` to the stream `stream`.
+    Redis { url: String, stream: String },
+}
+
+impl Settings {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Settings::Webhook { .. } => Kind::Webhook,
+            Settings::Nats { .. } => Kind::Nats,
+            Settings::Amqp { .. } => Kind::Amqp,
+            Settings::Redis { .. } => Kind::Redis,
+        }
+    }
+}
+
+/// The credentials (a token, a password inside a URL) never reach a log line.
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} destination", self.kind().as_str())
+    }
+}
+
+/// One configured destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The operator's name for it, unique per kind (letters, digits, `-` and `_`).
+    pub id: String,
+    pub settings: Settings,
+}
+
+impl Destination {
+    pub fn kind(&self) -> Kind {
+        self.settings.kind()
+    }
+
+    /// The ARN a bucket's rule names it by.
+    pub fn arn(&self) -> String {
+        arn(&self.id, self.kind())
+    }
+}
+
+/// `arn:isthmus:sqs::ID:KIND`.
+pub fn arn(id: &str, kind: Kind) -> String {
+    format!("arn:isthmus:sqs::{id}:{}", kind.as_str())
+}
+
+/// The id and kind an ARN names, if it is one of ours and well formed.
+pub fn parse_arn(text: &str) -> Option<(String, Kind)> {
+    let rest = text.strip_prefix("arn:isthmus:sqs::")?;
+    let (id, kind) = rest.split_once(':')?;
+    let kind = Kind::parse(kind)?;
+    valid_id(id).then(|| (id.to_string(), kind))
+}
+
+/// An id is 1 to 64 of letters, digits, `-` and `_`.
+pub fn valid_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Why one delivery attempt failed. Every failure is retried (with backoff) until the record
+/// is delivered: the queue keeps it meanwhile.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The destination could not be reached or the connection broke.
+    #[error("cannot reach the destination: {0}")]
+    Unreachable(String),
+    /// The destination answered but did not take the record (an HTTP status other than 2xx, a
+    /// negative acknowledgement, a stream error).
+    #[error("the destination refused the record: {0}")]
+    Refused(String),
+}
+
+/// Delivers records to one destination. Called from that destination's own thread, one record
+/// at a time, in queue order; returns once the destination has acknowledged the record (an
+/// HTTP 2xx, a JetStream ack, a publisher confirm, an XADD reply). Reconnects by itself after a
+/// failure.
+pub trait Sender: Send {
+    /// `key` is the object key (for destinations that partition by it); `record` is the JSON
+    /// document `{"Records":[...]}`.
+    fn send(&mut self, key: &str, record: &[u8]) -> Result<(), DeliveryError>;
+}
+
+/// The sender for a destination.
+pub fn sender(destination: &Destination) -> Result<Box<dyn Sender>, DeliveryError> {
+    match &destination.settings {
+        Settings::Webhook { .. } => Err(DeliveryError::Unreachable("webhook sender: not built yet".into())),
+        Settings::Nats { .. } => Err(DeliveryError::Unreachable("nats sender: not built yet".into())),
+        Settings::Amqp { .. } => Err(DeliveryError::Unreachable("amqp sender: not built yet".into())),
+        Settings::Redis { .. } => Err(DeliveryError::Unreachable("redis sender: not built yet".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arns_round_trip_and_refuse_strangers() {
+        assert_eq!(arn("hook", Kind::Webhook), "arn:isthmus:sqs::hook:webhook");
+        assert_eq!(parse_arn("arn:isthmus:sqs::hook:webhook"), Some(("hook".into(), Kind::Webhook)));
+        assert_eq!(parse_arn("arn:isthmus:sqs::a_b-1:redis"), Some(("a_b-1".into(), Kind::Redis)));
+        for bad in ["arn:aws:sqs:us-east-1:1:q", "arn:isthmus:sqs::hook:kafka", "arn:isthmus:sqs:::webhook", "arn:isthmus:sqs::a/b:nats", "arn:isthmus:sqs::hook"] {
+            assert_eq!(parse_arn(bad), None, "{bad}");
+        }
+    }
+}
