@@ -185,6 +185,7 @@ fn parse_legacy(read: impl Fn(&str) -> Result<Option<Vec<u8>>, StateError>) -> R
         tags,
         versioning: file(VERSIONING_FILE)?.and_then(|b| Versioning::parse(&text(b))),
         cors: None,
+        notification: None,
         version: None,
     })
 }

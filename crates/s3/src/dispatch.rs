@@ -73,6 +73,7 @@ impl Answer {
         start: Instant,
     ) -> Result<s3s::HttpResponse, s3s::HttpError> {
         req.extensions_mut().insert(operation.clone());
+        req.extensions_mut().insert(crate::request_facts::PeerAddress(self.peer));
         let requester = crate::access_log::user_of(&req);
         let (req, body_finished) = crate::expect::track(req);
         let asks_attributes = crate::attributes::is_attributes_request(&req);

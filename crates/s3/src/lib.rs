@@ -28,6 +28,7 @@ pub mod integrity;
 mod list;
 pub mod metrics;
 mod multipart;
+mod notification;
 mod object;
 mod post_filename;
 mod post_form;
@@ -61,6 +62,8 @@ pub struct Gateway {
     principals: Principals,
     /// The largest array selection answered (`?select=`), in bytes.
     select_max_bytes: u64,
+    /// The ARNs of the notification destinations the operator configured.
+    notification_destinations: Arc<Vec<String>>,
 }
 
 /// The default of `select_max_bytes`: 1 GiB.
@@ -68,7 +71,23 @@ pub const DEFAULT_SELECT_MAX_BYTES: u64 = 1 << 30;
 
 impl Gateway {
     pub fn new(runner: Runner, principals: Principals) -> Self {
-        Self { runner, principals, select_max_bytes: DEFAULT_SELECT_MAX_BYTES }
+        Self {
+            runner,
+            principals,
+            select_max_bytes: DEFAULT_SELECT_MAX_BYTES,
+            notification_destinations: Arc::default(),
+        }
+    }
+
+    /// Sets the ARNs a bucket's notification rules may name (the operator's destinations).
+    pub fn with_notification_destinations(mut self, arns: Vec<String>) -> Self {
+        self.notification_destinations = Arc::new(arns);
+        self
+    }
+
+    /// The ARNs a bucket's notification rules may name.
+    fn notification_destinations(&self) -> &[String] {
+        &self.notification_destinations
     }
 
     /// Sets the largest array selection the gateway answers.
@@ -88,7 +107,8 @@ impl Gateway {
             bearer,
             security_token: security_token.as_deref(),
         };
-        self.context(&asking, &req.headers)
+        let source_ip = req.extensions.get::<request_facts::PeerAddress>().map(|peer| peer.0.ip());
+        Ok(self.context(&asking, &req.headers)?.from_address(source_ip))
     }
 
     /// The context of a request from `asking` whose headers are `headers` (`cx`; the fast path
@@ -201,6 +221,8 @@ operations! {
     cors::put_bucket_cors(PutBucketCorsInput) -> PutBucketCorsOutput;
     cors::get_bucket_cors(GetBucketCorsInput) -> GetBucketCorsOutput;
     cors::delete_bucket_cors(DeleteBucketCorsInput) -> DeleteBucketCorsOutput;
+    notification::put_bucket_notification_configuration(PutBucketNotificationConfigurationInput) -> PutBucketNotificationConfigurationOutput;
+    notification::get_bucket_notification_configuration(GetBucketNotificationConfigurationInput) -> GetBucketNotificationConfigurationOutput;
     tagging::put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
     tagging::get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
     tagging::delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;

@@ -16,7 +16,8 @@ use crate::{checksum_headers, meta_headers, set_checksum};
 use isthmus_session::Placement;
 
 pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-    let req = crate::post_policy::with_form_extras(req);
+    // A browser's form upload (every form carries its extras, if only empty ones).
+    let (req, browser_form) = crate::post_policy::with_form_extras(req);
     let cx = gw.cx(&req)?;
     if !declares_length(&req.headers) {
         return Err(s3_error!(MissingContentLength, "You must provide the Content-Length HTTP header."));
@@ -38,6 +39,7 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
         md5_required: declared.declares_md5(),
         size_hint: input.content_length.and_then(|n| u64::try_from(n).ok()),
         complete_checksum: Default::default(),
+        browser_form,
         meta: isthmus_store::ObjectMeta {
             tags,
             acl: crate::acl::parse_canned(input.acl.as_ref().map(|a| a.as_str()))?,

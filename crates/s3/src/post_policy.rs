@@ -175,9 +175,9 @@ fn tagging_header(xml: &str) -> Result<String, Refusal> {
 }
 
 /// `PutObject`'s request with the fields a form carried beside the protocol layer (none for a
-/// PUT): a field the protocol layer passed on itself wins.
-pub(crate) fn with_form_extras(mut req: S3Request<PutObjectInput>) -> S3Request<PutObjectInput> {
-    let Some(extras) = req.extensions.remove::<FormExtras>() else { return req };
+/// PUT), and whether it is a form upload: a field the protocol layer passed on itself wins.
+pub(crate) fn with_form_extras(mut req: S3Request<PutObjectInput>) -> (S3Request<PutObjectInput>, bool) {
+    let Some(extras) = req.extensions.remove::<FormExtras>() else { return (req, false) };
     let input = &mut req.input;
     if input.tagging.is_none() {
         input.tagging = extras.tagging;
@@ -193,7 +193,7 @@ pub(crate) fn with_form_extras(mut req: S3Request<PutObjectInput>) -> S3Request<
         };
         slot.get_or_insert(value);
     }
-    req
+    (req, true)
 }
 
 /// A successful upload's answer as S3 gives it: the ETag in a redirect's `etag` parameter and

@@ -23,6 +23,11 @@ impl RequestIds {
     }
 }
 
+/// The address a request came from, for the engine calls' context (notification records name
+/// it as `sourceIPAddress`).
+#[derive(Clone, Copy)]
+pub(crate) struct PeerAddress(pub(crate) SocketAddr);
+
 /// A request's id: the process's random prefix and the request's number, in hex (at least 8
 /// digits each), kept on the stack.
 #[derive(Clone, Copy)]

@@ -6,6 +6,7 @@
 //! runner that places calls inline or on the blocking pool (`runner`). No door and no service
 //! switches a thread's identity or spawns blocking engine work itself: they come here.
 
+pub mod announcing;
 pub mod as_requester;
 pub mod door;
 mod error;

@@ -1,5 +1,5 @@
 //! A bucket's settings as one value (`BucketConfig`: owner, ACL, policy, public access block,
-//! tags, versioning, CORS), read and written whole through two `Store` methods, with the version it
+//! tags, versioning, CORS, notification rules), read and written whole through two `Store` methods, with the version it
 //! was read at so that two administrators changing one bucket at once do not lose each other's
 //! change; and `BucketSettings`, the one-setting reads and read-modify-write changes every
 //! door uses on top of them, for any store.
@@ -16,6 +16,7 @@ use sha2::Digest;
 use crate::acl::{Acl, PublicAccessBlock};
 use crate::cors::CorsConfig;
 use crate::error::{StoreError, StoreResult};
+use crate::notification::NotificationConfig;
 use crate::versioning::Versioning;
 use crate::{RequestContext, Store};
 
@@ -37,6 +38,9 @@ pub struct BucketConfig {
     /// Which web origins may use the bucket from a browser (`None`: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<CorsConfig>,
+    /// Which events go to which destination (`None`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification: Option<NotificationConfig>,
     /// The version these settings were read at (`bucket_config`), which a write names to say
     /// which settings it replaces; `None` in a write replaces whatever is there (a copy of a
     /// bucket's settings to another pool or drive).
@@ -208,6 +212,27 @@ pub trait BucketSettings: Store {
         }
         self.update_bucket_config(cx, bucket, &mut |c| {
             c.cors = cors.clone();
+            Ok(())
+        })
+    }
+
+    /// The bucket's notification rules (`None`: none); NoSuchBucket if missing.
+    fn bucket_notification(&self, cx: &RequestContext, bucket: &str) -> StoreResult<Option<NotificationConfig>> {
+        Ok(self.bucket_config(cx, bucket)?.notification)
+    }
+
+    /// Replaces (or with `None` removes) the bucket's notification rules, checked first.
+    fn set_bucket_notification(
+        &self,
+        cx: &RequestContext,
+        bucket: &str,
+        rules: Option<NotificationConfig>,
+    ) -> StoreResult<()> {
+        if let Some(config) = &rules {
+            config.validate()?;
+        }
+        self.update_bucket_config(cx, bucket, &mut |c| {
+            c.notification = rules.clone();
             Ok(())
         })
     }

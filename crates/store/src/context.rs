@@ -41,43 +41,38 @@ pub struct RequestContext {
     /// The capability scopes of the bearer token (or temporary credentials) the request came
     /// with: the authorization layer limits it to them. `None`: not limited by a token.
     pub scopes: Option<Arc<Scopes>>,
+    /// Where the request came from (the HTTP peer's address), for the records of bucket
+    /// notifications; `None` for the local socket and in-process doors.
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 impl RequestContext {
     /// The process acting for itself, on a thread that may block.
     pub fn process() -> Self {
+        Self::of(Principal::Process)
+    }
+
+    /// `principal`'s request, on a thread that may block, with nothing else known yet.
+    fn of(principal: Principal) -> Self {
         Self {
-            principal: Principal::Process,
+            principal,
             may_block: true,
             expected_bucket_owner: None,
             expected_source_owner: None,
             identity: None,
             scopes: None,
+            source_ip: None,
         }
     }
 
     /// A door's authenticated user, on a thread that may block.
     pub fn user(name: impl Into<String>, is_root: bool) -> Self {
-        Self {
-            principal: Principal::User { name: name.into(), is_root },
-            may_block: true,
-            expected_bucket_owner: None,
-            expected_source_owner: None,
-            identity: None,
-            scopes: None,
-        }
+        Self::of(Principal::User { name: name.into(), is_root })
     }
 
     /// An unsigned request.
     pub fn anonymous() -> Self {
-        Self {
-            principal: Principal::Anonymous,
-            may_block: true,
-            expected_bucket_owner: None,
-            expected_source_owner: None,
-            identity: None,
-            scopes: None,
-        }
+        Self::of(Principal::Anonymous)
     }
 
     /// The same request, expecting its bucket to belong to `owner`.
@@ -93,6 +88,11 @@ impl RequestContext {
     /// The same request, its file-system work run as `identity`.
     pub fn with_identity(self, identity: Option<Arc<UnixIdentity>>) -> Self {
         Self { identity, ..self }
+    }
+
+    /// The same request, known to come from `source_ip`.
+    pub fn from_address(self, source_ip: Option<std::net::IpAddr>) -> Self {
+        Self { source_ip, ..self }
     }
 
     /// The same request, limited to a token's `scopes`.

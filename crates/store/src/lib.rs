@@ -22,6 +22,7 @@ pub mod file_stretch;
 pub mod identity;
 pub mod key;
 pub mod multipart;
+pub mod notification;
 pub mod object_files;
 pub mod object_meta;
 pub mod scoped;
@@ -147,6 +148,10 @@ pub struct PutRequest {
     /// CompleteMultipartUpload only: the checksum type and value the client declared.
     #[serde(default)]
     pub complete_checksum: CompleteChecksum,
+    /// The write is a browser's form upload (S3's PostObject): announced as
+    /// `ObjectCreated:Post`.
+    #[serde(default)]
+    pub browser_form: bool,
 }
 
 /// A GET: the byte range wanted and the conditions on the current object.
