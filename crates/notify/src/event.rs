@@ -219,7 +219,7 @@ mod tests {
             let r = parse(&event(key).record(1, "c"));
             let encoded = r["s3"]["object"]["key"].as_str().unwrap();
             assert!(!encoded.contains(' '), "{encoded}");
-            let decoded = urlencoding::decode(&encoded.replace('+', " ")).unwrap();
+            let decoded = urlencoding::decode(&encoded.replace('+', " ")).unwrap().into_owned();
             assert_eq!(decoded, key, "{encoded}");
         }
         assert_eq!(encode_key("a b+c%d"), "a+b%2Bc%25d");
