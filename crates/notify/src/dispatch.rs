@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use isthmus_store::state_dir::StateDir;
 
-use crate::destination::{self, Destination, DeliveryError, Sender};
+use crate::destination::{self, DeliveryError, Destination, Sender};
 use crate::event::Event;
 use crate::metrics::{DestinationMetrics, Metrics};
-pub use crate::queue::{NotifyError, QueueLimits, Target, WhenFull};
 use crate::queue::Queue;
+pub use crate::queue::{NotifyError, QueueLimits, Target, WhenFull};
 
 /// The first retry delay; it doubles per failure up to `BACKOFF_MAX`.
 pub const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -72,7 +72,11 @@ pub struct Notifier {
 impl Notifier {
     /// Opens the queue in `dir` (the gateway passes `.isthmus/notify`) and starts a delivery
     /// thread per destination, each resuming at its saved cursor.
-    pub fn start(dir: StateDir, destinations: Vec<Destination>, limits: QueueLimits) -> Result<Arc<Notifier>, NotifyError> {
+    pub fn start(
+        dir: StateDir,
+        destinations: Vec<Destination>,
+        limits: QueueLimits,
+    ) -> Result<Arc<Notifier>, NotifyError> {
         let arns: Vec<String> = destinations.iter().map(Destination::arn).collect();
         if let Some(twice) = arns.iter().enumerate().find(|(i, arn)| arns[..*i].contains(arn)).map(|(_, arn)| arn) {
             return Err(NotifyError::UnknownDestination(format!("{twice} (configured twice)")));
@@ -80,11 +84,21 @@ impl Notifier {
         let queue = Queue::open(dir, arns, limits)?;
         let stop = Arc::new(Stop { state: Mutex::new(None), wake: Condvar::new() });
         let counters: Vec<Arc<Counters>> = destinations.iter().map(|_| Arc::default()).collect();
-        let notifier =
-            Arc::new(Notifier { queue: queue.clone(), counters: counters.clone(), stop: stop.clone(), threads: Mutex::new(Vec::new()) });
+        let notifier = Arc::new(Notifier {
+            queue: queue.clone(),
+            counters: counters.clone(),
+            stop: stop.clone(),
+            threads: Mutex::new(Vec::new()),
+        });
         for (index, destination) in destinations.into_iter().enumerate() {
             let name = format!("isthmus-notify-{}-{}", destination.kind().as_str(), destination.id);
-            let worker = Worker { queue: queue.clone(), index, destination, counters: counters[index].clone(), stop: stop.clone() };
+            let worker = Worker {
+                queue: queue.clone(),
+                index,
+                destination,
+                counters: counters[index].clone(),
+                stop: stop.clone(),
+            };
             match isthmus_store::identity::spawn_gateway_thread(&name, move || worker.run()) {
                 Ok(handle) => notifier.threads.lock().unwrap_or_else(|p| p.into_inner()).push(handle),
                 Err(err) => {

@@ -58,11 +58,13 @@ impl Metrics {
         let _ = writeln!(out, "isthmus_notify_dropped_total {}", self.dropped);
         family(&mut out, "queue_bytes", "gauge", "Bytes of queued events.");
         let _ = writeln!(out, "isthmus_notify_queue_bytes {}", self.queue_bytes);
-        let per: [(&str, &str, &str, fn(&DestinationMetrics) -> String); 4] = [
+        let per: [(&str, &str, &str, Field); 4] = [
             ("delivered_total", "counter", "Events a destination acknowledged.", |d| d.delivered.to_string()),
             ("failed_total", "counter", "Delivery attempts that failed (each is retried).", |d| d.failed.to_string()),
             ("pending", "gauge", "Events queued for a destination and not yet delivered.", |d| d.pending.to_string()),
-            ("lag_seconds", "gauge", "Age of a destination's oldest undelivered event.", |d| format!("{:.3}", d.lag_seconds)),
+            ("lag_seconds", "gauge", "Age of a destination's oldest undelivered event.", |d| {
+                format!("{:.3}", d.lag_seconds)
+            }),
         ];
         for (name, kind, help, value) in per {
             family(&mut out, name, kind, help);
@@ -78,6 +80,9 @@ impl Metrics {
         out
     }
 }
+
+/// How one per-destination family reads its value.
+type Field = fn(&DestinationMetrics) -> String;
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP isthmus_notify_{name} {help}");

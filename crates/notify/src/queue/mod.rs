@@ -16,7 +16,10 @@
 //! Memory: an index of about 48 bytes per queued record, bounded by `max_bytes`. Disk: at most
 //! `max_bytes` of queued records plus one segment (`max_bytes / 8`, between 4 KiB and 64 MiB).
 
+mod open;
 mod segment;
+
+use open::cursor_name;
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -29,7 +32,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use isthmus_store::state_dir::{StateDir, StateError};
 use serde::{Deserialize, Serialize};
 
-use crate::destination::parse_arn;
 use crate::event::Event;
 pub use segment::MAX_FRAME;
 use segment::{BadFrame, Entry};
@@ -169,62 +171,6 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// Opens the queue kept in `dir` for the destinations `arns` (their order gives the
-    /// indices the other calls take), cutting off a torn tail, and starts its flusher.
-    pub fn open(dir: StateDir, arns: Vec<String>, limits: QueueLimits) -> Result<Arc<Queue>, NotifyError> {
-        if arns.len() > MAX_DESTINATIONS {
-            return Err(NotifyError::TooManyDestinations);
-        }
-        for arn in &arns {
-            cursor_name(arn)?;
-        }
-        let lock = lock(&dir)?;
-        let segment_size = (limits.max_bytes / 8).clamp(4096, 64 << 20);
-        let mut inner = Inner {
-            slots: VecDeque::new(),
-            segments: VecDeque::new(),
-            next_seq: 1,
-            bytes: 0,
-            cursors: Vec::new(),
-            closed: false,
-            dropping: false,
-            queued: 0,
-            dropped: 0,
-        };
-        load_segments(&dir, &arns, &mut inner)?;
-        for arn in &arns {
-            let saved = read_cursor(&dir, arn)?;
-            inner.cursors.push(Cursor { next: saved, saved, pending: 0 });
-        }
-        let highest_cursor = inner.cursors.iter().map(|c| c.next).max().unwrap_or(0);
-        inner.next_seq = inner.next_seq.max(highest_cursor);
-        if inner.segments.is_empty() {
-            let file = segment::open(&dir, inner.next_seq, true)?;
-            inner.segments.push_back(Segment { id: inner.next_seq, file, len: 0 });
-        }
-        for (index, cursor) in inner.cursors.iter_mut().enumerate() {
-            cursor.pending =
-                inner.slots.iter().filter(|s| s.seq >= cursor.next && s.targets & (1 << index) != 0).count() as u64;
-        }
-        let flush = Arc::new(Flush { state: Mutex::new((None, false)), wake: Condvar::new() });
-        let flusher = flush.clone();
-        isthmus_store::identity::spawn_gateway_thread("isthmus-notify-queue-flusher", move || flusher.run())
-            .map_err(NotifyError::Thread)?;
-        let queue = Queue {
-            dir,
-            _lock: lock,
-            arns,
-            limits,
-            segment_size,
-            inner: Mutex::new(inner),
-            arrived: Condvar::new(),
-            room: Condvar::new(),
-            flush,
-        };
-        queue.release(&mut queue.lock());
-        Ok(Arc::new(queue))
-    }
-
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -245,7 +191,8 @@ impl Queue {
     pub fn enqueue(&self, event: &Event, targets: &[Target]) -> Result<Option<u64>, NotifyError> {
         let mut mask = 0u64;
         for target in targets {
-            let index = self.index_of(&target.arn).ok_or_else(|| NotifyError::UnknownDestination(target.arn.clone()))?;
+            let index =
+                self.index_of(&target.arn).ok_or_else(|| NotifyError::UnknownDestination(target.arn.clone()))?;
             mask |= 1 << index;
         }
         if mask == 0 {
@@ -258,8 +205,12 @@ impl Queue {
             if inner.closed {
                 return Err(NotifyError::Closed);
             }
-            let entry =
-                Entry { seq: inner.next_seq, queued_ms: millis(SystemTime::now()), event: event.clone(), targets: targets.to_vec() };
+            let entry = Entry {
+                seq: inner.next_seq,
+                queued_ms: millis(SystemTime::now()),
+                event: event.clone(),
+                targets: targets.to_vec(),
+            };
             let frame = segment::encode(&entry)?;
             let size = frame.len() as u64;
             if size > self.limits.max_bytes {
@@ -298,7 +249,14 @@ impl Queue {
         let file = self.append(&mut inner, &frame)?;
         let len = frame.len() as u64;
         let active = inner.segments.back().expect("there is always an active segment");
-        let slot = Slot { seq, segment: active.id, offset: active.len - len, len, queued_ms: millis(SystemTime::now()), targets: mask };
+        let slot = Slot {
+            seq,
+            segment: active.id,
+            offset: active.len - len,
+            len,
+            queued_ms: millis(SystemTime::now()),
+            targets: mask,
+        };
         inner.slots.push_back(slot);
         inner.bytes += len;
         inner.next_seq += 1;
@@ -560,7 +518,8 @@ impl Flush {
         loop {
             let file = {
                 let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                let mut state = self.wake.wait_while(state, |s| s.0.is_none() && !s.1).unwrap_or_else(|p| p.into_inner());
+                let mut state =
+                    self.wake.wait_while(state, |s| s.0.is_none() && !s.1).unwrap_or_else(|p| p.into_inner());
                 match state.0.take() {
                     Some(file) => file,
                     None => return,
@@ -578,83 +537,5 @@ fn millis(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The cursor file of the destination `arn`: `cursor.KIND.ID`.
-fn cursor_name(arn: &str) -> Result<String, NotifyError> {
-    let (id, kind) = parse_arn(arn).ok_or_else(|| NotifyError::UnknownDestination(arn.to_string()))?;
-    Ok(format!("cursor.{}.{id}", kind.as_str()))
-}
-
-fn read_cursor(dir: &StateDir, arn: &str) -> Result<u64, NotifyError> {
-    let name = cursor_name(arn)?;
-    let Some(bytes) = dir.read_private(&name, 64)? else { return Ok(0) };
-    match std::str::from_utf8(&bytes).ok().and_then(|text| text.trim().parse().ok()) {
-        Some(next) => Ok(next),
-        None => {
-            tracing::warn!(file = %dir.path().join(&name).display(), "an unreadable notification cursor: the destination starts at the oldest queued record");
-            Ok(0)
-        }
-    }
-}
-
-/// Takes the queue's lock file without waiting: one gateway process per queue.
-fn lock(dir: &StateDir) -> Result<OwnedFd, NotifyError> {
-    use rustix::fs::{FlockOperation, Mode, OFlags};
-    let path = dir.path().join("lock");
-    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = isthmus_store::identity::as_gateway(|| rustix::fs::openat(dir.fd(), "lock", flags, Mode::from_raw_mode(0o600)))
-        .map_err(|e| NotifyError::Io { what: "open", path: path.clone(), source: e.into() })?;
-    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(fd),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(NotifyError::Busy(dir.path().to_path_buf())),
-        Err(e) => Err(NotifyError::Io { what: "lock", path, source: e.into() }),
-    }
-}
-
-/// Reads every segment into `inner`'s index, cutting off what a crash left half-written.
-fn load_segments(dir: &StateDir, arns: &[String], inner: &mut Inner) -> Result<(), NotifyError> {
-    let mut unknown = 0u64;
-    for id in segment::list(dir)? {
-        let file = segment::open(dir, id, false)?;
-        let path = dir.path().join(segment::segment_name(id));
-        let io = |what, e| NotifyError::Io { what, path: path.clone(), source: e };
-        let size = segment::size(&file).map_err(|e| io("inspect", e))?;
-        inner.next_seq = inner.next_seq.max(id);
-        let mut offset = 0;
-        while offset < size {
-            let bad = match segment::read_frame(&file, offset, size) {
-                Ok((entry, _)) if entry.seq < inner.next_seq => BadFrame::Corrupt("a sequencer out of order"),
-                Ok((entry, len)) => {
-                    let mut mask = 0u64;
-                    for target in &entry.targets {
-                        match arns.iter().position(|a| *a == target.arn) {
-                            Some(index) => mask |= 1 << index,
-                            None => unknown += 1,
-                        }
-                    }
-                    inner.slots.push_back(Slot { seq: entry.seq, segment: id, offset, len, queued_ms: entry.queued_ms, targets: mask });
-                    inner.bytes += len;
-                    inner.next_seq = entry.seq + 1;
-                    offset += len;
-                    continue;
-                }
-                Err(bad) => bad,
-            };
-            let why = match bad {
-                BadFrame::Short => "a frame cut short",
-                BadFrame::Corrupt(why) => why,
-            };
-            tracing::warn!(segment = %path.display(), offset, lost_bytes = size - offset, why, "the notification queue ends in what a crash left half-written: cut off");
-            segment::truncate(&file, offset).map_err(|e| io("truncate", e))?;
-            break;
-        }
-        let len = offset.min(size);
-        inner.segments.push_back(Segment { id, file, len });
-    }
-    if unknown > 0 {
-        tracing::warn!(records = unknown, "queued notifications for destinations no longer configured are not delivered");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -125,7 +125,11 @@ pub fn open(dir: &StateDir, id: u64, create: bool) -> Result<Arc<File>, NotifyEr
         }),
         e => NotifyError::Io { what: "open", path: path.clone(), source: e.into() },
     })?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| NotifyError::Io { what: "inspect", path: path.clone(), source: e.into() })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| NotifyError::Io {
+        what: "inspect",
+        path: path.clone(),
+        source: e.into(),
+    })?;
     let euid = rustix::process::geteuid().as_raw();
     let why = if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         Some("is not a regular file".to_string())

@@ -83,7 +83,10 @@ fn records_come_out_in_order_and_files_are_private() {
     for file in segment_files(&root) {
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     }
-    assert!(matches!(queue.enqueue(&event("x"), &to(&["arn:isthmus:sqs::nobody:webhook"])), Err(NotifyError::UnknownDestination(_))));
+    assert!(matches!(
+        queue.enqueue(&event("x"), &to(&["arn:isthmus:sqs::nobody:webhook"])),
+        Err(NotifyError::UnknownDestination(_))
+    ));
     assert_eq!(queue.enqueue(&event("x"), &[]).unwrap(), None);
 }
 
