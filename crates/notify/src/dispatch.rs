@@ -117,7 +117,8 @@ impl Notifier {
         self.queue.enqueue(event, targets).map(|_| ())
     }
 
-    /// Whether an event would find room in the queue now.
+    /// Whether an event would find room in the queue now (with `DropOldest` or `Refuse` the
+    /// gateway need not ask: `enqueue` drops or fails by itself).
     pub fn has_room(&self) -> bool {
         self.queue.has_room()
     }

@@ -199,18 +199,14 @@ impl Queue {
             return Ok(None);
         }
         let deadline = Instant::now() + BLOCK_LIMIT;
+        let queued_ms = millis(SystemTime::now());
         let mut inner = self.lock();
         let mut dropped_now = 0u64;
         let frame = loop {
             if inner.closed {
                 return Err(NotifyError::Closed);
             }
-            let entry = Entry {
-                seq: inner.next_seq,
-                queued_ms: millis(SystemTime::now()),
-                event: event.clone(),
-                targets: targets.to_vec(),
-            };
+            let entry = Entry { seq: inner.next_seq, queued_ms, event: event.clone(), targets: targets.to_vec() };
             let frame = segment::encode(&entry)?;
             let size = frame.len() as u64;
             if size > self.limits.max_bytes {
@@ -249,14 +245,7 @@ impl Queue {
         let file = self.append(&mut inner, &frame)?;
         let len = frame.len() as u64;
         let active = inner.segments.back().expect("there is always an active segment");
-        let slot = Slot {
-            seq,
-            segment: active.id,
-            offset: active.len - len,
-            len,
-            queued_ms: millis(SystemTime::now()),
-            targets: mask,
-        };
+        let slot = Slot { seq, segment: active.id, offset: active.len - len, len, queued_ms, targets: mask };
         inner.slots.push_back(slot);
         inner.bytes += len;
         inner.next_seq += 1;
@@ -307,7 +296,7 @@ impl Queue {
         for (index, cursor) in inner.cursors.iter_mut().enumerate() {
             if cursor.next <= slot.seq {
                 if slot.targets & (1 << index) != 0 {
-                    cursor.pending -= 1;
+                    cursor.pending = cursor.pending.saturating_sub(1);
                 }
                 cursor.next = slot.seq + 1;
             }

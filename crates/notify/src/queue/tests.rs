@@ -281,3 +281,14 @@ fn one_process_per_queue_and_a_planted_link_is_refused() {
     let err = Queue::open(dir.clone(), vec![A.into()], limits(1 << 20, WhenFull::Refuse)).err().unwrap();
     assert!(matches!(err, NotifyError::State(_)), "{err}");
 }
+
+#[test]
+fn a_strict_queue_syncs_each_record_and_reads_it_back() {
+    let (_root, dir) = state();
+    let strict = QueueLimits { max_bytes: 1 << 20, when_full: WhenFull::Refuse, strict_sync: true };
+    let queue = Queue::open(dir.clone(), vec![A.into()], strict).unwrap();
+    queue.enqueue(&event("k1"), &to(&[A])).unwrap();
+    drop(queue);
+    let queue = Queue::open(dir, vec![A.into()], strict).unwrap();
+    assert_eq!(keys(&drain(&queue, 0)), ["k1"]);
+}
