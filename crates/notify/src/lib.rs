@@ -9,3 +9,8 @@
 //! changes for the gateway to announce.
 
 pub mod destination;
+pub mod dispatch;
+pub mod event;
+pub mod metrics;
+pub mod queue;
+pub mod webhook;
