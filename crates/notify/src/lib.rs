@@ -9,3 +9,4 @@
 //! changes for the gateway to announce.
 
 pub mod destination;
+pub mod watch;
