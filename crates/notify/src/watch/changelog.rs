@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{is_bucket_name, segment, Change};
+use super::{Change, is_bucket_name, segment};
 
 /// A source of numbered changes that must be acknowledged (`clear`) once processed.
 pub trait ChangeLog {
@@ -126,14 +126,12 @@ fn split_rename(text: &str) -> Option<(&str, String, String, &str)> {
     let mut from = 0;
     while let Some(at) = text[from..].find(" s=[").map(|i| i + from) {
         let after = &text[at + 3..];
-        if let Some((s, tail)) = after.split_once(' ') {
-            if let Some(tail) = tail.strip_prefix("sp=") {
-                if let Some((sp, old)) = tail.split_once(' ') {
-                    if let (Some(s), Some(sp)) = (fid(s), fid(sp)) {
-                        return Some((&text[..at], s, sp, old));
-                    }
-                }
-            }
+        if let Some((s, tail)) = after.split_once(' ')
+            && let Some(tail) = tail.strip_prefix("sp=")
+            && let Some((sp, old)) = tail.split_once(' ')
+            && let (Some(s), Some(sp)) = (fid(s), fid(sp))
+        {
+            return Some((&text[..at], s, sp, old));
         }
         from = at + 1;
     }
@@ -246,7 +244,8 @@ impl ChangeLog for LustreChangelog {
 /// Runs `program` with `args`, returning its standard output (at most `OUTPUT_LIMIT` bytes);
 /// killed after `timeout`.
 fn run(program: &str, args: &[&str], timeout: Duration) -> io::Result<String> {
-    let mut child = Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+    let mut child =
+        Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
     let mut stdout = child.stdout.take().expect("piped");
     let reader = std::thread::spawn(move || {
         let mut bytes = Vec::new();
@@ -269,7 +268,8 @@ fn run(program: &str, args: &[&str], timeout: Duration) -> io::Result<String> {
     if !status.success() {
         return Err(io::Error::other(format!("{program} {} failed: {status}", args.join(" "))));
     }
-    String::from_utf8(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "lfs printed text that is not UTF-8"))
+    String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "lfs printed text that is not UTF-8"))
 }
 
 #[cfg(test)]
@@ -279,11 +279,15 @@ mod tests {
     // Lines as `lfs changelog` prints them (lustre-discuss, Aug 2024; the Lustre manual).
     const CREAT: &str = "1 01CREAT 04:24:09.779203918 2024.08.20 0x0 t=[0x2000013a1:0x1:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] testfile";
     const SPACES: &str = "3 01CREAT 04:27:54.551053189 2024.08.20 0x0 t=[0x2000013a1:0x4:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo p=[0x2000013a1:0x3:0x0] file with spaces";
-    const OLD_STYLE: &str = "2 01CREAT 19:10:36.180416016 2008.07.21 0x0 t=[0x200000420:0x4:0x0] p=[0x200000420:0x3:0x0] chloe.jpg";
-    const UNLNK: &str = "3 06UNLNK 19:10:40.578004108 2008.07.21 0x1 t=[0x200000420:0x4:0x0] p=[0x200000420:0x3:0x0] chloe.jpg";
+    const OLD_STYLE: &str =
+        "2 01CREAT 19:10:36.180416016 2008.07.21 0x0 t=[0x200000420:0x4:0x0] p=[0x200000420:0x3:0x0] chloe.jpg";
+    const UNLNK: &str =
+        "3 06UNLNK 19:10:40.578004108 2008.07.21 0x1 t=[0x200000420:0x4:0x0] p=[0x200000420:0x3:0x0] chloe.jpg";
     const RENME: &str = "231770 08RENME 13:31:35.825896252 2021.04.18 0x0 t=[0:0x0:0x0] ef=0xf u=160:160 nid=10.0.0.1@tcp p=[0x200000403:0x1a00a:0x0] new name s=[0x200000403:0x1a00d:0x0] sp=[0x200000403:0x1a00a:0x0] old name";
-    const CLOSE: &str = "4 11CLOSE 02:52:19.798 2026.03.16 0x242 t=[0x200000401:0x3:0x0] ef=0xf u=1000:1000 nid=172.31.39.56@tcp";
-    const MKDIR: &str = "1 02MKDIR 19:10:21.509659173 2008.07.21 0x0 t=[0x200000420:0x3:0x0] p=[0x61b4:0xca2c7dde:0x0] pics";
+    const CLOSE: &str =
+        "4 11CLOSE 02:52:19.798 2026.03.16 0x242 t=[0x200000401:0x3:0x0] ef=0xf u=1000:1000 nid=172.31.39.56@tcp";
+    const MKDIR: &str =
+        "1 02MKDIR 19:10:21.509659173 2008.07.21 0x0 t=[0x200000420:0x3:0x0] p=[0x61b4:0xca2c7dde:0x0] pics";
 
     #[test]
     fn creates_unlinks_and_closes_parse() {
@@ -295,7 +299,10 @@ mod tests {
         let u = parse_record(UNLNK).unwrap();
         assert_eq!((u.index, u.kind), (3, RecordKind::Unlink));
         let c = parse_record(CLOSE).unwrap();
-        assert_eq!((c.kind, c.target.as_str(), c.parent, c.name), (RecordKind::Close, "[0x200000401:0x3:0x0]", None, None));
+        assert_eq!(
+            (c.kind, c.target.as_str(), c.parent, c.name),
+            (RecordKind::Close, "[0x200000401:0x3:0x0]", None, None)
+        );
         assert_eq!(parse_record(MKDIR).unwrap().kind, RecordKind::Other("MKDIR".into()));
     }
 
@@ -311,7 +318,14 @@ mod tests {
 
     #[test]
     fn garbage_is_not_a_record() {
-        for bad in ["", "x", "1 01CREAT", "1 XXCREAT a b c t=[1]", "one 01CREAT a b c t=[1] p=[2] n", "1 01CREAT a b c p=[2] n"] {
+        for bad in [
+            "",
+            "x",
+            "1 01CREAT",
+            "1 XXCREAT a b c t=[1]",
+            "one 01CREAT a b c t=[1] p=[2] n",
+            "1 01CREAT a b c p=[2] n",
+        ] {
             assert_eq!(parse_record(bad), None, "{bad:?}");
         }
     }
@@ -330,7 +344,8 @@ mod tests {
 
     #[test]
     fn a_missing_lfs_is_an_error_not_a_panic() {
-        let mut log = LustreChangelog::new("testfs-MDT0000", "cl1", Path::new("/nonexistent"), Path::new("/nonexistent/d"), 0);
+        let mut log =
+            LustreChangelog::new("testfs-MDT0000", "cl1", Path::new("/nonexistent"), Path::new("/nonexistent/d"), 0);
         if which_lfs() {
             return; // a machine with Lustre tools: not this test's business
         }

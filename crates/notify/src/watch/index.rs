@@ -21,7 +21,8 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether the file changed between the two passes.
     pub fn differs(&self, other: &Entry) -> bool {
-        (self.kind, self.ino, self.size, self.mtime, self.ctime) != (other.kind, other.ino, other.size, other.mtime, other.ctime)
+        (self.kind, self.ino, self.size, self.mtime, self.ctime)
+            != (other.kind, other.ino, other.size, other.mtime, other.ctime)
     }
 }
 

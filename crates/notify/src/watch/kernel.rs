@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -28,7 +28,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::tree::{self, Kind};
-use super::{child_key, is_bucket_name, segment, BucketFilter, Change, Sink, MAX_DEPTH};
+use super::{BucketFilter, Change, MAX_DEPTH, Sink, child_key, is_bucket_name, segment};
 
 /// How the watcher behaves.
 #[derive(Debug, Clone, Copy)]
@@ -125,10 +125,10 @@ impl Watcher {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                tracing::error!("the notification watcher's thread panicked");
-            }
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the notification watcher's thread panicked");
         }
     }
 }
@@ -196,7 +196,8 @@ impl State {
     fn run(mut self, stop: &AtomicBool) {
         let mut buffer = vec![0u8; 64 << 10];
         while !stop.load(Ordering::Relaxed) {
-            let wait = if self.pending.is_empty() { TICK } else { (self.settle / 4).clamp(Duration::from_millis(5), TICK) };
+            let wait =
+                if self.pending.is_empty() { TICK } else { (self.settle / 4).clamp(Duration::from_millis(5), TICK) };
             let timeout = rustix::fs::Timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as i64 };
             let mut fds = [PollFd::new(&self.inotify, PollFlags::IN)];
             match rustix::event::poll(&mut fds, Some(&timeout)) {
@@ -227,7 +228,14 @@ impl State {
         }
     }
 
-    fn handle(&mut self, wd: WatchDescriptor, mask: EventMask, cookie: u32, name: Option<&std::ffi::OsStr>, previous: SystemTime) {
+    fn handle(
+        &mut self,
+        wd: WatchDescriptor,
+        mask: EventMask,
+        cookie: u32,
+        name: Option<&std::ffi::OsStr>,
+        previous: SystemTime,
+    ) {
         if mask.contains(EventMask::Q_OVERFLOW) {
             self.overflow(previous);
             return;
@@ -340,10 +348,10 @@ impl State {
                     Err(err) => tracing::debug!(bucket, key, %err, "a directory could not be opened"),
                 },
                 Kind::File => {
-                    if let Some(moved) = from {
-                        if let Some(old) = tree::rebase(&key, &moved.to, &moved.from) {
-                            self.emit(Change::Removed { bucket: moved.bucket.clone(), key: old });
-                        }
+                    if let Some(moved) = from
+                        && let Some(old) = tree::rebase(&key, &moved.to, &moved.from)
+                    {
+                        self.emit(Change::Removed { bucket: moved.bucket.clone(), key: old });
                     }
                     if announce_file(announce, fd.as_fd(), &name) {
                         self.pending.insert((bucket.to_string(), key), Instant::now());
@@ -386,7 +394,8 @@ impl State {
             d.bucket == bucket
                 && (rel.is_empty() || d.rel == rel || d.rel.strip_prefix(rel).is_some_and(|r| r.starts_with('/')))
         };
-        let gone: Vec<WatchDescriptor> = self.dirs.iter().filter(|(_, d)| beneath(d)).map(|(wd, _)| wd.clone()).collect();
+        let gone: Vec<WatchDescriptor> =
+            self.dirs.iter().filter(|(_, d)| beneath(d)).map(|(wd, _)| wd.clone()).collect();
         for wd in gone {
             self.dirs.remove(&wd);
             self.counters.watches.fetch_sub(1, Ordering::Relaxed);

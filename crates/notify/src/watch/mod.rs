@@ -19,7 +19,7 @@ mod tree;
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use isthmus_store::key::{is_internal_name, validate_bucket_name, MAX_KEY_LEN};
+use isthmus_store::key::{MAX_KEY_LEN, is_internal_name, validate_bucket_name};
 
 pub use kernel::{WatchOptions, WatchStats, Watcher};
 pub use scan::{ScanError, ScanLoop, ScanStats, Scanner};

@@ -19,17 +19,17 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use isthmus_store::state_dir::{StateDir, StateError};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-use super::index::{table_name, DirTable, Entry};
+use super::index::{DirTable, Entry, table_name};
 use super::tree::{self, Kind};
-use super::{child_key, is_bucket_name, BucketFilter, Change, Sink, MAX_DEPTH};
+use super::{BucketFilter, Change, MAX_DEPTH, Sink, child_key, is_bucket_name};
 
 /// Why a pass could not run.
 #[derive(Debug, thiserror::Error)]
@@ -162,10 +162,10 @@ impl ScanLoop {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                tracing::error!("the notification scanner's thread panicked");
-            }
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the notification scanner's thread panicked");
         }
     }
 }
@@ -196,7 +196,8 @@ impl Pass<'_> {
         let old = self.load(rel)?;
         let now = now_ns();
         let unchanged = old.as_ref().is_some_and(|t| {
-            (t.ino, t.mtime, t.ctime) == (me.st_ino, ns(me.st_mtime, me.st_mtime_nsec), ns(me.st_ctime, me.st_ctime_nsec))
+            (t.ino, t.mtime, t.ctime)
+                == (me.st_ino, ns(me.st_mtime, me.st_mtime_nsec), ns(me.st_ctime, me.st_ctime_nsec))
                 && t.mtime < t.listed_at - RACY_NS
         });
         let (names, listed_at) = match &old {
@@ -229,8 +230,7 @@ impl Pass<'_> {
         if old.as_ref() != Some(&table) {
             self.save(&table)?;
         }
-        let subdirs: Vec<String> =
-            table.entries.into_iter().filter(|e| e.kind == Kind::Dir).map(|e| e.name).collect();
+        let subdirs: Vec<String> = table.entries.into_iter().filter(|e| e.kind == Kind::Dir).map(|e| e.name).collect();
         for name in subdirs {
             let Some(key) = child_key(rel, &name) else { continue };
             if depth + 1 > MAX_DEPTH {
@@ -277,10 +277,11 @@ impl Pass<'_> {
                     Kind::Dir => self.forget(rel, &o.name, announce)?,
                 }
             }
-            if let Some(n) = came {
-                if announce && n.kind == Kind::File {
-                    self.emit(rel, &n.name, true);
-                }
+            if let Some(n) = came
+                && announce
+                && n.kind == Kind::File
+            {
+                self.emit(rel, &n.name, true);
             }
             if order != std::cmp::Ordering::Greater {
                 i += 1;
