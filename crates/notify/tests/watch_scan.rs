@@ -192,3 +192,69 @@ fn peak_rss() -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status.lines().find(|l| l.starts_with("VmHWM")).unwrap_or("VmHWM: ?").to_string()
 }
+
+/// A pass killed halfway (here: its sink panics on the second change) leaves the directories
+/// it finished in the index; the next scanner announces the rest, repeating at most the
+/// directory that was in flight.
+#[test]
+fn a_pass_killed_halfway_resumes_without_losing_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for d in ["a", "b", "c"] {
+        std::fs::create_dir_all(data.join(d)).unwrap();
+        std::fs::write(data.join(d).join("f"), b"1").unwrap();
+    }
+    scanner(dir.path()).0.pass("data").unwrap();
+    for d in ["a", "b", "c"] {
+        std::fs::write(data.join(d).join("f"), b"changed").unwrap();
+    }
+    let before_crash = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = before_crash.clone();
+    let dying = Scanner::new(
+        dir.path(),
+        index_of(dir.path()),
+        Arc::new(move |c: Change| {
+            let mut seen = sink_seen.lock().unwrap();
+            seen.push(c);
+            if seen.len() == 2 {
+                drop(seen);
+                panic!("killed");
+            }
+        }),
+    )
+    .unwrap();
+    let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dying.pass("data")));
+    assert!(crashed.is_err());
+    let first: Vec<Change> = before_crash.lock().unwrap().clone();
+    assert_eq!(first.len(), 2);
+    let (scan, seen) = scanner(dir.path());
+    scan.pass("data").unwrap();
+    let after = take(&seen);
+    assert!(after.contains(&first[1]), "the directory in flight is announced again: {after:?}");
+    assert!(!after.contains(&first[0]), "a finished directory is not: {after:?}");
+    let mut all: Vec<Change> = first.into_iter().chain(after).collect();
+    all.sort_by(|a, b| a.key().cmp(b.key()));
+    all.dedup();
+    assert_eq!(all, vec![written("a/f"), written("b/f"), written("c/f")]);
+}
+
+#[test]
+fn the_scan_loop_announces_changes_until_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    std::fs::create_dir_all(dir.path().join("other")).unwrap();
+    let (scan, seen) = scanner(dir.path());
+    let running = scan.start(std::time::Duration::from_millis(20), Arc::new(|b: &str| b == "data")).unwrap();
+    // Let the first (recording) pass finish, then change files in both buckets.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while !dir.path().join(".isthmus/notify-scan/data/baseline").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::write(dir.path().join("data/new"), b"x").unwrap();
+    std::fs::write(dir.path().join("other/new"), b"x").unwrap();
+    while seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    running.stop();
+    assert_eq!(take(&seen), vec![written("new")]);
+}

@@ -230,6 +230,7 @@ impl Pass<'_> {
         if old.as_ref() != Some(&table) {
             self.save(&table)?;
         }
+        drop(old); // only the names of subdirectories stay in memory while they are visited
         let subdirs: Vec<String> = table.entries.into_iter().filter(|e| e.kind == Kind::Dir).map(|e| e.name).collect();
         for name in subdirs {
             let Some(key) = child_key(rel, &name) else { continue };
