@@ -115,10 +115,10 @@ fn files_in_new_directories_are_seen_even_if_written_before_their_watch() {
     std::fs::write(f.path("data/a/b/c/f"), b"x").unwrap();
     assert_eq!(f.settled(), vec![written("data", "a/b/c/f")]);
     // A whole tree moved in from outside the bucket.
-    std::fs::create_dir_all(f.path("staging/x/y")).unwrap();
-    std::fs::write(f.path("staging/x/y/deep"), b"x").unwrap();
-    std::fs::write(f.path("staging/x/top"), b"x").unwrap();
-    std::fs::rename(f.path("staging/x"), f.path("data/a/x")).unwrap();
+    std::fs::create_dir_all(f.path("Not_a_bucket/x/y")).unwrap();
+    std::fs::write(f.path("Not_a_bucket/x/y/deep"), b"x").unwrap();
+    std::fs::write(f.path("Not_a_bucket/x/top"), b"x").unwrap();
+    std::fs::rename(f.path("Not_a_bucket/x"), f.path("data/a/x")).unwrap();
     let mut seen = f.settled();
     seen.sort_by(|a, b| a.key().cmp(b.key()));
     assert_eq!(seen, vec![written("data", "a/x/top"), written("data", "a/x/y/deep")]);
@@ -201,4 +201,18 @@ fn a_tree_deeper_than_the_limit_does_not_break_the_watcher() {
     assert!(f.watcher.as_ref().unwrap().stats().watches <= 258);
     f.watcher.as_ref().unwrap();
     drop(f);
+}
+
+#[test]
+fn a_directory_moved_out_of_the_watched_tree_is_no_longer_watched() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.path("data/out/inner")).unwrap();
+    std::fs::write(f.path("data/out/inner/f"), b"x").unwrap();
+    assert_eq!(f.settled(), vec![written("data", "out/inner/f")]);
+    std::fs::rename(f.path("data/out"), f.path("plain/out")).unwrap();
+    std::fs::write(f.path("plain/out/inner/g"), b"x").unwrap();
+    std::fs::remove_file(f.path("plain/out/inner/f")).unwrap();
+    f.assert_quiet();
+    assert_eq!(f.watcher.as_ref().unwrap().stats().watches, 1, "only the bucket directory is left");
+    assert!(f.watcher.as_ref().unwrap().buckets_over_limit().is_empty());
 }

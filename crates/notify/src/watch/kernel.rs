@@ -14,12 +14,12 @@
 //! listed again and files modified since the last read before it (less the settle time) are
 //! announced; removals lost in the overflow are not.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -65,6 +65,7 @@ struct Counters {
     overflows: AtomicU64,
     written: AtomicU64,
     removed: AtomicU64,
+    over_limit: Mutex<BTreeSet<String>>,
 }
 
 /// A running kernel watcher; stopped by `stop` or when dropped.
@@ -79,31 +80,19 @@ impl Watcher {
     /// directory that appears later, if it says yes then). When this returns, the existing
     /// buckets are watched; their existing files are not announced.
     pub fn start(root: &Path, buckets: BucketFilter, options: WatchOptions, sink: Sink) -> io::Result<Watcher> {
-        let inotify = Inotify::init()?;
-        let root_fd = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let root_wd = inotify.watches().add(root, ROOT_MASK)?;
-        let counters = Arc::new(Counters::default());
-        let now = SystemTime::now();
-        let mut state = State {
-            inotify,
-            root: root_fd,
-            root_path: root.to_path_buf(),
-            root_wd,
-            dirs: HashMap::new(),
-            pending: HashMap::new(),
-            moved: Vec::new(),
-            buckets,
-            sink,
-            settle: options.settle,
-            counters: counters.clone(),
-            last_read: now,
-            limit_logged: false,
-        };
-        state.add_buckets(Announce::Nothing);
+        let state = State::new(root, buckets, options, sink)?;
+        let counters = state.counters.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name("notify-watch".into()).spawn(move || state.run(&flag))?;
         Ok(Watcher { stop, thread: Some(thread), counters })
+    }
+
+    /// Buckets with directories left unwatched because the inotify watch limit was reached
+    /// (writes there are missed: raise `fs.inotify.max_user_watches`, or run a `Scanner` on
+    /// them).
+    pub fn buckets_over_limit(&self) -> Vec<String> {
+        self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
     }
 
     pub fn stats(&self) -> WatchStats {
@@ -193,6 +182,30 @@ struct State {
 }
 
 impl State {
+    /// Watches the root and its buckets with rules (their files are not announced).
+    fn new(root: &Path, buckets: BucketFilter, options: WatchOptions, sink: Sink) -> io::Result<State> {
+        let inotify = Inotify::init()?;
+        let root_fd = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let root_wd = inotify.watches().add(root, ROOT_MASK)?;
+        let mut state = State {
+            inotify,
+            root: root_fd,
+            root_path: root.to_path_buf(),
+            root_wd,
+            dirs: HashMap::new(),
+            pending: HashMap::new(),
+            moved: Vec::new(),
+            buckets,
+            sink,
+            settle: options.settle,
+            counters: Arc::new(Counters::default()),
+            last_read: SystemTime::now(),
+            limit_logged: false,
+        };
+        state.add_buckets(Announce::Nothing);
+        Ok(state)
+    }
+
     fn run(mut self, stop: &AtomicBool) {
         let mut buffer = vec![0u8; 64 << 10];
         while !stop.load(Ordering::Relaxed) {
@@ -364,8 +377,16 @@ impl State {
     fn add_watch(&mut self, fd: BorrowedFd<'_>, bucket: &str, rel: &str, depth: usize) {
         // Through the descriptor: the very directory opened (without following links) is
         // watched, whatever a user renamed into its path since.
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        match self.inotify.watches().add(&path, DIR_MASK) {
+        let through_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let added = match self.inotify.watches().add(&through_fd, DIR_MASK) {
+            // No /proc: by path, not following a link at its end.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                let path = self.root_path.join(bucket).join(rel);
+                self.inotify.watches().add(path, DIR_MASK | WatchMask::DONT_FOLLOW)
+            }
+            other => other,
+        };
+        match added {
             Ok(wd) => {
                 let watched = WatchedDir { bucket: bucket.to_string(), rel: rel.to_string(), depth };
                 if self.dirs.insert(wd, watched).is_none() {
@@ -374,6 +395,7 @@ impl State {
             }
             Err(err) if err.raw_os_error() == Some(libc_enospc()) => {
                 self.counters.watch_limit_hits.fetch_add(1, Ordering::Relaxed);
+                self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).insert(bucket.to_string());
                 if !std::mem::replace(&mut self.limit_logged, true) {
                     tracing::error!(
                         bucket,
@@ -401,6 +423,9 @@ impl State {
             self.counters.watches.fetch_sub(1, Ordering::Relaxed);
             // It may already be gone with its directory; the kernel then said IN_IGNORED.
             let _ = self.inotify.watches().remove(wd);
+        }
+        if rel.is_empty() {
+            self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).remove(bucket);
         }
         let prefix = format!("{rel}/");
         self.pending.retain(|(b, k), _| b != bucket || !(rel.is_empty() || k.starts_with(&prefix)));
@@ -462,4 +487,39 @@ fn announce_file(announce: Announce, dir: BorrowedFd<'_>, name: &str) -> bool {
 
 fn libc_enospc() -> i32 {
     rustix::io::Errno::NOSPC.raw_os_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue overflow (which cannot be caused here without changing a system-wide limit)
+    /// rescans: files modified since shortly before the last read are announced, older ones
+    /// not, and directories made meanwhile are watched.
+    #[test]
+    fn an_overflow_rescans_and_announces_recent_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("old"), b"x").unwrap();
+        let past = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options().write(true).open(data.join("old")).unwrap().set_modified(past).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink_seen = seen.clone();
+        let options = WatchOptions { settle: Duration::from_millis(10) };
+        let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
+        let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
+        assert_eq!(state.dirs.len(), 1);
+        let last_read = SystemTime::now();
+        std::fs::create_dir(data.join("sub")).unwrap();
+        std::fs::write(data.join("sub/new"), b"x").unwrap();
+        std::fs::write(data.join("new"), b"x").unwrap();
+        state.overflow(last_read);
+        state.flush(Instant::now() + Duration::from_secs(1));
+        let mut keys: Vec<String> = seen.lock().unwrap().iter().map(|c| c.key().to_string()).collect();
+        keys.sort();
+        assert_eq!(keys, vec!["new", "sub/new"]);
+        assert_eq!(state.dirs.len(), 2, "the directory made during the overflow is watched");
+        assert_eq!(state.counters.overflows.load(Ordering::Relaxed), 1);
+    }
 }
