@@ -13,4 +13,5 @@ pub mod dispatch;
 pub mod event;
 pub mod metrics;
 pub mod queue;
+pub mod watch;
 pub mod webhook;

@@ -1,0 +1,525 @@
+//! The kernel watcher for local file systems: one inotify instance and one thread, a watch per
+//! directory of every bucket with rules, turning close-after-write, renames and unlinks into
+//! `Change`s (coalesced per key over a settle time).
+//!
+//! Decisions: a directory that appears (created, moved in, or a new bucket) is listed when its
+//! watch is added and its files are announced as written, so a file written before the watch
+//! existed is not missed. A directory renamed within the watched tree announces `Removed` for
+//! each old key and `Written` for each new one. A directory moved out of the watched tree (to
+//! another file system, out of the data root, or to a bucket without rules) and a bucket
+//! renamed away announce nothing for the keys beneath it: the watcher keeps no per-file state
+//! (its memory is a watch per directory plus the keys closed within the last settle time).
+//! Deleting a symlink announces `Removed` for its name (the kernel no longer says what it
+//! was). Hard links made with `link()` are not seen. On a queue overflow the watched buckets are
+//! listed again and files modified since the last read before it (less the settle time) are
+//! announced; removals lost in the overflow are not.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use super::tree::{self, Kind};
+use super::{BucketFilter, Change, MAX_DEPTH, Sink, child_key, is_bucket_name, segment};
+
+/// How the watcher behaves.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchOptions {
+    /// How long a closed file must stay quiet before its `Written` is sent; closes of one key
+    /// within it make one change.
+    pub settle: Duration,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        Self { settle: Duration::from_millis(200) }
+    }
+}
+
+/// Counters of a running watcher.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchStats {
+    /// Directories watched now.
+    pub watches: u64,
+    /// Watches refused because `fs.inotify.max_user_watches` was reached (those directories
+    /// are not watched: changes in them are missed).
+    pub watch_limit_hits: u64,
+    /// Kernel queue overflows (each followed by a rescan).
+    pub overflows: u64,
+    pub written: u64,
+    pub removed: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    watches: AtomicU64,
+    watch_limit_hits: AtomicU64,
+    overflows: AtomicU64,
+    written: AtomicU64,
+    removed: AtomicU64,
+    over_limit: Mutex<BTreeSet<String>>,
+}
+
+/// A running kernel watcher; stopped by `stop` or when dropped.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    counters: Arc<Counters>,
+}
+
+impl Watcher {
+    /// Watches the buckets of the data root `root` for which `buckets` says yes (and any bucket
+    /// directory that appears later, if it says yes then). When this returns, the existing
+    /// buckets are watched; their existing files are not announced.
+    pub fn start(root: &Path, buckets: BucketFilter, options: WatchOptions, sink: Sink) -> io::Result<Watcher> {
+        let state = State::new(root, buckets, options, sink)?;
+        let counters = state.counters.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new().name("notify-watch".into()).spawn(move || state.run(&flag))?;
+        Ok(Watcher { stop, thread: Some(thread), counters })
+    }
+
+    /// Buckets with directories left unwatched because the inotify watch limit was reached
+    /// (writes there are missed: raise `fs.inotify.max_user_watches`, or run a `Scanner` on
+    /// them).
+    pub fn buckets_over_limit(&self) -> Vec<String> {
+        self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    pub fn stats(&self) -> WatchStats {
+        let c = &self.counters;
+        WatchStats {
+            watches: c.watches.load(Ordering::Relaxed),
+            watch_limit_hits: c.watch_limit_hits.load(Ordering::Relaxed),
+            overflows: c.overflows.load(Ordering::Relaxed),
+            written: c.written.load(Ordering::Relaxed),
+            removed: c.removed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops the thread (within about 100 ms) and waits for it. Changes still settling are
+    /// dropped.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the notification watcher's thread panicked");
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+const ROOT_MASK: WatchMask = WatchMask::CREATE
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::DELETE)
+    .union(WatchMask::ONLYDIR);
+const DIR_MASK: WatchMask = ROOT_MASK.union(WatchMask::CLOSE_WRITE);
+/// How long a directory moved away waits for the matching arrival (same cookie) before it is
+/// taken as gone from the tree; the kernel queues both halves of a rename together.
+const MOVE_WAIT: Duration = Duration::from_millis(50);
+const TICK: Duration = Duration::from_millis(100);
+
+/// A watched directory: `rel` beneath `bucket`, `depth` segments deep.
+#[derive(Debug, Clone)]
+struct WatchedDir {
+    bucket: String,
+    rel: String,
+    depth: usize,
+}
+
+/// A directory renamed within the tree: it was `from` in `bucket` and is now `to` (in the
+/// bucket being walked).
+struct Moved {
+    bucket: String,
+    from: String,
+    to: String,
+}
+
+/// What to do with the files of a directory being watched now.
+#[derive(Debug, Clone, Copy)]
+enum Announce {
+    Nothing,
+    All,
+    ModifiedSince(SystemTime),
+}
+
+struct State {
+    inotify: Inotify,
+    root: OwnedFd,
+    root_path: PathBuf,
+    root_wd: WatchDescriptor,
+    dirs: HashMap<WatchDescriptor, WatchedDir>,
+    /// Keys closed after a write, with when they were last closed.
+    pending: HashMap<(String, String), Instant>,
+    /// Directories moved away, by cookie, waiting for their arrival: (cookie, when, bucket, rel).
+    moved: Vec<(u32, Instant, String, String)>,
+    buckets: BucketFilter,
+    sink: Sink,
+    settle: Duration,
+    counters: Arc<Counters>,
+    last_read: SystemTime,
+    limit_logged: bool,
+}
+
+impl State {
+    /// Watches the root and its buckets with rules (their files are not announced).
+    fn new(root: &Path, buckets: BucketFilter, options: WatchOptions, sink: Sink) -> io::Result<State> {
+        let inotify = Inotify::init()?;
+        let root_fd = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let root_wd = inotify.watches().add(root, ROOT_MASK)?;
+        let mut state = State {
+            inotify,
+            root: root_fd,
+            root_path: root.to_path_buf(),
+            root_wd,
+            dirs: HashMap::new(),
+            pending: HashMap::new(),
+            moved: Vec::new(),
+            buckets,
+            sink,
+            settle: options.settle,
+            counters: Arc::new(Counters::default()),
+            last_read: SystemTime::now(),
+            limit_logged: false,
+        };
+        state.add_buckets(Announce::Nothing);
+        Ok(state)
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        let mut buffer = vec![0u8; 64 << 10];
+        while !stop.load(Ordering::Relaxed) {
+            let wait =
+                if self.pending.is_empty() { TICK } else { (self.settle / 4).clamp(Duration::from_millis(5), TICK) };
+            let timeout = rustix::fs::Timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as i64 };
+            let mut fds = [PollFd::new(&self.inotify, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(err) => tracing::warn!(%err, "polling the inotify descriptor failed"),
+            }
+            self.drain(&mut buffer);
+            self.flush(Instant::now());
+            self.expire_moves(Instant::now());
+        }
+    }
+
+    fn drain(&mut self, buffer: &mut [u8]) {
+        loop {
+            let events: Vec<_> = match self.inotify.read_events(buffer) {
+                Ok(events) => events.map(|e| (e.wd, e.mask, e.cookie, e.name.map(|n| n.to_os_string()))).collect(),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    tracing::warn!(%err, "reading inotify events failed");
+                    return;
+                }
+            };
+            let previous = std::mem::replace(&mut self.last_read, SystemTime::now());
+            for (wd, mask, cookie, name) in events {
+                self.handle(wd, mask, cookie, name.as_deref(), previous);
+            }
+        }
+    }
+
+    fn handle(
+        &mut self,
+        wd: WatchDescriptor,
+        mask: EventMask,
+        cookie: u32,
+        name: Option<&std::ffi::OsStr>,
+        previous: SystemTime,
+    ) {
+        if mask.contains(EventMask::Q_OVERFLOW) {
+            self.overflow(previous);
+            return;
+        }
+        if mask.contains(EventMask::IGNORED) {
+            if self.dirs.remove(&wd).is_some() {
+                self.counters.watches.fetch_sub(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let Some(name) = name.and_then(segment) else { return };
+        let is_dir = mask.contains(EventMask::ISDIR);
+        if wd == self.root_wd {
+            if is_dir && is_bucket_name(name) {
+                self.directory_event(mask, cookie, name, "", 0);
+            }
+            return;
+        }
+        let Some(dir) = self.dirs.get(&wd).cloned() else { return };
+        let Some(key) = child_key(&dir.rel, name) else { return };
+        if is_dir {
+            self.directory_event(mask, cookie, &dir.bucket, &key, dir.depth + 1);
+        } else if mask.contains(EventMask::CLOSE_WRITE) {
+            self.pending.insert((dir.bucket, key), Instant::now());
+        } else if mask.contains(EventMask::MOVED_TO) {
+            self.pending.remove(&(dir.bucket.clone(), key.clone()));
+            if self.is_regular_file(&dir.bucket, &key) {
+                self.emit(Change::Written { bucket: dir.bucket, key });
+            }
+        } else if mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) {
+            self.pending.remove(&(dir.bucket.clone(), key.clone()));
+            self.emit(Change::Removed { bucket: dir.bucket, key });
+        }
+    }
+
+    /// A directory `rel` of `bucket` (`""`: the bucket directory itself) appeared or went.
+    fn directory_event(&mut self, mask: EventMask, cookie: u32, bucket: &str, rel: &str, depth: usize) {
+        if mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) {
+            self.forget(bucket, rel);
+            if mask.contains(EventMask::MOVED_FROM) {
+                self.moved.push((cookie, Instant::now(), bucket.to_string(), rel.to_string()));
+            }
+        } else if mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
+            if rel.is_empty() && !(self.buckets)(bucket) {
+                return;
+            }
+            let from = match self.moved.iter().position(|m| mask.contains(EventMask::MOVED_TO) && m.0 == cookie) {
+                Some(i) => {
+                    let (_, _, bucket, from) = self.moved.swap_remove(i);
+                    Some(Moved { bucket, from, to: rel.to_string() })
+                }
+                None => None,
+            };
+            match tree::open_beneath(self.root.as_fd(), bucket, rel) {
+                Ok(fd) => self.add_dir(fd, bucket, rel, depth, Announce::All, from.as_ref()),
+                Err(err) => tracing::debug!(bucket, rel, %err, "a new directory could not be opened"),
+            }
+        }
+    }
+
+    /// Watches every bucket directory of the root that has rules.
+    fn add_buckets(&mut self, announce: Announce) {
+        let listing = match tree::list(self.root.as_fd()) {
+            Ok(listing) => listing,
+            Err(err) => {
+                tracing::warn!(root = %self.root_path.display(), %err, "cannot list the data root");
+                return;
+            }
+        };
+        for (name, kind) in listing {
+            if kind != Kind::Dir || !is_bucket_name(&name) || !(self.buckets)(&name) {
+                continue;
+            }
+            match tree::open_dir(self.root.as_fd(), &name) {
+                Ok(fd) => self.add_dir(fd, &name, "", 0, announce, None),
+                Err(err) => tracing::debug!(bucket = name, %err, "a bucket directory could not be opened"),
+            }
+        }
+    }
+
+    /// Watches the directory open as `fd` and everything beneath it, announcing its files as
+    /// `announce` says; `from` is where it was before a rename within the tree (its old keys
+    /// are announced removed).
+    fn add_dir(
+        &mut self,
+        fd: OwnedFd,
+        bucket: &str,
+        rel: &str,
+        depth: usize,
+        announce: Announce,
+        from: Option<&Moved>,
+    ) {
+        if depth > MAX_DEPTH {
+            tracing::debug!(bucket, depth, "not watching a directory deeper than {MAX_DEPTH} levels");
+            return;
+        }
+        self.add_watch(fd.as_fd(), bucket, rel, depth);
+        let listing = match tree::list(fd.as_fd()) {
+            Ok(listing) => listing,
+            Err(err) => {
+                tracing::debug!(bucket, rel, %err, "a watched directory could not be listed");
+                return;
+            }
+        };
+        for (name, kind) in listing {
+            let Some(key) = child_key(rel, &name) else { continue };
+            match kind {
+                Kind::Dir => match tree::open_dir(fd.as_fd(), &name) {
+                    Ok(child) => self.add_dir(child, bucket, &key, depth + 1, announce, from),
+                    Err(err) => tracing::debug!(bucket, key, %err, "a directory could not be opened"),
+                },
+                Kind::File => {
+                    if let Some(moved) = from
+                        && let Some(old) = tree::rebase(&key, &moved.to, &moved.from)
+                    {
+                        self.emit(Change::Removed { bucket: moved.bucket.clone(), key: old });
+                    }
+                    if announce_file(announce, fd.as_fd(), &name) {
+                        self.pending.insert((bucket.to_string(), key), Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_watch(&mut self, fd: BorrowedFd<'_>, bucket: &str, rel: &str, depth: usize) {
+        // Through the descriptor: the very directory opened (without following links) is
+        // watched, whatever a user renamed into its path since.
+        let through_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let added = match self.inotify.watches().add(&through_fd, DIR_MASK) {
+            // No /proc: by path, not following a link at its end.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                let path = self.root_path.join(bucket).join(rel);
+                self.inotify.watches().add(path, DIR_MASK | WatchMask::DONT_FOLLOW)
+            }
+            other => other,
+        };
+        match added {
+            Ok(wd) => {
+                let watched = WatchedDir { bucket: bucket.to_string(), rel: rel.to_string(), depth };
+                if self.dirs.insert(wd, watched).is_none() {
+                    self.counters.watches.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(err) if err.raw_os_error() == Some(libc_enospc()) => {
+                self.counters.watch_limit_hits.fetch_add(1, Ordering::Relaxed);
+                self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).insert(bucket.to_string());
+                if !std::mem::replace(&mut self.limit_logged, true) {
+                    tracing::error!(
+                        bucket,
+                        watches = self.dirs.len(),
+                        "the inotify watch limit is reached: directories beyond it are not watched and \
+                         files written in them are not announced; raise the sysctl \
+                         fs.inotify.max_user_watches (or scan this bucket instead)"
+                    );
+                }
+            }
+            Err(err) => tracing::debug!(bucket, rel, %err, "cannot watch a directory"),
+        }
+    }
+
+    /// Stops watching `rel` of `bucket` and everything beneath it.
+    fn forget(&mut self, bucket: &str, rel: &str) {
+        let beneath = |d: &WatchedDir| {
+            d.bucket == bucket
+                && (rel.is_empty() || d.rel == rel || d.rel.strip_prefix(rel).is_some_and(|r| r.starts_with('/')))
+        };
+        let gone: Vec<WatchDescriptor> =
+            self.dirs.iter().filter(|(_, d)| beneath(d)).map(|(wd, _)| wd.clone()).collect();
+        for wd in gone {
+            self.dirs.remove(&wd);
+            self.counters.watches.fetch_sub(1, Ordering::Relaxed);
+            // It may already be gone with its directory; the kernel then said IN_IGNORED.
+            let _ = self.inotify.watches().remove(wd);
+        }
+        if rel.is_empty() {
+            self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).remove(bucket);
+        }
+        let prefix = format!("{rel}/");
+        self.pending.retain(|(b, k), _| b != bucket || !(rel.is_empty() || k.starts_with(&prefix)));
+    }
+
+    /// Events were lost: every watched bucket is listed again (new directories watched) and
+    /// files modified since shortly before the last read are announced.
+    fn overflow(&mut self, previous: SystemTime) {
+        self.counters.overflows.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("the inotify queue overflowed: events were lost; rescanning the watched buckets");
+        let since = previous.checked_sub(self.settle + Duration::from_secs(1)).unwrap_or(SystemTime::UNIX_EPOCH);
+        self.add_buckets(Announce::ModifiedSince(since));
+    }
+
+    fn flush(&mut self, now: Instant) {
+        let settle = self.settle;
+        let due: Vec<(String, String)> =
+            self.pending.iter().filter(|(_, t)| now.duration_since(**t) >= settle).map(|(k, _)| k.clone()).collect();
+        for (bucket, key) in due {
+            self.pending.remove(&(bucket.clone(), key.clone()));
+            if self.is_regular_file(&bucket, &key) {
+                self.emit(Change::Written { bucket, key });
+            }
+        }
+    }
+
+    fn expire_moves(&mut self, now: Instant) {
+        self.moved.retain(|m| now.duration_since(m.1) < MOVE_WAIT);
+    }
+
+    /// Whether `key` of `bucket` is a regular file now (looked at without following links).
+    fn is_regular_file(&self, bucket: &str, key: &str) -> bool {
+        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+        tree::open_beneath(self.root.as_fd(), bucket, dir)
+            .and_then(|fd| Ok(rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)?))
+            .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
+    }
+
+    fn emit(&self, change: Change) {
+        let counter = match change {
+            Change::Written { .. } => &self.counters.written,
+            Change::Removed { .. } => &self.counters.removed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        (self.sink)(change);
+    }
+}
+
+fn announce_file(announce: Announce, dir: BorrowedFd<'_>, name: &str) -> bool {
+    match announce {
+        Announce::Nothing => false,
+        Announce::All => true,
+        Announce::ModifiedSince(since) => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
+            let mtime = SystemTime::UNIX_EPOCH + Duration::new(s.st_mtime.max(0) as u64, s.st_mtime_nsec as u32);
+            mtime >= since
+        }),
+    }
+}
+
+fn libc_enospc() -> i32 {
+    rustix::io::Errno::NOSPC.raw_os_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue overflow (which cannot be caused here without changing a system-wide limit)
+    /// rescans: files modified since shortly before the last read are announced, older ones
+    /// not, and directories made meanwhile are watched.
+    #[test]
+    fn an_overflow_rescans_and_announces_recent_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("old"), b"x").unwrap();
+        let past = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options().write(true).open(data.join("old")).unwrap().set_modified(past).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink_seen = seen.clone();
+        let options = WatchOptions { settle: Duration::from_millis(10) };
+        let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
+        let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
+        assert_eq!(state.dirs.len(), 1);
+        let last_read = SystemTime::now();
+        std::fs::create_dir(data.join("sub")).unwrap();
+        std::fs::write(data.join("sub/new"), b"x").unwrap();
+        std::fs::write(data.join("new"), b"x").unwrap();
+        state.overflow(last_read);
+        state.flush(Instant::now() + Duration::from_secs(1));
+        let mut keys: Vec<String> = seen.lock().unwrap().iter().map(|c| c.key().to_string()).collect();
+        keys.sort();
+        assert_eq!(keys, vec!["new", "sub/new"]);
+        assert_eq!(state.dirs.len(), 2, "the directory made during the overflow is watched");
+        assert_eq!(state.counters.overflows.load(Ordering::Relaxed), 1);
+    }
+}
