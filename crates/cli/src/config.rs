@@ -215,6 +215,23 @@ pub struct FileConfig {
     /// listing, objects need their own ACL or a bucket policy [default: false].
     #[serde(default)]
     pub bucket_acl_shares_objects: bool,
+    /// Bucket notification destinations, one table array per kind (`crate::notify`).
+    #[serde(default)]
+    pub notify_webhook: Vec<crate::notify::WebhookEntry>,
+    #[serde(default)]
+    pub notify_nats: Vec<crate::notify::NatsEntry>,
+    #[serde(default)]
+    pub notify_amqp: Vec<crate::notify::AmqpEntry>,
+    #[serde(default)]
+    pub notify_redis: Vec<crate::notify::RedisEntry>,
+    /// The notification queue's bound [default: 1 GiB].
+    pub notify_queue_max_bytes: Option<isthmus_store::byte_size::ByteSize>,
+    /// What a full notification queue does: block, drop_oldest or refuse [default: block].
+    pub notify_queue_full: Option<isthmus_notify::dispatch::WhenFull>,
+    /// How files written outside the gateway are seen: auto, inotify, scan or off [default: auto].
+    pub notify_watch: Option<crate::notify::WatchMode>,
+    /// Seconds between scans of a shared file system for notifications [default: 60].
+    pub notify_scan_interval_seconds: Option<u64>,
 }
 
 impl FileConfig {
@@ -258,6 +275,8 @@ pub struct ServeSettings {
     pub quota_rescan: std::time::Duration,
     /// See `FileConfig::bucket_acl_shares_objects`.
     pub bucket_acl_shares_objects: bool,
+    /// Bucket notifications: destinations, the queue, the watcher.
+    pub notify: crate::notify::NotifySettings,
     /// Certificate chain and key: the main listener serves HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
     pub http_address: Option<SocketAddr>,
@@ -301,10 +320,11 @@ impl ServeSettings {
                 return Err(format!("user {:?}: access keys need 3+ characters and secret keys 8+", user.access_key));
             }
         }
+        let durability = args.durability.or(file.durability).unwrap_or_default();
         Ok(Self {
             root: args.root.or(file.root).unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT)),
             address: args.address.or(file.address).unwrap_or_else(|| DEFAULT_ADDRESS.parse().expect("valid default")),
-            durability: args.durability.or(file.durability).unwrap_or_default(),
+            durability,
             metadata: args.metadata.or(file.metadata).unwrap_or_default(),
             etag_md5_limit: args
                 .etag_md5_limit
@@ -338,6 +358,17 @@ impl ServeSettings {
             quotas: file.quotas,
             quota_rescan: std::time::Duration::from_secs(file.quota_rescan_seconds.unwrap_or(300).max(1)),
             bucket_acl_shares_objects: file.bucket_acl_shares_objects,
+            notify: crate::notify::NotifySettings::resolve(crate::notify::NotifyKeys {
+                webhook: &file.notify_webhook,
+                nats: &file.notify_nats,
+                amqp: &file.notify_amqp,
+                redis: &file.notify_redis,
+                queue_max_bytes: file.notify_queue_max_bytes.as_ref(),
+                queue_full: file.notify_queue_full,
+                watch: file.notify_watch,
+                scan_interval_seconds: file.notify_scan_interval_seconds,
+                strict_sync: durability == Durability::Strict,
+            })?,
             tls: match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {
                 (Some(cert), Some(key)) => Some((cert, key)),
                 (None, None) => None,

@@ -12,6 +12,7 @@ mod cost;
 mod exec_bench;
 #[cfg(test)]
 mod help_check;
+mod notify;
 mod pool;
 mod region;
 mod serve;

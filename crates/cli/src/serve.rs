@@ -74,6 +74,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         extras,
     )?;
     watch_users_file(admin.clone())?;
+    let notifier = crate::notify::start(&settings.notify, store.state_dir())?;
     let local_socket = match &settings.local_socket {
         Some(path) => {
             Some(isthmus_local::LocalSocket::bind(path)?.passing_descriptors(settings.local_socket_descriptors))
@@ -138,7 +139,41 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let socket_path = local_socket.as_ref().map(|socket| socket.path().to_path_buf());
         // The one store stack every door serves (the session floor assembles it) and who asks.
         let served = isthmus_session::stack::served(engine.clone(), &users, quotas.clone(), settings.bucket_acl_shares_objects);
+        // Announced writes: the stack every door serves, its writes and deletes queued for the
+        // buckets' notification rules (when the operator configured a destination).
+        let (served, notifications) = match &notifier {
+            Some(notifier) => {
+                let announcer = Arc::new(crate::notify::QueueAnnouncer {
+                    notifier: notifier.clone(),
+                    when_full: settings.notify.limits.when_full,
+                        region: isthmus_s3::server::DEFAULT_REGION.to_string(),
+                });
+                let announcing = Arc::new(isthmus_session::stack::announced(served, announcer, &root_user.access_key));
+                (announcing.clone() as Arc<dyn isthmus_store::Store>, Some(announcing))
+            }
+            None => (served, None),
+        };
         let principals = Principals::new(users.clone(), identities.clone(), grid.clone());
+        // Files written outside the gateway, in the posix pools' roots, announced too.
+        let _watching = match (&notifications, &notifier) {
+            (Some(announcing), Some(notifier)) => {
+                let roots: Vec<(std::path::PathBuf, bool)> = posix_pools
+                    .iter()
+                    .map(|(_, pool)| (pool.root().to_path_buf(), pool.filesystem().is_local()))
+                    .collect();
+                let context = crate::notify::WatchContext {
+                    announcing: announcing.clone(),
+                    announcer: Arc::new(crate::notify::QueueAnnouncer {
+                        notifier: notifier.clone(),
+                        when_full: settings.notify.limits.when_full,
+                        region: isthmus_s3::server::DEFAULT_REGION.to_string(),
+                    }),
+                    principals: Principals::new(users.clone(), identities.clone(), grid.clone()),
+                };
+                crate::notify::watch_files(&settings.notify, &roots, store.state_dir(), context)?
+            }
+            _ => None,
+        };
         if let Some(socket) = local_socket {
             socket.serve(served.clone(), Arc::new(principals.clone()), settings.local_socket_max_connections)?;
         }
@@ -156,6 +191,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 outbound: Arc::new(isthmus_grid::OutboundPolicy::new(settings.outbound_allow.clone(), own_listeners)),
                 tpc_limits: settings.tpc_limits,
                 admin: Some(admin),
+                notification_destinations: settings.notify.arns(),
             },
         )?;
         let root = std::fs::canonicalize(&settings.root).unwrap_or(settings.root.clone());
@@ -275,8 +311,10 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             let served: Vec<(std::path::PathBuf, Option<(u64, u64)>)> =
                 pools.iter().map(|(_, path)| (path.clone(), identity_of(path))).collect();
             let coded = erasure_pools.clone();
-            let extra: isthmus_s3::admin_http::ExtraMetrics =
-                Arc::new(move || pool_metrics(&pools) + &drive_metrics(&coded));
+            let queue = notifier.clone();
+            let extra: isthmus_s3::admin_http::ExtraMetrics = Arc::new(move || {
+                pool_metrics(&pools) + &drive_metrics(&coded) + &queue.as_ref().map(|q| q.prometheus()).unwrap_or_default()
+            });
             let check: isthmus_s3::admin_http::ReadyCheck = Arc::new(move || {
                 for (path, identity) in &served {
                     if identity_of(path) != *identity {
@@ -300,6 +338,11 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
             }
         };
         tokio::join!(main, optional(plain), optional(console));
+        // What was queued is kept (and the cursors saved) for the next start.
+        if let Some(notifier) = notifier {
+            drop(_watching);
+            let _ = tokio::task::spawn_blocking(move || notifier.shutdown()).await;
+        }
         if let Some(path) = socket_path {
             let _ = std::fs::remove_file(path);
         }

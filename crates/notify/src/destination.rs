@@ -144,7 +144,13 @@ mod tests {
         assert_eq!(arn("hook", Kind::Webhook), "arn:isthmus:sqs::hook:webhook");
         assert_eq!(parse_arn("arn:isthmus:sqs::hook:webhook"), Some(("hook".into(), Kind::Webhook)));
         assert_eq!(parse_arn("arn:isthmus:sqs::a_b-1:redis"), Some(("a_b-1".into(), Kind::Redis)));
-        for bad in ["arn:aws:sqs:us-east-1:1:q", "arn:isthmus:sqs::hook:kafka", "arn:isthmus:sqs:::webhook", "arn:isthmus:sqs::a/b:nats", "arn:isthmus:sqs::hook"] {
+        for bad in [
+            "arn:aws:sqs:us-east-1:1:q",
+            "arn:isthmus:sqs::hook:kafka",
+            "arn:isthmus:sqs:::webhook",
+            "arn:isthmus:sqs::a/b:nats",
+            "arn:isthmus:sqs::hook",
+        ] {
             assert_eq!(parse_arn(bad), None, "{bad}");
         }
     }

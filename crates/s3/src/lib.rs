@@ -251,6 +251,8 @@ pub struct ServiceOptions<'a> {
     /// Administration of users on the running gateway (none: refused); it must manage the
     /// same `UserDirectory` the service is given.
     pub admin: Option<Arc<admin::Administration>>,
+    /// The ARNs of the operator's notification destinations, which bucket rules may name.
+    pub notification_destinations: Vec<String>,
 }
 
 /// Builds the S3 service: the gateway over `runner` (whose store is the session floor's
@@ -262,8 +264,19 @@ pub fn build_service(
     principals: Principals,
     options: ServiceOptions<'_>,
 ) -> Result<GatewayService, String> {
-    let ServiceOptions { domain, select_max_bytes, quotas, tpc_staging, outbound, tpc_limits, admin } = options;
-    let gateway = Gateway::new(runner, principals.clone()).with_select_max_bytes(select_max_bytes);
+    let ServiceOptions {
+        domain,
+        select_max_bytes,
+        quotas,
+        tpc_staging,
+        outbound,
+        tpc_limits,
+        admin,
+        notification_destinations,
+    } = options;
+    let gateway = Gateway::new(runner, principals.clone())
+        .with_select_max_bytes(select_max_bytes)
+        .with_notification_destinations(notification_destinations);
     let mut builder = S3ServiceBuilder::new(gateway.clone());
     builder.set_auth(auth::GatewayKeys(principals.clone()));
     let tpc = tpc_staging.map(|staging| third_party_copy::ThirdPartyCopy {

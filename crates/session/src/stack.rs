@@ -54,3 +54,13 @@ pub fn open(location: &str, options: StoreOptions) -> StoreResult<Arc<dyn Store>
         None => open_root(Path::new(location), options),
     }
 }
+
+/// `served` with its successful writes and deletes announced to `announcer` for the buckets'
+/// notification rules; buckets without a recorded owner are `root_user`'s.
+pub fn announced(
+    served: Arc<dyn Store>,
+    announcer: Arc<dyn crate::announcing::Announcer>,
+    root_user: &str,
+) -> crate::announcing::Announcing {
+    crate::announcing::Announcing::new(served, announcer, root_user)
+}

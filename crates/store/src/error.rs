@@ -106,6 +106,10 @@ pub enum StoreError {
     InvalidPartNumber,
     #[error("Your metadata headers exceed the maximum allowed metadata size ({0} bytes, the limit is 2048)")]
     MetadataTooLarge(usize),
+    /// The gateway cannot take the write now (its notification queue is full): S3's 503
+    /// SlowDown, which clients retry with backoff.
+    #[error("Please reduce your request rate: {0}")]
+    SlowDown(String),
     /// The call would have to do long work (hash a file written outside the gateway) and its
     /// context says the caller may not block: the caller retries where blocking is allowed.
     #[error("This call must run where it may block")]
@@ -152,6 +156,7 @@ const S3_CODES: &[&str] = &[
     "InvalidTag",
     "InvalidLocationConstraint",
     "ServiceUnavailable",
+    "SlowDown",
     "MalformedPolicy",
     "NotImplemented",
     "InvalidPartNumber",
@@ -197,6 +202,7 @@ impl StoreError {
             Self::InvalidTag(_) => "InvalidTag",
             Self::InvalidLocationConstraint(_) => "InvalidLocationConstraint",
             Self::InsufficientShards(_) => "ServiceUnavailable",
+            Self::SlowDown(_) => "SlowDown",
             Self::MalformedPolicy(_) => "MalformedPolicy",
             Self::NotImplemented(_) => "NotImplemented",
             Self::InvalidPartNumber => "InvalidPart",
@@ -266,7 +272,7 @@ impl StoreError {
             Self::NotModified { .. } => 304,
             Self::InvalidRange { .. } => 416,
             Self::InsufficientStorage => 507,
-            Self::InsufficientShards(_) => 503,
+            Self::InsufficientShards(_) | Self::SlowDown(_) => 503,
             Self::NotImplemented(_) => 501,
             Self::AccessDenied | Self::Denied(_) | Self::OutOfScope(_) | Self::QuotaExceeded(_) => 403,
             Self::WouldBlock | Self::Io(_) | Self::IoAt { .. } => 500,

@@ -138,6 +138,9 @@ const DIR_MASK: WatchMask = ROOT_MASK.union(WatchMask::CLOSE_WRITE);
 /// taken as gone from the tree; the kernel queues both halves of a rename together.
 const MOVE_WAIT: Duration = Duration::from_millis(50);
 const TICK: Duration = Duration::from_millis(100);
+/// How often the filter is asked again about buckets not watched (a bucket that got rules
+/// since): files written there since the previous look are announced when it is added.
+const BUCKETS_AGAIN: Duration = Duration::from_secs(2);
 
 /// A watched directory: `rel` beneath `bucket`, `depth` segments deep.
 #[derive(Debug, Clone)]
@@ -202,13 +205,18 @@ impl State {
             last_read: SystemTime::now(),
             limit_logged: false,
         };
-        state.add_buckets(Announce::Nothing);
+        state.add_buckets(Announce::Nothing, false);
         Ok(state)
     }
 
     fn run(mut self, stop: &AtomicBool) {
         let mut buffer = vec![0u8; 64 << 10];
+        let mut looked = (Instant::now(), SystemTime::now());
         while !stop.load(Ordering::Relaxed) {
+            if looked.0.elapsed() >= BUCKETS_AGAIN {
+                let since = std::mem::replace(&mut looked, (Instant::now(), SystemTime::now())).1;
+                self.add_buckets(Announce::ModifiedSince(since), false);
+            }
             let wait =
                 if self.pending.is_empty() { TICK } else { (self.settle / 4).clamp(Duration::from_millis(5), TICK) };
             let timeout = rustix::fs::Timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as i64 };
@@ -309,8 +317,13 @@ impl State {
         }
     }
 
-    /// Watches every bucket directory of the root that has rules.
-    fn add_buckets(&mut self, announce: Announce) {
+    /// Watches every bucket directory of the root that has rules: those not watched yet, or
+    /// with `again` all of them (listed again after lost events).
+    fn add_buckets(&mut self, announce: Announce, again: bool) {
+        let watched: std::collections::HashSet<String> = match again {
+            true => Default::default(),
+            false => self.dirs.values().filter(|d| d.rel.is_empty()).map(|d| d.bucket.clone()).collect(),
+        };
         let listing = match tree::list(self.root.as_fd()) {
             Ok(listing) => listing,
             Err(err) => {
@@ -319,7 +332,7 @@ impl State {
             }
         };
         for (name, kind) in listing {
-            if kind != Kind::Dir || !is_bucket_name(&name) || !(self.buckets)(&name) {
+            if kind != Kind::Dir || !is_bucket_name(&name) || watched.contains(&name) || !(self.buckets)(&name) {
                 continue;
             }
             match tree::open_dir(self.root.as_fd(), &name) {
@@ -437,7 +450,7 @@ impl State {
         self.counters.overflows.fetch_add(1, Ordering::Relaxed);
         tracing::warn!("the inotify queue overflowed: events were lost; rescanning the watched buckets");
         let since = previous.checked_sub(self.settle + Duration::from_secs(1)).unwrap_or(SystemTime::UNIX_EPOCH);
-        self.add_buckets(Announce::ModifiedSince(since));
+        self.add_buckets(Announce::ModifiedSince(since), true);
     }
 
     fn flush(&mut self, now: Instant) {
