@@ -127,9 +127,11 @@ pub trait Sender: Send {
 pub fn sender(destination: &Destination) -> Result<Box<dyn Sender>, DeliveryError> {
     match &destination.settings {
         Settings::Webhook { .. } => Err(DeliveryError::Unreachable("webhook sender: not built yet".into())),
-        Settings::Nats { .. } => Err(DeliveryError::Unreachable("nats sender: not built yet".into())),
-        Settings::Amqp { .. } => Err(DeliveryError::Unreachable("amqp sender: not built yet".into())),
-        Settings::Redis { .. } => Err(DeliveryError::Unreachable("redis sender: not built yet".into())),
+        Settings::Nats { url, subject } => Ok(Box::new(crate::nats::NatsSender::new(url, subject)?)),
+        Settings::Amqp { url, exchange, routing_key } => {
+            Ok(Box::new(crate::amqp::AmqpSender::new(url, exchange, routing_key)?))
+        }
+        Settings::Redis { url, stream } => Ok(Box::new(crate::redis_stream::RedisSender::new(url, stream)?)),
     }
 }
 

@@ -9,3 +9,8 @@
 //! changes for the gateway to announce.
 
 pub mod destination;
+
+pub mod amqp;
+mod broker;
+pub mod nats;
+pub mod redis_stream;
