@@ -123,18 +123,6 @@ pub trait Sender: Send {
     fn send(&mut self, key: &str, record: &[u8]) -> Result<(), DeliveryError>;
 }
 
-/// The sender for a destination.
-pub fn sender(destination: &Destination) -> Result<Box<dyn Sender>, DeliveryError> {
-    match &destination.settings {
-        Settings::Webhook { endpoint, auth_token } => {
-            Ok(Box::new(crate::webhook::Webhook::new(endpoint, auth_token.as_deref())?))
-        }
-        Settings::Nats { .. } => Err(DeliveryError::Unreachable("nats sender: not built yet".into())),
-        Settings::Amqp { .. } => Err(DeliveryError::Unreachable("amqp sender: not built yet".into())),
-        Settings::Redis { .. } => Err(DeliveryError::Unreachable("redis sender: not built yet".into())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

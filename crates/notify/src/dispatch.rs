@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use isthmus_store::state_dir::StateDir;
 
-use crate::destination::{self, DeliveryError, Destination, Sender};
+use crate::destination::{DeliveryError, Destination, Sender};
 use crate::event::Event;
 use crate::metrics::{DestinationMetrics, Metrics};
 use crate::queue::Queue;
@@ -237,7 +237,7 @@ impl Worker {
         loop {
             let result = match sender {
                 Some(sender) => sender.send(key, record),
-                None => destination::sender(&self.destination).and_then(|mut made| {
+                None => crate::senders::sender(&self.destination).and_then(|mut made| {
                     let sent = made.send(key, record);
                     *sender = Some(made);
                     sent

@@ -8,10 +8,15 @@
 //! and the watchers that turn kernel notifications or scans of a shared file system into
 //! changes for the gateway to announce.
 
+pub mod amqp;
+mod broker;
 pub mod destination;
 pub mod dispatch;
 pub mod event;
 pub mod metrics;
+pub mod nats;
 pub mod queue;
+pub mod redis_stream;
+pub mod senders;
 pub mod watch;
 pub mod webhook;
