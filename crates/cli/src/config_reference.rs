@@ -93,6 +93,43 @@ const FILE_ONLY: &[(&str, &str)] = &[
          or a bucket policy. For sites whose published buckets relied on it, while they give them bucket policies \
          [default: false]",
     ),
+    (
+        "notify_webhook",
+        "Bucket notification destinations of kind webhook (`[[notify_webhook]]`): `id`, `endpoint` (http:// or \
+         https://; each event record is POSTed, redirects are never followed), optional `auth_token` (sent as \
+         `Authorization: Bearer TOKEN`). A bucket's rule names it as `arn:isthmus:sqs::ID:webhook`",
+    ),
+    (
+        "notify_nats",
+        "NATS JetStream destinations (`[[notify_nats]]`): `id`, `url` (nats://[user:pass@]host:port, several \
+         separated by commas), `subject` (a stream must capture it); named `arn:isthmus:sqs::ID:nats`",
+    ),
+    (
+        "notify_amqp",
+        "AMQP 0-9-1 destinations (`[[notify_amqp]]`): `id`, `url` (amqp://user:pass@host:port/vhost), `exchange`, \
+         `routing_key`; persistent, mandatory publishes with publisher confirms; named `arn:isthmus:sqs::ID:amqp`",
+    ),
+    (
+        "notify_redis",
+        "Redis stream destinations (`[[notify_redis]]`): `id`, `url` (redis://[:pass@]host:port/db), `stream` \
+         (`XADD stream * event RECORD key KEY`); named `arn:isthmus:sqs::ID:redis`",
+    ),
+    (
+        "notify_queue_max_bytes",
+        "The bound of the notification queue in ROOT/.isthmus/notify (at least 1 MiB) [default: 1GiB]",
+    ),
+    (
+        "notify_queue_full",
+        "What a full notification queue does: `block` (a write waits for room up to 30 s, then SlowDown), \
+         `drop_oldest` (the oldest events are dropped, counted and logged) or `refuse` (writes to buckets with rules \
+         answer 503 SlowDown) [default: block]",
+    ),
+    (
+        "notify_watch",
+        "How files written outside the gateway are announced: `auto` (kernel notifications where the data root is \
+         on a local file system, scans where it is shared), `inotify`, `scan` or `off` [default: auto]",
+    ),
+    ("notify_scan_interval_seconds", "Seconds between scans of a shared file system for notifications [default: 60]"),
 ];
 
 /// Every key of the configuration file, in declaration order, as serde knows them: a key no

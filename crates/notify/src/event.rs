@@ -81,8 +81,11 @@ impl Event {
         let sequencer = format!("{sequencer:016X}");
         let mut object = Map::new();
         object.insert("key".into(), Value::String(encode_key(&self.key)));
-        object.insert("size".into(), json!(self.size));
-        object.insert("eTag".into(), Value::String(self.etag.as_deref().unwrap_or("").trim_matches('"').to_string()));
+        // As AWS writes removals: no size, no ETag (the object is gone).
+        if let Some(etag) = &self.etag {
+            object.insert("size".into(), json!(self.size));
+            object.insert("eTag".into(), Value::String(etag.trim_matches('"').to_string()));
+        }
         if let Some(version_id) = &self.version_id {
             object.insert("versionId".into(), Value::String(version_id.clone()));
         }
@@ -172,6 +175,21 @@ mod tests {
         assert_eq!(records.len(), 1);
         assert_eq!(doc.as_object().unwrap().len(), 1, "only Records at the top");
         records[0].clone()
+    }
+
+    #[test]
+    fn a_removal_names_the_key_and_version_without_size_or_etag() {
+        let removed = Event {
+            name: EventName::ObjectRemovedDelete,
+            size: 0,
+            etag: None,
+            version_id: Some("v1".into()),
+            ..event("gone.txt")
+        };
+        let object = parse(&removed.record(7, "r"))["s3"]["object"].as_object().unwrap().clone();
+        let mut fields: Vec<&str> = object.keys().map(String::as_str).collect();
+        fields.sort();
+        assert_eq!(fields, ["key", "sequencer", "versionId"]);
     }
 
     #[test]

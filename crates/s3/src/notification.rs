@@ -137,7 +137,8 @@ fn document_of(config: NotificationConfig) -> GetBucketNotificationConfiguration
 
 fn filter_of(rule: &NotificationRule) -> Option<NotificationConfigurationFilter> {
     let mut rules = Vec::new();
-    for (name, value) in [(FilterRuleName::PREFIX, &rule.prefix), (FilterRuleName::SUFFIX, &rule.suffix)] {
+    // Named as S3 answers them ("Prefix", "Suffix"); any case is accepted on the way in.
+    for (name, value) in [("Prefix", &rule.prefix), ("Suffix", &rule.suffix)] {
         if !value.is_empty() {
             rules.push(FilterRule { name: Some(FilterRuleName::from_static(name)), value: Some(value.clone()) });
         }

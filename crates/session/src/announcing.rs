@@ -162,9 +162,26 @@ impl Pending {
         self.key(&info.key, info.size, Some(info.etag.clone()), info.version_id.clone());
     }
 
+    /// Marks a change of `key` under way (before the call that makes it).
+    fn underway(&self, key: &str) {
+        self.recent.mark(&self.bucket, key, Expected::Underway);
+    }
+
+    /// The change of `key` failed: nothing to announce, nothing for the watcher to skip.
+    fn failed(&self, key: &str) {
+        self.recent.forget_underway(&self.bucket, key);
+    }
+
+    /// Runs `call`, the change of `key` this announcement is for, marked under way meanwhile.
+    fn around<T>(&self, key: &str, call: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        self.underway(key);
+        call().inspect_err(|_| self.failed(key))
+    }
+
     /// Announces `key` (with `size` and `etag`), and remembers it as the gateway's own change.
     fn key(self, key: &str, size: u64, etag: Option<String>, version_id: Option<String>) {
-        self.recent.remember(&self.bucket, key, etag.as_deref());
+        let expected = etag.clone().map_or(Expected::Gone, Expected::Written);
+        self.recent.mark(&self.bucket, key, expected);
         let announcement = Announcement {
             name: self.name,
             bucket: self.bucket,
@@ -200,16 +217,28 @@ fn principal_name(cx: &RequestContext) -> String {
     }
 }
 
-/// The gateway's own writes and deletes of the last minutes, by bucket and key, with the ETag
-/// written (`None` for a delete), so that the watcher, which sees them land like any other
-/// file, announces none of them again.
+/// What the gateway's own change of a key left, as the watcher will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expected {
+    /// The change is under way (the watcher may see it land before the call returns).
+    Underway,
+    /// The object with this ETag.
+    Written(String),
+    /// No object.
+    Gone,
+}
+
+/// The gateway's own writes and deletes of the last minutes, by bucket and key, so that the
+/// watcher, which sees them land like any other file, announces none of them again. A change
+/// is marked before it starts (the watcher may see a file land or go before the call returns)
+/// and settled with what it left once it succeeded; a failed one is forgotten.
 #[derive(Default)]
 pub struct RecentWrites {
-    entries: Mutex<HashMap<(String, String), (Instant, Option<String>)>>,
+    entries: Mutex<HashMap<(String, String), (Instant, Expected)>>,
 }
 
 impl RecentWrites {
-    fn remember(&self, bucket: &str, key: &str, etag: Option<&str>) {
+    fn mark(&self, bucket: &str, key: &str, expected: Expected) {
         let now = Instant::now();
         let mut entries = self.entries.lock().expect("recent writes lock");
         if entries.len() >= RECENT_CAPACITY {
@@ -222,22 +251,38 @@ impl RecentWrites {
                 entries.clear();
             }
         }
-        entries.insert((bucket.to_string(), key.to_string()), (now, etag.map(str::to_string)));
+        entries.insert((bucket.to_string(), key.to_string()), (now, expected));
     }
 
-    /// Whether the gateway itself lately wrote `key` with this ETag (`Some`), or deleted it
-    /// (`None`): then the watcher's change is the gateway's, already announced. Answers true
-    /// once per write.
-    pub fn take(&self, bucket: &str, key: &str, etag: Option<&str>) -> bool {
+    /// Forgets a change that failed, unless another one marked the key since.
+    fn forget_underway(&self, bucket: &str, key: &str) {
         let mut entries = self.entries.lock().expect("recent writes lock");
         let id = (bucket.to_string(), key.to_string());
-        match entries.get(&id) {
-            Some((at, written)) if at.elapsed() < RECENT_KEPT && written.as_deref() == etag => {
-                entries.remove(&id);
-                true
-            }
-            _ => false,
+        if entries.get(&id).is_some_and(|(_, expected)| *expected == Expected::Underway) {
+            entries.remove(&id);
         }
+    }
+
+    /// Whether what the watcher saw of `key` (the object with this ETag, or `None`: no object)
+    /// is the gateway's own change, already announced. A settled change answers true once; one
+    /// under way, as long as it is.
+    pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
+        let mut entries = self.entries.lock().expect("recent writes lock");
+        let id = (bucket.to_string(), key.to_string());
+        let Some((at, expected)) = entries.get(&id) else { return false };
+        if at.elapsed() >= RECENT_KEPT {
+            return false;
+        }
+        let ours = match (expected, seen) {
+            (Expected::Underway, _) => return true,
+            (Expected::Written(etag), Some(seen)) => etag == seen,
+            (Expected::Gone, None) => true,
+            _ => false,
+        };
+        if ours {
+            entries.remove(&id);
+        }
+        ours
     }
 }
 
@@ -245,6 +290,7 @@ impl RecentWrites {
 struct AnnouncingWriter {
     inner: BoxedWriter,
     pending: Pending,
+    key: String,
 }
 
 impl ObjectWrite for AnnouncingWriter {
@@ -261,8 +307,8 @@ impl ObjectWrite for AnnouncingWriter {
     }
 
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
-        let Self { inner, pending } = *self;
-        let info = inner.commit()?;
+        let Self { inner, pending, key } = *self;
+        let info = pending.around(&key, || inner.commit())?;
         pending.object(&info);
         Ok(info)
     }
@@ -314,7 +360,7 @@ impl Store for Announcing {
         let pending = self.pending(cx, bucket, name)?;
         let writer = self.inner.put_object(cx, bucket, key, request)?;
         Ok(match pending {
-            Some(pending) => Box::new(AnnouncingWriter { inner: writer, pending }),
+            Some(pending) => Box::new(AnnouncingWriter { inner: writer, pending, key: key.to_string() }),
             None => writer,
         })
     }
@@ -346,14 +392,14 @@ impl Store for Announcing {
         key: &str,
         request: &DeleteRequest,
     ) -> StoreResult<DeleteOutcome> {
-        let pending = self.pending(cx, bucket, "ObjectRemoved:Delete")?;
-        let outcome = self.inner.delete_object(cx, bucket, key, request)?;
-        if let Some(mut pending) = pending {
-            if outcome.delete_marker && request.version_id.is_none() {
-                pending.name = "ObjectRemoved:DeleteMarkerCreated";
-            }
-            pending.key(key, 0, None, outcome.version_id.clone());
+        let Some(mut pending) = self.pending(cx, bucket, "ObjectRemoved:Delete")? else {
+            return self.inner.delete_object(cx, bucket, key, request);
+        };
+        let outcome = pending.around(key, || self.inner.delete_object(cx, bucket, key, request))?;
+        if outcome.delete_marker && request.version_id.is_none() {
+            pending.name = "ObjectRemoved:DeleteMarkerCreated";
         }
+        pending.key(key, 0, None, outcome.version_id.clone());
         Ok(outcome)
     }
 
@@ -364,11 +410,11 @@ impl Store for Announcing {
         destination: (&str, &str),
         request: &CopyRequest,
     ) -> StoreResult<ObjectInfo> {
-        let pending = self.pending(cx, destination.0, "ObjectCreated:Copy")?;
-        let info = self.inner.copy_object(cx, source, destination, request)?;
-        if let Some(pending) = pending {
-            pending.object(&info);
-        }
+        let Some(pending) = self.pending(cx, destination.0, "ObjectCreated:Copy")? else {
+            return self.inner.copy_object(cx, source, destination, request);
+        };
+        let info = pending.around(destination.1, || self.inner.copy_object(cx, source, destination, request))?;
+        pending.object(&info);
         Ok(info)
     }
 
@@ -457,11 +503,12 @@ impl MultipartStore for Announcing {
         parts: &[CompletedPart],
         request: PutRequest,
     ) -> StoreResult<ObjectInfo> {
-        let pending = self.pending(cx, bucket, "ObjectCreated:CompleteMultipartUpload")?;
-        let info = self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request)?;
-        if let Some(pending) = pending {
-            pending.object(&info);
-        }
+        let Some(pending) = self.pending(cx, bucket, "ObjectCreated:CompleteMultipartUpload")? else {
+            return self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request);
+        };
+        let info =
+            pending.around(key, || self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request))?;
+        pending.object(&info);
         Ok(info)
     }
 

@@ -1,0 +1,286 @@
+"""Bucket notifications end to end: a real gateway, real destinations (NATS JetStream,
+RabbitMQ, Redis streams, a webhook; tests/notify_servers.py starts them), real clients (boto3)
+and plain POSIX writes into the data root. A file a simulation writes and closes is announced
+like an object PUT over S3; the gateway's own writes are announced once; the queue survives
+kill -9; rules' filters hold; the API is the bucket owner's."""
+
+import hashlib
+import os
+import signal
+import urllib.parse
+import urllib.request
+
+import pytest
+from botocore.exceptions import ClientError
+
+from conftest import ACCESS_KEY, Server, free_port, make_client, wait_until
+from notify_servers import nats, rabbitmq, redis, webhook, webhook_factory  # noqa: F401 (fixtures)
+
+ALL = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"]
+
+
+def gateway(tmp_path, *destinations, extra="", root=None, port_args=()):
+    """A gateway whose configuration declares `destinations` (fixtures of notify_servers)."""
+    config = tmp_path / "isthmus.toml"
+    # Top-level keys first: a key after a table's header would belong to the table.
+    config.write_text(extra + "".join(d.toml for d in destinations))
+    root = root or tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    return Server(root, extra_args=["--config", str(config), *port_args])
+
+
+def rules(*destinations, events=ALL, prefix=None, suffix=None):
+    """A NotificationConfiguration with one queue rule per destination."""
+    filters = [{"Name": name, "Value": value} for name, value in (("prefix", prefix), ("suffix", suffix)) if value]
+    config = []
+    for d in destinations:
+        rule = {"Id": f"to-{d.id}", "QueueArn": d.arn, "Events": list(events)}
+        if filters:
+            rule["Filter"] = {"Key": {"FilterRules": filters}}
+        config.append(rule)
+    return {"QueueConfigurations": config}
+
+
+def records_of(documents):
+    """The S3 event records of received documents, flattened, in order."""
+    return [record for document in documents for record in document["Records"]]
+
+
+def summary(record):
+    obj = record["s3"]["object"]
+    return (record["eventName"], urllib.parse.unquote_plus(obj["key"]), obj.get("size"), obj.get("eTag"))
+
+
+def write_posix(path, data):
+    """What a simulation does: open, write, close."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def md5(data):
+    return hashlib.md5(data).hexdigest()
+
+
+@pytest.mark.posix_only
+def test_posix_and_s3_writes_each_reach_nats_amqp_redis_and_a_webhook_once(tmp_path, nats, rabbitmq, redis, webhook_factory):
+    rabbitmq.reset()
+    hook = webhook_factory(token="hook-token-123")
+    destinations = (nats, rabbitmq, redis, hook)
+    srv = gateway(tmp_path, *destinations)
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="results")
+        s3.put_bucket_notification_configuration(Bucket="results", NotificationConfiguration=rules(*destinations))
+        root = srv.root / "results"
+
+        # A simulation writes a file with plain POSIX calls.
+        sim = os.urandom(200_000)
+        write_posix(root / "run 1" / "step-0001.dat", sim)
+        # Announced once quiet (200 ms): wait for it, so the order below is the order of calls.
+        hook.wait_for(1, timeout=20)
+        # The S3 calls a pipeline makes.
+        s3.put_object(Bucket="results", Key="put.txt", Body=b"over S3")
+        mpu = s3.create_multipart_upload(Bucket="results", Key="big.bin")
+        part = os.urandom(5 << 20)
+        etag = s3.upload_part(Bucket="results", Key="big.bin", UploadId=mpu["UploadId"], PartNumber=1, Body=part)["ETag"]
+        done = s3.complete_multipart_upload(
+            Bucket="results", Key="big.bin", UploadId=mpu["UploadId"], MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+        )
+        s3.copy_object(Bucket="results", Key="copy.txt", CopySource={"Bucket": "results", "Key": "put.txt"})
+        s3.delete_object(Bucket="results", Key="put.txt")
+        # A last file written through POSIX: once it is announced, anything the watcher saw
+        # before it (the gateway's own renames among them) has been too.
+        write_posix(root / "marker", b"m")
+
+        expected = [
+            ("ObjectCreated:Put", "run 1/step-0001.dat", len(sim), md5(sim)),
+            ("ObjectCreated:Put", "put.txt", 7, md5(b"over S3")),
+            ("ObjectCreated:CompleteMultipartUpload", "big.bin", 5 << 20, done["ETag"].strip('"')),
+            ("ObjectCreated:Copy", "copy.txt", 7, md5(b"over S3")),
+            ("ObjectRemoved:Delete", "put.txt", None, None),
+            ("ObjectCreated:Put", "marker", 1, md5(b"m")),
+        ]
+        for destination in destinations:
+            got = records_of(destination.wait_for(len(expected), timeout=30))
+            assert [summary(r) for r in got] == expected, (destination.kind, [summary(r) for r in got])
+            for record in got:
+                assert record["eventVersion"].startswith("2.") and record["eventSource"] == "aws:s3"
+                assert record["s3"]["bucket"]["name"] == "results"
+                assert record["s3"]["bucket"]["arn"] == "arn:aws:s3:::results"
+                assert record["s3"]["configurationId"] == f"to-{destination.id}"
+            sequencers = [r["s3"]["object"]["sequencer"] for r in got]
+            assert sequencers == sorted(sequencers) and len(set(sequencers)) == len(sequencers)
+            # S3 requests name their user and address; the simulation's file names POSIX.
+            assert got[0]["userIdentity"]["principalId"] == "posix"
+            assert got[1]["userIdentity"]["principalId"] == ACCESS_KEY
+            assert got[1]["requestParameters"]["sourceIPAddress"] == "127.0.0.1"
+        for delivery in hook.deliveries:
+            headers = {name.lower(): value for name, value in delivery.meta["headers"].items()}
+            assert headers["authorization"] == "Bearer hook-token-123"
+            assert headers["content-type"] == "application/json"
+    finally:
+        srv.stop()
+
+
+@pytest.mark.posix_only
+def test_filters_hold_and_files_the_gateway_owns_or_cannot_serve_are_not_announced(tmp_path, webhook):
+    srv = gateway(tmp_path, webhook)
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="sim")
+        s3.put_bucket_notification_configuration(
+            Bucket="sim", NotificationConfiguration=rules(webhook, events=["s3:ObjectCreated:*"], prefix="runs/", suffix=".h5")
+        )
+        root = srv.root / "sim"
+        s3.put_object(Bucket="sim", Key="runs/a.txt", Body=b"wrong suffix")
+        s3.put_object(Bucket="sim", Key="other/a.h5", Body=b"wrong prefix")
+        s3.put_object(Bucket="sim", Key="runs/a.h5", Body=b"wanted")
+        s3.delete_object(Bucket="sim", Key="runs/a.h5")  # not an ObjectCreated event
+        write_posix(root / "runs" / "b.txt", b"wrong suffix")
+        write_posix(root / "scratch" / "b.h5", b"wrong prefix")
+        # What a user may plant: a link to a file outside the bucket, a name the gateway keeps
+        # for its own writes in progress, its internal directory.
+        (root / "runs" / "passwd.h5").symlink_to("/etc/passwd")
+        write_posix(root / "runs" / ".isthmus.tmp.forged.h5", b"not a key")
+        write_posix(root / "runs" / "x" / ".isthmus" / "y.h5", b"not a key")
+        os.mkfifo(root / "runs" / "fifo.h5")
+        write_posix(root / "runs" / "b.h5", b"wanted too")
+        got = [summary(r) for r in records_of(webhook.wait_for(2, timeout=20))]
+        assert got == [("ObjectCreated:Put", "runs/a.h5", 6, md5(b"wanted")), ("ObjectCreated:Put", "runs/b.h5", 10, md5(b"wanted too"))]
+    finally:
+        srv.stop()
+
+
+def test_events_queued_while_the_destination_is_down_survive_kill_9(tmp_path, webhook_factory):
+    hook = webhook_factory(fail_first=10**6)  # down: every POST answered 503
+    srv = gateway(tmp_path, hook)
+    s3 = make_client(srv.endpoint)
+    s3.create_bucket(Bucket="queued")
+    s3.put_bucket_notification_configuration(Bucket="queued", NotificationConfiguration=rules(hook, events=["s3:ObjectCreated:*"]))
+    for i in range(5):
+        s3.put_object(Bucket="queued", Key=f"k{i}", Body=b"x" * i)
+    wait_until(lambda: len(hook.status_log) >= 1, timeout=10)  # delivery was tried, and failed
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    srv.log.close()
+    assert hook.records() == []
+    hook.fail_first = 0  # the destination is back
+    again = gateway(tmp_path, hook, root=srv.root)
+    try:
+        got = [summary(r) for r in records_of(hook.wait_for(5, timeout=30))]
+        # At least once, in order: each key's first delivery comes in the order written.
+        firsts = list(dict.fromkeys(key for _, key, _, _ in got))
+        assert firsts == [f"k{i}" for i in range(5)]
+        assert all(name == "ObjectCreated:Put" for name, *_ in got)
+    finally:
+        again.stop()
+
+
+def test_the_notification_api_is_the_bucket_owners_and_names_only_configured_destinations(tmp_path, webhook):
+    extra = '[[users]]\naccess_key = "bob"\nsecret_key = "bob-secret-123"\n'
+    srv = gateway(tmp_path, webhook, extra=extra)
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="shared")
+        assert "QueueConfigurations" not in s3.get_bucket_notification_configuration(Bucket="shared")
+        config = rules(webhook, events=["s3:ObjectCreated:Put", "s3:ObjectRemoved:*"], prefix="in/", suffix=".nc")
+        s3.put_bucket_notification_configuration(Bucket="shared", NotificationConfiguration=config)
+        got = s3.get_bucket_notification_configuration(Bucket="shared")["QueueConfigurations"]
+        assert got == [
+            {
+                "Id": "to-hook1",
+                "QueueArn": webhook.arn,
+                "Events": ["s3:ObjectCreated:Put", "s3:ObjectRemoved:*"],
+                "Filter": {"Key": {"FilterRules": [{"Name": "Prefix", "Value": "in/"}, {"Name": "Suffix", "Value": ".nc"}]}},
+            }
+        ]
+
+        def refused(config):
+            with pytest.raises(ClientError) as e:
+                s3.put_bucket_notification_configuration(Bucket="shared", NotificationConfiguration=config)
+            return e.value.response["Error"]["Code"]
+
+        # Destinations are the operator's: an ARN not configured, or an AWS one, is refused.
+        assert refused({"QueueConfigurations": [{"QueueArn": "arn:isthmus:sqs::nope:webhook", "Events": ALL}]}) == "InvalidArgument"
+        assert refused({"QueueConfigurations": [{"QueueArn": "arn:aws:sqs:us-east-1:1:q", "Events": ALL}]}) == "InvalidArgument"
+        assert refused({"QueueConfigurations": [{"QueueArn": webhook.arn, "Events": ["s3:Replication:*"]}]}) == "InvalidArgument"
+        overlapping = {"QueueConfigurations": [{"QueueArn": webhook.arn, "Events": ["s3:ObjectCreated:*"]}] * 2}
+        assert refused(overlapping) == "InvalidArgument"
+        # Another user, even one the bucket's ACL lets write, neither reads nor changes its rules.
+        s3.put_bucket_acl(Bucket="shared", ACL="public-read-write")
+        bob = make_client(srv.endpoint, "bob", "bob-secret-123")
+        bob.put_object(Bucket="shared", Key="bob.txt", Body=b"granted")
+        for call in (
+            lambda: bob.get_bucket_notification_configuration(Bucket="shared"),
+            lambda: bob.put_bucket_notification_configuration(Bucket="shared", NotificationConfiguration={}),
+        ):
+            with pytest.raises(ClientError) as e:
+                call()
+            assert e.value.response["Error"]["Code"] == "AccessDenied"
+        assert s3.get_bucket_notification_configuration(Bucket="shared")["QueueConfigurations"][0]["Id"] == "to-hook1"
+        # An empty configuration turns notifications off.
+        s3.put_bucket_notification_configuration(Bucket="shared", NotificationConfiguration={})
+        assert "QueueConfigurations" not in s3.get_bucket_notification_configuration(Bucket="shared")
+    finally:
+        srv.stop()
+
+
+def test_tagging_and_delete_markers_are_announced_and_queue_metrics_are_exported(tmp_path, webhook):
+    admin_port = free_port()
+    srv = gateway(tmp_path, webhook, port_args=["--admin-address", f"127.0.0.1:{admin_port}"])
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="versioned")
+        s3.put_bucket_versioning(Bucket="versioned", VersioningConfiguration={"Status": "Enabled"})
+        s3.put_bucket_notification_configuration(Bucket="versioned", NotificationConfiguration=rules(webhook))
+        v1 = s3.put_object(Bucket="versioned", Key="k", Body=b"one")["VersionId"]
+        s3.put_object_tagging(Bucket="versioned", Key="k", Tagging={"TagSet": [{"Key": "state", "Value": "done"}]})
+        s3.delete_object_tagging(Bucket="versioned", Key="k")
+        marker = s3.delete_object(Bucket="versioned", Key="k")["VersionId"]
+        s3.delete_object(Bucket="versioned", Key="k", VersionId=v1)
+        got = records_of(webhook.wait_for(5, timeout=20))
+        assert [r["eventName"] for r in got] == [
+            "ObjectCreated:Put",
+            "ObjectTagging:Put",
+            "ObjectTagging:Delete",
+            "ObjectRemoved:DeleteMarkerCreated",
+            "ObjectRemoved:Delete",
+        ]
+        assert got[0]["s3"]["object"]["versionId"] == v1
+        assert got[3]["s3"]["object"]["versionId"] == marker
+        assert got[4]["s3"]["object"]["versionId"] == v1
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read().decode()
+        assert "isthmus_notify_queued_total 5" in metrics, metrics
+        assert f'isthmus_notify_delivered_total{{destination="{webhook.arn}"}} 5' in metrics, metrics
+    finally:
+        srv.stop()
+
+
+def test_a_full_queue_refuses_writes_with_slowdown_when_the_operator_says_so(tmp_path, webhook_factory):
+    hook = webhook_factory(fail_first=10**6)
+    extra = 'notify_queue_max_bytes = "1MiB"\nnotify_queue_full = "refuse"\n'
+    srv = gateway(tmp_path, hook, extra=extra)
+    try:
+        s3 = make_client(srv.endpoint)  # one attempt: a SlowDown is seen, not retried
+        s3.create_bucket(Bucket="busy")
+        s3.put_bucket_notification_configuration(Bucket="busy", NotificationConfiguration=rules(hook, events=["s3:ObjectCreated:*"]))
+        refused = None
+        for i in range(20_000):
+            try:
+                s3.put_object(Bucket="busy", Key=f"k{i:05}/" + "x" * 200 + "/" + "y" * 200, Body=b"")
+            except ClientError as e:
+                refused = (i, e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
+                break
+        assert refused is not None and refused[1:] == ("SlowDown", 503), refused
+        # Refused before anything was written: the key does not exist.
+        with pytest.raises(ClientError):
+            s3.head_object(Bucket="busy", Key=f"k{refused[0]:05}/" + "x" * 200 + "/" + "y" * 200)
+        # Buckets without rules are not held back.
+        s3.create_bucket(Bucket="quiet")
+        s3.put_object(Bucket="quiet", Key="k", Body=b"fine")
+    finally:
+        srv.stop()
