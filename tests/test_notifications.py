@@ -6,7 +6,10 @@ kill -9; rules' filters hold; the API is the bucket owner's."""
 
 import hashlib
 import os
+import shutil
 import signal
+import subprocess
+import time
 import urllib.parse
 import urllib.request
 
@@ -15,6 +18,7 @@ from botocore.exceptions import ClientError
 
 from conftest import ACCESS_KEY, Server, free_port, make_client, wait_until
 from notify_servers import nats, rabbitmq, redis, webhook, webhook_factory  # noqa: F401 (fixtures)
+from test_identity import SECRET, USERS, config_text, traversable_root, unix  # noqa: F401 (the fixture)
 
 ALL = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"]
 
@@ -59,6 +63,16 @@ def write_posix(path, data):
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def announced_within(consumer, seconds):
+    """Whether `consumer` has received something within `seconds` (polling)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if consumer.deliveries:
+            return True
+        time.sleep(0.05)
+    return bool(consumer.deliveries)
 
 
 def md5(data):
@@ -284,3 +298,72 @@ def test_a_full_queue_refuses_writes_with_slowdown_when_the_operator_says_so(tmp
         s3.put_object(Bucket="quiet", Key="k", Body=b"fine")
     finally:
         srv.stop()
+
+
+@pytest.mark.posix_only
+def test_on_a_shared_file_system_a_scan_announces_posix_files_and_the_gateways_writes_once(tmp_path, webhook):
+    # What a CephFS, NFS or Lustre root gets (the kernel there does not see other nodes'
+    # writes), forced here on a local directory.
+    srv = gateway(tmp_path, webhook, extra='notify_watch = "scan"\nnotify_scan_interval_seconds = 1\n')
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="shared-fs")
+        s3.put_bucket_notification_configuration(Bucket="shared-fs", NotificationConfiguration=rules(webhook))
+        root = srv.root / "shared-fs"
+        # The bucket's first pass records what is there: write until a file is announced.
+        written = {}
+        for i in range(60):
+            data = os.urandom(1000 + i)
+            write_posix(root / "out" / f"f{i:03}.bin", data)
+            written[f"out/f{i:03}.bin"] = data
+            if announced_within(webhook, 0.5):
+                break
+        first = summary(records_of(webhook.wait_for(1, timeout=20))[0])
+        key = first[1]
+        assert first == ("ObjectCreated:Put", key, len(written[key]), md5(written[key]))
+        s3.put_object(Bucket="shared-fs", Key="over-s3.txt", Body=b"once")
+        write_posix(root / "marker", b"m")
+        wait_until(lambda: any(summary(r)[1] == "marker" for r in records_of(webhook.records())), timeout=20)
+        got = [summary(r) for r in records_of(webhook.records())]
+        assert [g[1] for g in got].count("over-s3.txt") == 1, got
+        keys = [g[1] for g in got if g[0] == "ObjectCreated:Put"]
+        assert len(keys) == len(set(keys)), f"a file announced twice: {got}"
+    finally:
+        srv.stop()
+
+
+@pytest.mark.posix_only
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users (CI runs as root)")
+def test_a_file_the_buckets_owner_cannot_read_is_not_announced(webhook, unix):
+    """identity = "posix": alice owns a bucket others may write; bob writes a file only he may
+    read. The event would tell alice its size and ETag: it is not sent."""
+    base, root = traversable_root("isthmus-notify-")
+    config = base / "isthmus.toml"
+    config.write_text(config_text() + webhook.toml)
+    srv = Server(root, extra_args=["--config", str(config)])
+    try:
+        root.chmod(0o1777)  # like /tmp: anyone may make a bucket, only its owner removes it
+        alice = make_client(srv.endpoint, "alice", SECRET)
+        alice.create_bucket(Bucket="alice-data")
+        alice.put_bucket_notification_configuration(Bucket="alice-data", NotificationConfiguration=rules(webhook))
+        bucket = root / "alice-data"
+        assert bucket.stat().st_uid == unix["alice"].pw_uid
+        bucket.chmod(0o1777)  # a drop box: everyone may add files
+
+        def as_bob(umask, name, data):
+            script = f"umask {umask}; printf %s '{data}' > '{bucket / name}'"
+            done = subprocess.run(["setpriv", f"--reuid={USERS['bob']}", f"--regid={USERS['bob']}", "--init-groups", "sh", "-c", script])
+            assert done.returncode == 0
+
+        as_bob("077", "bobs-secret.txt", "only bob")
+        assert (bucket / "bobs-secret.txt").stat().st_mode & 0o777 == 0o600
+        as_bob("022", "bobs-report.txt", "for alice")
+        got = [summary(r) for r in records_of(webhook.wait_for(1, timeout=20))]
+        assert got == [("ObjectCreated:Put", "bobs-report.txt", 9, md5(b"for alice"))]
+        # The gateway went on: alice's own PUT is announced after it.
+        alice.put_object(Bucket="alice-data", Key="mine.txt", Body=b"alice")
+        got = [summary(r)[1] for r in records_of(webhook.wait_for(2, timeout=20))]
+        assert got == ["bobs-report.txt", "mine.txt"]
+    finally:
+        srv.stop()
+        shutil.rmtree(base, ignore_errors=True)

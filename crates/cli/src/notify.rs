@@ -241,13 +241,49 @@ pub struct Watching {
 /// takes the slack, then overflows into a rescan).
 const CHANGES_WAITING: usize = 10_000;
 
+/// Keys whose last announced ETag is kept (a scan that caught a file mid-write sees it change
+/// again when the write ends: the same content is not announced twice).
+const LAST_ANNOUNCED: usize = 100_000;
+
 /// What the thread that announces watched changes needs.
 pub struct WatchContext {
     /// The announcing stack (rules per bucket, the gateway's own recent writes).
-    pub announcing: Arc<isthmus_session::announcing::Announcing>,
-    pub announcer: Arc<dyn Announcer>,
+    announcing: Arc<isthmus_session::announcing::Announcing>,
+    announcer: Arc<dyn Announcer>,
     /// Who is asking: a change is described as the bucket's owner sees it.
-    pub principals: isthmus_session::Principals,
+    principals: isthmus_session::Principals,
+    /// The ETag last announced per key written outside the gateway.
+    last: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+}
+
+impl WatchContext {
+    pub fn new(
+        announcing: Arc<isthmus_session::announcing::Announcing>,
+        announcer: Arc<dyn Announcer>,
+        principals: isthmus_session::Principals,
+    ) -> Self {
+        Self { announcing, announcer, principals, last: Default::default() }
+    }
+
+    /// Whether `etag` is news for `key` (`None`: the key is gone), remembering it.
+    fn is_news(&self, bucket: &str, key: &str, etag: Option<&str>) -> bool {
+        let mut last = self.last.lock().expect("last announced lock");
+        let id = (bucket.to_string(), key.to_string());
+        match etag {
+            None => {
+                last.remove(&id);
+                true
+            }
+            Some(etag) if last.get(&id).is_some_and(|seen| seen == etag) => false,
+            Some(etag) => {
+                if last.len() >= LAST_ANNOUNCED {
+                    last.clear();
+                }
+                last.insert(id, etag.to_string());
+                true
+            }
+        }
+    }
 }
 
 /// Starts watching the posix pools' roots (`(root, on a local file system)`) as
@@ -326,7 +362,7 @@ fn announce_change(context: &WatchContext, change: isthmus_notify::watch::Change
     let seen = context.announcing.head_object(&cx, bucket, key, &HeadRequest::default());
     let (size, etag, version_id) = match (&change, seen) {
         (Change::Written { .. }, Ok(info)) => {
-            if recent.take(bucket, key, Some(&info.etag)) {
+            if recent.take(bucket, key, Some(&info.etag)) || !context.is_news(bucket, key, Some(&info.etag)) {
                 return;
             }
             (info.size, Some(info.etag), info.version_id)
@@ -337,6 +373,7 @@ fn announce_change(context: &WatchContext, change: isthmus_notify::watch::Change
         }
         // Removed, and nothing took its place since.
         (Change::Removed { .. }, Err(isthmus_store::StoreError::NoSuchKey)) => {
+            context.is_news(bucket, key, None);
             if recent.take(bucket, key, None) {
                 return;
             }

@@ -141,35 +141,30 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         let served = isthmus_session::stack::served(engine.clone(), &users, quotas.clone(), settings.bucket_acl_shares_objects);
         // Announced writes: the stack every door serves, its writes and deletes queued for the
         // buckets' notification rules (when the operator configured a destination).
-        let (served, notifications) = match &notifier {
-            Some(notifier) => {
-                let announcer = Arc::new(crate::notify::QueueAnnouncer {
-                    notifier: notifier.clone(),
-                    when_full: settings.notify.limits.when_full,
-                        region: isthmus_s3::server::DEFAULT_REGION.to_string(),
-                });
-                let announcing = Arc::new(isthmus_session::stack::announced(served, announcer, &root_user.access_key));
+        let announcer = notifier.as_ref().map(|notifier| {
+            Arc::new(crate::notify::QueueAnnouncer {
+                notifier: notifier.clone(),
+                when_full: settings.notify.limits.when_full,
+                region: isthmus_s3::server::DEFAULT_REGION.to_string(),
+            })
+        });
+        let (served, announcing) = match &announcer {
+            Some(announcer) => {
+                let announcing =
+                    Arc::new(isthmus_session::stack::announced(served, announcer.clone(), &root_user.access_key));
                 (announcing.clone() as Arc<dyn isthmus_store::Store>, Some(announcing))
             }
             None => (served, None),
         };
         let principals = Principals::new(users.clone(), identities.clone(), grid.clone());
         // Files written outside the gateway, in the posix pools' roots, announced too.
-        let _watching = match (&notifications, &notifier) {
-            (Some(announcing), Some(notifier)) => {
+        let _watching = match (announcing, announcer) {
+            (Some(announcing), Some(announcer)) => {
                 let roots: Vec<(std::path::PathBuf, bool)> = posix_pools
                     .iter()
                     .map(|(_, pool)| (pool.root().to_path_buf(), pool.filesystem().is_local()))
                     .collect();
-                let context = crate::notify::WatchContext {
-                    announcing: announcing.clone(),
-                    announcer: Arc::new(crate::notify::QueueAnnouncer {
-                        notifier: notifier.clone(),
-                        when_full: settings.notify.limits.when_full,
-                        region: isthmus_s3::server::DEFAULT_REGION.to_string(),
-                    }),
-                    principals: Principals::new(users.clone(), identities.clone(), grid.clone()),
-                };
+                let context = crate::notify::WatchContext::new(announcing, announcer, principals.clone());
                 crate::notify::watch_files(&settings.notify, &roots, store.state_dir(), context)?
             }
             _ => None,

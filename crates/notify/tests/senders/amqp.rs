@@ -1,7 +1,8 @@
 //! The AMQP sender against a real rabbitmq-server: one broker start (the slow part) for all of
 //! the cases, in sequence.
 
-use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings, sender};
+use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings};
+use isthmus_notify::senders::sender;
 use lapin::options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};

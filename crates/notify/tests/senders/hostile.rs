@@ -6,7 +6,8 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use isthmus_notify::destination::{Destination, Settings, sender};
+use isthmus_notify::destination::{Destination, Settings};
+use isthmus_notify::senders::sender;
 
 use crate::servers::{key, record};
 

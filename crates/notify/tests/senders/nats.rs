@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, stream};
-use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings, sender};
+use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings};
+use isthmus_notify::senders::sender;
 use tokio::runtime::Runtime;
 
 use crate::servers::{Server, key, record, runtime, send_timed};

@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings, sender};
+use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings};
+use isthmus_notify::senders::sender;
 
 use crate::servers::{Server, free_port, key, record, send_timed};
 
