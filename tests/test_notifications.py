@@ -243,6 +243,7 @@ def test_the_notification_api_is_the_bucket_owners_and_names_only_configured_des
         srv.stop()
 
 
+@pytest.mark.posix_only  # versioning: posix pools only
 def test_tagging_and_delete_markers_are_announced_and_queue_metrics_are_exported(tmp_path, webhook):
     admin_port = free_port()
     srv = gateway(tmp_path, webhook, port_args=["--admin-address", f"127.0.0.1:{admin_port}"])
