@@ -368,3 +368,31 @@ def test_a_file_the_buckets_owner_cannot_read_is_not_announced(webhook, unix):
     finally:
         srv.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="maps a user to uid 0, the uid this test runs as")
+def test_writes_through_the_local_socket_are_announced_with_their_user(tmp_path, webhook):
+    import isthmus
+
+    extra = (
+        'allow_root = true\n[[users]]\naccess_key = "LOCAL"\nsecret_key = "local-secret-0123456789"\n'
+        'display_name = "local"\nuid = 0\ngid = 0\n'
+    )
+    socket = tmp_path / "isthmus.sock"
+    srv = gateway(tmp_path, webhook, extra=extra, port_args=["--local-socket", str(socket)])
+    try:
+        store = isthmus.connect(f"unix://{socket}")  # this process's uid is LOCAL's
+        store.create_bucket("node-local")
+        local = make_client(srv.endpoint, "LOCAL", "local-secret-0123456789")
+        local.put_bucket_notification_configuration(Bucket="node-local", NotificationConfiguration=rules(webhook))
+        store.put_object("node-local", "from-the-node.txt", b"socket")
+        store.delete_object("node-local", "from-the-node.txt")
+        got = records_of(webhook.wait_for(2, timeout=20))
+        assert [summary(r) for r in got] == [
+            ("ObjectCreated:Put", "from-the-node.txt", 6, md5(b"socket")),
+            ("ObjectRemoved:Delete", "from-the-node.txt", None, None),
+        ]
+        assert {r["userIdentity"]["principalId"] for r in got} == {"LOCAL"}
+        assert got[0]["s3"]["bucket"]["ownerIdentity"]["principalId"] == "LOCAL"
+    finally:
+        srv.stop()
