@@ -6,6 +6,7 @@ kill -9; rules' filters hold; the API is the bucket owner's."""
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -268,9 +269,17 @@ def test_tagging_and_delete_markers_are_announced_and_queue_metrics_are_exported
         assert got[0]["s3"]["object"]["versionId"] == v1
         assert got[3]["s3"]["object"]["versionId"] == marker
         assert got[4]["s3"]["object"]["versionId"] == v1
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read().decode()
-        assert "isthmus_notify_queued_total 5" in metrics, metrics
-        assert f'isthmus_notify_delivered_total{{destination="{webhook.arn}"}} 5' in metrics, metrics
+        def metrics():
+            return urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read().decode()
+
+        assert "isthmus_notify_queued_total 5" in metrics(), metrics()
+        # The bucket with rules is watched for files written outside the gateway (buckets that
+        # got rules are looked for every 2 s).
+        assert wait_until(lambda: re.search(r"^isthmus_notify_watches [1-9]", metrics(), re.M)), metrics()
+        assert "isthmus_notify_watch_refused_total 0" in metrics()
+        # Counted once the webhook's answer came back, just after it stored the record.
+        delivered = f'isthmus_notify_delivered_total{{destination="{webhook.arn}"}} 5'
+        assert wait_until(lambda: delivered in metrics()), metrics()
     finally:
         srv.stop()
 

@@ -232,9 +232,31 @@ fn queue_full() -> StoreError {
 
 /// What keeps the watchers of files written outside the gateway running (dropped: stopped).
 pub struct Watching {
-    _kernel: Vec<isthmus_notify::watch::Watcher>,
+    kernel: Vec<isthmus_notify::watch::Watcher>,
     _scans: Vec<isthmus_notify::watch::ScanLoop>,
     _announcing: std::thread::JoinHandle<()>,
+}
+
+impl Watching {
+    /// The kernel watchers' figures for `/metrics`: directories watched, watches the kernel
+    /// refused (`fs.inotify.max_user_watches`), queue overflows (each followed by a rescan).
+    pub fn prometheus(&self) -> String {
+        let (mut watches, mut refused, mut overflows) = (0, 0, 0);
+        for watcher in &self.kernel {
+            let stats = watcher.stats();
+            watches += stats.watches;
+            refused += stats.watch_limit_hits;
+            overflows += stats.overflows;
+        }
+        format!(
+            "# HELP isthmus_notify_watches Directories the notification watcher watches.\n\
+             # TYPE isthmus_notify_watches gauge\nisthmus_notify_watches {watches}\n\
+             # HELP isthmus_notify_watch_refused_total Directories left unwatched at the inotify watch limit.\n\
+             # TYPE isthmus_notify_watch_refused_total counter\nisthmus_notify_watch_refused_total {refused}\n\
+             # HELP isthmus_notify_watch_overflows_total Kernel event queue overflows (each followed by a rescan).\n\
+             # TYPE isthmus_notify_watch_overflows_total counter\nisthmus_notify_watch_overflows_total {overflows}\n"
+        )
+    }
 }
 
 /// Changes waiting to be announced; past this the watcher waits (and the kernel's own queue
@@ -334,7 +356,7 @@ pub fn watch_files(
         }
     })
     .map_err(|e| format!("cannot start the notification thread: {e}"))?;
-    Ok(Some(Watching { _kernel: kernel, _scans: scans, _announcing: announcing }))
+    Ok(Some(Watching { kernel, _scans: scans, _announcing: announcing }))
 }
 
 /// Announces a file written or removed outside the gateway, as its bucket's owner sees it:

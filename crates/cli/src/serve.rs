@@ -158,14 +158,14 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         };
         let principals = Principals::new(users.clone(), identities.clone(), grid.clone());
         // Files written outside the gateway, in the posix pools' roots, announced too.
-        let _watching = match (announcing, announcer) {
+        let watching = match (announcing, announcer) {
             (Some(announcing), Some(announcer)) => {
                 let roots: Vec<(std::path::PathBuf, bool)> = posix_pools
                     .iter()
                     .map(|(_, pool)| (pool.root().to_path_buf(), pool.filesystem().is_local()))
                     .collect();
                 let context = crate::notify::WatchContext::new(announcing, announcer, principals.clone());
-                crate::notify::watch_files(&settings.notify, &roots, store.state_dir(), context)?
+                crate::notify::watch_files(&settings.notify, &roots, store.state_dir(), context)?.map(Arc::new)
             }
             _ => None,
         };
@@ -307,8 +307,12 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
                 pools.iter().map(|(_, path)| (path.clone(), identity_of(path))).collect();
             let coded = erasure_pools.clone();
             let queue = notifier.clone();
+            let watched = watching.clone();
             let extra: isthmus_s3::admin_http::ExtraMetrics = Arc::new(move || {
-                pool_metrics(&pools) + &drive_metrics(&coded) + &queue.as_ref().map(|q| q.prometheus()).unwrap_or_default()
+                pool_metrics(&pools)
+                    + &drive_metrics(&coded)
+                    + &queue.as_ref().map(|q| q.prometheus()).unwrap_or_default()
+                    + &watched.as_ref().map(|w| w.prometheus()).unwrap_or_default()
             });
             let check: isthmus_s3::admin_http::ReadyCheck = Arc::new(move || {
                 for (path, identity) in &served {
@@ -335,7 +339,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         tokio::join!(main, optional(plain), optional(console));
         // What was queued is kept (and the cursors saved) for the next start.
         if let Some(notifier) = notifier {
-            drop(_watching);
+            drop(watching);
             let _ = tokio::task::spawn_blocking(move || notifier.shutdown()).await;
         }
         if let Some(path) = socket_path {
