@@ -405,3 +405,15 @@ def test_writes_through_the_local_socket_are_announced_with_their_user(tmp_path,
         assert got[0]["s3"]["bucket"]["ownerIdentity"]["principalId"] == "LOCAL"
     finally:
         srv.stop()
+
+
+def test_a_second_gateway_with_destinations_on_the_same_root_refuses_to_start(tmp_path, webhook):
+    first = gateway(tmp_path, webhook)
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            gateway(tmp_path, webhook, root=first.root)
+        assert "one gateway per data root sends them" in str(refused.value), refused.value
+        # The first one goes on.
+        make_client(first.endpoint).create_bucket(Bucket="still-served")
+    finally:
+        first.stop()

@@ -171,8 +171,13 @@ pub fn start(settings: &NotifySettings, state: &StateDir) -> Result<Option<Arc<N
         .subdir("notify", true)
         .map_err(|e| e.to_string())?
         .ok_or("cannot make the notification queue's directory")?;
-    let notifier = Notifier::start(dir, settings.destinations.clone(), settings.limits)
-        .map_err(|e| format!("cannot start bucket notifications: {e}"))?;
+    let notifier = Notifier::start(dir, settings.destinations.clone(), settings.limits).map_err(|e| match e {
+        isthmus_notify::dispatch::NotifyError::Busy(_) => format!(
+            "cannot start bucket notifications: {e}: one gateway per data root sends them (remove the [[notify_*]] \
+             tables from the configuration of the others)"
+        ),
+        e => format!("cannot start bucket notifications: {e}"),
+    })?;
     Ok(Some(notifier))
 }
 
