@@ -417,3 +417,29 @@ def test_a_second_gateway_with_destinations_on_the_same_root_refuses_to_start(tm
         make_client(first.endpoint).create_bucket(Bucket="still-served")
     finally:
         first.stop()
+
+
+@pytest.mark.posix_only
+def test_a_rename_into_place_is_a_create_and_an_unlink_a_delete(tmp_path, webhook):
+    srv = gateway(tmp_path, webhook)
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="moves")
+        s3.put_bucket_notification_configuration(Bucket="moves", NotificationConfiguration=rules(webhook))
+        root = srv.root / "moves"
+        # What careful writers do: write a temporary name outside the rule's interest, rename.
+        write_posix(root / "tmp" / "part.partial", b"complete data")
+        os.makedirs(root / "final", exist_ok=True)
+        os.rename(root / "tmp" / "part.partial", root / "final" / "part.dat")
+        created = ("ObjectCreated:Put", "final/part.dat", 13, md5(b"complete data"))
+        wait_until(lambda: created in [summary(r) for r in records_of(webhook.records())], timeout=20)
+        assert created in [summary(r) for r in records_of(webhook.records())], webhook.records()
+        os.unlink(root / "final" / "part.dat")
+        wait_until(lambda: ("ObjectRemoved:Delete", "final/part.dat", None, None) in [summary(r) for r in records_of(webhook.records())], timeout=20)
+        got = [summary(r) for r in records_of(webhook.records())]
+        assert got[-1] == ("ObjectRemoved:Delete", "final/part.dat", None, None), got
+        # Every announced key was announced once per change: no create twice.
+        creates = [g[1] for g in got if g[0] == "ObjectCreated:Put"]
+        assert len(creates) == len(set(creates)), got
+    finally:
+        srv.stop()
