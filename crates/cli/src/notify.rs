@@ -380,16 +380,25 @@ fn announce_change(context: &WatchContext, change: isthmus_notify::watch::Change
     if rules.matching(name, key).next().is_none() {
         return;
     }
+    // The gateway's own writes, the most frequent changes, are known by what the gateway sees
+    // (one statx where it keeps the object's description): no identity to switch to.
+    let recent = context.announcing.recent_writes();
+    let gateway_sees = context.announcing.head_object(&RequestContext::process(), bucket, key, &HeadRequest::default());
+    match (&change, &gateway_sees) {
+        (Change::Written { .. }, Ok(info)) if recent.take(bucket, key, Some(&info.etag)) => return,
+        (Change::Removed { .. }, Err(isthmus_store::StoreError::NoSuchKey)) if recent.take(bucket, key, None) => return,
+        _ => {}
+    }
+    // Someone else's change: described as the bucket's owner sees it.
     let asking = isthmus_session::Asking { access_key: Some(&owner), bearer: None, security_token: None };
     let Ok(cx) = context.principals.context(&asking) else {
         tracing::debug!(bucket, owner, "the bucket's owner cannot be asked: its changes are not announced");
         return;
     };
-    let recent = context.announcing.recent_writes();
     let seen = context.announcing.head_object(&cx, bucket, key, &HeadRequest::default());
     let (size, etag, version_id) = match (&change, seen) {
         (Change::Written { .. }, Ok(info)) => {
-            if recent.take(bucket, key, Some(&info.etag)) || !context.is_news(bucket, key, Some(&info.etag)) {
+            if !context.is_news(bucket, key, Some(&info.etag)) {
                 return;
             }
             (info.size, Some(info.etag), info.version_id)
@@ -401,9 +410,6 @@ fn announce_change(context: &WatchContext, change: isthmus_notify::watch::Change
         // Removed, and nothing took its place since.
         (Change::Removed { .. }, Err(isthmus_store::StoreError::NoSuchKey)) => {
             context.is_news(bucket, key, None);
-            if recent.take(bucket, key, None) {
-                return;
-            }
             (0, None, None)
         }
         (Change::Removed { .. }, _) => return,
