@@ -21,8 +21,8 @@ pub use crate::queue::{NotifyError, QueueLimits, Target, WhenFull};
 /// The first retry delay; it doubles per failure up to `BACKOFF_MAX`.
 pub const BACKOFF_START: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// A busy destination's cursor is saved at least this often (and whenever it catches up).
-const CURSOR_SAVE_INTERVAL: Duration = Duration::from_millis(250);
+/// A destination's position is saved at most this often while it delivers, and this long after it caught up.
+const CURSOR_SAVE_INTERVAL: Duration = Duration::from_secs(1);
 /// A caught-up thread wakes this often even if nothing arrives (a safety net, not a poll).
 const IDLE_WAKE: Duration = Duration::from_secs(30);
 
@@ -207,9 +207,16 @@ impl Worker {
                 }
             };
             let Some((seq, entry)) = next else {
-                self.save_cursor(&arn);
-                last_save = Instant::now();
-                self.queue.wait(self.index, IDLE_WAKE);
+                // Caught up: the position is saved at most once a CURSOR_SAVE_INTERVAL (each
+                // save is a replaced file with its fsyncs; saving whenever the queue emptied
+                // cost two fsyncs per event under a trickle of writes).
+                if last_save.elapsed() >= CURSOR_SAVE_INTERVAL {
+                    self.save_cursor(&arn);
+                    last_save = Instant::now();
+                    self.queue.wait(self.index, IDLE_WAKE);
+                } else {
+                    self.queue.wait(self.index, CURSOR_SAVE_INTERVAL);
+                }
                 continue;
             };
             let configuration_id =

@@ -112,6 +112,9 @@ fn a_notifier_dropped_without_shutdown_resumes_at_its_last_saved_cursor() {
         notifier.enqueue(&event(key), &to(&[&arn])).unwrap();
     }
     until("three delivered", || notifier.metrics().delivered == 3);
+    // Caught up: its position is saved within a second (not at once: a save costs fsyncs).
+    let cursor = dir.path().join("cursor.webhook.hook");
+    until("the position saved", || std::fs::read_to_string(&cursor).is_ok_and(|text| !text.is_empty()));
     failing.store(true, Ordering::SeqCst);
     for key in ["k3", "k4"] {
         notifier.enqueue(&event(key), &to(&[&arn])).unwrap();
