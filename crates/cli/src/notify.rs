@@ -331,6 +331,13 @@ pub fn watch_files(
     });
     let rules = context.announcing.clone();
     let buckets: BucketFilter = Arc::new(move |bucket| rules.rules_of(bucket).is_some());
+    // The gateway's own writes are known by their size and time: the watcher skips them
+    // without reading them again (the announcing thread still checks the ETag of the others).
+    let recent = context.announcing.recent_writes();
+    let options = WatchOptions {
+        known: Some(Arc::new(move |bucket, key, size, modified| recent.known_file(bucket, key, size, modified))),
+        ..WatchOptions::default()
+    };
     let (mut kernel, mut scans) = (Vec::new(), Vec::new());
     for (index, (root, local)) in roots.iter().enumerate() {
         let kernel_sees_all = match settings.watch {
@@ -339,7 +346,7 @@ pub fn watch_files(
             WatchMode::Auto | WatchMode::Off => *local,
         };
         if kernel_sees_all {
-            let watcher = Watcher::start(root, buckets.clone(), WatchOptions::default(), sink.clone())
+            let watcher = Watcher::start(root, buckets.clone(), options.clone(), sink.clone())
                 .map_err(|e| format!("cannot watch {} for notifications: {e}", root.display()))?;
             kernel.push(watcher);
         } else {

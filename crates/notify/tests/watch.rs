@@ -28,7 +28,7 @@ impl Fixture {
         let watcher = Watcher::start(
             &root,
             Arc::new(|bucket: &str| bucket != "plain" && bucket != "norules"),
-            WatchOptions { settle: SETTLE },
+            WatchOptions { settle: SETTLE, known: None },
             Arc::new(move |c| sink_seen.lock().unwrap().push(c)),
         )
         .unwrap();

@@ -159,7 +159,13 @@ struct Pending {
 impl Pending {
     /// Announces the object `info` describes.
     fn object(self, info: &ObjectInfo) {
-        self.key(&info.key, info.size, Some(info.etag.clone()), info.version_id.clone());
+        let expected = Expected::Written { etag: info.etag.clone(), size: info.size, modified: info.last_modified };
+        self.announce(&info.key, expected, info.version_id.clone());
+    }
+
+    /// Announces that `key` is gone.
+    fn gone(self, key: &str, version_id: Option<String>) {
+        self.announce(key, Expected::Gone, version_id);
     }
 
     /// Marks a change of `key` under way (before the call that makes it).
@@ -178,9 +184,13 @@ impl Pending {
         call().inspect_err(|_| self.failed(key))
     }
 
-    /// Announces `key` (with `size` and `etag`), and remembers it as the gateway's own change.
-    fn key(self, key: &str, size: u64, etag: Option<String>, version_id: Option<String>) {
-        let expected = etag.clone().map_or(Expected::Gone, Expected::Written);
+    /// Announces `key` as `expected` says the change left it, and remembers it as the
+    /// gateway's own change.
+    fn announce(self, key: &str, expected: Expected, version_id: Option<String>) {
+        let (size, etag) = match &expected {
+            Expected::Written { etag, size, .. } => (*size, Some(etag.clone())),
+            _ => (0, None),
+        };
         self.recent.mark(&self.bucket, key, expected);
         let announcement = Announcement {
             name: self.name,
@@ -222,8 +232,8 @@ fn principal_name(cx: &RequestContext) -> String {
 enum Expected {
     /// The change is under way (the watcher may see it land before the call returns).
     Underway,
-    /// The object with this ETag.
-    Written(String),
+    /// The object with this ETag, size and modification time.
+    Written { etag: String, size: u64, modified: std::time::SystemTime },
     /// No object.
     Gone,
 }
@@ -263,6 +273,27 @@ impl RecentWrites {
         }
     }
 
+    /// Whether the file the watcher found at `key` (its size and modification time) is the
+    /// one the gateway wrote there, or a change of the gateway's is under way: answered before
+    /// the file is read, so the gateway's own writes cost the watcher one `statx`. A settled
+    /// write answers true once.
+    pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: std::time::SystemTime) -> bool {
+        let mut entries = self.entries.lock().expect("recent writes lock");
+        let id = (bucket.to_string(), key.to_string());
+        let Some((at, expected)) = entries.get(&id) else { return false };
+        if at.elapsed() >= RECENT_KEPT {
+            return false;
+        }
+        match expected {
+            Expected::Underway => true,
+            Expected::Written { size: s, modified: m, .. } if *s == size && *m == modified => {
+                entries.remove(&id);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Whether what the watcher saw of `key` (the object with this ETag, or `None`: no object)
     /// is the gateway's own change, already announced. A settled change answers true once; one
     /// under way, as long as it is.
@@ -275,7 +306,7 @@ impl RecentWrites {
         }
         let ours = match (expected, seen) {
             (Expected::Underway, _) => return true,
-            (Expected::Written(etag), Some(seen)) => etag == seen,
+            (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
             (Expected::Gone, None) => true,
             _ => false,
         };
@@ -399,7 +430,7 @@ impl Store for Announcing {
         if outcome.delete_marker && request.version_id.is_none() {
             pending.name = "ObjectRemoved:DeleteMarkerCreated";
         }
-        pending.key(key, 0, None, outcome.version_id.clone());
+        pending.gone(key, outcome.version_id.clone());
         Ok(outcome)
     }
 
@@ -446,7 +477,7 @@ impl Store for Announcing {
             // The record names the object whose tags changed, as the requester sees it.
             match self.inner.head_object(cx, bucket, key, &HeadRequest::default()) {
                 Ok(info) => pending.object(&info),
-                Err(_) => pending.key(key, 0, None, None),
+                Err(_) => pending.gone(key, None),
             }
         }
         Ok(())

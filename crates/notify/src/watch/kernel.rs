@@ -30,17 +30,23 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use super::tree::{self, Kind};
 use super::{BucketFilter, Change, MAX_DEPTH, Sink, child_key, is_bucket_name, segment};
 
+/// Whether a settled file (bucket, key, size, mtime) is one the caller already knows about
+/// (the gateway's own write): then no `Written` is sent, and the file is not opened again.
+pub type Known = Arc<dyn Fn(&str, &str, u64, SystemTime) -> bool + Send + Sync>;
+
 /// How the watcher behaves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct WatchOptions {
     /// How long a closed file must stay quiet before its `Written` is sent; closes of one key
     /// within it make one change.
     pub settle: Duration,
+    /// Files the caller already knows about (none by default).
+    pub known: Option<Known>,
 }
 
 impl Default for WatchOptions {
     fn default() -> Self {
-        Self { settle: Duration::from_millis(200) }
+        Self { settle: Duration::from_millis(200), known: None }
     }
 }
 
@@ -179,6 +185,7 @@ struct State {
     buckets: BucketFilter,
     sink: Sink,
     settle: Duration,
+    known: Option<Known>,
     counters: Arc<Counters>,
     last_read: SystemTime,
     limit_logged: bool,
@@ -201,6 +208,7 @@ impl State {
             buckets,
             sink,
             settle: options.settle,
+            known: options.known,
             counters: Arc::new(Counters::default()),
             last_read: SystemTime::now(),
             limit_logged: false,
@@ -459,9 +467,13 @@ impl State {
             self.pending.iter().filter(|(_, t)| now.duration_since(**t) >= settle).map(|(k, _)| k.clone()).collect();
         for (bucket, key) in due {
             self.pending.remove(&(bucket.clone(), key.clone()));
-            if self.is_regular_file(&bucket, &key) {
-                self.emit(Change::Written { bucket, key });
+            let Some(stat) = self.regular_file(&bucket, &key) else { continue };
+            let mtime = SystemTime::UNIX_EPOCH
+                + Duration::new(stat.st_mtime.max(0) as u64, stat.st_mtime_nsec.clamp(0, 999_999_999) as u32);
+            if self.known.as_ref().is_some_and(|known| known(&bucket, &key, stat.st_size.max(0) as u64, mtime)) {
+                continue;
             }
+            self.emit(Change::Written { bucket, key });
         }
     }
 
@@ -470,11 +482,17 @@ impl State {
     }
 
     /// Whether `key` of `bucket` is a regular file now (looked at without following links).
-    fn is_regular_file(&self, bucket: &str, key: &str) -> bool {
+    /// The file's status, if `key` is a regular file (not a link, not a directory).
+    fn regular_file(&self, bucket: &str, key: &str) -> Option<rustix::fs::Stat> {
         let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
         tree::open_beneath(self.root.as_fd(), bucket, dir)
             .and_then(|fd| Ok(rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)?))
-            .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
+            .ok()
+            .filter(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
+    }
+
+    fn is_regular_file(&self, bucket: &str, key: &str) -> bool {
+        self.regular_file(bucket, key).is_some()
     }
 
     fn emit(&self, change: Change) {
@@ -519,7 +537,7 @@ mod tests {
         std::fs::File::options().write(true).open(data.join("old")).unwrap().set_modified(past).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = seen.clone();
-        let options = WatchOptions { settle: Duration::from_millis(10) };
+        let options = WatchOptions { settle: Duration::from_millis(10), known: None };
         let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
         let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
         assert_eq!(state.dirs.len(), 1);
