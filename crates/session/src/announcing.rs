@@ -430,7 +430,17 @@ impl Store for Announcing {
         if outcome.delete_marker && request.version_id.is_none() {
             pending.name = "ObjectRemoved:DeleteMarkerCreated";
         }
+        // Deleting the current version by its id brings the one before it back as the key's
+        // file: the watcher sees it land, and it is the gateway's doing, not a new write.
+        let restored = match &request.version_id {
+            Some(_) => self.inner.head_object(&RequestContext::process(), bucket, key, &HeadRequest::default()).ok(),
+            None => None,
+        };
         pending.gone(key, outcome.version_id.clone());
+        if let Some(info) = restored {
+            let expected = Expected::Written { etag: info.etag, size: info.size, modified: info.last_modified };
+            self.recent.mark(bucket, key, expected);
+        }
         Ok(outcome)
     }
 
