@@ -163,8 +163,10 @@ pub struct Queue {
     limits: QueueLimits,
     segment_size: u64,
     inner: Mutex<Inner>,
-    /// Records arrived, or the queue closed.
-    arrived: Condvar,
+    /// Per destination: records for it arrived, or the queue closed. One condition each, so
+    /// an event wakes only the threads of the destinations it goes to (with one for all, every
+    /// event woke every destination's thread: a context switch per destination per PUT).
+    arrived: Vec<Condvar>,
     /// Records released.
     room: Condvar,
     flush: Arc<Flush>,
@@ -256,7 +258,11 @@ impl Queue {
             }
         }
         drop(inner);
-        self.arrived.notify_all();
+        for (index, arrived) in self.arrived.iter().enumerate() {
+            if mask & (1 << index) != 0 {
+                arrived.notify_one();
+            }
+        }
         if self.limits.strict_sync {
             segment::sync(&file).map_err(|e| self.io("sync", e))?;
         } else {
@@ -418,8 +424,7 @@ impl Queue {
     /// there may be one.
     pub fn wait(&self, dest: usize, timeout: Duration) -> bool {
         let inner = self.lock();
-        let (inner, _) = self
-            .arrived
+        let (inner, _) = self.arrived[dest]
             .wait_timeout_while(inner, timeout, |inner| !inner.closed && inner.cursors[dest].next >= inner.next_seq)
             .unwrap_or_else(|p| p.into_inner());
         !inner.closed && inner.cursors[dest].next < inner.next_seq
@@ -450,7 +455,7 @@ impl Queue {
             inner.closed = true;
             inner.segments.back().map(|s| s.file.clone())
         };
-        self.arrived.notify_all();
+        self.arrived.iter().for_each(Condvar::notify_all);
         self.room.notify_all();
         match file {
             Some(file) => segment::sync(&file).map_err(|e| self.io("sync", e)),

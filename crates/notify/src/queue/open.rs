@@ -53,6 +53,7 @@ impl Queue {
         let flusher = flush.clone();
         isthmus_store::identity::spawn_gateway_thread("isthmus-notify-queue-flusher", move || flusher.run())
             .map_err(NotifyError::Thread)?;
+        let arrived = (0..arns.len()).map(|_| Condvar::new()).collect();
         let queue = Queue {
             dir,
             _lock: lock,
@@ -60,7 +61,7 @@ impl Queue {
             limits,
             segment_size,
             inner: Mutex::new(inner),
-            arrived: Condvar::new(),
+            arrived,
             room: Condvar::new(),
             flush,
         };
