@@ -1,6 +1,7 @@
 //! The AMQP 0-9-1 sender (RabbitMQ): each record is published to the destination's exchange
 //! with its routing key, persistent, as `application/json`, on a channel in confirm mode, and
-//! counts as delivered once the broker confirmed it. The publish is mandatory: a record that no
+//! counts as delivered once the broker confirmed it (a batch is published whole before its
+//! confirms are awaited). The publish is mandatory: a record that no
 //! queue would receive comes back, and is a refusal rather than a silent loss.
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
@@ -8,7 +9,7 @@ use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ErrorKind};
 
 use crate::broker::{self, Runtime};
-use crate::destination::{DeliveryError, Sender};
+use crate::destination::{DeliveryError, Outgoing, Sender, Sent};
 
 /// AMQP's persistent delivery mode: the broker writes the message to disk (in a durable queue).
 const PERSISTENT: u8 = 2;
@@ -65,22 +66,24 @@ impl AmqpSender {
                 ConnectionProperties::default().with_connection_name("isthmus-notify".into()),
             );
             let connection =
-                self.runtime.run(&what, async { connect.await.map_err(|error| failure(&what, &error)) })?;
+                self.runtime.run(&what, async { connect.await.map_err(|error| failure_of(&what, &error)) })?;
             tracing::info!(endpoint = %self.endpoint, "notifications: connected to AMQP");
             self.connection = Some(connection);
         }
         let connection = self.connection.as_ref().expect("connected above");
         let what = format!("opening a channel at {}", self.endpoint);
         let channel = self.runtime.run(&what, async {
-            let channel = connection.create_channel().await.map_err(|error| failure(&what, &error))?;
-            channel.confirm_select(ConfirmSelectOptions::default()).await.map_err(|error| failure(&what, &error))?;
+            let channel = connection.create_channel().await.map_err(|error| failure_of(&what, &error))?;
+            channel.confirm_select(ConfirmSelectOptions::default()).await.map_err(|error| failure_of(&what, &error))?;
             Ok(channel)
         })?;
         self.channel = Some(channel.clone());
         Ok(channel)
     }
 
-    fn publish(&self, channel: &Channel, record: &[u8]) -> Result<(), DeliveryError> {
+    /// Publishes the whole batch, then waits for the broker's confirms in order: one round trip
+    /// per batch.
+    fn publish_all(&self, channel: &Channel, batch: &[Outgoing<'_>]) -> Result<Sent, DeliveryError> {
         let what = format!(
             "publishing to exchange {:?} with routing key {:?} at {}",
             self.exchange, self.routing_key, self.endpoint
@@ -89,52 +92,74 @@ impl AmqpSender {
             BasicProperties::default().with_delivery_mode(PERSISTENT).with_content_type("application/json".into());
         let options = BasicPublishOptions { mandatory: true, ..BasicPublishOptions::default() };
         self.runtime.run(&what, async {
-            let confirm = channel
-                .basic_publish(
-                    self.exchange.as_str().into(),
-                    self.routing_key.as_str().into(),
-                    options,
-                    record,
-                    properties,
-                )
-                .await
-                .map_err(|error| failure(&what, &error))?;
-            match confirm.await.map_err(|error| failure(&what, &error))? {
-                Confirmation::Ack(None) => Ok(()),
-                Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
-                    Err(DeliveryError::Refused(format!(
-                        "{what}: returned by the broker ({} {}): no queue is bound for it",
-                        returned.reply_code, returned.reply_text
-                    )))
-                }
-                Confirmation::Nack(None) => {
-                    Err(DeliveryError::Refused(format!("{what}: the broker did not take it (nack)")))
-                }
-                Confirmation::NotRequested => {
-                    Err(DeliveryError::Refused(format!("{what}: the channel is not in confirm mode")))
+            let mut confirms = Vec::with_capacity(batch.len());
+            let mut failure = None;
+            for outgoing in batch {
+                let published = channel
+                    .basic_publish(
+                        self.exchange.as_str().into(),
+                        self.routing_key.as_str().into(),
+                        options,
+                        outgoing.record,
+                        properties.clone(),
+                    )
+                    .await;
+                match published {
+                    Ok(confirm) => confirms.push(confirm),
+                    Err(error) => {
+                        failure = Some(failure_of(&what, &error));
+                        break;
+                    }
                 }
             }
+            let mut taken = 0;
+            for confirm in confirms {
+                let answer = confirm.await.map_err(|error| failure_of(&what, &error));
+                if let Err(error) = answer.and_then(|confirmation| confirmed(&what, confirmation)) {
+                    return Ok((taken, Some(error)));
+                }
+                taken += 1;
+            }
+            Ok((taken, failure))
         })
     }
 }
 
+/// What the broker's confirm of one record means for it.
+fn confirmed(what: &str, confirmation: Confirmation) -> Result<(), DeliveryError> {
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => Err(DeliveryError::Refused(format!(
+            "{what}: returned by the broker ({} {}): no queue is bound for it",
+            returned.reply_code, returned.reply_text
+        ))),
+        Confirmation::Nack(None) => Err(DeliveryError::Refused(format!("{what}: the broker did not take it (nack)"))),
+        Confirmation::NotRequested => {
+            Err(DeliveryError::Refused(format!("{what}: the channel is not in confirm mode")))
+        }
+    }
+}
+
 impl Sender for AmqpSender {
-    fn send(&mut self, _key: &str, record: &[u8]) -> Result<(), DeliveryError> {
-        let result = self.channel().and_then(|channel| self.publish(&channel, record));
+    fn send_all(&mut self, batch: &[Outgoing<'_>]) -> Sent {
+        let (taken, failure) = match self.channel().and_then(|channel| self.publish_all(&channel, batch)) {
+            Ok(sent) => sent,
+            Err(error) => (0, Some(error)),
+        };
         // A broker that closed the channel (an exchange that does not exist, an access refused)
-        // keeps the connection, and the next record opens a new channel (`channel()` checks).
-        // After a timeout or a broken connection, the next record starts over.
-        if let Err(DeliveryError::Unreachable(_)) = result {
+        // keeps the connection, and the next batch opens a new channel (`channel()` checks).
+        // After a timeout or a broken connection, the next batch starts over.
+        if let Some(DeliveryError::Unreachable(_)) = failure {
             self.channel = None;
             self.connection = None;
         }
-        result
+        (taken, failure)
     }
 }
 
 /// A broker's answer (an AMQP error: access refused, no such exchange) is a refusal; anything
 /// else (a refused TCP connection, a reset, a missed heartbeat) means unreachable.
-fn failure(what: &str, error: &lapin::Error) -> DeliveryError {
+fn failure_of(what: &str, error: &lapin::Error) -> DeliveryError {
     match error.kind() {
         ErrorKind::ProtocolError(answer) => DeliveryError::Refused(format!("{what}: {answer}")),
         _ => DeliveryError::Unreachable(format!("{what}: {error}")),

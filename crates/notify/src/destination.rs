@@ -1,7 +1,7 @@
 //! Where events go: the destinations the operator declares in the configuration file (one
 //! table array per kind, each entry with an `id`), named in a bucket's rules by their ARN,
-//! `arn:isthmus:sqs::ID:KIND`, as MinIO's ARNs name its targets. A `Sender` delivers one
-//! record at a time, blocking, on its destination's own thread.
+//! `arn:isthmus:sqs::ID:KIND`, as MinIO's ARNs name its targets. A `Sender` delivers batches
+//! of records, blocking, on its destination's own thread.
 
 use std::fmt;
 
@@ -113,14 +113,37 @@ pub enum DeliveryError {
     Refused(String),
 }
 
-/// Delivers records to one destination. Called from that destination's own thread, one record
-/// at a time, in queue order; returns once the destination has acknowledged the record (an
-/// HTTP 2xx, a JetStream ack, a publisher confirm, an XADD reply). Reconnects by itself after a
+/// One record on its way: the object key (for destinations that partition by it) and the JSON
+/// document `{"Records":[...]}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub key: &'a str,
+    pub record: &'a [u8],
+}
+
+/// What a `Sender` did with a batch: how many of its first records the destination took (in
+/// order), and why the next one failed (`None`: all were taken).
+pub type Sent = (usize, Option<DeliveryError>);
+
+/// Delivers records to one destination. Called from that destination's own thread, in queue
+/// order, with a batch of records of distinct keys; a record counts as taken once the
+/// destination acknowledged it (an HTTP 2xx, a JetStream ack, a publisher confirm, an XADD
+/// reply). The broker senders put a whole batch on the wire before they wait for the
+/// acknowledgements (one round trip per batch, not per record). Reconnects by itself after a
 /// failure.
 pub trait Sender: Send {
-    /// `key` is the object key (for destinations that partition by it); `record` is the JSON
-    /// document `{"Records":[...]}`.
-    fn send(&mut self, key: &str, record: &[u8]) -> Result<(), DeliveryError>;
+    /// Sends `batch` in order (see `Sent`). Records after the first failure may have reached
+    /// the destination too: they are sent again (delivery is at least once), and since a batch
+    /// holds one record per key, no key's records are ever reordered.
+    fn send_all(&mut self, batch: &[Outgoing<'_>]) -> Sent;
+
+    /// Sends one record.
+    fn send(&mut self, key: &str, record: &[u8]) -> Result<(), DeliveryError> {
+        match self.send_all(&[Outgoing { key, record }]) {
+            (_, Some(error)) => Err(error),
+            (_, None) => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The notifier: the durable queue plus one delivery thread per destination. Each thread reads
 //! the queue in order from its destination's cursor, skips records meant for others, and sends
-//! each record with its destination's `Sender`, retrying forever with exponential backoff
-//! (100 ms doubling to 30 s, with jitter) until the destination takes it. Delivery per
-//! destination is sequential, so records reach it in queue order (and so in order per key).
+//! what is waiting (up to `BATCH` records, one per key) with its destination's `Sender`,
+//! retrying what was not taken forever with exponential backoff (100 ms doubling to 30 s, with
+//! jitter). Delivery per destination is sequential, batch after batch, so records reach it in
+//! queue order (and so in order per key, which a batch holding one record per key keeps even
+//! when a batch is sent again in part).
 //! Delivery is at least once: see `queue`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use isthmus_store::state_dir::StateDir;
 
-use crate::destination::{DeliveryError, Destination, Sender};
+use crate::destination::{DeliveryError, Destination, Outgoing, Sender};
 use crate::event::Event;
 use crate::metrics::{DestinationMetrics, Metrics};
-use crate::queue::Queue;
+use crate::queue::{Entry, Queue};
 pub use crate::queue::{NotifyError, QueueLimits, Target, WhenFull};
 
 /// The first retry delay; it doubles per failure up to `BACKOFF_MAX`.
@@ -23,6 +25,8 @@ pub const BACKOFF_START: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A destination's position is saved at most this often while it delivers, and this long after it caught up.
 const CURSOR_SAVE_INTERVAL: Duration = Duration::from_secs(1);
+/// The most records sent at once (in one round trip for the brokers).
+const BATCH: usize = 64;
 /// A caught-up thread wakes this often even if nothing arrives (a safety net, not a poll).
 const IDLE_WAKE: Duration = Duration::from_secs(30);
 
@@ -198,15 +202,15 @@ impl Worker {
         let mut sender: Option<Box<dyn Sender>> = None;
         let mut last_save = Instant::now();
         while !self.stop.requested() {
-            let next = match self.queue.next(self.index) {
-                Ok(next) => next,
+            let batch = match self.queue.next_batch(self.index, BATCH) {
+                Ok(batch) => batch,
                 Err(err) => {
                     tracing::error!(destination = %arn, error = %err, "cannot read the notification queue");
                     self.stop.sleep(BACKOFF_MAX);
                     continue;
                 }
             };
-            let Some((seq, entry)) = next else {
+            if batch.is_empty() {
                 // Caught up: the position is saved at most once a CURSOR_SAVE_INTERVAL (each
                 // save is a replaced file with its fsyncs; saving whenever the queue emptied
                 // cost two fsyncs per event under a trickle of writes).
@@ -218,15 +222,19 @@ impl Worker {
                     self.queue.wait(self.index, CURSOR_SAVE_INTERVAL);
                 }
                 continue;
-            };
-            let configuration_id =
-                entry.targets.iter().find(|t| t.arn == arn).map_or("", |t| t.configuration_id.as_str());
-            let record = entry.event.record(seq, configuration_id);
-            if !self.send(&arn, &mut sender, &entry.event.key, &record) {
+            }
+            let batch = one_per_key(batch);
+            let records: Vec<(u64, &str, Vec<u8>)> = batch
+                .iter()
+                .map(|(seq, entry)| {
+                    let configuration_id =
+                        entry.targets.iter().find(|t| t.arn == arn).map_or("", |t| t.configuration_id.as_str());
+                    (*seq, entry.event.key.as_str(), entry.event.record(*seq, configuration_id))
+                })
+                .collect();
+            if !self.send(&arn, &mut sender, &records) {
                 break;
             }
-            self.queue.ack(self.index, seq);
-            self.counters.delivered.fetch_add(1, Ordering::Relaxed);
             if last_save.elapsed() >= CURSOR_SAVE_INTERVAL {
                 self.save_cursor(&arn);
                 last_save = Instant::now();
@@ -237,38 +245,43 @@ impl Worker {
         }
     }
 
-    /// Sends `record` until the destination takes it (`true`) or a stop is requested.
-    fn send(&self, arn: &str, sender: &mut Option<Box<dyn Sender>>, key: &str, record: &[u8]) -> bool {
+    /// Sends `records` (sequencer, key, record) until the destination took them all (`true`),
+    /// acknowledging each in the queue as it is taken, or until a stop is requested.
+    fn send(&self, arn: &str, sender: &mut Option<Box<dyn Sender>>, records: &[(u64, &str, Vec<u8>)]) -> bool {
+        let outgoing: Vec<Outgoing<'_>> =
+            records.iter().map(|(_, key, record)| Outgoing { key, record: record.as_slice() }).collect();
         let mut backoff = BACKOFF_START;
         let mut failures = 0u64;
+        let mut done = 0;
         loop {
-            let result = match sender {
-                Some(sender) => sender.send(key, record),
-                None => crate::senders::sender(&self.destination).and_then(|mut made| {
-                    let sent = made.send(key, record);
-                    *sender = Some(made);
-                    sent
-                }),
+            let made = match sender {
+                Some(sender) => Ok(sender),
+                None => crate::senders::sender(&self.destination).map(|made| sender.insert(made)),
             };
-            match result {
-                Ok(()) => {
-                    if failures > 0 {
-                        tracing::info!(destination = %arn, failed_attempts = failures, "the destination takes notifications again");
-                    }
-                    return true;
-                }
-                Err(err) => {
-                    self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                    if failures == 0 {
-                        log_failure(arn, &err);
-                    }
-                    failures += 1;
-                    if !self.stop.sleep(jitter(backoff)) {
-                        return false;
-                    }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                }
+            let (taken, failure) = match made {
+                Ok(sender) => sender.send_all(&outgoing[done..]),
+                Err(error) => (0, Some(error)),
+            };
+            for (seq, _, _) in &records[done..done + taken] {
+                self.queue.ack(self.index, *seq);
             }
+            self.counters.delivered.fetch_add(taken as u64, Ordering::Relaxed);
+            done += taken;
+            let Some(err) = failure else {
+                if failures > 0 {
+                    tracing::info!(destination = %arn, failed_attempts = failures, "the destination takes notifications again");
+                }
+                return true;
+            };
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+            if failures == 0 {
+                log_failure(arn, &err);
+            }
+            failures += 1;
+            if !self.stop.sleep(jitter(backoff)) {
+                return false;
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
     }
 
@@ -277,6 +290,15 @@ impl Worker {
             tracing::warn!(destination = %arn, error = %err, "cannot save a notification cursor");
         }
     }
+}
+
+/// The longest prefix of `batch` with no two records of one key (bucket and key): a record
+/// sent again after a failure then never lands after a later record of its key.
+fn one_per_key(mut batch: Vec<(u64, Entry)>) -> Vec<(u64, Entry)> {
+    let mut keys = std::collections::HashSet::with_capacity(batch.len());
+    let distinct = batch.iter().take_while(|(_, entry)| keys.insert((&entry.event.bucket, &entry.event.key))).count();
+    batch.truncate(distinct);
+    batch
 }
 
 /// The first failure of a streak (the next ones are counted, not logged).

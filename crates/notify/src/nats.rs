@@ -1,5 +1,6 @@
 //! The NATS JetStream sender: each record is published to the destination's subject and counts
-//! as delivered once the stream that captures the subject acknowledged it (a `PublishAck`).
+//! as delivered once the stream that captures the subject acknowledged it (a `PublishAck`). A
+//! batch is published whole before its acknowledgements are awaited.
 //! Each publish carries a `Nats-Msg-Id` derived from the record, so a record sent again after
 //! a lost acknowledgement is stored once (within the stream's duplicate window, two minutes by
 //! default).
@@ -9,7 +10,7 @@ use async_nats::{ConnectErrorKind, ConnectOptions, ServerAddr};
 use sha2::{Digest, Sha256};
 
 use crate::broker::{self, Runtime, TIMEOUT};
-use crate::destination::{DeliveryError, Sender};
+use crate::destination::{DeliveryError, Outgoing, Sender, Sent};
 
 /// Delivers records to a JetStream stream through `subject`. Connects on the first record, and
 /// again on the next record after the connection failed; the NATS client also reconnects by
@@ -69,16 +70,33 @@ impl NatsSender {
         Ok(context)
     }
 
-    fn publish(&self, context: &jetstream::Context, key: &str, record: &[u8]) -> Result<(), DeliveryError> {
-        let message = PublishMessage::build().payload(record.to_vec().into()).message_id(message_id(key, record));
+    /// Publishes the whole batch, then waits for the acknowledgements in order: one round trip
+    /// per batch.
+    fn publish_all(&self, context: &jetstream::Context, batch: &[Outgoing<'_>]) -> Result<Sent, DeliveryError> {
         let what = format!("publishing to {} at {}", self.subject, self.endpoint);
         self.runtime.run(&what, async {
-            let ack = context
-                .send_publish(self.subject.clone(), message)
-                .await
-                .map_err(|error| self.publish_error(error.kind(), &error))?;
-            ack.await.map_err(|error| self.publish_error(error.kind(), &error))?;
-            Ok(())
+            let mut acks = Vec::with_capacity(batch.len());
+            let mut failure = None;
+            for outgoing in batch {
+                let message = PublishMessage::build()
+                    .payload(outgoing.record.to_vec().into())
+                    .message_id(message_id(outgoing.key, outgoing.record));
+                match context.send_publish(self.subject.clone(), message).await {
+                    Ok(ack) => acks.push(ack),
+                    Err(error) => {
+                        failure = Some(self.publish_error(error.kind(), &error));
+                        break;
+                    }
+                }
+            }
+            let mut taken = 0;
+            for ack in acks {
+                if let Err(error) = ack.await {
+                    return Ok((taken, Some(self.publish_error(error.kind(), &error))));
+                }
+                taken += 1;
+            }
+            Ok((taken, failure))
         })
     }
 
@@ -97,18 +115,23 @@ impl NatsSender {
 }
 
 impl Sender for NatsSender {
-    fn send(&mut self, key: &str, record: &[u8]) -> Result<(), DeliveryError> {
+    fn send_all(&mut self, batch: &[Outgoing<'_>]) -> Sent {
         let context = match self.context.take() {
             Some(context) => context,
-            None => self.connect()?,
+            None => match self.connect() {
+                Ok(context) => context,
+                Err(error) => return (0, Some(error)),
+            },
         };
-        let result = self.publish(&context, key, record);
-        // A refusal leaves the connection usable; after anything else the next record starts
+        // A timeout of the whole batch: nothing counts as taken (what was stored is stored
+        // once more within the stream's duplicate window, by its message id).
+        let (taken, failure) = self.publish_all(&context, batch).unwrap_or_else(|error| (0, Some(error)));
+        // A refusal leaves the connection usable; after anything else the next batch starts
         // from a new connection.
-        if !matches!(result, Err(DeliveryError::Unreachable(_))) {
+        if !matches!(failure, Some(DeliveryError::Unreachable(_))) {
             self.context = Some(context);
         }
-        result
+        (taken, failure)
     }
 }
 

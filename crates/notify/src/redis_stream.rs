@@ -7,7 +7,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, RedisError};
 
 use crate::broker::{self, Runtime, TIMEOUT};
-use crate::destination::{DeliveryError, Sender};
+use crate::destination::{DeliveryError, Outgoing, Sender, Sent};
 
 /// Appends records to one Redis stream. Connects on the first record, and again on the next
 /// record after any failure.
@@ -56,21 +56,52 @@ impl RedisSender {
 }
 
 impl Sender for RedisSender {
-    fn send(&mut self, key: &str, record: &[u8]) -> Result<(), DeliveryError> {
+    /// The batch's XADDs go as one pipeline (one round trip); Redis runs them in order and
+    /// answers each.
+    fn send_all(&mut self, batch: &[Outgoing<'_>]) -> Sent {
         let mut connection = match self.connection.take() {
             Some(connection) => connection,
-            None => self.connect()?,
+            None => match self.connect() {
+                Ok(connection) => connection,
+                Err(error) => return (0, Some(error)),
+            },
         };
         let what = format!("adding to stream {:?} at {}", self.stream, self.endpoint);
-        let mut add = redis::cmd("XADD");
-        add.arg(&self.stream).arg("*").arg("event").arg(record).arg("key").arg(key);
-        self.runtime.run(&what, async {
-            add.query_async::<String>(&mut connection).await.map_err(|error| failure(&what, &error))
-        })?;
-        // The connection is kept only after a success: after a timeout, an answer may still be
-        // on its way and would be taken for the next command's.
+        let mut pipeline = redis::pipe();
+        // Each command's answer on its own: a refusal of one (OOM) is told apart from the rest.
+        pipeline.ignore_errors();
+        for outgoing in batch {
+            pipeline
+                .cmd("XADD")
+                .arg(&self.stream)
+                .arg("*")
+                .arg("event")
+                .arg(outgoing.record)
+                .arg("key")
+                .arg(outgoing.key);
+        }
+        let answers = self.runtime.run(&what, async {
+            pipeline
+                .query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut connection)
+                .await
+                .map_err(|error| failure(&what, &error))
+        });
+        let answers = match answers {
+            Ok(answers) => answers,
+            Err(error) => return (0, Some(error)),
+        };
+        // The connection is kept only after the pipeline's answers all came: after a timeout,
+        // an answer may still be on its way and would be taken for the next command's.
         self.connection = Some(connection);
-        Ok(())
+        for (taken, answer) in answers.iter().enumerate() {
+            if let Err(error) = answer {
+                return (taken, Some(failure(&what, error)));
+            }
+        }
+        match answers.len() {
+            n if n == batch.len() => (n, None),
+            n => (n, Some(DeliveryError::Refused(format!("{what}: {n} answers to {} commands", batch.len())))),
+        }
     }
 }
 

@@ -79,6 +79,32 @@ fn records_reach_a_webhook_in_order_once_each_after_failures_with_the_token() {
 }
 
 #[test]
+fn a_backlog_goes_in_batches_of_one_record_per_key_and_a_batch_taken_in_part_resumes_where_it_stopped() {
+    // The third request is refused: the batch [k0, k1, k2] is taken in part (two records),
+    // and the rest of it is sent again.
+    let server = serve(|n| if n == 2 { status(503, "") } else { status(200, "") });
+    let hook = webhook("hook", &server.url, None);
+    let arn = hook.arn();
+    let (_root, dir) = state();
+    // Queued before the notifier starts: the whole backlog is there for its first batch.
+    let queue = Queue::open(dir.clone(), vec![arn.clone()], limits()).unwrap();
+    for key in ["k0", "k1", "k2", "k1", "k3"] {
+        queue.enqueue(&event(key), &to(&[&arn])).unwrap();
+    }
+    queue.close().unwrap();
+    drop(queue);
+    let notifier = Notifier::start(dir, vec![hook], limits()).unwrap();
+    until("five delivered", || notifier.metrics().delivered == 5);
+    let received = server.received.lock().unwrap().clone();
+    // k1's second record waits for the next batch: a batch holds one record per key, so k1's
+    // two records can never arrive out of order, even when a batch is sent again in part.
+    assert_eq!(keys_of(&received), ["k0", "k1", "k2", "k2", "k1", "k3"]);
+    let metrics = notifier.metrics();
+    assert_eq!((metrics.delivered, metrics.failed, metrics.pending), (5, 1, 0));
+    notifier.shutdown();
+}
+
+#[test]
 fn a_redirect_is_never_followed_and_counts_as_a_failure() {
     let trap = serve(|_| status(200, ""));
     let redirect = format!("Location: {}\r\n", trap.url);

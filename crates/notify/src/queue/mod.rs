@@ -398,6 +398,39 @@ impl Queue {
         }
     }
 
+    /// Up to `max` records for `dest` from its cursor on, in order, without waiting (empty:
+    /// caught up). The first is found as `next` finds it; the ones after it follow as long as
+    /// they read back whole (anything odd is left to the next call's `next`).
+    pub fn next_batch(&self, dest: usize, max: usize) -> Result<Vec<(u64, Entry)>, NotifyError> {
+        let Some(first) = self.next(dest)? else { return Ok(Vec::new()) };
+        let after = first.0;
+        let mut batch = vec![first];
+        if max <= 1 {
+            return Ok(batch);
+        }
+        let locations: Vec<(u64, Option<Arc<File>>, u64, u64)> = {
+            let inner = self.lock();
+            let start = inner.slots.partition_point(|s| s.seq <= after);
+            inner
+                .slots
+                .range(start..)
+                .filter(|s| s.targets & (1 << dest) != 0)
+                .take(max - 1)
+                .map(|s| {
+                    let file = inner.segments.iter().find(|segment| segment.id == s.segment).map(|s| s.file.clone());
+                    (s.seq, file, s.offset, s.len)
+                })
+                .collect()
+        };
+        for (seq, file, offset, len) in locations {
+            match file.map(|file| segment::read_frame(&file, offset, offset + len)) {
+                Some(Ok((entry, _))) if entry.seq == seq => batch.push((seq, entry)),
+                _ => break,
+            }
+        }
+        Ok(batch)
+    }
+
     /// Counts a record that cannot be read back as dropped, for `dest`.
     fn skip(&self, dest: usize, seq: u64) {
         let mut inner = self.lock();

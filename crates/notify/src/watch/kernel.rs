@@ -144,6 +144,8 @@ const DIR_MASK: WatchMask = ROOT_MASK.union(WatchMask::CLOSE_WRITE);
 /// taken as gone from the tree; the kernel queues both halves of a rename together.
 const MOVE_WAIT: Duration = Duration::from_millis(50);
 const TICK: Duration = Duration::from_millis(100);
+/// After events were read, how long the watcher lets more gather before it reads again.
+const COALESCE: Duration = Duration::from_millis(10);
 /// How often the filter is asked again about buckets not watched (a bucket that got rules
 /// since): files written there since the previous look are announced when it is added.
 const BUCKETS_AGAIN: Duration = Duration::from_secs(2);
@@ -233,23 +235,31 @@ impl State {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(err) => tracing::warn!(%err, "polling the inotify descriptor failed"),
             }
-            self.drain(&mut buffer);
+            if self.drain(&mut buffer) {
+                // Events arrive one or two per file written: waking for each one (the gateway
+                // writes thousands of files a second) cost more than handling them. What comes
+                // within COALESCE is read at once (the kernel queues it meanwhile).
+                std::thread::sleep(COALESCE);
+            }
             self.flush(Instant::now());
             self.expire_moves(Instant::now());
         }
     }
 
-    fn drain(&mut self, buffer: &mut [u8]) {
+    /// Reads and handles every event queued; whether there was any.
+    fn drain(&mut self, buffer: &mut [u8]) -> bool {
+        let mut any = false;
         loop {
             let events: Vec<_> = match self.inotify.read_events(buffer) {
                 Ok(events) => events.map(|e| (e.wd, e.mask, e.cookie, e.name.map(|n| n.to_os_string()))).collect(),
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return any,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 Err(err) => {
                     tracing::warn!(%err, "reading inotify events failed");
-                    return;
+                    return any;
                 }
             };
+            any |= !events.is_empty();
             let previous = std::mem::replace(&mut self.last_read, SystemTime::now());
             for (wd, mask, cookie, name) in events {
                 self.handle(wd, mask, cookie, name.as_deref(), previous);
@@ -291,7 +301,9 @@ impl State {
             self.pending.insert((dir.bucket, key), Instant::now());
         } else if mask.contains(EventMask::MOVED_TO) {
             self.pending.remove(&(dir.bucket.clone(), key.clone()));
-            if self.is_regular_file(&dir.bucket, &key) {
+            if let Some(stat) = self.regular_file(&dir.bucket, &key)
+                && !self.is_known(&dir.bucket, &key, &stat)
+            {
                 self.emit(Change::Written { bucket: dir.bucket, key });
             }
         } else if mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) {
@@ -463,36 +475,43 @@ impl State {
 
     fn flush(&mut self, now: Instant) {
         let settle = self.settle;
-        let due: Vec<(String, String)> =
+        let mut due: Vec<(String, String)> =
             self.pending.iter().filter(|(_, t)| now.duration_since(**t) >= settle).map(|(k, _)| k.clone()).collect();
+        // In directory order, so that each directory is opened once for all its files.
+        due.sort_unstable_by(|a, b| (&a.0, parent(&a.1)).cmp(&(&b.0, parent(&b.1))));
+        let mut dir: Option<(String, String, io::Result<OwnedFd>)> = None;
         for (bucket, key) in due {
-            self.pending.remove(&(bucket.clone(), key.clone()));
-            let Some(stat) = self.regular_file(&bucket, &key) else { continue };
-            let mtime = SystemTime::UNIX_EPOCH
-                + Duration::new(stat.st_mtime.max(0) as u64, stat.st_mtime_nsec.clamp(0, 999_999_999) as u32);
-            if self.known.as_ref().is_some_and(|known| known(&bucket, &key, stat.st_size.max(0) as u64, mtime)) {
-                continue;
+            let id = (bucket, key);
+            self.pending.remove(&id);
+            let (bucket, key) = id;
+            if !dir.as_ref().is_some_and(|(b, d, _)| *b == bucket && d == parent(&key)) {
+                let opened = tree::open_beneath(self.root.as_fd(), &bucket, parent(&key));
+                dir = Some((bucket.clone(), parent(&key).to_string(), opened));
             }
-            self.emit(Change::Written { bucket, key });
+            let Some((_, _, Ok(fd))) = &dir else { continue };
+            let Some(stat) = regular_file_in(fd.as_fd(), leaf(&key)) else { continue };
+            if !self.is_known(&bucket, &key, &stat) {
+                self.emit(Change::Written { bucket, key });
+            }
         }
+    }
+
+    /// Whether the file found at `key` is one the caller knows about (`WatchOptions::known`).
+    fn is_known(&self, bucket: &str, key: &str, stat: &rustix::fs::Stat) -> bool {
+        let mtime = SystemTime::UNIX_EPOCH
+            + Duration::new(stat.st_mtime.max(0) as u64, stat.st_mtime_nsec.clamp(0, 999_999_999) as u32);
+        self.known.as_ref().is_some_and(|known| known(bucket, key, stat.st_size.max(0) as u64, mtime))
     }
 
     fn expire_moves(&mut self, now: Instant) {
         self.moved.retain(|m| now.duration_since(m.1) < MOVE_WAIT);
     }
 
-    /// Whether `key` of `bucket` is a regular file now (looked at without following links).
-    /// The file's status, if `key` is a regular file (not a link, not a directory).
+    /// The file's status, if `key` of `bucket` is a regular file now (looked at without
+    /// following links: not a link, not a directory).
     fn regular_file(&self, bucket: &str, key: &str) -> Option<rustix::fs::Stat> {
-        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
-        tree::open_beneath(self.root.as_fd(), bucket, dir)
-            .and_then(|fd| Ok(rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)?))
-            .ok()
-            .filter(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
-    }
-
-    fn is_regular_file(&self, bucket: &str, key: &str) -> bool {
-        self.regular_file(bucket, key).is_some()
+        let dir = tree::open_beneath(self.root.as_fd(), bucket, parent(key)).ok()?;
+        regular_file_in(dir.as_fd(), leaf(key))
     }
 
     fn emit(&self, change: Change) {
@@ -503,6 +522,23 @@ impl State {
         counter.fetch_add(1, Ordering::Relaxed);
         (self.sink)(change);
     }
+}
+
+/// The status of `name` in `dir`, if it is a regular file (looked at without following links).
+fn regular_file_in(dir: BorrowedFd<'_>, name: &str) -> Option<rustix::fs::Stat> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .ok()
+        .filter(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
+}
+
+/// The directory of `key` within its bucket (`""` at the top).
+fn parent(key: &str) -> &str {
+    key.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
+/// The last segment of `key`.
+fn leaf(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(_, name)| name)
 }
 
 fn announce_file(announce: Announce, dir: BorrowedFd<'_>, name: &str) -> bool {

@@ -8,7 +8,7 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use tokio::runtime::Runtime;
 
-use crate::servers::{Server, free_port, key, record, runtime, send_timed};
+use crate::servers::{Server, free_port, key, record, runtime, send_batched, send_timed};
 
 const EXCHANGE: &str = "isthmus";
 const QUEUE: &str = "events";
@@ -83,8 +83,10 @@ fn amqp_sender_delivers_confirmed_in_order_refuses_what_no_queue_takes_and_recov
     });
     bind(&runtime, &channel, EXCHANGE, "bucket.created");
     send_timed(sender.as_mut(), "amqp", 0, 2000);
+    // Then in batches, each put on the wire whole before its acknowledgements are awaited.
+    send_batched(sender.as_mut(), "amqp", 2000, 2000, 64);
     let messages = take(&runtime, &channel);
-    assert_eq!(messages.len(), 2000);
+    assert_eq!(messages.len(), 4000);
     for (index, message) in messages.iter().enumerate() {
         assert_eq!(message, &record(index), "message {index}");
     }

@@ -7,7 +7,7 @@ use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings};
 use isthmus_notify::senders::sender;
 use tokio::runtime::Runtime;
 
-use crate::servers::{Server, key, record, runtime, send_timed};
+use crate::servers::{Server, key, record, runtime, send_batched, send_timed};
 
 const SUBJECT: &str = "isthmus.events";
 
@@ -48,10 +48,12 @@ fn nats_records_arrive_in_order_once_each() {
     let context = create_stream(&runtime, server.port, "EVENTS", SUBJECT);
     let mut sender = nats_sender(server.port, SUBJECT);
     send_timed(sender.as_mut(), "nats", 0, 2000);
+    // Then in batches, each put on the wire whole before its acknowledgements are awaited.
+    send_batched(sender.as_mut(), "nats", 2000, 2000, 64);
     // The same record again (as after a lost acknowledgement) is acknowledged, not stored twice.
     sender.send(&key(7), &record(7)).unwrap();
     let payloads = stored(&runtime, &context, "EVENTS");
-    assert_eq!(payloads.len(), 2000);
+    assert_eq!(payloads.len(), 4000);
     for (index, payload) in payloads.iter().enumerate() {
         assert_eq!(payload, &record(index), "message {}", index + 1);
     }

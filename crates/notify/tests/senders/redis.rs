@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use isthmus_notify::destination::{DeliveryError, Destination, Sender, Settings};
 use isthmus_notify::senders::sender;
 
-use crate::servers::{Server, free_port, key, record, send_timed};
+use crate::servers::{Server, free_port, key, record, send_batched, send_timed};
 
 const STREAM: &str = "isthmus-events";
 
@@ -39,8 +39,10 @@ fn redis_records_arrive_in_order_with_their_event_and_key_fields() {
     let server = Server::redis(free_port(), dir.path(), None);
     let mut sender = redis_sender(format!("redis://127.0.0.1:{}/0", server.port), STREAM);
     send_timed(sender.as_mut(), "redis", 0, 2000);
+    // Then in batches, each put on the wire whole before its acknowledgements are awaited.
+    send_batched(sender.as_mut(), "redis", 2000, 2000, 64);
     let stored = entries(&mut admin(server.port, None), STREAM);
-    assert_eq!(stored.len(), 2000);
+    assert_eq!(stored.len(), 4000);
     for (index, fields) in stored.iter().enumerate() {
         assert_eq!(fields, &entry(index), "entry {index}");
     }

@@ -147,3 +147,28 @@ pub fn send_timed(sender: &mut dyn isthmus_notify::destination::Sender, kind: &s
         count as f64 / seconds
     );
 }
+
+/// Sends `count` records (from `first`) in batches of `batch` with `send_all`, each batch
+/// taken whole, and prints the rate.
+pub fn send_batched(
+    sender: &mut dyn isthmus_notify::destination::Sender,
+    kind: &str,
+    first: usize,
+    count: usize,
+    batch: usize,
+) {
+    use isthmus_notify::destination::Outgoing;
+    let started = Instant::now();
+    let records: Vec<(String, Vec<u8>)> = (first..first + count).map(|index| (key(index), record(index))).collect();
+    for chunk in records.chunks(batch) {
+        let outgoing: Vec<Outgoing<'_>> =
+            chunk.iter().map(|(key, record)| Outgoing { key, record: record.as_slice() }).collect();
+        let (taken, failure) = sender.send_all(&outgoing);
+        assert!(failure.is_none() && taken == chunk.len(), "{kind}: {taken} of {} taken: {failure:?}", chunk.len());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "{kind}: {count} records sent in batches of {batch}, each acknowledged, in {seconds:.2} s: {:.0} records/s",
+        count as f64 / seconds
+    );
+}
