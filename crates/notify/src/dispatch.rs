@@ -27,6 +27,10 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const CURSOR_SAVE_INTERVAL: Duration = Duration::from_secs(1);
 /// The most records sent at once (in one round trip for the brokers).
 const BATCH: usize = 64;
+/// Within this time of its last send, a destination's thread waits for more records to gather
+/// before it sends again (see `Worker::run`): at most this much added latency, only while
+/// events keep coming.
+const LINGER: Duration = Duration::from_millis(2);
 /// A caught-up thread wakes this often even if nothing arrives (a safety net, not a poll).
 const IDLE_WAKE: Duration = Duration::from_secs(30);
 
@@ -201,7 +205,17 @@ impl Worker {
         let arn = self.destination.arn();
         let mut sender: Option<Box<dyn Sender>> = None;
         let mut last_save = Instant::now();
+        // When the last batch went and whether it was full (a backlog: no lingering then).
+        let mut last_sent = (Instant::now().checked_sub(LINGER).unwrap_or_else(Instant::now), false);
         while !self.stop.requested() {
+            // Records arriving one after the other, each waking this thread and each sent on
+            // its own, cost a round of wakes and a round trip apiece: within LINGER of the
+            // last send, the thread lets the next ones gather first. An event after a quiet
+            // spell goes at once.
+            let since = last_sent.0.elapsed();
+            if since < LINGER && !last_sent.1 {
+                std::thread::sleep(LINGER - since);
+            }
             let batch = match self.queue.next_batch(self.index, BATCH) {
                 Ok(batch) => batch,
                 Err(err) => {
@@ -235,6 +249,7 @@ impl Worker {
             if !self.send(&arn, &mut sender, &records) {
                 break;
             }
+            last_sent = (Instant::now(), records.len() == BATCH);
             if last_save.elapsed() >= CURSOR_SAVE_INTERVAL {
                 self.save_cursor(&arn);
                 last_save = Instant::now();

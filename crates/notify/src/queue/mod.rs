@@ -136,6 +136,9 @@ struct Inner {
     dropping: bool,
     queued: u64,
     dropped: u64,
+    /// A bit per destination whose thread waits in `wait` (only those are woken: a wake is a
+    /// syscall, even for a thread that is not waiting).
+    waiting: u64,
 }
 
 /// The flusher's side: which file has writes not yet synced.
@@ -257,9 +260,10 @@ impl Queue {
                 cursor.pending += 1;
             }
         }
+        let wake = inner.waiting & mask;
         drop(inner);
         for (index, arrived) in self.arrived.iter().enumerate() {
-            if mask & (1 << index) != 0 {
+            if wake & (1 << index) != 0 {
                 arrived.notify_one();
             }
         }
@@ -456,10 +460,12 @@ impl Queue {
     /// Waits up to `timeout` for a record past `dest`'s cursor (or the queue closing); whether
     /// there may be one.
     pub fn wait(&self, dest: usize, timeout: Duration) -> bool {
-        let inner = self.lock();
-        let (inner, _) = self.arrived[dest]
+        let mut inner = self.lock();
+        inner.waiting |= 1 << dest;
+        let (mut inner, _) = self.arrived[dest]
             .wait_timeout_while(inner, timeout, |inner| !inner.closed && inner.cursors[dest].next >= inner.next_seq)
             .unwrap_or_else(|p| p.into_inner());
+        inner.waiting &= !(1 << dest);
         !inner.closed && inner.cursors[dest].next < inner.next_seq
     }
 
@@ -536,8 +542,12 @@ impl Drop for Queue {
 impl Flush {
     fn mark(&self, file: Arc<File>) {
         // A segment the queue moved on from was synced then: only the newest one waits here.
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(file);
-        self.wake.notify_one();
+        let before = self.state.lock().unwrap_or_else(|p| p.into_inner()).0.replace(file);
+        // With a file already marked, the flusher has yet to take it and needs no wake (one
+        // wake per sync, not per record).
+        if before.is_none() {
+            self.wake.notify_one();
+        }
     }
 
     /// Syncs the file written last, at most every `SYNC_INTERVAL`, until stopped.

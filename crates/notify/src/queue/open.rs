@@ -33,6 +33,7 @@ impl Queue {
             dropping: false,
             queued: 0,
             dropped: 0,
+            waiting: 0,
         };
         load_segments(&dir, &arns, &mut inner)?;
         for arn in &arns {
