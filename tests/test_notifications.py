@@ -358,6 +358,56 @@ def test_on_a_shared_file_system_a_scan_announces_posix_files_and_the_gateways_w
 
 
 @pytest.mark.posix_only
+def test_directories_past_the_watch_limit_are_scanned_and_each_file_is_announced_once(tmp_path, webhook):
+    # A bucket with more directories than inotify may watch (the kernel's
+    # fs.inotify.max_user_watches, shared by every process of the user, or the operator's
+    # notify_watch_max_directories, set to 1 here: the bucket's own directory) is scanned as
+    # well: writes in its unwatched directories are announced within a scan interval.
+    admin_port = free_port()
+    extra = "notify_watch_max_directories = 1\nnotify_scan_interval_seconds = 1\n"
+    srv = gateway(tmp_path, webhook, extra=extra, port_args=["--admin-address", f"127.0.0.1:{admin_port}"])
+
+    def metrics():
+        return urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read().decode()
+
+    def keys_announced():
+        return [summary(r)[1] for r in records_of(webhook.records())]
+
+    try:
+        s3 = make_client(srv.endpoint)
+        s3.create_bucket(Bucket="many-dirs")
+        s3.put_bucket_notification_configuration(Bucket="many-dirs", NotificationConfiguration=rules(webhook))
+        root = srv.root / "many-dirs"
+        # The bucket's directory is watched (buckets that got rules are looked for every 2 s).
+        write_posix(root / "top.bin", b"top")
+        wait_until(lambda: "top.bin" in keys_announced(), timeout=20)
+        # A new directory is past the limit: refused, and its bucket is scanned from then on.
+        (root / "deep").mkdir()
+        assert wait_until(lambda: re.search(r"^isthmus_notify_watch_refused_total [1-9]", metrics(), re.M)), metrics()
+        # The bucket's first scan records what is there: write until a file is announced.
+        written = {}
+        for i in range(60):
+            data = os.urandom(500 + i)
+            write_posix(root / "deep" / f"f{i:03}.bin", data)
+            written[f"deep/f{i:03}.bin"] = data
+            if any(k.startswith("deep/") for k in keys_announced()):
+                break
+            time.sleep(0.5)
+        wait_until(lambda: any(k.startswith("deep/") for k in keys_announced()), timeout=20)
+        deep = next(summary(r) for r in records_of(webhook.records()) if summary(r)[1].startswith("deep/"))
+        assert deep == ("ObjectCreated:Put", deep[1], len(written[deep[1]]), md5(written[deep[1]]))
+        # A file in the watched directory, seen by both the watcher and the scans: announced once.
+        write_posix(root / "top2.bin", b"seen twice, announced once")
+        wait_until(lambda: "top2.bin" in keys_announced(), timeout=20)
+        time.sleep(2.5)  # two more scans
+        got = keys_announced()
+        assert got.count("top.bin") == 1 and got.count("top2.bin") == 1, got
+        assert len(got) == len(set(got)), f"a file announced twice: {got}"
+    finally:
+        srv.stop()
+
+
+@pytest.mark.posix_only
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates Unix users (CI runs as root)")
 def test_a_file_the_buckets_owner_cannot_read_is_not_announced(webhook, unix):
     """identity = "posix": alice owns a bucket others may write; bob writes a file only he may

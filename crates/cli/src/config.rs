@@ -232,6 +232,9 @@ pub struct FileConfig {
     pub notify_watch: Option<crate::notify::WatchMode>,
     /// Seconds between scans of a shared file system for notifications [default: 60].
     pub notify_scan_interval_seconds: Option<u64>,
+    /// The most directories the notification watcher watches with inotify per data root;
+    /// buckets with more are scanned as well [default: the kernel's limit].
+    pub notify_watch_max_directories: Option<usize>,
 }
 
 impl FileConfig {
@@ -367,6 +370,7 @@ impl ServeSettings {
                 queue_full: file.notify_queue_full,
                 watch: file.notify_watch,
                 scan_interval_seconds: file.notify_scan_interval_seconds,
+                watch_max_directories: file.notify_watch_max_directories,
                 strict_sync: durability == Durability::Strict,
             })?,
             tls: match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {

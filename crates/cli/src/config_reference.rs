@@ -130,6 +130,12 @@ const FILE_ONLY: &[(&str, &str)] = &[
          on a local file system, scans where it is shared), `inotify`, `scan` or `off` [default: auto]",
     ),
     ("notify_scan_interval_seconds", "Seconds between scans of a shared file system for notifications [default: 60]"),
+    (
+        "notify_watch_max_directories",
+        "The most directories the notification watcher watches with inotify per data root (the kernel's \
+         fs.inotify.max_user_watches is shared by every process of the user); a bucket with directories past it, or \
+         past the kernel's limit, is scanned every notify_scan_interval_seconds as well [default: the kernel's limit]",
+    ),
 ];
 
 /// Every key of the configuration file, in declaration order, as serde knows them: a key no

@@ -81,6 +81,8 @@ pub struct NotifySettings {
     pub limits: QueueLimits,
     pub watch: WatchMode,
     pub scan_interval: Duration,
+    /// The most directories a kernel watcher watches (`None`: the kernel's limit).
+    pub watch_max_directories: Option<usize>,
 }
 
 /// The keys of the configuration file this module reads, as `FileConfig` holds them.
@@ -93,6 +95,7 @@ pub struct NotifyKeys<'a> {
     pub queue_full: Option<WhenFull>,
     pub watch: Option<WatchMode>,
     pub scan_interval_seconds: Option<u64>,
+    pub watch_max_directories: Option<usize>,
     pub strict_sync: bool,
 }
 
@@ -153,6 +156,7 @@ impl NotifySettings {
             },
             watch: keys.watch.unwrap_or_default(),
             scan_interval: Duration::from_secs(keys.scan_interval_seconds.unwrap_or(DEFAULT_SCAN_SECONDS).max(1)),
+            watch_max_directories: keys.watch_max_directories,
         })
     }
 
@@ -336,6 +340,7 @@ pub fn watch_files(
     let recent = context.announcing.recent_writes();
     let options = WatchOptions {
         known: Some(Arc::new(move |bucket, key, size, modified| recent.known_file(bucket, key, size, modified))),
+        max_watches: settings.watch_max_directories,
         ..WatchOptions::default()
     };
     let (mut kernel, mut scans) = (Vec::new(), Vec::new());
@@ -345,21 +350,28 @@ pub fn watch_files(
             WatchMode::Scan => false,
             WatchMode::Auto | WatchMode::Off => *local,
         };
-        if kernel_sees_all {
-            let watcher = Watcher::start(root, buckets.clone(), options.clone(), sink.clone())
-                .map_err(|e| format!("cannot watch {} for notifications: {e}", root.display()))?;
-            kernel.push(watcher);
-        } else {
+        let scan = |filter: BucketFilter| -> Result<isthmus_notify::watch::ScanLoop, String> {
             let dir = state
                 .subdir("notify-scan", true)
                 .and_then(|dir| dir.expect("made").subdir(&format!("pool-{index}"), true))
                 .map_err(|e| e.to_string())?
                 .expect("made");
             let scanner = Scanner::new(root, dir, sink.clone()).map_err(|e| e.to_string())?;
-            let scan = scanner
-                .start(settings.scan_interval, buckets.clone())
-                .map_err(|e| format!("cannot scan {} for notifications: {e}", root.display()))?;
-            scans.push(scan);
+            scanner
+                .start(settings.scan_interval, filter)
+                .map_err(|e| format!("cannot scan {} for notifications: {e}", root.display()))
+        };
+        if kernel_sees_all {
+            let watcher = Watcher::start(root, buckets.clone(), options.clone(), sink.clone())
+                .map_err(|e| format!("cannot watch {} for notifications: {e}", root.display()))?;
+            // Buckets with directories past the watch limit are scanned as well: their
+            // unwatched directories are seen within a scan interval (a write the watcher also
+            // saw is announced once: the announcing thread skips an ETag it announced last).
+            let (over_limit, with_rules) = (watcher.over_limit(), buckets.clone());
+            scans.push(scan(Arc::new(move |bucket| over_limit(bucket) && with_rules(bucket)))?);
+            kernel.push(watcher);
+        } else {
+            scans.push(scan(buckets.clone())?);
         }
     }
     let announcing = isthmus_store::identity::spawn_gateway_thread("notify-changes", move || {

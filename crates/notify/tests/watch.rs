@@ -19,6 +19,10 @@ struct Fixture {
 impl Fixture {
     /// A data root with the bucket `data` (and `plain`, without rules), watched.
     fn new() -> Fixture {
+        Self::with_max_watches(None)
+    }
+
+    fn with_max_watches(max_watches: Option<usize>) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         std::fs::create_dir(root.join("data")).unwrap();
@@ -28,7 +32,7 @@ impl Fixture {
         let watcher = Watcher::start(
             &root,
             Arc::new(|bucket: &str| bucket != "plain" && bucket != "norules"),
-            WatchOptions { settle: SETTLE, known: None },
+            WatchOptions { settle: SETTLE, known: None, max_watches },
             Arc::new(move |c| sink_seen.lock().unwrap().push(c)),
         )
         .unwrap();
@@ -215,4 +219,30 @@ fn a_directory_moved_out_of_the_watched_tree_is_no_longer_watched() {
     f.assert_quiet();
     assert_eq!(f.watcher.as_ref().unwrap().stats().watches, 1, "only the bucket directory is left");
     assert!(f.watcher.as_ref().unwrap().buckets_over_limit().is_empty());
+}
+
+#[test]
+fn directories_past_the_watch_limit_name_their_bucket_for_a_scanner() {
+    // One directory may be watched: the bucket's own.
+    let f = Fixture::with_max_watches(Some(1));
+    let watcher = f.watcher.as_ref().unwrap();
+    let over_limit = watcher.over_limit();
+    assert!(!over_limit("data"));
+    std::fs::write(f.path("data/top"), b"x").unwrap();
+    assert_eq!(f.settled(), vec![written("data", "top")]);
+    // A directory made elsewhere (with its file) and moved in: listed when it arrives (its
+    // file announced), but not watched.
+    std::fs::create_dir(f.path("plain/deep")).unwrap();
+    std::fs::write(f.path("plain/deep/f"), b"x").unwrap();
+    std::fs::rename(f.path("plain/deep"), f.path("data/deep")).unwrap();
+    assert_eq!(f.settled(), vec![written("data", "deep/f")]);
+    std::fs::write(f.path("data/deep/g"), b"x").unwrap();
+    f.assert_quiet();
+    let stats = watcher.stats();
+    assert_eq!((stats.watches, stats.watch_limit_hits), (1, 1));
+    assert_eq!(watcher.buckets_over_limit(), ["data"]);
+    assert!(over_limit("data") && !over_limit("plain"));
+    // The bucket's directory itself stays watched.
+    std::fs::write(f.path("data/top2"), b"x").unwrap();
+    assert_eq!(f.settled(), vec![written("data", "top2")]);
 }

@@ -42,11 +42,15 @@ pub struct WatchOptions {
     pub settle: Duration,
     /// Files the caller already knows about (none by default).
     pub known: Option<Known>,
+    /// The most directories watched (`None`: as many as the kernel allows, which is
+    /// `fs.inotify.max_user_watches`, shared by every process of the user). Directories past
+    /// either limit are not watched: `Watcher::over_limit` names their buckets, for a scanner.
+    pub max_watches: Option<usize>,
 }
 
 impl Default for WatchOptions {
     fn default() -> Self {
-        Self { settle: Duration::from_millis(200), known: None }
+        Self { settle: Duration::from_millis(200), known: None, max_watches: None }
     }
 }
 
@@ -99,6 +103,13 @@ impl Watcher {
     /// them).
     pub fn buckets_over_limit(&self) -> Vec<String> {
         self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Whether a bucket has directories left unwatched at the limit, asked as it stands then:
+    /// the filter of a scanner that covers what the watcher cannot.
+    pub fn over_limit(&self) -> BucketFilter {
+        let counters = self.counters.clone();
+        Arc::new(move |bucket| counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).contains(bucket))
     }
 
     pub fn stats(&self) -> WatchStats {
@@ -191,6 +202,7 @@ struct State {
     counters: Arc<Counters>,
     last_read: SystemTime,
     limit_logged: bool,
+    max_watches: usize,
 }
 
 impl State {
@@ -214,6 +226,7 @@ impl State {
             counters: Arc::new(Counters::default()),
             last_read: SystemTime::now(),
             limit_logged: false,
+            max_watches: options.max_watches.unwrap_or(usize::MAX),
         };
         state.add_buckets(Announce::Nothing, false);
         Ok(state)
@@ -410,6 +423,10 @@ impl State {
     fn add_watch(&mut self, fd: BorrowedFd<'_>, bucket: &str, rel: &str, depth: usize) {
         // Through the descriptor: the very directory opened (without following links) is
         // watched, whatever a user renamed into its path since.
+        if self.dirs.len() >= self.max_watches {
+            self.at_limit(bucket, "the watcher's limit (notify_watch_max_directories)");
+            return;
+        }
         let through_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let added = match self.inotify.watches().add(&through_fd, DIR_MASK) {
             // No /proc: by path, not following a link at its end.
@@ -427,19 +444,25 @@ impl State {
                 }
             }
             Err(err) if err.raw_os_error() == Some(libc_enospc()) => {
-                self.counters.watch_limit_hits.fetch_add(1, Ordering::Relaxed);
-                self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).insert(bucket.to_string());
-                if !std::mem::replace(&mut self.limit_logged, true) {
-                    tracing::error!(
-                        bucket,
-                        watches = self.dirs.len(),
-                        "the inotify watch limit is reached: directories beyond it are not watched and \
-                         files written in them are not announced; raise the sysctl \
-                         fs.inotify.max_user_watches (or scan this bucket instead)"
-                    );
-                }
+                self.at_limit(bucket, "the kernel's inotify watch limit (sysctl fs.inotify.max_user_watches)");
             }
             Err(err) => tracing::debug!(bucket, rel, %err, "cannot watch a directory"),
+        }
+    }
+
+    /// A directory of `bucket` is left unwatched at `limit`: the bucket is named in
+    /// `over_limit` (for a scanner), and the first time it is said.
+    fn at_limit(&mut self, bucket: &str, limit: &str) {
+        self.counters.watch_limit_hits.fetch_add(1, Ordering::Relaxed);
+        self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).insert(bucket.to_string());
+        if !std::mem::replace(&mut self.limit_logged, true) {
+            tracing::warn!(
+                bucket,
+                watches = self.dirs.len(),
+                "{limit} is reached: directories beyond it are not watched, and their buckets are \
+                 scanned instead (every notify_scan_interval_seconds); raise the limit for \
+                 announcements within the settle time"
+            );
         }
     }
 
@@ -573,7 +596,7 @@ mod tests {
         std::fs::File::options().write(true).open(data.join("old")).unwrap().set_modified(past).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = seen.clone();
-        let options = WatchOptions { settle: Duration::from_millis(10), known: None };
+        let options = WatchOptions { settle: Duration::from_millis(10), known: None, max_watches: None };
         let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
         let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
         assert_eq!(state.dirs.len(), 1);
