@@ -309,7 +309,7 @@ impl Worker {
 
 /// The longest prefix of `batch` with no two records of one key (bucket and key): a record
 /// sent again after a failure then never lands after a later record of its key.
-fn one_per_key(mut batch: Vec<(u64, Entry)>) -> Vec<(u64, Entry)> {
+fn one_per_key(mut batch: Vec<(u64, Arc<Entry>)>) -> Vec<(u64, Arc<Entry>)> {
     let mut keys = std::collections::HashSet::with_capacity(batch.len());
     let distinct = batch.iter().take_while(|(_, entry)| keys.insert((&entry.event.bucket, &entry.event.key))).count();
     batch.truncate(distinct);

@@ -13,8 +13,10 @@
 //! cursor file is sent again. Records are released once every destination they go to is past
 //! them; a segment is deleted once every record in it is released.
 //!
-//! Memory: an index of about 48 bytes per queued record, bounded by `max_bytes`. Disk: at most
-//! `max_bytes` of queued records plus one segment (`max_bytes / 8`, between 4 KiB and 64 MiB).
+//! Memory: an index of about 56 bytes per queued record, bounded by `max_bytes`, plus the
+//! newest entries whole (at most `CACHED`, a few hundred bytes each) for delivery to take.
+//! Disk: at most `max_bytes` of queued records plus one segment (`max_bytes / 8`, between 4 KiB
+//! and 64 MiB).
 
 mod open;
 mod segment;
@@ -44,6 +46,10 @@ pub const SYNC_INTERVAL: Duration = Duration::from_millis(50);
 const ROOM_MARGIN: u64 = 4096;
 /// The most destinations one queue serves (a bit each in the index).
 pub const MAX_DESTINATIONS: usize = 64;
+/// The most queued entries also kept in memory (a few hundred bytes each), so that a
+/// destination keeping up never reads back what was just written; past it, and after a
+/// restart, entries are read from their segment.
+const CACHED: usize = 4096;
 
 /// Why the queue cannot take or give an event.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +115,9 @@ struct Slot {
     queued_ms: u64,
     /// A bit per destination index.
     targets: u64,
+    /// The entry itself, for records queued by this process while fewer than `CACHED` were
+    /// kept: delivery then neither reads nor parses the frame.
+    cached: Option<Arc<Entry>>,
 }
 
 struct Segment {
@@ -139,6 +148,16 @@ struct Inner {
     /// A bit per destination whose thread waits in `wait` (only those are woken: a wake is a
     /// syscall, even for a thread that is not waiting).
     waiting: u64,
+    /// Slots with their entry kept in memory.
+    cached: usize,
+}
+
+/// Where a queued record's entry is: in memory, in a segment file (at an offset, of a length),
+/// or gone with its segment.
+enum Found {
+    Cached(Arc<Entry>),
+    At(Arc<File>, u64, u64),
+    Missing,
 }
 
 /// The flusher's side: which file has writes not yet synced.
@@ -207,7 +226,7 @@ impl Queue {
         let queued_ms = millis(SystemTime::now());
         let mut inner = self.lock();
         let mut dropped_now = 0u64;
-        let frame = loop {
+        let (frame, entry) = loop {
             if inner.closed {
                 return Err(NotifyError::Closed);
             }
@@ -218,7 +237,7 @@ impl Queue {
                 return Err(NotifyError::TooLarge { size, limit: self.limits.max_bytes });
             }
             if inner.bytes + size <= self.limits.max_bytes {
-                break frame;
+                break (frame, entry);
             }
             match self.limits.when_full {
                 WhenFull::Refuse => return Err(NotifyError::Full),
@@ -249,8 +268,10 @@ impl Queue {
         let seq = inner.next_seq;
         let file = self.append(&mut inner, &frame)?;
         let len = frame.len() as u64;
+        let cached = (inner.cached < CACHED).then(|| Arc::new(entry));
+        inner.cached += usize::from(cached.is_some());
         let active = inner.segments.back().expect("there is always an active segment");
-        let slot = Slot { seq, segment: active.id, offset: active.len - len, len, queued_ms, targets: mask };
+        let slot = Slot { seq, segment: active.id, offset: active.len - len, len, queued_ms, targets: mask, cached };
         inner.slots.push_back(slot);
         inner.bytes += len;
         inner.next_seq += 1;
@@ -302,6 +323,7 @@ impl Queue {
     fn drop_oldest(&self, inner: &mut Inner) {
         let Some(slot) = inner.slots.pop_front() else { return };
         inner.bytes -= slot.len;
+        inner.cached -= usize::from(slot.cached.is_some());
         inner.dropped += 1;
         for (index, cursor) in inner.cursors.iter_mut().enumerate() {
             if cursor.next <= slot.seq {
@@ -323,6 +345,7 @@ impl Queue {
                 break;
             }
             inner.bytes -= slot.len;
+            inner.cached -= usize::from(slot.cached.is_some());
             inner.slots.pop_front();
             released = true;
         }
@@ -369,25 +392,28 @@ impl Queue {
 
     /// The next record for destination `dest` at or past its cursor (moving the cursor past
     /// records for others), without waiting: its sequencer and entry.
-    pub fn next(&self, dest: usize) -> Result<Option<(u64, Entry)>, NotifyError> {
+    pub fn next(&self, dest: usize) -> Result<Option<(u64, Arc<Entry>)>, NotifyError> {
         loop {
             let mut inner = self.lock();
             let start = inner.cursors[dest].next;
             let first = inner.slots.partition_point(|s| s.seq < start);
             let found = inner.slots.range(first..).find(|s| s.targets & (1 << dest) != 0);
-            let location = found.map(|s| (s.seq, s.segment, s.offset, s.len));
-            let Some((seq, segment_id, offset, len)) = location else {
+            let location = found.map(|s| (s.seq, s.segment, s.offset, s.len, s.cached.clone()));
+            let Some((seq, segment_id, offset, len, cached)) = location else {
                 inner.cursors[dest].next = inner.next_seq;
                 self.release(&mut inner);
                 return Ok(None);
             };
             inner.cursors[dest].next = seq;
             self.release(&mut inner);
+            if let Some(entry) = cached {
+                return Ok(Some((seq, entry)));
+            }
             let file = inner.segments.iter().find(|s| s.id == segment_id).map(|s| s.file.clone());
             drop(inner);
             let read = file.ok_or(BadFrame::Short).and_then(|file| segment::read_frame(&file, offset, offset + len));
             match read {
-                Ok((entry, _)) if entry.seq == seq => return Ok(Some((seq, entry))),
+                Ok((entry, _)) if entry.seq == seq => return Ok(Some((seq, Arc::new(entry)))),
                 // Dropped meanwhile (DropOldest): look again from the moved cursor.
                 Err(BadFrame::Short) if self.lock().cursors[dest].next > seq => continue,
                 other => {
@@ -405,14 +431,15 @@ impl Queue {
     /// Up to `max` records for `dest` from its cursor on, in order, without waiting (empty:
     /// caught up). The first is found as `next` finds it; the ones after it follow as long as
     /// they read back whole (anything odd is left to the next call's `next`).
-    pub fn next_batch(&self, dest: usize, max: usize) -> Result<Vec<(u64, Entry)>, NotifyError> {
+    pub fn next_batch(&self, dest: usize, max: usize) -> Result<Vec<(u64, Arc<Entry>)>, NotifyError> {
         let Some(first) = self.next(dest)? else { return Ok(Vec::new()) };
         let after = first.0;
         let mut batch = vec![first];
         if max <= 1 {
             return Ok(batch);
         }
-        let locations: Vec<(u64, Option<Arc<File>>, u64, u64)> = {
+        // Each record after the first: its entry, or where to read it.
+        let found: Vec<(u64, Found)> = {
             let inner = self.lock();
             let start = inner.slots.partition_point(|s| s.seq <= after);
             inner
@@ -421,15 +448,23 @@ impl Queue {
                 .filter(|s| s.targets & (1 << dest) != 0)
                 .take(max - 1)
                 .map(|s| {
-                    let file = inner.segments.iter().find(|segment| segment.id == s.segment).map(|s| s.file.clone());
-                    (s.seq, file, s.offset, s.len)
+                    let found = match (&s.cached, inner.segments.iter().find(|segment| segment.id == s.segment)) {
+                        (Some(entry), _) => Found::Cached(entry.clone()),
+                        (None, Some(segment)) => Found::At(segment.file.clone(), s.offset, s.len),
+                        (None, None) => Found::Missing,
+                    };
+                    (s.seq, found)
                 })
                 .collect()
         };
-        for (seq, file, offset, len) in locations {
-            match file.map(|file| segment::read_frame(&file, offset, offset + len)) {
-                Some(Ok((entry, _))) if entry.seq == seq => batch.push((seq, entry)),
-                _ => break,
+        for (seq, found) in found {
+            match found {
+                Found::Cached(entry) => batch.push((seq, entry)),
+                Found::At(file, offset, len) => match segment::read_frame(&file, offset, offset + len) {
+                    Ok((entry, _)) if entry.seq == seq => batch.push((seq, Arc::new(entry))),
+                    _ => break,
+                },
+                Found::Missing => break,
             }
         }
         Ok(batch)

@@ -34,6 +34,7 @@ impl Queue {
             queued: 0,
             dropped: 0,
             waiting: 0,
+            cached: 0,
         };
         load_segments(&dir, &arns, &mut inner)?;
         for arn in &arns {
@@ -132,6 +133,7 @@ fn load_segments(dir: &StateDir, arns: &[String], inner: &mut Inner) -> Result<(
                         len,
                         queued_ms: entry.queued_ms,
                         targets: mask,
+                        cached: None,
                     });
                     inner.bytes += len;
                     inner.next_seq = entry.seq + 1;

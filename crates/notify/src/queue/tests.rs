@@ -49,7 +49,7 @@ fn drain(queue: &Queue, dest: usize) -> Vec<(u64, String)> {
     let mut got = Vec::new();
     while let Some((seq, entry)) = queue.next(dest).unwrap() {
         queue.ack(dest, seq);
-        got.push((seq, entry.event.key));
+        got.push((seq, entry.event.key.clone()));
     }
     got
 }
@@ -291,4 +291,33 @@ fn a_strict_queue_syncs_each_record_and_reads_it_back() {
     drop(queue);
     let queue = Queue::open(dir, vec![A.into()], strict).unwrap();
     assert_eq!(keys(&drain(&queue, 0)), ["k1"]);
+}
+
+#[test]
+fn entries_past_the_memory_bound_are_read_back_and_the_bound_is_freed_by_delivery() {
+    let (_root, dir) = state();
+    let queue = open(&dir, 64 << 20, WhenFull::Refuse);
+    let count = CACHED + 100;
+    for round in 0..2 {
+        for i in 0..count {
+            queue.enqueue(&event(&format!("r{round}-{i:05}")), &to(&[A])).unwrap();
+        }
+        assert_eq!(queue.lock().cached, CACHED, "at most CACHED entries in memory");
+        // In batches: the first CACHED from memory, the rest read from the segment files.
+        let mut got = Vec::new();
+        loop {
+            let batch = queue.next_batch(0, 64).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            for (seq, entry) in batch {
+                queue.ack(0, seq);
+                got.push(entry.event.key.clone());
+            }
+        }
+        let want: Vec<String> = (0..count).map(|i| format!("r{round}-{i:05}")).collect();
+        assert_eq!(got, want);
+        // Delivered records are released with their memory: the next round is cached again.
+        assert_eq!(queue.lock().cached, 0);
+    }
 }
