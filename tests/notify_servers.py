@@ -219,6 +219,9 @@ class NatsServer(Collector):
         self.aio = AsyncLoop()
         self.client = self.js = None
         self._puller = None
+        # While set, the consumer fetches nothing (the stream keeps what is published): what a
+        # consumer on another machine costs this one.
+        self.paused = False
         try:
             self.start()
             self.aio.run(self._connect())
@@ -258,6 +261,9 @@ class NatsServer(Collector):
         import nats.errors
 
         while True:
+            if self.paused:
+                await asyncio.sleep(0.05)
+                continue
             try:
                 msgs = await sub.fetch(batch=100, timeout=0.2)
             except (nats.errors.TimeoutError, asyncio.TimeoutError):
