@@ -21,6 +21,7 @@ impl Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(format!("notify-{kind}"))
+            .on_thread_start(crate::background::yield_to_requests)
             .enable_all()
             .build()
             .map(Runtime)

@@ -107,7 +107,10 @@ impl Notifier {
                 counters: counters[index].clone(),
                 stop: stop.clone(),
             };
-            match isthmus_store::identity::spawn_gateway_thread(&name, move || worker.run()) {
+            match isthmus_store::identity::spawn_gateway_thread(&name, move || {
+                crate::background::yield_to_requests();
+                worker.run()
+            }) {
                 Ok(handle) => notifier.threads.lock().unwrap_or_else(|p| p.into_inner()).push(handle),
                 Err(err) => {
                     notifier.shutdown();
@@ -277,9 +280,7 @@ impl Worker {
                 Ok(sender) => sender.send_all(&outgoing[done..]),
                 Err(error) => (0, Some(error)),
             };
-            for (seq, _, _) in &records[done..done + taken] {
-                self.queue.ack(self.index, *seq);
-            }
+            self.queue.ack_all(self.index, records[done..done + taken].iter().map(|(seq, _, _)| *seq));
             self.counters.delivered.fetch_add(taken as u64, Ordering::Relaxed);
             done += taken;
             let Some(err) = failure else {

@@ -9,6 +9,7 @@
 //! changes for the gateway to announce.
 
 pub mod amqp;
+mod background;
 mod broker;
 pub mod destination;
 pub mod dispatch;

@@ -174,3 +174,31 @@ fn a_destination_kind_without_a_sender_yet_only_delays_its_own_records() {
     assert_eq!((metrics.destinations[0].pending, metrics.destinations[1].pending), (1, 0));
     notifier.shutdown();
 }
+
+/// The scheduling policy (`/proc/self/task/TID/stat` field 41) of each thread of this process
+/// whose name starts with `prefix`.
+fn policies_of(prefix: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            name.starts_with(prefix).then(|| fields[41 - 3].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn delivery_threads_do_not_preempt_request_threads() {
+    let server = serve(|_| status(200, ""));
+    let (_root, dir) = state();
+    let notifier = Notifier::start(dir, vec![webhook("sched", &server.url, None)], limits()).unwrap();
+    // Every delivery thread and the queue's flusher (each `isthmus-notify-*`) under SCHED_BATCH.
+    until("the notifier's threads are under SCHED_BATCH", || {
+        let policies = policies_of("isthmus-notify");
+        !policies.is_empty() && policies.iter().all(|&p| p == libc::SCHED_BATCH as u32)
+    });
+    notifier.shutdown();
+}

@@ -224,20 +224,22 @@ impl Queue {
         }
         let deadline = Instant::now() + BLOCK_LIMIT;
         let queued_ms = millis(SystemTime::now());
+        // Serialized and copied before the lock is taken: under it, only numbered.
+        let body = segment::Body::new(queued_ms, event, targets);
+        let mut entry = Entry { seq: 0, queued_ms, event: event.clone(), targets: targets.to_vec() };
         let mut inner = self.lock();
         let mut dropped_now = 0u64;
-        let (frame, entry) = loop {
+        let frame = loop {
             if inner.closed {
                 return Err(NotifyError::Closed);
             }
-            let entry = Entry { seq: inner.next_seq, queued_ms, event: event.clone(), targets: targets.to_vec() };
-            let frame = segment::encode(&entry)?;
+            let frame = body.frame(inner.next_seq)?;
             let size = frame.len() as u64;
             if size > self.limits.max_bytes {
                 return Err(NotifyError::TooLarge { size, limit: self.limits.max_bytes });
             }
             if inner.bytes + size <= self.limits.max_bytes {
-                break (frame, entry);
+                break frame;
             }
             match self.limits.when_full {
                 WhenFull::Refuse => return Err(NotifyError::Full),
@@ -266,6 +268,7 @@ impl Queue {
             inner.dropping = false;
         }
         let seq = inner.next_seq;
+        entry.seq = seq;
         let file = self.append(&mut inner, &frame)?;
         let len = frame.len() as u64;
         let cached = (inner.cached < CACHED).then(|| Arc::new(entry));
@@ -478,18 +481,26 @@ impl Queue {
     }
 
     fn advance(&self, inner: &mut Inner, dest: usize, seq: u64) {
-        let cursor = &mut inner.cursors[dest];
-        if cursor.next <= seq {
-            cursor.next = seq + 1;
-            cursor.pending = cursor.pending.saturating_sub(1);
-        }
+        move_cursor(inner, dest, seq);
         self.release(inner);
     }
 
     /// Destination `dest` has the record `seq`: its cursor moves past it (saved later).
     pub fn ack(&self, dest: usize, seq: u64) {
+        self.ack_all(dest, [seq]);
+    }
+
+    /// Destination `dest` has the records `seqs` (in order): one lock for a whole batch.
+    pub fn ack_all(&self, dest: usize, seqs: impl IntoIterator<Item = u64>) {
         let mut inner = self.lock();
-        self.advance(&mut inner, dest, seq);
+        let mut moved = false;
+        for seq in seqs {
+            move_cursor(&mut inner, dest, seq);
+            moved = true;
+        }
+        if moved {
+            self.release(&mut inner);
+        }
     }
 
     /// Waits up to `timeout` for a record past `dest`'s cursor (or the queue closing); whether
@@ -607,6 +618,15 @@ impl Flush {
 
 fn millis(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Moves `dest`'s cursor past `seq`, if it is not already.
+fn move_cursor(inner: &mut Inner, dest: usize, seq: u64) {
+    let cursor = &mut inner.cursors[dest];
+    if cursor.next <= seq {
+        cursor.next = seq + 1;
+        cursor.pending = cursor.pending.saturating_sub(1);
+    }
 }
 
 #[cfg(test)]

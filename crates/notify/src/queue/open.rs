@@ -53,8 +53,11 @@ impl Queue {
         }
         let flush = Arc::new(Flush { state: Mutex::new((None, false)), wake: Condvar::new() });
         let flusher = flush.clone();
-        isthmus_store::identity::spawn_gateway_thread("isthmus-notify-queue-flusher", move || flusher.run())
-            .map_err(NotifyError::Thread)?;
+        isthmus_store::identity::spawn_gateway_thread("isthmus-notify-queue-flusher", move || {
+            crate::background::yield_to_requests();
+            flusher.run()
+        })
+        .map_err(NotifyError::Thread)?;
         let arrived = (0..arns.len()).map(|_| Condvar::new()).collect();
         let queue = Queue {
             dir,

@@ -41,17 +41,40 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
 }
 
-/// `entry` as a frame.
-pub fn encode(entry: &Entry) -> Result<Vec<u8>, NotifyError> {
-    let payload = serde_json::to_vec(entry).expect("an entry always serializes");
-    if payload.len() > MAX_FRAME {
-        return Err(NotifyError::TooLarge { size: payload.len() as u64, limit: MAX_FRAME as u64 });
+/// An entry's JSON without its sequencer: made before the queue's lock is taken, so that the
+/// lock is held only to number it (`Body::frame`).
+pub struct Body(Vec<u8>);
+
+/// The fields of an `Entry` other than its sequencer, borrowed, in the entry's JSON form.
+#[derive(Serialize)]
+struct Unnumbered<'a> {
+    queued_ms: u64,
+    event: &'a Event,
+    targets: &'a [Target],
+}
+
+impl Body {
+    pub fn new(queued_ms: u64, event: &Event, targets: &[Target]) -> Body {
+        Body(serde_json::to_vec(&Unnumbered { queued_ms, event, targets }).expect("an entry always serializes"))
     }
-    let mut frame = Vec::with_capacity(HEADER + payload.len());
-    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&crc(&payload).to_le_bytes());
-    frame.extend_from_slice(&payload);
-    Ok(frame)
+
+    /// The frame of this entry numbered `seq`: the JSON object gets `"seq"` as its first member.
+    pub fn frame(&self, seq: u64) -> Result<Vec<u8>, NotifyError> {
+        let seq = format!("{{\"seq\":{seq},");
+        // `self.0` is a JSON object with members: `{` is replaced by `{"seq":N,`.
+        let len = seq.len() + self.0.len() - 1;
+        if len > MAX_FRAME {
+            return Err(NotifyError::TooLarge { size: len as u64, limit: MAX_FRAME as u64 });
+        }
+        let mut frame = Vec::with_capacity(HEADER + len);
+        frame.extend_from_slice(&(len as u32).to_le_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        frame.extend_from_slice(seq.as_bytes());
+        frame.extend_from_slice(&self.0[1..]);
+        let checksum = crc(&frame[HEADER..]);
+        frame[4..HEADER].copy_from_slice(&checksum.to_le_bytes());
+        Ok(frame)
+    }
 }
 
 fn crc(bytes: &[u8]) -> u32 {

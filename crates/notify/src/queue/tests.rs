@@ -321,3 +321,35 @@ fn entries_past_the_memory_bound_are_read_back_and_the_bound_is_freed_by_deliver
         assert_eq!(queue.lock().cached, 0);
     }
 }
+
+#[test]
+fn a_frame_numbered_under_the_lock_is_the_entry_serde_writes_and_reads_back() {
+    let entry = Entry { seq: 12_345, queued_ms: 17, event: event("k \"quoted\" é"), targets: to(&[A, B]) };
+    let frame = segment::Body::new(entry.queued_ms, &entry.event, &entry.targets).frame(entry.seq).unwrap();
+    // The same bytes as the whole entry serialized at once: queues written before read the same.
+    let payload = serde_json::to_vec(&entry).unwrap();
+    assert_eq!(&frame[segment::HEADER..], &payload[..]);
+    let (root, dir) = state();
+    let file = segment::open(&dir, 1, true).unwrap();
+    file.write_all_at(&frame, 0).unwrap();
+    let (back, len) = segment::read_frame(&file, 0, frame.len() as u64).unwrap();
+    assert_eq!(
+        (back.seq, back.event.key.as_str(), back.targets.len(), len),
+        (12_345, "k \"quoted\" é", 2, frame.len() as u64)
+    );
+    drop(root);
+}
+
+#[test]
+fn acknowledging_a_batch_at_once_releases_its_records_for_that_destination_only() {
+    let (_root, dir) = state();
+    let queue = open(&dir, 1 << 20, WhenFull::Refuse);
+    for key in ["a", "b", "c"] {
+        queue.enqueue(&event(key), &to(&[A, B])).unwrap();
+    }
+    let batch = queue.next_batch(0, 64).unwrap();
+    queue.ack_all(0, batch.iter().map(|(seq, _)| *seq));
+    assert!(queue.next(0).unwrap().is_none());
+    assert_eq!(keys(&drain(&queue, 1)), ["a", "b", "c"]);
+    assert_eq!(queue.stats().bytes, 0);
+}

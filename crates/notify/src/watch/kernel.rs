@@ -94,7 +94,10 @@ impl Watcher {
         let counters = state.counters.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::Builder::new().name("notify-watch".into()).spawn(move || state.run(&flag))?;
+        let thread = std::thread::Builder::new().name("notify-watch".into()).spawn(move || {
+            crate::background::yield_to_requests();
+            state.run(&flag)
+        })?;
         Ok(Watcher { stop, thread: Some(thread), counters })
     }
 

@@ -115,6 +115,7 @@ impl Scanner {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name("notify-scan".into()).spawn(move || {
+            crate::background::yield_to_requests();
             while !flag.load(Ordering::Relaxed) {
                 self.pass_all(&buckets, &flag);
                 let until = Instant::now() + interval;
