@@ -13,6 +13,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
@@ -358,6 +359,17 @@ def test_on_a_shared_file_system_a_scan_announces_posix_files_and_the_gateways_w
 
 
 @pytest.mark.posix_only
+def notification_thread_policies(pid):
+    """{thread name: scheduling policy} of gateway `pid`'s notification threads (named
+    isthmus-notify-* and notify-*; policy is field 41 of /proc/PID/task/TID/stat)."""
+    policies = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        name = (task / "comm").read_text().strip()
+        if name.startswith(("isthmus-notify", "notify-")):
+            policies[f"{name}/{task.name}"] = int((task / "stat").read_text().rsplit(")", 1)[1].split()[41 - 3])
+    return policies
+
+
 def test_directories_past_the_watch_limit_are_scanned_and_each_file_is_announced_once(tmp_path, webhook):
     # A bucket with more directories than inotify may watch (the kernel's
     # fs.inotify.max_user_watches, shared by every process of the user, or the operator's
@@ -403,6 +415,12 @@ def test_directories_past_the_watch_limit_are_scanned_and_each_file_is_announced
         got = keys_announced()
         assert got.count("top.bin") == 1 and got.count("top2.bin") == 1, got
         assert len(got) == len(set(got)), f"a file announced twice: {got}"
+        # Every notification thread (delivery, flusher, watcher, scanner, the thread that hashes
+        # watched files) is under SCHED_BATCH (3): none preempts a request thread.
+        policies = notification_thread_policies(srv.proc.pid)
+        names = {name.split("/")[0] for name in policies}
+        assert {"notify-watch", "notify-scan", "notify-changes"} <= names, policies
+        assert set(policies.values()) == {3}, policies
     finally:
         srv.stop()
 

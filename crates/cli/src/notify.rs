@@ -375,6 +375,9 @@ pub fn watch_files(
         }
     }
     let announcing = isthmus_store::identity::spawn_gateway_thread("notify-changes", move || {
+        // It hashes files written outside the gateway (of any size): beside the requests, never
+        // ahead of them.
+        isthmus_notify::background::yield_to_requests();
         for change in waiting {
             announce_change(&context, change);
         }

@@ -1,5 +1,5 @@
 //! How the notifier's own threads (delivery, the broker clients' runtimes, the watchers, the
-//! queue's flusher) are scheduled beside the gateway's request threads.
+//! queue's flusher, and the gateway's thread that hashes and announces watched files) are scheduled beside the gateway's request threads.
 //!
 //! They run under `SCHED_BATCH`: the same share of the CPU as any thread of the same nice value,
 //! but a wake-up of theirs (a linger that ended, a broker's acknowledgement, the watcher's
@@ -9,7 +9,7 @@
 
 /// Puts the calling thread under `SCHED_BATCH`. A refusal (a seccomp filter, a kernel without
 /// it) only leaves the thread as it was: said at debug level, nothing else changes.
-pub(crate) fn yield_to_requests() {
+pub fn yield_to_requests() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `sched_setscheduler` with pid 0 changes the policy of the calling thread only
     // (Linux schedules threads); `param` is initialized and outlives the call, which does not

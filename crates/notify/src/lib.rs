@@ -9,7 +9,7 @@
 //! changes for the gateway to announce.
 
 pub mod amqp;
-mod background;
+pub mod background;
 mod broker;
 pub mod destination;
 pub mod dispatch;
