@@ -358,7 +358,6 @@ def test_on_a_shared_file_system_a_scan_announces_posix_files_and_the_gateways_w
         srv.stop()
 
 
-@pytest.mark.posix_only
 def notification_thread_policies(pid):
     """{thread name: scheduling policy} of gateway `pid`'s notification threads (named
     isthmus-notify-* and notify-*; policy is field 41 of /proc/PID/task/TID/stat)."""
@@ -370,6 +369,7 @@ def notification_thread_policies(pid):
     return policies
 
 
+@pytest.mark.posix_only
 def test_directories_past_the_watch_limit_are_scanned_and_each_file_is_announced_once(tmp_path, webhook):
     # A bucket with more directories than inotify may watch (the kernel's
     # fs.inotify.max_user_watches, shared by every process of the user, or the operator's
