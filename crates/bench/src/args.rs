@@ -165,6 +165,15 @@ pub struct BenchArgs {
     /// Bucket used on S3 and embedded targets
     #[arg(long, default_value = "isthmus-bench")]
     pub bucket: String,
+    /// ops --ops put: on each S3, socket and embedded target, PUT to --bucket and to this bucket
+    /// alternately, in slices of --slice (A B B A order), and report each slice's rate: a
+    /// paired comparison of two buckets' settings (one with a notification rule) that a noisy
+    /// machine's drift affects alike [default: none: one bucket]
+    #[arg(long)]
+    pub interleave_bucket: Option<String>,
+    /// --interleave-bucket: the length of one slice
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub slice: Duration,
     /// Write the results as JSON to this file [default: none: no JSON]
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -19,6 +19,7 @@ pub mod find;
 pub mod gateway;
 #[cfg(test)]
 mod help_check;
+pub mod interleave;
 pub mod io500;
 pub mod ior;
 pub mod latency;

@@ -260,12 +260,26 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         }
         (None, _) => None,
     };
+    // --interleave-bucket: each object target's twin on the other bucket, by index.
+    let mut twins: Vec<Option<Box<dyn Target>>> = targets.iter().map(|_| None).collect();
     for url in &args.targets {
         let url = match (url.strip_prefix("posix://"), &rank_suffix) {
             (Some(path), Some(suffix)) => format!("posix://{}", Path::new(path).join(suffix).display()),
             _ => url.clone(),
         };
+        let twin = match &args.interleave_bucket {
+            Some(other) if !url.starts_with("posix://") => Some(open_target(&url, other, &args)?),
+            _ => None,
+        };
         targets.push(open_target(&url, &bucket, &args)?);
+        twins.push(twin);
+    }
+    if args.interleave_bucket.is_some()
+        && (args.workload != BenchWorkload::Ops || args.ops != [Op::Put] || twins.iter().all(Option::is_none))
+    {
+        return Err(
+            "--interleave-bucket takes the ops workload with --ops put and an S3, socket or embedded --target".into()
+        );
     }
     let mapping = crate::mapping::S3Mapping::from(args.s3_mapping);
     if mapping != crate::mapping::S3Mapping::default() {
@@ -424,7 +438,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         eprintln!("{}", ops_plan(&args, targets.len()));
     }
     for &size in if args.workload == BenchWorkload::Ops { &args.size[..] } else { &[] } {
-        for target in &targets {
+        for target in targets.iter().chain(twins.iter().flatten()) {
             start_fresh(&mut team, target.as_ref(), preparing)?;
         }
         for &op in &args.ops {
@@ -437,7 +451,34 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     _ => args.objects.unwrap_or_else(|| default_objects(size)),
                 };
                 let workload = Workload { op, object_size: size, workers, duration: args.duration, objects };
-                for target in &targets {
+                for (target, twin) in targets.iter().zip(&twins) {
+                    if let Some(twin) = twin {
+                        let _progress = start_phase(
+                            &mut team,
+                            format!(
+                                "running put size={} workers={workers} on {} and {} in turn, {:?} slices",
+                                crate::units::format_size(size),
+                                target.describe(),
+                                twin.describe(),
+                                args.slice
+                            ),
+                            None,
+                        )?;
+                        let pair = [target.as_ref(), twin.as_ref()];
+                        let rows = crate::interleave::run_put(pair, size, workers, args.duration, args.slice)
+                            .map_err(|e| format!("{}: {e}", target.describe()))?;
+                        if let Some(ratio) =
+                            crate::interleave::paired_ratio(&rows[0].slice_ops_per_s, &rows[1].slice_ops_per_s)
+                        {
+                            eprintln!(
+                                "interleaved put: {} ÷ {}, median of the paired slices: {ratio:.3}",
+                                target.describe(),
+                                twin.describe()
+                            );
+                        }
+                        results.extend(rows);
+                        continue;
+                    }
                     let _progress = start_phase(
                         &mut team,
                         format!(
@@ -464,7 +505,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if shared_namespace && let Some(team) = &mut team {
         team.barrier().map_err(|e| e.to_string())?;
     }
-    for target in &targets {
+    for target in targets.iter().chain(twins.iter().flatten()) {
         // The process that prepared removes everything; the others what they alone made.
         let removed = if preparing { target.cleanup() } else { target.release() };
         if let Err(e) = removed {

@@ -108,6 +108,10 @@ pub struct OpResult {
     /// Every latency (µs) as an encoded HdrHistogram, for exact percentiles across ranks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_histogram: Option<String>,
+    /// Interleaved phases (`--interleave-bucket`): this target's rate in each of its slices,
+    /// in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slice_ops_per_s: Vec<f64>,
     /// mdtest: the phase over its iterations (max, min, mean, standard deviation of the rate,
     /// mean ms per operation, per node); the rates above are then the iterations' mean.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,6 +212,10 @@ impl Tally {
         }
     }
 
+    pub(crate) fn errors(&self) -> u64 {
+        self.errors
+    }
+
     pub(crate) fn record(&mut self, started: Instant, outcome: BenchResult<(u64, u64)>) {
         self.unreported += 1;
         if self.unreported == REPORT_EVERY {
@@ -259,7 +267,7 @@ impl Tally {
 }
 
 /// A worker gives up after this many failed operations.
-const MAX_ERRORS: u64 = 100;
+pub(crate) const MAX_ERRORS: u64 = 100;
 
 /// Deterministic, incompressible-looking payload.
 pub fn payload(size: u64) -> Vec<u8> {
@@ -291,18 +299,30 @@ pub(crate) fn on_workers<F>(target: &dyn Target, workers: usize, f: F) -> BenchR
 where
     F: Fn(usize, &mut dyn Connection) -> Tally + Sync,
 {
-    let mut connections = (0..workers).map(|_| target.connect()).collect::<BenchResult<Vec<_>>>()?;
-    let f = &f;
-    let tallies: Vec<Tally> = std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            connections.iter_mut().enumerate().map(|(w, conn)| scope.spawn(move || f(w, conn.as_mut()))).collect();
-        handles.into_iter().map(|h| h.join().expect("benchmark worker panicked")).collect()
-    });
+    let tallies = on_workers_of_pair([target, target], workers, |w, connections| f(w, connections[0].as_mut()))?;
     let mut total = Tally::new();
     for t in tallies {
         total.merge(t);
     }
     Ok(total)
+}
+
+/// Runs `f(worker, [connection to pair[0], connection to pair[1]])` on `workers` threads and
+/// answers what each returned, in worker order.
+pub(crate) fn on_workers_of_pair<F, T>(pair: [&dyn Target; 2], workers: usize, f: F) -> BenchResult<Vec<T>>
+where
+    F: Fn(usize, &mut [Box<dyn Connection>; 2]) -> T + Sync,
+    T: Send,
+{
+    let mut connections = (0..workers)
+        .map(|_| Ok([pair[0].connect()?, pair[1].connect()?]))
+        .collect::<BenchResult<Vec<[Box<dyn Connection>; 2]>>>()?;
+    let f = &f;
+    Ok(std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            connections.iter_mut().enumerate().map(|(w, conn)| scope.spawn(move || f(w, conn))).collect();
+        handles.into_iter().map(|h| h.join().expect("benchmark worker panicked")).collect()
+    }))
 }
 
 /// Creates up to `count` objects with keys from `key`, spread over the workers, untimed, and
@@ -447,6 +467,7 @@ pub(crate) fn sample_result(
         p99_us: 2,
         max_us: 3,
         latency_histogram: None,
+        slice_ops_per_s: Vec::new(),
         iterations: None,
     }
 }
@@ -481,6 +502,7 @@ pub(crate) fn result_of(
         p99_us: tally.latency.value_at_quantile(0.99),
         max_us: tally.latency.max(),
         latency_histogram: crate::latency::encode(&tally.latency),
+        slice_ops_per_s: Vec::new(),
         iterations: None,
     }
 }
