@@ -369,6 +369,35 @@ def test_single_operations_say_what_they_will_do_first_and_keep_to_the_duration(
     assert len(fills) == 2 and all(0 < int(n) < 1000000 for n in fills), r.stderr[-2000:]
 
 
+def test_interleaved_puts_alternate_two_buckets_slice_by_slice(tmp_path):
+    """`--interleave-bucket` PUTs to --bucket and to the other bucket in turn, in slices (A B B
+    A), and reports each bucket's row with its rate in each of its slices and the median of the
+    paired slices' ratios: how the cost of a notification rule is measured on a noisy machine.
+    It is refused for anything but PUTs."""
+    root = tmp_path / "root"
+    root.mkdir()
+    result = tmp_path / "r.json"
+    base = [str(binary()), "bench", "--duration", "800ms", "--workers", "1", "--target", f"embedded://{root}",
+            "--baseline", str(tmp_path / "b"), "--durability", "relaxed", "--bucket", "ruled",
+            "--interleave-bucket", "plain", "--slice", "100ms"]
+    r = subprocess.run([*base, "--ops", "put", "--json", str(result)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {x["target"].rsplit(" ", 1)[-1]: x for x in json.loads(result.read_text())["results"] if x["kind"] == "embedded"}
+    assert set(rows) == {"ruled", "plain"}, rows
+    for row in rows.values():
+        # 800 ms of 100 ms slices: two A B B A groups, four slices each.
+        assert len(row["slice_ops_per_s"]) == 4 and all(rate > 0 for rate in row["slice_ops_per_s"]), row
+        assert row["ops"] > 0 and row["errors"] == 0 and abs(row["seconds"] - 0.4) < 1e-9, row
+        assert abs(sum(row["slice_ops_per_s"]) * 0.1 - row["ops"]) < 1e-6, row
+    assert re.search(r"interleaved put: embedded://\S+ bucket ruled ÷ embedded://\S+ bucket plain, median of the "
+                     r"paired slices: \d+\.\d{3}", r.stderr), r.stderr[-2000:]
+    # The buckets are removed afterwards, like any run's.
+    assert not (root / "ruled").exists() and not (root / "plain").exists()
+    refused = subprocess.run([*base, "--ops", "get"], capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0
+    assert "--interleave-bucket takes the ops workload with --ops put" in refused.stderr, refused.stderr[-1000:]
+
+
 @pytest.mark.parametrize("command", [["reproduce"], ["pools"], ["compare"]])
 def test_bench_help_is_the_bench_binarys(command, tmp_path):
     """`isthmus bench ...` runs the isthmus-bench binary with the same arguments: its --help is
