@@ -9,6 +9,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+
+use crate::recent_writes::Expected;
+pub use crate::recent_writes::RecentWrites;
 use std::time::{Duration, Instant};
 
 use isthmus_store::notification::NotificationConfig;
@@ -61,12 +64,6 @@ pub trait Announcer: Send + Sync + 'static {
 const RULES_KEPT: Duration = Duration::from_secs(2);
 /// Buckets whose rules are kept at once.
 const RULES_CAPACITY: usize = 10_000;
-/// How long the gateway's own writes are remembered for the watcher.
-const RECENT_KEPT: Duration = Duration::from_secs(120);
-/// The gateway's own writes remembered at once; past it the oldest are forgotten (their files
-/// may then be announced a second time by the watcher, never lost).
-const RECENT_CAPACITY: usize = 100_000;
-
 /// A bucket's rules and owner, as kept.
 type Rules = Option<(Arc<NotificationConfig>, String)>;
 
@@ -224,96 +221,6 @@ fn principal_name(cx: &RequestContext) -> String {
         Principal::User { name, .. } => name.clone(),
         Principal::Anonymous => "anonymous".into(),
         Principal::Process => "isthmus".into(),
-    }
-}
-
-/// What the gateway's own change of a key left, as the watcher will see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Expected {
-    /// The change is under way (the watcher may see it land before the call returns).
-    Underway,
-    /// The object with this ETag, size and modification time.
-    Written { etag: String, size: u64, modified: std::time::SystemTime },
-    /// No object.
-    Gone,
-}
-
-/// The gateway's own writes and deletes of the last minutes, by bucket and key, so that the
-/// watcher, which sees them land like any other file, announces none of them again. A change
-/// is marked before it starts (the watcher may see a file land or go before the call returns)
-/// and settled with what it left once it succeeded; a failed one is forgotten.
-#[derive(Default)]
-pub struct RecentWrites {
-    entries: Mutex<HashMap<(String, String), (Instant, Expected)>>,
-}
-
-impl RecentWrites {
-    fn mark(&self, bucket: &str, key: &str, expected: Expected) {
-        let now = Instant::now();
-        let mut entries = self.entries.lock().expect("recent writes lock");
-        if entries.len() >= RECENT_CAPACITY {
-            entries.retain(|_, (at, _)| now.duration_since(*at) < RECENT_KEPT);
-            if entries.len() >= RECENT_CAPACITY {
-                tracing::warn!(
-                    capacity = RECENT_CAPACITY,
-                    "the gateway's recent writes outgrew their bound: some may be announced twice"
-                );
-                entries.clear();
-            }
-        }
-        entries.insert((bucket.to_string(), key.to_string()), (now, expected));
-    }
-
-    /// Forgets a change that failed, unless another one marked the key since.
-    fn forget_underway(&self, bucket: &str, key: &str) {
-        let mut entries = self.entries.lock().expect("recent writes lock");
-        let id = (bucket.to_string(), key.to_string());
-        if entries.get(&id).is_some_and(|(_, expected)| *expected == Expected::Underway) {
-            entries.remove(&id);
-        }
-    }
-
-    /// Whether the file the watcher found at `key` (its size and modification time) is the
-    /// one the gateway wrote there, or a change of the gateway's is under way: answered before
-    /// the file is read, so the gateway's own writes cost the watcher one `statx`. A settled
-    /// write answers true once.
-    pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: std::time::SystemTime) -> bool {
-        let mut entries = self.entries.lock().expect("recent writes lock");
-        let id = (bucket.to_string(), key.to_string());
-        let Some((at, expected)) = entries.get(&id) else { return false };
-        if at.elapsed() >= RECENT_KEPT {
-            return false;
-        }
-        match expected {
-            Expected::Underway => true,
-            Expected::Written { size: s, modified: m, .. } if *s == size && *m == modified => {
-                entries.remove(&id);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Whether what the watcher saw of `key` (the object with this ETag, or `None`: no object)
-    /// is the gateway's own change, already announced. A settled change answers true once; one
-    /// under way, as long as it is.
-    pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
-        let mut entries = self.entries.lock().expect("recent writes lock");
-        let id = (bucket.to_string(), key.to_string());
-        let Some((at, expected)) = entries.get(&id) else { return false };
-        if at.elapsed() >= RECENT_KEPT {
-            return false;
-        }
-        let ours = match (expected, seen) {
-            (Expected::Underway, _) => return true,
-            (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
-            (Expected::Gone, None) => true,
-            _ => false,
-        };
-        if ours {
-            entries.remove(&id);
-        }
-        ours
     }
 }
 

@@ -12,6 +12,7 @@ pub mod door;
 mod error;
 pub mod identities;
 pub mod principals;
+mod recent_writes;
 pub mod runner;
 pub mod stack;
 pub mod tokens;

@@ -1,0 +1,248 @@
+//! The gateway's own recent writes and deletes, by bucket and key, so that the watcher of the
+//! data root, which sees them land like any other file, announces none of them again. A change
+//! is marked before it starts (the watcher may see a file land or go before the call returns)
+//! and settled with what it left once it succeeded; a failed one is forgotten.
+//!
+//! Bounded by age and by count, oldest first. Many marks are never taken: a new key the gateway
+//! links into place from an unnamed file shows the watcher no close under its name (the close
+//! is the unnamed file's, `#<inode>`), so nothing settles it. Those age out, or, under a
+//! sustained write rate, make room for newer ones in order, one at a time: never all at once
+//! under the lock on a request's path.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long the gateway's own writes are remembered for the watcher (and for scans of shared
+/// file systems, which see a change up to their interval later).
+const RECENT_KEPT: Duration = Duration::from_secs(120);
+/// The gateway's own writes remembered at once; past it the oldest are forgotten (their files
+/// may then be announced a second time by a scan, never lost).
+const RECENT_CAPACITY: usize = 100_000;
+
+/// What the gateway's own change of a key left, as the watcher will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Expected {
+    /// The change is under way (the watcher may see it land before the call returns).
+    Underway,
+    /// The object with this ETag, size and modification time.
+    Written { etag: String, size: u64, modified: SystemTime },
+    /// No object.
+    Gone,
+}
+
+type Id = (String, String);
+
+/// See the module comment.
+pub struct RecentWrites {
+    inner: Mutex<Recent>,
+    kept: Duration,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct Recent {
+    /// The latest change of each key and when it was marked.
+    entries: HashMap<Id, (Instant, Expected)>,
+    /// Keys in the order they were first marked, with that time: the oldest is forgotten
+    /// first. A key taken since is skipped when it comes up; one marked again since goes back
+    /// in line with its newer time.
+    order: VecDeque<(Id, Instant)>,
+    /// Whether a change younger than `kept` was forgotten for room (said once).
+    crowded: bool,
+}
+
+impl Default for RecentWrites {
+    fn default() -> Self {
+        Self::bounded(RECENT_KEPT, RECENT_CAPACITY)
+    }
+}
+
+impl RecentWrites {
+    fn bounded(kept: Duration, capacity: usize) -> Self {
+        Self { inner: Mutex::new(Recent::default()), kept, capacity: capacity.max(1) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many changes are remembered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub(crate) fn mark(&self, bucket: &str, key: &str, expected: Expected) {
+        let id = (bucket.to_string(), key.to_string());
+        let now = Instant::now();
+        let mut recent = self.lock();
+        match recent.entries.get_mut(&id) {
+            Some(entry) => *entry = (now, expected),
+            None => {
+                recent.order.push_back((id.clone(), now));
+                recent.entries.insert(id, (now, expected));
+            }
+        }
+        self.forget_oldest(&mut recent, now);
+    }
+
+    /// Forgets, oldest first, what is older than `kept` and what is past `capacity`; the line
+    /// of keys is kept within twice the capacity (keys taken leave their place in it behind).
+    fn forget_oldest(&self, recent: &mut Recent, now: Instant) {
+        while let Some((_, first)) = recent.order.front() {
+            let aged = now.duration_since(*first) >= self.kept;
+            let crowded = recent.entries.len() > self.capacity || recent.order.len() > 2 * self.capacity;
+            if !aged && !crowded {
+                break;
+            }
+            let (id, first) = recent.order.pop_front().expect("a first key");
+            let Some((latest, _)) = recent.entries.get(&id) else { continue };
+            let latest = *latest;
+            if latest != first && now.duration_since(latest) < self.kept && !crowded {
+                // Marked again since: back in line with its newer time.
+                recent.order.push_back((id, latest));
+                continue;
+            }
+            if now.duration_since(latest) < self.kept && !recent.crowded {
+                recent.crowded = true;
+                tracing::warn!(
+                    capacity = self.capacity,
+                    "the gateway's recent writes outgrew their bound: the oldest are forgotten, and a scan that \
+                     finds those files may announce them a second time (said once)"
+                );
+            }
+            recent.entries.remove(&id);
+        }
+    }
+
+    /// Forgets a change that failed, unless another one marked the key since.
+    pub(crate) fn forget_underway(&self, bucket: &str, key: &str) {
+        let id = (bucket.to_string(), key.to_string());
+        let mut recent = self.lock();
+        if recent.entries.get(&id).is_some_and(|(_, expected)| *expected == Expected::Underway) {
+            recent.entries.remove(&id);
+        }
+    }
+
+    /// Whether the file the watcher found at `key` (its size and modification time) is the
+    /// one the gateway wrote there, or a change of the gateway's is under way: answered before
+    /// the file is read, so the gateway's own writes cost the watcher one `statx`. A settled
+    /// write answers true once.
+    pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: SystemTime) -> bool {
+        let id = (bucket.to_string(), key.to_string());
+        let mut recent = self.lock();
+        let Some((at, expected)) = recent.entries.get(&id) else { return false };
+        if at.elapsed() >= self.kept {
+            return false;
+        }
+        match expected {
+            Expected::Underway => true,
+            Expected::Written { size: s, modified: m, .. } if *s == size && *m == modified => {
+                recent.entries.remove(&id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether what the watcher saw of `key` (the object with this ETag, or `None`: no object)
+    /// is the gateway's own change, already announced. A settled change answers true once; one
+    /// under way, as long as it is.
+    pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
+        let id = (bucket.to_string(), key.to_string());
+        let mut recent = self.lock();
+        let Some((at, expected)) = recent.entries.get(&id) else { return false };
+        if at.elapsed() >= self.kept {
+            return false;
+        }
+        let ours = match (expected, seen) {
+            (Expected::Underway, _) => return true,
+            (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
+            (Expected::Gone, None) => true,
+            _ => false,
+        };
+        if ours {
+            recent.entries.remove(&id);
+        }
+        ours
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(etag: &str) -> Expected {
+        Expected::Written { etag: etag.into(), size: 1, modified: SystemTime::UNIX_EPOCH }
+    }
+
+    /// A sustained write rate to keys the watcher never settles (new keys linked into place
+    /// from unnamed files) once filled the map to its bound, then emptied it at once, under
+    /// the lock, with a warning each time. Now the oldest go one at a time and the newest stay.
+    #[test]
+    fn past_the_bound_the_oldest_are_forgotten_one_at_a_time() {
+        let recent = RecentWrites::bounded(Duration::from_secs(120), 100);
+        let mark = |i: usize| {
+            recent.mark("b", &format!("k{i}"), Expected::Underway);
+            recent.mark("b", &format!("k{i}"), written("e"));
+        };
+        for i in 0..150 {
+            mark(i);
+            assert_eq!(recent.len(), (i + 1).min(100), "full, never emptied");
+        }
+        assert!(recent.take("b", "k50", Some("e")) && !recent.take("b", "k49", Some("e")));
+        for i in 150..1000 {
+            mark(i);
+        }
+        assert_eq!(recent.len(), 100);
+        assert!(recent.take("b", "k999", Some("e")), "the newest is remembered");
+        assert!(recent.take("b", "k900", Some("e")));
+        assert!(!recent.take("b", "k899", Some("e")), "the oldest were forgotten");
+        assert!(recent.lock().crowded);
+    }
+
+    #[test]
+    fn a_change_older_than_kept_is_forgotten_when_the_next_is_marked() {
+        let recent = RecentWrites::bounded(Duration::from_millis(50), 100);
+        recent.mark("b", "old", written("e"));
+        std::thread::sleep(Duration::from_millis(80));
+        recent.mark("b", "new", written("e"));
+        assert_eq!(recent.len(), 1);
+        assert!(!recent.take("b", "old", Some("e")));
+        assert!(recent.take("b", "new", Some("e")));
+        assert!(!recent.lock().crowded, "forgetting by age is no crowding");
+    }
+
+    #[test]
+    fn a_key_marked_again_keeps_its_latest_change_and_one_place_in_line() {
+        let recent = RecentWrites::bounded(Duration::from_secs(120), 2);
+        recent.mark("b", "a", Expected::Underway);
+        recent.mark("b", "a", written("1"));
+        recent.mark("b", "a", Expected::Underway);
+        recent.mark("b", "a", written("2"));
+        assert_eq!(recent.lock().order.len(), 1);
+        assert!(!recent.take("b", "a", Some("1")), "the earlier change is not the latest");
+        assert!(recent.take("b", "a", Some("2")));
+        // Taken keys leave their places behind; the line stays within twice the bound.
+        for i in 0..10 {
+            recent.mark("b", &format!("t{i}"), written("e"));
+            assert!(recent.take("b", &format!("t{i}"), Some("e")));
+        }
+        assert!(recent.lock().order.len() <= 4);
+        assert_eq!(recent.len(), 0);
+    }
+
+    #[test]
+    fn an_underway_change_that_failed_is_forgotten_unless_marked_again() {
+        let recent = RecentWrites::default();
+        recent.mark("b", "k", Expected::Underway);
+        assert!(recent.known_file("b", "k", 5, SystemTime::UNIX_EPOCH), "under way: the gateway's");
+        recent.forget_underway("b", "k");
+        assert!(!recent.known_file("b", "k", 5, SystemTime::UNIX_EPOCH));
+        recent.mark("b", "k", written("e"));
+        recent.forget_underway("b", "k");
+        assert!(recent.known_file("b", "k", 1, SystemTime::UNIX_EPOCH), "settled, so kept");
+        assert!(!recent.known_file("b", "k", 1, SystemTime::UNIX_EPOCH), "answered once");
+    }
+}
