@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::Op;
 use crate::target::{BenchError, BenchResult, Target};
-use crate::workload::{OpResult, Tally, on_workers_of_pair, payload, result_of};
+use crate::workload::{OpResult, Tally, on_workers_of, payload, result_of};
 
 /// The shortest slice: below it, a slice holds a few dozen PUTs and the switch itself counts.
 pub const MIN_SLICE: Duration = Duration::from_millis(20);
@@ -49,7 +49,7 @@ pub fn run_put(
     let data = payload(size);
     let start = Instant::now();
     let slice_nanos = slice.as_nanos();
-    let per_worker = on_workers_of_pair(pair, workers, |w, connections| {
+    let per_worker = on_workers_of(&pair, workers, |w, connections| {
         let mut tallies = [Tally::new(), Tally::new()];
         let mut counts = vec![0u64; slices as usize];
         let mut n = 0usize;

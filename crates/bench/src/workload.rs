@@ -299,7 +299,7 @@ pub(crate) fn on_workers<F>(target: &dyn Target, workers: usize, f: F) -> BenchR
 where
     F: Fn(usize, &mut dyn Connection) -> Tally + Sync,
 {
-    let tallies = on_workers_of_pair([target, target], workers, |w, connections| f(w, connections[0].as_mut()))?;
+    let tallies = on_workers_of(&[target], workers, |w, connections| f(w, connections[0].as_mut()))?;
     let mut total = Tally::new();
     for t in tallies {
         total.merge(t);
@@ -307,16 +307,16 @@ where
     Ok(total)
 }
 
-/// Runs `f(worker, [connection to pair[0], connection to pair[1]])` on `workers` threads and
-/// answers what each returned, in worker order.
-pub(crate) fn on_workers_of_pair<F, T>(pair: [&dyn Target; 2], workers: usize, f: F) -> BenchResult<Vec<T>>
+/// Runs `f(worker, connections)` on `workers` threads, each with a connection to every target
+/// of `targets` (in their order), and answers what each returned, in worker order.
+pub(crate) fn on_workers_of<F, T>(targets: &[&dyn Target], workers: usize, f: F) -> BenchResult<Vec<T>>
 where
-    F: Fn(usize, &mut [Box<dyn Connection>; 2]) -> T + Sync,
+    F: Fn(usize, &mut [Box<dyn Connection>]) -> T + Sync,
     T: Send,
 {
     let mut connections = (0..workers)
-        .map(|_| Ok([pair[0].connect()?, pair[1].connect()?]))
-        .collect::<BenchResult<Vec<[Box<dyn Connection>; 2]>>>()?;
+        .map(|_| targets.iter().map(|target| target.connect()).collect::<BenchResult<Vec<_>>>())
+        .collect::<BenchResult<Vec<Vec<Box<dyn Connection>>>>>()?;
     let f = &f;
     Ok(std::thread::scope(|scope| {
         let handles: Vec<_> =

@@ -19,6 +19,10 @@ const RECENT_KEPT: Duration = Duration::from_secs(120);
 /// The gateway's own writes remembered at once; past it the oldest are forgotten (their files
 /// may then be announced a second time by a scan, never lost).
 const RECENT_CAPACITY: usize = 100_000;
+/// The most changes one mark forgets for their age alone: after a quiet spell the aged ones
+/// go a few at a time, so no request holds the lock to forget a burst's worth (an aged change
+/// is no longer answered for anyway).
+const AGED_PER_MARK: usize = 8;
 
 /// What the gateway's own change of a key left, as the watcher will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,15 +91,18 @@ impl RecentWrites {
         self.forget_oldest(&mut recent, now);
     }
 
-    /// Forgets, oldest first, what is older than `kept` and what is past `capacity`; the line
-    /// of keys is kept within twice the capacity (keys taken leave their place in it behind).
+    /// Forgets, oldest first, what is past `capacity` (the line of keys is kept within twice
+    /// the capacity: keys taken leave their place in it behind), and up to `AGED_PER_MARK` of
+    /// what is older than `kept`.
     fn forget_oldest(&self, recent: &mut Recent, now: Instant) {
+        let mut aged_budget = AGED_PER_MARK;
         while let Some((_, first)) = recent.order.front() {
             let aged = now.duration_since(*first) >= self.kept;
             let crowded = recent.entries.len() > self.capacity || recent.order.len() > 2 * self.capacity;
-            if !aged && !crowded {
+            if !crowded && (!aged || aged_budget == 0) {
                 break;
             }
+            aged_budget = aged_budget.saturating_sub(1);
             let (id, first) = recent.order.pop_front().expect("a first key");
             let Some((latest, _)) = recent.entries.get(&id) else { continue };
             let latest = *latest;
@@ -212,6 +219,29 @@ mod tests {
         assert!(!recent.take("b", "old", Some("e")));
         assert!(recent.take("b", "new", Some("e")));
         assert!(!recent.lock().crowded, "forgetting by age is no crowding");
+    }
+
+    /// After a burst and a quiet spell, the next mark does not forget the whole burst under
+    /// the lock: a few aged changes go per mark, and every mark makes progress.
+    #[test]
+    fn aged_changes_go_a_few_per_mark() {
+        let recent = RecentWrites::bounded(Duration::from_millis(50), 1000);
+        for i in 0..100 {
+            recent.mark("b", &format!("burst{i}"), written("e"));
+        }
+        std::thread::sleep(Duration::from_millis(80));
+        recent.mark("b", "next", written("e"));
+        assert_eq!(recent.len(), 101 - AGED_PER_MARK);
+        for i in 0..5 {
+            recent.mark("b", &format!("more{i}"), written("e"));
+        }
+        assert_eq!(recent.len(), 101 - 6 * AGED_PER_MARK + 5);
+        for i in 5..20 {
+            recent.mark("b", &format!("more{i}"), written("e"));
+        }
+        // The whole burst is gone; "next" and the 20 marked after it stay.
+        assert_eq!(recent.len(), 21);
+        assert!(!recent.take("b", "burst99", Some("e")), "an aged change is not answered for");
     }
 
     #[test]
