@@ -226,11 +226,9 @@ impl Announcer for QueueAnnouncer {
         };
         let targets: Vec<QueueTarget> =
             targets.into_iter().map(|t| QueueTarget { configuration_id: t.rule_id, arn: t.arn }).collect();
-        if let Err(err) = self.notifier.enqueue(&event, &targets) {
-            // The write happened; the queue refused its event (full past the wait, or an ARN
-            // no longer configured): counted by the notifier, said here.
-            tracing::error!(bucket = %event.bucket, key = %event.key, error = %err, "an event could not be queued");
-        }
+        // The write happened; an event the queue refuses (full past the wait, or an ARN no
+        // longer configured) is counted and logged, with its key, by the queue.
+        let _ = self.notifier.enqueue(event, targets);
     }
 }
 

@@ -124,7 +124,7 @@ impl Notifier {
     /// Queues `event` for `targets`; written to the queue's file before this returns. Errors:
     /// `Full` (the caller answers 503 SlowDown), `UnknownDestination` (an ARN no destination
     /// has), `TooLarge`, `Closed`, `Io`.
-    pub fn enqueue(&self, event: &Event, targets: &[Target]) -> Result<(), NotifyError> {
+    pub fn enqueue(&self, event: Event, targets: Vec<Target>) -> Result<(), NotifyError> {
         self.queue.enqueue(event, targets).map(|_| ())
     }
 

@@ -47,7 +47,7 @@ fn records_reach_a_webhook_in_order_once_each_after_failures_with_the_token() {
     let (_root, dir) = state();
     let notifier = Notifier::start(dir, vec![hook], limits()).unwrap();
     for i in 0..5 {
-        notifier.enqueue(&event(&format!("k{i}")), &to(&[&arn])).unwrap();
+        notifier.enqueue(event(&format!("k{i}")), to(&[&arn])).unwrap();
     }
     until("five delivered", || notifier.metrics().delivered == 5);
     let received = server.received.lock().unwrap().clone();
@@ -71,11 +71,11 @@ fn records_reach_a_webhook_in_order_once_each_after_failures_with_the_token() {
     let text = notifier.prometheus();
     assert!(text.contains(&format!("isthmus_notify_failed_total{{destination=\"{arn}\"}} 3")), "{text}");
     assert!(matches!(
-        notifier.enqueue(&event("x"), &to(&["arn:isthmus:sqs::other:webhook"])),
+        notifier.enqueue(event("x"), to(&["arn:isthmus:sqs::other:webhook"])),
         Err(NotifyError::UnknownDestination(_))
     ));
     notifier.shutdown();
-    assert!(matches!(notifier.enqueue(&event("late"), &to(&[&arn])), Err(NotifyError::Closed)));
+    assert!(matches!(notifier.enqueue(event("late"), to(&[&arn])), Err(NotifyError::Closed)));
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn a_backlog_goes_in_batches_of_one_record_per_key_and_a_batch_taken_in_part_res
     // Queued before the notifier starts: the whole backlog is there for its first batch.
     let queue = Queue::open(dir.clone(), vec![arn.clone()], limits()).unwrap();
     for key in ["k0", "k1", "k2", "k1", "k3"] {
-        queue.enqueue(&event(key), &to(&[&arn])).unwrap();
+        queue.enqueue(event(key), to(&[&arn])).unwrap();
     }
     queue.close().unwrap();
     drop(queue);
@@ -113,7 +113,7 @@ fn a_redirect_is_never_followed_and_counts_as_a_failure() {
     let arn = hook.arn();
     let (_root, dir) = state();
     let notifier = Notifier::start(dir, vec![hook], limits()).unwrap();
-    notifier.enqueue(&event("k"), &to(&[&arn])).unwrap();
+    notifier.enqueue(event("k"), to(&[&arn])).unwrap();
     until("retried twice", || notifier.metrics().failed >= 2);
     std::thread::sleep(Duration::from_millis(50));
     let metrics = notifier.metrics();
@@ -135,7 +135,7 @@ fn a_notifier_dropped_without_shutdown_resumes_at_its_last_saved_cursor() {
     let (_root, dir) = state();
     let notifier = Notifier::start(dir.clone(), vec![hook.clone()], limits()).unwrap();
     for key in ["k0", "k1", "k2"] {
-        notifier.enqueue(&event(key), &to(&[&arn])).unwrap();
+        notifier.enqueue(event(key), to(&[&arn])).unwrap();
     }
     until("three delivered", || notifier.metrics().delivered == 3);
     // Caught up: its position is saved within a second (not at once: a save costs fsyncs).
@@ -143,7 +143,7 @@ fn a_notifier_dropped_without_shutdown_resumes_at_its_last_saved_cursor() {
     until("the position saved", || std::fs::read_to_string(&cursor).is_ok_and(|text| !text.is_empty()));
     failing.store(true, Ordering::SeqCst);
     for key in ["k3", "k4"] {
-        notifier.enqueue(&event(key), &to(&[&arn])).unwrap();
+        notifier.enqueue(event(key), to(&[&arn])).unwrap();
     }
     until("a failure", || notifier.metrics().failed >= 1);
     drop(notifier); // as a crash leaves it: no cursor saved now
@@ -164,8 +164,8 @@ fn a_destination_kind_without_a_sender_yet_only_delays_its_own_records() {
     let (hook_arn, broken_arn) = (hook.arn(), broken.arn());
     let (_root, dir) = state();
     let notifier = Notifier::start(dir, vec![broken, hook], limits()).unwrap();
-    notifier.enqueue(&event("both"), &to(&[&broken_arn, &hook_arn])).unwrap();
-    notifier.enqueue(&event("hook"), &to(&[&hook_arn])).unwrap();
+    notifier.enqueue(event("both"), to(&[&broken_arn, &hook_arn])).unwrap();
+    notifier.enqueue(event("hook"), to(&[&hook_arn])).unwrap();
     until("the hook has both", || server.received.lock().unwrap().len() == 2);
     // The server keeps a request before it answers: the hook's cursor moves once the answer is back.
     until("the hook's records are acknowledged", || notifier.metrics().destinations[1].delivered == 2);

@@ -18,6 +18,7 @@
 //! Disk: at most `max_bytes` of queued records plus one segment (`max_bytes / 8`, between 4 KiB
 //! and 64 MiB).
 
+mod frame;
 mod open;
 mod segment;
 
@@ -28,6 +29,7 @@ use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -191,6 +193,9 @@ pub struct Queue {
     arrived: Vec<Condvar>,
     /// Records released.
     room: Condvar,
+    /// `Inner::bytes` as last set under the lock, read without it by `has_room` (asked before
+    /// every write to a bucket with rules: no lock shared with the delivery threads there).
+    bytes_now: AtomicU64,
     flush: Arc<Flush>,
 }
 
@@ -211,8 +216,21 @@ impl Queue {
 
     /// Queues `event` for `targets` and returns its sequencer (`None`: no targets, nothing
     /// queued). The frame is written before this returns (see the module comment on
-    /// durability); when the queue is full, `limits.when_full` decides.
-    pub fn enqueue(&self, event: &Event, targets: &[Target]) -> Result<Option<u64>, NotifyError> {
+    /// durability); when the queue is full, `limits.when_full` decides. The write the event
+    /// tells of has happened: an event that cannot be queued is logged here, with its key.
+    pub fn enqueue(&self, event: Event, targets: Vec<Target>) -> Result<Option<u64>, NotifyError> {
+        let mut entry = Some(Entry { seq: 0, queued_ms: millis(SystemTime::now()), event, targets });
+        self.place(&mut entry).inspect_err(|err| {
+            if let Some(Entry { event, .. }) = &entry {
+                tracing::error!(bucket = %event.bucket, key = %event.key, error = %err, "an event could not be queued");
+            }
+        })
+    }
+
+    /// `enqueue`'s work: `entry` is taken once it is queued (left there when it is not).
+    fn place(&self, entry: &mut Option<Entry>) -> Result<Option<u64>, NotifyError> {
+        let Entry { queued_ms, event, targets, .. } = entry.as_ref().expect("an entry to place");
+        let queued_ms = *queued_ms;
         let mut mask = 0u64;
         for target in targets {
             let index =
@@ -223,23 +241,20 @@ impl Queue {
             return Ok(None);
         }
         let deadline = Instant::now() + BLOCK_LIMIT;
-        let queued_ms = millis(SystemTime::now());
-        // Serialized and copied before the lock is taken: under it, only numbered.
-        let body = segment::Body::new(queued_ms, event, targets);
-        let mut entry = Entry { seq: 0, queued_ms, event: event.clone(), targets: targets.to_vec() };
+        // Encoded before the lock is taken: under it, only numbered.
+        let mut body = segment::Body::new(queued_ms, event, targets)?;
         let mut inner = self.lock();
         let mut dropped_now = 0u64;
         let frame = loop {
             if inner.closed {
                 return Err(NotifyError::Closed);
             }
-            let frame = body.frame(inner.next_seq)?;
-            let size = frame.len() as u64;
+            let size = body.len();
             if size > self.limits.max_bytes {
                 return Err(NotifyError::TooLarge { size, limit: self.limits.max_bytes });
             }
             if inner.bytes + size <= self.limits.max_bytes {
-                break frame;
+                break body.number(inner.next_seq);
             }
             match self.limits.when_full {
                 WhenFull::Refuse => return Err(NotifyError::Full),
@@ -268,15 +283,17 @@ impl Queue {
             inner.dropping = false;
         }
         let seq = inner.next_seq;
-        entry.seq = seq;
-        let file = self.append(&mut inner, &frame)?;
+        let file = self.append(&mut inner, frame)?;
         let len = frame.len() as u64;
+        let mut entry = entry.take().expect("an entry to place");
+        entry.seq = seq;
         let cached = (inner.cached < CACHED).then(|| Arc::new(entry));
         inner.cached += usize::from(cached.is_some());
         let active = inner.segments.back().expect("there is always an active segment");
         let slot = Slot { seq, segment: active.id, offset: active.len - len, len, queued_ms, targets: mask, cached };
         inner.slots.push_back(slot);
         inner.bytes += len;
+        self.bytes_now.store(inner.bytes, Ordering::Relaxed);
         inner.next_seq += 1;
         inner.queued += 1;
         for (index, cursor) in inner.cursors.iter_mut().enumerate() {
@@ -326,6 +343,7 @@ impl Queue {
     fn drop_oldest(&self, inner: &mut Inner) {
         let Some(slot) = inner.slots.pop_front() else { return };
         inner.bytes -= slot.len;
+        self.bytes_now.store(inner.bytes, Ordering::Relaxed);
         inner.cached -= usize::from(slot.cached.is_some());
         inner.dropped += 1;
         for (index, cursor) in inner.cursors.iter_mut().enumerate() {
@@ -353,6 +371,7 @@ impl Queue {
             released = true;
         }
         if released {
+            self.bytes_now.store(inner.bytes, Ordering::Relaxed);
             self.delete_passed_segments(inner);
             self.room.notify_all();
         }
@@ -374,7 +393,7 @@ impl Queue {
 
     /// Whether an `enqueue` would find room now without waiting or dropping.
     pub fn has_room(&self) -> bool {
-        self.lock().bytes + ROOM_MARGIN <= self.limits.max_bytes
+        self.bytes_now.load(Ordering::Relaxed) + ROOM_MARGIN <= self.limits.max_bytes
     }
 
     /// Waits up to `timeout` for `has_room`; whether there is room.

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex};
 
 use isthmus_store::state_dir::StateDir;
@@ -59,6 +60,7 @@ impl Queue {
         })
         .map_err(NotifyError::Thread)?;
         let arrived = (0..arns.len()).map(|_| Condvar::new()).collect();
+        let bytes_now = AtomicU64::new(inner.bytes);
         let queue = Queue {
             dir,
             _lock: lock,
@@ -68,6 +70,7 @@ impl Queue {
             inner: Mutex::new(inner),
             arrived,
             room: Condvar::new(),
+            bytes_now,
             flush,
         };
         queue.release(&mut queue.lock());

@@ -2,7 +2,7 @@
 //! the state directory's descriptor (never by path, never through a link, mode 0600), and
 //! scanned at open so that a tail a crash left half-written is cut off rather than misread.
 //!
-//! A frame is `[length: u32 LE][CRC32C of the payload: u32 LE][payload: JSON of an Entry]`.
+//! A frame is `[length: u32 LE][CRC32C of the payload: u32 LE][payload: an Entry, see `frame`]`.
 
 use std::fs::File;
 use std::os::fd::AsFd;
@@ -41,39 +41,34 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
 }
 
-/// An entry's JSON without its sequencer: made before the queue's lock is taken, so that the
-/// lock is held only to number it (`Body::frame`).
+/// An entry's frame before it is numbered: encoded before the queue's lock is taken, so that
+/// the lock is held only to write its sequencer and checksum (`Body::number`).
 pub struct Body(Vec<u8>);
 
-/// The fields of an `Entry` other than its sequencer, borrowed, in the entry's JSON form.
-#[derive(Serialize)]
-struct Unnumbered<'a> {
-    queued_ms: u64,
-    event: &'a Event,
-    targets: &'a [Target],
-}
-
 impl Body {
-    pub fn new(queued_ms: u64, event: &Event, targets: &[Target]) -> Body {
-        Body(serde_json::to_vec(&Unnumbered { queued_ms, event, targets }).expect("an entry always serializes"))
-    }
-
-    /// The frame of this entry numbered `seq`: the JSON object gets `"seq"` as its first member.
-    pub fn frame(&self, seq: u64) -> Result<Vec<u8>, NotifyError> {
-        let seq = format!("{{\"seq\":{seq},");
-        // `self.0` is a JSON object with members: `{` is replaced by `{"seq":N,`.
-        let len = seq.len() + self.0.len() - 1;
+    /// The frame of `event` for `targets`, or `TooLarge` past `MAX_FRAME`.
+    pub fn new(queued_ms: u64, event: &Event, targets: &[Target]) -> Result<Body, NotifyError> {
+        let frame = super::frame::encode(HEADER, queued_ms, event, targets);
+        let len = frame.len() - HEADER;
         if len > MAX_FRAME {
             return Err(NotifyError::TooLarge { size: len as u64, limit: MAX_FRAME as u64 });
         }
-        let mut frame = Vec::with_capacity(HEADER + len);
-        frame.extend_from_slice(&(len as u32).to_le_bytes());
-        frame.extend_from_slice(&[0; 4]);
-        frame.extend_from_slice(seq.as_bytes());
-        frame.extend_from_slice(&self.0[1..]);
-        let checksum = crc(&frame[HEADER..]);
-        frame[4..HEADER].copy_from_slice(&checksum.to_le_bytes());
-        Ok(frame)
+        Ok(Body(frame))
+    }
+
+    /// The frame's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    /// The frame numbered `seq` (numbered again, if a wait for room changed the number).
+    pub fn number(&mut self, seq: u64) -> &[u8] {
+        let len = self.0.len() - HEADER;
+        super::frame::number(&mut self.0[HEADER..], seq);
+        let checksum = crc(&self.0[HEADER..]);
+        self.0[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        self.0[4..HEADER].copy_from_slice(&checksum.to_le_bytes());
+        &self.0
     }
 }
 
@@ -110,7 +105,7 @@ pub fn read_frame(file: &File, offset: u64, size: u64) -> Result<(Entry, u64), B
     if crc(&payload) != expected {
         return Err(BadFrame::Corrupt("a checksum mismatch"));
     }
-    let entry = serde_json::from_slice(&payload).map_err(|_| BadFrame::Corrupt("an entry that does not parse"))?;
+    let entry = super::frame::decode(&payload).ok_or(BadFrame::Corrupt("an entry that does not parse"))?;
     Ok((entry, (HEADER + len) as u64))
 }
 

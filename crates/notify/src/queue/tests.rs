@@ -73,7 +73,7 @@ fn records_come_out_in_order_and_files_are_private() {
     let (root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     for key in ["k1", "k2", "k3"] {
-        queue.enqueue(&event(key), &to(&[A])).unwrap();
+        queue.enqueue(event(key), to(&[A])).unwrap();
     }
     let got = drain(&queue, 0);
     assert_eq!(keys(&got), ["k1", "k2", "k3"]);
@@ -84,10 +84,10 @@ fn records_come_out_in_order_and_files_are_private() {
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     }
     assert!(matches!(
-        queue.enqueue(&event("x"), &to(&["arn:isthmus:sqs::nobody:webhook"])),
+        queue.enqueue(event("x"), to(&["arn:isthmus:sqs::nobody:webhook"])),
         Err(NotifyError::UnknownDestination(_))
     ));
-    assert_eq!(queue.enqueue(&event("x"), &[]).unwrap(), None);
+    assert_eq!(queue.enqueue(event("x"), vec![]).unwrap(), None);
 }
 
 #[test]
@@ -95,7 +95,7 @@ fn a_reopened_queue_resumes_at_the_saved_cursor_and_sends_the_unsaved_again() {
     let (_root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     for key in ["k1", "k2", "k3", "k4"] {
-        queue.enqueue(&event(key), &to(&[A])).unwrap();
+        queue.enqueue(event(key), to(&[A])).unwrap();
     }
     for _ in 0..2 {
         let (seq, _) = queue.next(0).unwrap().unwrap();
@@ -114,15 +114,15 @@ fn a_reopened_queue_resumes_at_the_saved_cursor_and_sends_the_unsaved_again() {
 fn the_sequencer_keeps_increasing_across_reopen_even_when_everything_was_delivered() {
     let (_root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
-    let first = queue.enqueue(&event("k1"), &to(&[A])).unwrap().unwrap();
-    let second = queue.enqueue(&event("k2"), &to(&[A])).unwrap().unwrap();
+    let first = queue.enqueue(event("k1"), to(&[A])).unwrap().unwrap();
+    let second = queue.enqueue(event("k2"), to(&[A])).unwrap().unwrap();
     assert!(second > first);
     drain(&queue, 0);
     queue.close().unwrap();
     queue.save_cursors().unwrap();
     drop(queue);
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
-    let third = queue.enqueue(&event("k3"), &to(&[A])).unwrap().unwrap();
+    let third = queue.enqueue(event("k3"), to(&[A])).unwrap().unwrap();
     assert!(third > second, "{third} after {second}");
     assert_eq!(drain(&queue, 0), vec![(third, "k3".to_string())]);
 }
@@ -132,7 +132,7 @@ fn a_torn_tail_is_cut_off_and_the_queue_goes_on() {
     let (root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     for key in ["k1", "k2"] {
-        queue.enqueue(&event(key), &to(&[A])).unwrap();
+        queue.enqueue(event(key), to(&[A])).unwrap();
     }
     drop(queue);
     let segment = segment_files(&root).pop().unwrap();
@@ -144,7 +144,7 @@ fn a_torn_tail_is_cut_off_and_the_queue_goes_on() {
     drop(file);
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     assert_eq!(std::fs::metadata(&segment).unwrap().len(), whole, "cut back to the last whole frame");
-    queue.enqueue(&event("k3"), &to(&[A])).unwrap();
+    queue.enqueue(event("k3"), to(&[A])).unwrap();
     assert_eq!(keys(&drain(&queue, 0)), ["k1", "k2", "k3"]);
 }
 
@@ -153,7 +153,7 @@ fn a_huge_frame_length_is_corruption_never_an_allocation() {
     let (root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     for key in ["k1", "k2"] {
-        queue.enqueue(&event(key), &to(&[A])).unwrap();
+        queue.enqueue(event(key), to(&[A])).unwrap();
     }
     drop(queue);
     let segment = segment_files(&root).pop().unwrap();
@@ -172,7 +172,7 @@ fn a_flipped_byte_cuts_that_record_and_keeps_the_ones_before() {
     let (root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     for key in ["k1", "k2"] {
-        queue.enqueue(&event(key), &to(&[A])).unwrap();
+        queue.enqueue(event(key), to(&[A])).unwrap();
     }
     drop(queue);
     let segment = segment_files(&root).pop().unwrap();
@@ -190,7 +190,7 @@ fn refuse_fails_when_full_and_takes_again_once_delivered() {
     let queue = open(&dir, 16 << 10, WhenFull::Refuse);
     let mut taken = 0;
     let err = loop {
-        match queue.enqueue(&event(&format!("k{taken}")), &to(&[A])) {
+        match queue.enqueue(event(&format!("k{taken}")), to(&[A])) {
             Ok(_) => taken += 1,
             Err(err) => break err,
         }
@@ -202,7 +202,7 @@ fn refuse_fails_when_full_and_takes_again_once_delivered() {
     assert!(!queue.wait_for_room(Duration::from_millis(20)));
     assert_eq!(drain(&queue, 0).len(), taken);
     assert!(queue.has_room());
-    queue.enqueue(&event("again"), &to(&[A])).unwrap();
+    queue.enqueue(event("again"), to(&[A])).unwrap();
     assert_eq!(queue.stats().dropped, 0);
 }
 
@@ -211,7 +211,7 @@ fn drop_oldest_keeps_the_newest_and_counts_the_dropped() {
     let (root, dir) = state();
     let queue = open(&dir, 16 << 10, WhenFull::DropOldest);
     for i in 0..300 {
-        queue.enqueue(&event(&format!("k{i:03}")), &to(&[A, B])).unwrap();
+        queue.enqueue(event(&format!("k{i:03}")), to(&[A, B])).unwrap();
     }
     let stats = queue.stats();
     assert!(stats.bytes <= 16 << 10);
@@ -228,11 +228,11 @@ fn drop_oldest_keeps_the_newest_and_counts_the_dropped() {
 fn block_waits_for_room_made_by_a_delivery() {
     let (_root, dir) = state();
     let queue = open(&dir, 16 << 10, WhenFull::Block);
-    queue.enqueue(&event("fill"), &to(&[A])).unwrap();
+    queue.enqueue(event("fill"), to(&[A])).unwrap();
     let frame = queue.stats().bytes;
     // Full: less than one more frame of room.
     while queue.stats().bytes + frame <= 16 << 10 {
-        queue.enqueue(&event("fill"), &to(&[A])).unwrap();
+        queue.enqueue(event("fill"), to(&[A])).unwrap();
     }
     assert!(!queue.wait_for_room(Duration::from_millis(20)));
     let consumer = {
@@ -244,7 +244,7 @@ fn block_waits_for_room_made_by_a_delivery() {
         })
     };
     let started = std::time::Instant::now();
-    queue.enqueue(&event("last"), &to(&[A])).unwrap();
+    queue.enqueue(event("last"), to(&[A])).unwrap();
     assert!(started.elapsed() >= Duration::from_millis(150), "it waited for the delivery");
     consumer.join().unwrap();
     assert_eq!(drain(&queue, 0).last().unwrap().1, "last");
@@ -254,9 +254,9 @@ fn block_waits_for_room_made_by_a_delivery() {
 fn two_destinations_have_independent_cursors() {
     let (_root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
-    queue.enqueue(&event("a1"), &to(&[A])).unwrap();
-    queue.enqueue(&event("both"), &to(&[A, B])).unwrap();
-    queue.enqueue(&event("b1"), &to(&[B])).unwrap();
+    queue.enqueue(event("a1"), to(&[A])).unwrap();
+    queue.enqueue(event("both"), to(&[A, B])).unwrap();
+    queue.enqueue(event("b1"), to(&[B])).unwrap();
     assert_eq!(queue.stats().pending.iter().map(|p| p.0).collect::<Vec<_>>(), [2, 2]);
     assert_eq!(keys(&drain(&queue, 0)), ["a1", "both"]);
     assert_eq!(queue.stats().pending[0].0, 0);
@@ -287,7 +287,7 @@ fn a_strict_queue_syncs_each_record_and_reads_it_back() {
     let (_root, dir) = state();
     let strict = QueueLimits { max_bytes: 1 << 20, when_full: WhenFull::Refuse, strict_sync: true };
     let queue = Queue::open(dir.clone(), vec![A.into()], strict).unwrap();
-    queue.enqueue(&event("k1"), &to(&[A])).unwrap();
+    queue.enqueue(event("k1"), to(&[A])).unwrap();
     drop(queue);
     let queue = Queue::open(dir, vec![A.into()], strict).unwrap();
     assert_eq!(keys(&drain(&queue, 0)), ["k1"]);
@@ -300,7 +300,7 @@ fn entries_past_the_memory_bound_are_read_back_and_the_bound_is_freed_by_deliver
     let count = CACHED + 100;
     for round in 0..2 {
         for i in 0..count {
-            queue.enqueue(&event(&format!("r{round}-{i:05}")), &to(&[A])).unwrap();
+            queue.enqueue(event(&format!("r{round}-{i:05}")), to(&[A])).unwrap();
         }
         assert_eq!(queue.lock().cached, CACHED, "at most CACHED entries in memory");
         // In batches: the first CACHED from memory, the rest read from the segment files.
@@ -322,22 +322,81 @@ fn entries_past_the_memory_bound_are_read_back_and_the_bound_is_freed_by_deliver
     }
 }
 
-#[test]
-fn a_frame_numbered_under_the_lock_is_the_entry_serde_writes_and_reads_back() {
-    let entry = Entry { seq: 12_345, queued_ms: 17, event: event("k \"quoted\" é"), targets: to(&[A, B]) };
-    let frame = segment::Body::new(entry.queued_ms, &entry.event, &entry.targets).frame(entry.seq).unwrap();
-    // The same bytes as the whole entry serialized at once: queues written before read the same.
-    let payload = serde_json::to_vec(&entry).unwrap();
-    assert_eq!(&frame[segment::HEADER..], &payload[..]);
+/// A frame of `payload` as a segment holds it.
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut frame = (payload.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&(crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, payload) as u32).to_le_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// The entry of the frame at the start of a new segment holding `frame` alone.
+fn read_back(frame: &[u8]) -> Result<(Entry, u64), segment::BadFrame> {
     let (root, dir) = state();
     let file = segment::open(&dir, 1, true).unwrap();
-    file.write_all_at(&frame, 0).unwrap();
-    let (back, len) = segment::read_frame(&file, 0, frame.len() as u64).unwrap();
-    assert_eq!(
-        (back.seq, back.event.key.as_str(), back.targets.len(), len),
-        (12_345, "k \"quoted\" é", 2, frame.len() as u64)
-    );
+    file.write_all_at(frame, 0).unwrap();
+    let back = segment::read_frame(&file, 0, frame.len() as u64);
     drop(root);
+    back
+}
+
+#[test]
+fn a_frame_numbered_under_the_lock_reads_back_whole_and_numbered_again_it_reads_the_new_number() {
+    let mut removal = event("gone");
+    (removal.name, removal.etag, removal.version_id) = (EventName::ObjectRemovedDelete, None, Some("v 1".into()));
+    for entry in [
+        Entry { seq: 12_345, queued_ms: 17, event: event("k \"quoted\" é"), targets: to(&[A, B]) },
+        Entry { seq: u64::MAX, queued_ms: 0, event: removal, targets: vec![] },
+    ] {
+        let mut body = segment::Body::new(entry.queued_ms, &entry.event, &entry.targets).unwrap();
+        body.number(1);
+        let frame = body.number(entry.seq).to_vec();
+        let (back, len) = read_back(&frame).unwrap();
+        assert_eq!(len, frame.len() as u64);
+        assert_eq!(
+            (back.seq, back.queued_ms, &back.event, &back.targets),
+            (entry.seq, entry.queued_ms, &entry.event, &entry.targets)
+        );
+    }
+}
+
+#[test]
+fn a_queue_written_before_the_binary_frames_still_reads() {
+    // As serde wrote every entry before: the JSON of the whole entry.
+    let entry = Entry { seq: 7, queued_ms: 3, event: event("old"), targets: to(&[A]) };
+    let (back, _) = read_back(&framed(&serde_json::to_vec(&entry).unwrap())).unwrap();
+    assert_eq!((back.seq, back.event, back.targets), (7, entry.event, entry.targets));
+}
+
+#[test]
+fn a_binary_entry_that_lies_about_its_lengths_is_corrupt_and_allocates_nothing_it_claims() {
+    let entry = Entry { seq: 9, queued_ms: 3, event: event("k"), targets: to(&[A]) };
+    let mut body = segment::Body::new(entry.queued_ms, &entry.event, &entry.targets).unwrap();
+    let good = body.number(9)[segment::HEADER..].to_vec();
+    let corrupt = |payload: &[u8]| matches!(read_back(&framed(payload)), Err(segment::BadFrame::Corrupt(_)));
+    // The bucket's length (after version, seq, queued_ms, name, size and time) claims 4 GiB.
+    let at = 1 + 8 + 8 + 1 + 8 + 12;
+    let mut huge = good.clone();
+    huge[at..at + 4].copy_from_slice(&0xffff_fffeu32.to_le_bytes());
+    assert!(corrupt(&huge));
+    // A target count past what the bytes can hold.
+    let mut many = good.clone();
+    let count_at = good.len() - (4 + "rule".len() + 4 + A.len()) - 2;
+    many[count_at..count_at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+    assert!(corrupt(&many));
+    // An event name past the known ones, bytes left over, a cut, invalid UTF-8, an unknown version.
+    let mut name = good.clone();
+    name[17] = 200;
+    assert!(corrupt(&name));
+    assert!(corrupt(&[good.as_slice(), b"x"].concat()));
+    assert!(corrupt(&good[..good.len() - 1]));
+    let mut utf8 = good.clone();
+    utf8[at + 4] = 0xff;
+    assert!(corrupt(&utf8));
+    let mut version = good.clone();
+    version[0] = 2;
+    assert!(corrupt(&version));
+    assert!(read_back(&framed(&good)).is_ok());
 }
 
 #[test]
@@ -345,7 +404,7 @@ fn acknowledging_a_batch_at_once_releases_its_records_for_that_destination_only(
     let (_root, dir) = state();
     let queue = open(&dir, 1 << 20, WhenFull::Refuse);
     for key in ["a", "b", "c"] {
-        queue.enqueue(&event(key), &to(&[A, B])).unwrap();
+        queue.enqueue(event(key), to(&[A, B])).unwrap();
     }
     let batch = queue.next_batch(0, 64).unwrap();
     queue.ack_all(0, batch.iter().map(|(seq, _)| *seq));
