@@ -336,8 +336,12 @@ pub fn watch_files(
     // The gateway's own writes are known by their size and time: the watcher skips them
     // without reading them again (the announcing thread still checks the ETag of the others).
     let recent = context.announcing.recent_writes();
+    let created_recent = recent.clone();
     let options = WatchOptions {
         known: Some(Arc::new(move |bucket, key, size, modified| recent.known_file(bucket, key, size, modified))),
+        // A new key the gateway linked into place shows the watcher no close under its name:
+        // its remembered write is settled when it appears, not left to age out.
+        created: Some(Arc::new(move |bucket, key| created_recent.created(bucket, key))),
         max_watches: settings.watch_max_directories,
         ..WatchOptions::default()
     };

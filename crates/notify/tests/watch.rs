@@ -32,7 +32,7 @@ impl Fixture {
         let watcher = Watcher::start(
             &root,
             Arc::new(|bucket: &str| bucket != "plain" && bucket != "norules"),
-            WatchOptions { settle: SETTLE, known: None, max_watches },
+            WatchOptions { settle: SETTLE, max_watches, ..WatchOptions::default() },
             Arc::new(move |c| sink_seen.lock().unwrap().push(c)),
         )
         .unwrap();

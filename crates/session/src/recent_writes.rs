@@ -3,14 +3,16 @@
 //! is marked before it starts (the watcher may see a file land or go before the call returns)
 //! and settled with what it left once it succeeded; a failed one is forgotten.
 //!
-//! Bounded by age and by count, oldest first. Many marks are never taken: a new key the gateway
-//! links into place from an unnamed file shows the watcher no close under its name (the close
-//! is the unnamed file's, `#<inode>`), so nothing settles it. Those age out, or, under a
-//! sustained write rate, make room for newer ones in order, one at a time: never all at once
-//! under the lock on a request's path.
+//! A new key the gateway links into place from an unnamed file shows the watcher no close
+//! under its name (the close is the unnamed file's, `#<inode>`): the watcher settles it when
+//! the name appears (`created`). Bounded by age and by count, oldest first: what is never
+//! settled (a scanner's directories see a change up to their interval later; with the watcher
+//! off, nothing does) ages out, or, under a sustained write rate, makes room for newer ones in
+//! order, one at a time: never all at once under the lock on a request's path.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long the gateway's own writes are remembered for the watcher (and for scans of shared
@@ -35,7 +37,26 @@ pub(crate) enum Expected {
     Gone,
 }
 
-type Id = (String, String);
+/// A change's bucket and key, as `bucket/key` (a bucket name has no `/`): one allocation per
+/// remembered change, shared by the map and the line; looked up without one (`with_id`).
+type Id = Arc<str>;
+
+/// Runs `f` with `bucket/key` in this thread's scratch buffer.
+fn with_id<R>(bucket: &str, key: &str, f: impl FnOnce(&str) -> R) -> R {
+    thread_local!(static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) });
+    SCRATCH.with_borrow_mut(|id| {
+        id.clear();
+        id.push_str(bucket);
+        id.push('/');
+        id.push_str(key);
+        let result = f(id);
+        if id.capacity() > 4096 {
+            // A very long key once: not kept for the thread's life.
+            *id = String::new();
+        }
+        result
+    })
+}
 
 /// See the module comment.
 pub struct RecentWrites {
@@ -78,17 +99,19 @@ impl RecentWrites {
     }
 
     pub(crate) fn mark(&self, bucket: &str, key: &str, expected: Expected) {
-        let id = (bucket.to_string(), key.to_string());
         let now = Instant::now();
-        let mut recent = self.lock();
-        match recent.entries.get_mut(&id) {
-            Some(entry) => *entry = (now, expected),
-            None => {
-                recent.order.push_back((id.clone(), now));
-                recent.entries.insert(id, (now, expected));
+        with_id(bucket, key, |id| {
+            let mut recent = self.lock();
+            match recent.entries.get_mut(id) {
+                Some(entry) => *entry = (now, expected),
+                None => {
+                    let id: Id = Arc::from(id);
+                    recent.order.push_back((id.clone(), now));
+                    recent.entries.insert(id, (now, expected));
+                }
             }
-        }
-        self.forget_oldest(&mut recent, now);
+            self.forget_oldest(&mut recent, now);
+        })
     }
 
     /// Forgets, oldest first, what is past `capacity` (the line of keys is kept within twice
@@ -125,11 +148,12 @@ impl RecentWrites {
 
     /// Forgets a change that failed, unless another one marked the key since.
     pub(crate) fn forget_underway(&self, bucket: &str, key: &str) {
-        let id = (bucket.to_string(), key.to_string());
-        let mut recent = self.lock();
-        if recent.entries.get(&id).is_some_and(|(_, expected)| *expected == Expected::Underway) {
-            recent.entries.remove(&id);
-        }
+        with_id(bucket, key, |id| {
+            let mut recent = self.lock();
+            if recent.entries.get(id).is_some_and(|(_, expected)| *expected == Expected::Underway) {
+                recent.entries.remove(id);
+            }
+        })
     }
 
     /// Whether the file the watcher found at `key` (its size and modification time) is the
@@ -137,42 +161,58 @@ impl RecentWrites {
     /// the file is read, so the gateway's own writes cost the watcher one `statx`. A settled
     /// write answers true once.
     pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: SystemTime) -> bool {
-        let id = (bucket.to_string(), key.to_string());
-        let mut recent = self.lock();
-        let Some((at, expected)) = recent.entries.get(&id) else { return false };
-        if at.elapsed() >= self.kept {
-            return false;
-        }
-        match expected {
-            Expected::Underway => true,
-            Expected::Written { size: s, modified: m, .. } if *s == size && *m == modified => {
-                recent.entries.remove(&id);
-                true
+        with_id(bucket, key, |id| {
+            let mut recent = self.lock();
+            let Some((at, expected)) = recent.entries.get(id) else { return false };
+            if at.elapsed() >= self.kept {
+                return false;
             }
-            _ => false,
-        }
+            match expected {
+                Expected::Underway => true,
+                Expected::Written { size: s, modified: m, .. } if *s == size && *m == modified => {
+                    recent.entries.remove(id);
+                    true
+                }
+                _ => false,
+            }
+        })
+    }
+
+    /// The watcher saw a file appear at `key`. The gateway's new keys appear so, linked into
+    /// place, and nothing else of them reaches the watcher under their name: a settled write
+    /// of the gateway's there is forgotten, one under way is kept. Someone else's file made
+    /// at a key the gateway wrote a moment before costs at most a second announcement of the
+    /// gateway's write, should the gateway's file be seen again; never a missed one.
+    pub fn created(&self, bucket: &str, key: &str) {
+        with_id(bucket, key, |id| {
+            let mut recent = self.lock();
+            if recent.entries.get(id).is_some_and(|(_, expected)| matches!(expected, Expected::Written { .. })) {
+                recent.entries.remove(id);
+            }
+        })
     }
 
     /// Whether what the watcher saw of `key` (the object with this ETag, or `None`: no object)
     /// is the gateway's own change, already announced. A settled change answers true once; one
     /// under way, as long as it is.
     pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
-        let id = (bucket.to_string(), key.to_string());
-        let mut recent = self.lock();
-        let Some((at, expected)) = recent.entries.get(&id) else { return false };
-        if at.elapsed() >= self.kept {
-            return false;
-        }
-        let ours = match (expected, seen) {
-            (Expected::Underway, _) => return true,
-            (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
-            (Expected::Gone, None) => true,
-            _ => false,
-        };
-        if ours {
-            recent.entries.remove(&id);
-        }
-        ours
+        with_id(bucket, key, |id| {
+            let mut recent = self.lock();
+            let Some((at, expected)) = recent.entries.get(id) else { return false };
+            if at.elapsed() >= self.kept {
+                return false;
+            }
+            let ours = match (expected, seen) {
+                (Expected::Underway, _) => return true,
+                (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
+                (Expected::Gone, None) => true,
+                _ => false,
+            };
+            if ours {
+                recent.entries.remove(id);
+            }
+            ours
+        })
     }
 }
 
@@ -261,6 +301,29 @@ mod tests {
         }
         assert!(recent.lock().order.len() <= 4);
         assert_eq!(recent.len(), 0);
+    }
+
+    /// The gateway's new keys reach the watcher only as the name appearing: that settles the
+    /// write, so a sustained write rate no longer keeps the map at its bound.
+    #[test]
+    fn a_write_is_settled_when_its_name_appears_and_one_under_way_is_kept() {
+        let recent = RecentWrites::bounded(Duration::from_secs(120), 100);
+        for i in 0..1000 {
+            let key = format!("k{i}");
+            recent.mark("b", &key, Expected::Underway);
+            recent.mark("b", &key, written("e"));
+            recent.created("b", &key);
+        }
+        assert_eq!(recent.len(), 0);
+        assert!(!recent.lock().crowded);
+        recent.mark("b", "busy", Expected::Underway);
+        recent.created("b", "busy");
+        assert!(recent.take("b", "busy", Some("anything")), "still under way");
+        recent.mark("b", "gone", Expected::Gone);
+        recent.created("b", "gone");
+        assert!(recent.take("b", "gone", None), "a removal is not settled by a file appearing");
+        recent.created("other", "k1");
+        assert_eq!(recent.len(), 1);
     }
 
     #[test]

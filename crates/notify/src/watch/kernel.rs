@@ -34,6 +34,11 @@ use super::{BucketFilter, Change, MAX_DEPTH, Sink, child_key, is_bucket_name, se
 /// (the gateway's own write): then no `Written` is sent, and the file is not opened again.
 pub type Known = Arc<dyn Fn(&str, &str, u64, SystemTime) -> bool + Send + Sync>;
 
+/// A regular file appeared at (bucket, key): created by open(2), and then announced at its
+/// close, or linked into place, which shows no close under its name (the gateway's own new
+/// keys land so, from an unnamed file). The caller may settle what it remembers of the key.
+pub type Created = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
 /// How the watcher behaves.
 #[derive(Clone)]
 pub struct WatchOptions {
@@ -42,6 +47,8 @@ pub struct WatchOptions {
     pub settle: Duration,
     /// Files the caller already knows about (none by default).
     pub known: Option<Known>,
+    /// Told of every regular file that appears (none by default).
+    pub created: Option<Created>,
     /// The most directories watched (`None`: as many as the kernel allows, which is
     /// `fs.inotify.max_user_watches`, shared by every process of the user). Directories past
     /// either limit are not watched: `Watcher::over_limit` names their buckets, for a scanner.
@@ -50,7 +57,7 @@ pub struct WatchOptions {
 
 impl Default for WatchOptions {
     fn default() -> Self {
-        Self { settle: Duration::from_millis(200), known: None, max_watches: None }
+        Self { settle: Duration::from_millis(200), known: None, created: None, max_watches: None }
     }
 }
 
@@ -202,6 +209,7 @@ struct State {
     sink: Sink,
     settle: Duration,
     known: Option<Known>,
+    created: Option<Created>,
     counters: Arc<Counters>,
     last_read: SystemTime,
     limit_logged: bool,
@@ -226,6 +234,7 @@ impl State {
             sink,
             settle: options.settle,
             known: options.known,
+            created: options.created,
             counters: Arc::new(Counters::default()),
             last_read: SystemTime::now(),
             limit_logged: false,
@@ -325,6 +334,11 @@ impl State {
         } else if mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) {
             self.pending.remove(&(dir.bucket.clone(), key.clone()));
             self.emit(Change::Removed { bucket: dir.bucket, key });
+        } else if mask.contains(EventMask::CREATE)
+            && let Some(created) = &self.created
+        {
+            // Announced at its close if it was opened; a link never closes under its name.
+            created(&dir.bucket, &key);
         }
     }
 
@@ -599,7 +613,7 @@ mod tests {
         std::fs::File::options().write(true).open(data.join("old")).unwrap().set_modified(past).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = seen.clone();
-        let options = WatchOptions { settle: Duration::from_millis(10), known: None, max_watches: None };
+        let options = WatchOptions { settle: Duration::from_millis(10), ..WatchOptions::default() };
         let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
         let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
         assert_eq!(state.dirs.len(), 1);
@@ -614,5 +628,45 @@ mod tests {
         assert_eq!(keys, vec!["new", "sub/new"]);
         assert_eq!(state.dirs.len(), 2, "the directory made during the overflow is watched");
         assert_eq!(state.counters.overflows.load(Ordering::Relaxed), 1);
+    }
+
+    /// A file linked into place from an unnamed one (as the gateway writes new keys) shows no
+    /// close under its name: the watcher tells `created` of it and announces nothing. A file
+    /// made by open(2) is told of too, and announced at its close.
+    #[test]
+    fn a_linked_file_is_told_as_created_and_an_opened_one_is_also_announced_at_its_close() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink_seen = seen.clone();
+        let created_seen = Arc::new(Mutex::new(Vec::new()));
+        let told = created_seen.clone();
+        let options = WatchOptions {
+            settle: Duration::from_millis(10),
+            created: Some(Arc::new(move |bucket: &str, key: &str| {
+                told.lock().unwrap().push(format!("{bucket}/{key}"))
+            })),
+            ..WatchOptions::default()
+        };
+        let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
+        let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
+        let data_dir = std::fs::File::open(&data).unwrap();
+        let unnamed = rustix::fs::openat(&data_dir, ".", OFlags::TMPFILE | OFlags::WRONLY, Mode::from_raw_mode(0o644))
+            .expect("O_TMPFILE on the test's file system");
+        let mut unnamed = std::fs::File::from(unnamed);
+        unnamed.write_all(b"linked").unwrap();
+        let through_fd = format!("/proc/self/fd/{}", unnamed.as_raw_fd());
+        rustix::fs::linkat(rustix::fs::CWD, through_fd.as_str(), &data_dir, "linked", AtFlags::SYMLINK_FOLLOW).unwrap();
+        drop(unnamed);
+        std::fs::write(data.join("opened"), b"x").unwrap();
+        let mut buffer = vec![0u8; 64 << 10];
+        std::thread::sleep(Duration::from_millis(20));
+        state.drain(&mut buffer);
+        state.flush(Instant::now() + Duration::from_secs(1));
+        assert_eq!(*created_seen.lock().unwrap(), ["data/linked", "data/opened"]);
+        let written: Vec<String> = seen.lock().unwrap().iter().map(|c| c.key().to_string()).collect();
+        assert_eq!(written, ["opened"]);
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use isthmus_store::key::{MAX_KEY_LEN, is_internal_name, validate_bucket_name};
 
-pub use kernel::{WatchOptions, WatchStats, Watcher};
+pub use kernel::{Created, Known, WatchOptions, WatchStats, Watcher};
 pub use scan::{ScanError, ScanLoop, ScanStats, Scanner};
 
 /// What happened to a key, for the gateway to announce (after it has looked at the object).
