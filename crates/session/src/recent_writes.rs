@@ -21,6 +21,10 @@ const RECENT_KEPT: Duration = Duration::from_secs(120);
 /// The gateway's own writes remembered at once; past it the oldest are forgotten (their files
 /// may then be announced a second time by a scan, never lost).
 const RECENT_CAPACITY: usize = 100_000;
+/// The most places in line of changes already taken that one mark clears (the watcher takes
+/// most changes within milliseconds, oldest first, so the line stays about as long as what
+/// is remembered; a mark adds at most one place).
+const CLEARED_PER_MARK: usize = 16;
 /// The most changes one mark forgets for their age alone: after a quiet spell the aged ones
 /// go a few at a time, so no request holds the lock to forget a burst's worth (an aged change
 /// is no longer answered for anyway).
@@ -67,14 +71,23 @@ pub struct RecentWrites {
 
 #[derive(Default)]
 struct Recent {
-    /// The latest change of each key and when it was marked.
-    entries: HashMap<Id, (Instant, Expected)>,
-    /// Keys in the order they were first marked, with that time: the oldest is forgotten
-    /// first. A key taken since is skipped when it comes up; one marked again since goes back
-    /// in line with its newer time.
-    order: VecDeque<(Id, Instant)>,
+    /// The latest change of each key, when it was marked, and its place in line.
+    entries: HashMap<Id, Mark>,
+    /// Keys in the order they were first marked (a place number and that time): the oldest
+    /// is forgotten first. A place whose key was taken since (or taken and marked again: it
+    /// then has a newer place) is cleared when it comes up; a key marked again since it took
+    /// its place keeps it, and goes back in line with its newer time once aged.
+    order: VecDeque<(Id, u64, Instant)>,
+    /// The number of the next place in line.
+    next_place: u64,
     /// Whether a change younger than `kept` was forgotten for room (said once).
     crowded: bool,
+}
+
+struct Mark {
+    at: Instant,
+    expected: Expected,
+    place: u64,
 }
 
 impl Default for RecentWrites {
@@ -103,35 +116,40 @@ impl RecentWrites {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
             match recent.entries.get_mut(id) {
-                Some(entry) => *entry = (now, expected),
+                Some(mark) => (mark.at, mark.expected) = (now, expected),
                 None => {
-                    let id: Id = Arc::from(id);
-                    recent.order.push_back((id.clone(), now));
-                    recent.entries.insert(id, (now, expected));
+                    let (id, place): (Id, u64) = (Arc::from(id), recent.next_place);
+                    recent.next_place += 1;
+                    recent.order.push_back((id.clone(), place, now));
+                    recent.entries.insert(id, Mark { at: now, expected, place });
                 }
             }
             self.forget_oldest(&mut recent, now);
         })
     }
 
-    /// Forgets, oldest first, what is past `capacity` (the line of keys is kept within twice
-    /// the capacity: keys taken leave their place in it behind), and up to `AGED_PER_MARK` of
-    /// what is older than `kept`.
+    /// Clears up to `CLEARED_PER_MARK` places of changes taken since, then forgets, oldest
+    /// first, what is past `capacity` (the line is kept within twice the capacity), and up to
+    /// `AGED_PER_MARK` of what is older than `kept`.
     fn forget_oldest(&self, recent: &mut Recent, now: Instant) {
-        let mut aged_budget = AGED_PER_MARK;
-        while let Some((_, first)) = recent.order.front() {
-            let aged = now.duration_since(*first) >= self.kept;
+        let (mut clear_budget, mut aged_budget) = (CLEARED_PER_MARK, AGED_PER_MARK);
+        while let Some((id, place, first)) = recent.order.front() {
+            let (place, first) = (*place, *first);
+            let latest = recent.entries.get(id).filter(|mark| mark.place == place).map(|mark| mark.at);
             let crowded = recent.entries.len() > self.capacity || recent.order.len() > 2 * self.capacity;
-            if !crowded && (!aged || aged_budget == 0) {
+            let aged = now.duration_since(first) >= self.kept;
+            if latest.is_none() && clear_budget > 0 {
+                clear_budget -= 1;
+            } else if aged && aged_budget > 0 {
+                aged_budget -= 1;
+            } else if !crowded {
                 break;
             }
-            aged_budget = aged_budget.saturating_sub(1);
-            let (id, first) = recent.order.pop_front().expect("a first key");
-            let Some((latest, _)) = recent.entries.get(&id) else { continue };
-            let latest = *latest;
+            let (id, _, _) = recent.order.pop_front().expect("a first key");
+            let Some(latest) = latest else { continue };
             if latest != first && now.duration_since(latest) < self.kept && !crowded {
                 // Marked again since: back in line with its newer time.
-                recent.order.push_back((id, latest));
+                recent.order.push_back((id, place, latest));
                 continue;
             }
             if now.duration_since(latest) < self.kept && !recent.crowded {
@@ -150,7 +168,7 @@ impl RecentWrites {
     pub(crate) fn forget_underway(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            if recent.entries.get(id).is_some_and(|(_, expected)| *expected == Expected::Underway) {
+            if recent.entries.get(id).is_some_and(|mark| mark.expected == Expected::Underway) {
                 recent.entries.remove(id);
             }
         })
@@ -163,7 +181,7 @@ impl RecentWrites {
     pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: SystemTime) -> bool {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            let Some((at, expected)) = recent.entries.get(id) else { return false };
+            let Some(Mark { at, expected, .. }) = recent.entries.get(id) else { return false };
             if at.elapsed() >= self.kept {
                 return false;
             }
@@ -186,7 +204,7 @@ impl RecentWrites {
     pub fn created(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            if recent.entries.get(id).is_some_and(|(_, expected)| matches!(expected, Expected::Written { .. })) {
+            if recent.entries.get(id).is_some_and(|mark| matches!(mark.expected, Expected::Written { .. })) {
                 recent.entries.remove(id);
             }
         })
@@ -198,7 +216,7 @@ impl RecentWrites {
     pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            let Some((at, expected)) = recent.entries.get(id) else { return false };
+            let Some(Mark { at, expected, .. }) = recent.entries.get(id) else { return false };
             if at.elapsed() >= self.kept {
                 return false;
             }
@@ -324,6 +342,27 @@ mod tests {
         assert!(recent.take("b", "gone", None), "a removal is not settled by a file appearing");
         recent.created("other", "k1");
         assert_eq!(recent.len(), 1);
+    }
+
+    /// Taken changes left their places in line until the line reached twice the bound: under
+    /// sustained writes settled by the watcher, 200,000 stale places, one cold eviction per
+    /// write. Now they are cleared as they come up, also when the key was marked again.
+    #[test]
+    fn places_of_taken_changes_leave_the_line_as_they_come_up() {
+        let recent = RecentWrites::bounded(Duration::from_secs(120), 1000);
+        for i in 0..5000 {
+            let key = format!("k{}", i % 700);
+            recent.mark("b", &key, Expected::Underway);
+            recent.mark("b", &key, written("e"));
+            // The watcher settles each a few writes later.
+            if i >= 3 {
+                recent.created("b", &format!("k{}", (i - 3) % 700));
+            }
+            assert!(recent.lock().order.len() <= 8, "write {i}: {} places", recent.lock().order.len());
+        }
+        assert_eq!(recent.len(), 3);
+        assert!(!recent.lock().crowded);
+        assert!(recent.take("b", "k99", Some("e")) && recent.take("b", "k98", Some("e")));
     }
 
     #[test]
