@@ -117,9 +117,12 @@ struct Slot {
     queued_ms: u64,
     /// A bit per destination index.
     targets: u64,
-    /// The entry itself, for records queued by this process while fewer than `CACHED` were
-    /// kept: delivery then neither reads nor parses the frame.
-    cached: Option<Arc<Entry>>,
+    /// The frame itself, for records queued by this process while fewer than `CACHED` were
+    /// kept: delivery then decodes it without reading it back. The bytes, not the decoded
+    /// entry: the request's thread frees what it allocated for the event itself, and leaves
+    /// the delivery thread one buffer to free, not a dozen strings (frees across threads are
+    /// the allocator's slow path).
+    cached: Option<Arc<Vec<u8>>>,
 }
 
 struct Segment {
@@ -157,7 +160,7 @@ struct Inner {
 /// Where a queued record's entry is: in memory, in a segment file (at an offset, of a length),
 /// or gone with its segment.
 enum Found {
-    Cached(Arc<Entry>),
+    Cached(Arc<Vec<u8>>),
     At(Arc<File>, u64, u64),
     Missing,
 }
@@ -219,18 +222,14 @@ impl Queue {
     /// durability); when the queue is full, `limits.when_full` decides. The write the event
     /// tells of has happened: an event that cannot be queued is logged here, with its key.
     pub fn enqueue(&self, event: Event, targets: Vec<Target>) -> Result<Option<u64>, NotifyError> {
-        let mut entry = Some(Entry { seq: 0, queued_ms: millis(SystemTime::now()), event, targets });
-        self.place(&mut entry).inspect_err(|err| {
-            if let Some(Entry { event, .. }) = &entry {
-                tracing::error!(bucket = %event.bucket, key = %event.key, error = %err, "an event could not be queued");
-            }
+        let queued_ms = millis(SystemTime::now());
+        self.place(queued_ms, &event, &targets).inspect_err(|err| {
+            tracing::error!(bucket = %event.bucket, key = %event.key, error = %err, "an event could not be queued");
         })
     }
 
-    /// `enqueue`'s work: `entry` is taken once it is queued (left there when it is not).
-    fn place(&self, entry: &mut Option<Entry>) -> Result<Option<u64>, NotifyError> {
-        let Entry { queued_ms, event, targets, .. } = entry.as_ref().expect("an entry to place");
-        let queued_ms = *queued_ms;
+    /// `enqueue`'s work.
+    fn place(&self, queued_ms: u64, event: &Event, targets: &[Target]) -> Result<Option<u64>, NotifyError> {
         let mut mask = 0u64;
         for target in targets {
             let index =
@@ -285,9 +284,7 @@ impl Queue {
         let seq = inner.next_seq;
         let file = self.append(&mut inner, frame)?;
         let len = frame.len() as u64;
-        let mut entry = entry.take().expect("an entry to place");
-        entry.seq = seq;
-        let cached = (inner.cached < CACHED).then(|| Arc::new(entry));
+        let cached = (inner.cached < CACHED).then(|| Arc::new(body.into_frame()));
         inner.cached += usize::from(cached.is_some());
         let active = inner.segments.back().expect("there is always an active segment");
         let slot = Slot { seq, segment: active.id, offset: active.len - len, len, queued_ms, targets: mask, cached };
@@ -428,12 +425,14 @@ impl Queue {
             };
             inner.cursors[dest].next = seq;
             self.release(&mut inner);
-            if let Some(entry) = cached {
-                return Ok(Some((seq, entry)));
-            }
             let file = inner.segments.iter().find(|s| s.id == segment_id).map(|s| s.file.clone());
             drop(inner);
-            let read = file.ok_or(BadFrame::Short).and_then(|file| segment::read_frame(&file, offset, offset + len));
+            let read = match (cached, file) {
+                (Some(frame), _) => segment::decode_frame(&frame),
+                (None, file) => {
+                    file.ok_or(BadFrame::Short).and_then(|file| segment::read_frame(&file, offset, offset + len))
+                }
+            };
             match read {
                 Ok((entry, _)) if entry.seq == seq => return Ok(Some((seq, Arc::new(entry)))),
                 // Dropped meanwhile (DropOldest): look again from the moved cursor.
@@ -471,7 +470,7 @@ impl Queue {
                 .take(max - 1)
                 .map(|s| {
                     let found = match (&s.cached, inner.segments.iter().find(|segment| segment.id == s.segment)) {
-                        (Some(entry), _) => Found::Cached(entry.clone()),
+                        (Some(frame), _) => Found::Cached(frame.clone()),
                         (None, Some(segment)) => Found::At(segment.file.clone(), s.offset, s.len),
                         (None, None) => Found::Missing,
                     };
@@ -481,7 +480,10 @@ impl Queue {
         };
         for (seq, found) in found {
             match found {
-                Found::Cached(entry) => batch.push((seq, entry)),
+                Found::Cached(frame) => match segment::decode_frame(&frame) {
+                    Ok((entry, _)) if entry.seq == seq => batch.push((seq, Arc::new(entry))),
+                    _ => break,
+                },
                 Found::At(file, offset, len) => match segment::read_frame(&file, offset, offset + len) {
                     Ok((entry, _)) if entry.seq == seq => batch.push((seq, Arc::new(entry))),
                     _ => break,

@@ -61,6 +61,11 @@ impl Body {
         self.0.len() as u64
     }
 
+    /// The frame's bytes (as last numbered).
+    pub fn into_frame(self) -> Vec<u8> {
+        self.0
+    }
+
     /// The frame numbered `seq` (numbered again, if a wait for room changed the number).
     pub fn number(&mut self, seq: u64) -> &[u8] {
         let len = self.0.len() - HEADER;
@@ -107,6 +112,13 @@ pub fn read_frame(file: &File, offset: u64, size: u64) -> Result<(Entry, u64), B
     }
     let entry = super::frame::decode(&payload).ok_or(BadFrame::Corrupt("an entry that does not parse"))?;
     Ok((entry, (HEADER + len) as u64))
+}
+
+/// The entry of a whole frame kept in memory (as `Body::into_frame` gave it) and its length.
+pub fn decode_frame(frame: &[u8]) -> Result<(Entry, u64), BadFrame> {
+    let payload = frame.get(HEADER..).ok_or(BadFrame::Short)?;
+    let entry = super::frame::decode(payload).ok_or(BadFrame::Corrupt("an entry that does not parse"))?;
+    Ok((entry, frame.len() as u64))
 }
 
 /// The segment ids present in `dir`, in order.
