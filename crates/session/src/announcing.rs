@@ -165,14 +165,37 @@ impl Pending {
         self.announce(key, Expected::Gone, version_id);
     }
 
+    /// Whether the watcher of the data root may announce what this change leaves at `key`
+    /// (`None`: either a file landing or one going): only then must the gateway remember it.
+    /// The watcher announces a file landing as `ObjectCreated:Put` and one going as
+    /// `ObjectRemoved:Delete`, and drops, before it looks for the gateway's own, whatever no
+    /// rule wants; a tagging change shows it nothing. Remembering the others left them
+    /// unclaimed until they aged out: a bucket whose rules want only new objects filled the
+    /// gateway's memory of its writes with its deletes.
+    fn watched(&self, key: &str, leaves: Option<&Expected>) -> bool {
+        let wants = |name: &str| self.rules.matching(name, key).next().is_some();
+        let (landing, going) = match leaves {
+            Some(Expected::Written { .. }) => (true, false),
+            Some(Expected::Gone) => (false, true),
+            // A delete may also bring an earlier version back as the key's file.
+            Some(Expected::Underway) | None => (true, !self.name.starts_with("ObjectCreated")),
+        };
+        !self.name.starts_with("ObjectTagging")
+            && ((landing && wants("ObjectCreated:Put")) || (going && wants("ObjectRemoved:Delete")))
+    }
+
     /// Marks a change of `key` under way (before the call that makes it).
     fn underway(&self, key: &str) {
-        self.recent.mark(&self.bucket, key, Expected::Underway);
+        if self.watched(key, None) {
+            self.recent.mark(&self.bucket, key, Expected::Underway);
+        }
     }
 
     /// The change of `key` failed: nothing to announce, nothing for the watcher to skip.
     fn failed(&self, key: &str) {
-        self.recent.forget_underway(&self.bucket, key);
+        if self.watched(key, None) {
+            self.recent.forget_underway(&self.bucket, key);
+        }
     }
 
     /// Runs `call`, the change of `key` this announcement is for, marked under way meanwhile.
@@ -188,7 +211,12 @@ impl Pending {
             Expected::Written { etag, size, .. } => (*size, Some(etag.clone())),
             _ => (0, None),
         };
-        self.recent.mark(&self.bucket, key, expected);
+        if self.watched(key, Some(&expected)) {
+            self.recent.mark(&self.bucket, key, expected);
+        } else {
+            // Marked under way, perhaps, for what the change might have left.
+            self.failed(key);
+        }
         let announcement = Announcement {
             name: self.name,
             bucket: self.bucket,
@@ -343,9 +371,11 @@ impl Store for Announcing {
             Some(_) => self.inner.head_object(&RequestContext::process(), bucket, key, &HeadRequest::default()).ok(),
             None => None,
         };
+        let restored =
+            restored.map(|info| Expected::Written { etag: info.etag, size: info.size, modified: info.last_modified });
+        let restored = restored.filter(|expected| pending.watched(key, Some(expected)));
         pending.gone(key, outcome.version_id.clone());
-        if let Some(info) = restored {
-            let expected = Expected::Written { etag: info.etag, size: info.size, modified: info.last_modified };
+        if let Some(expected) = restored {
             self.recent.mark(bucket, key, expected);
         }
         Ok(outcome)
@@ -484,3 +514,6 @@ impl MultipartStore for Announcing {
         self.inner.list_multipart_uploads(cx, bucket, request)
     }
 }
+
+#[cfg(test)]
+mod tests;

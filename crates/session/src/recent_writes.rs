@@ -107,7 +107,7 @@ impl RecentWrites {
 
     /// How many changes are remembered.
     #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().entries.len()
     }
 
