@@ -93,17 +93,6 @@ fn init_logging(level: &str, format: config::LogFormat) {
     }
 }
 
-/// The gateway's allocator is mimalloc, not glibc's malloc. Its threads free what others
-/// allocated (a notification's frame, made on the request's thread, is freed by its
-/// destination's delivery thread; tokio moves tasks between workers): glibc takes its slow
-/// paths for that (`_int_malloc`, `malloc_consolidate`), which `perf` showed as the largest
-/// single part of what a notification rule costs a 4 KiB PUT (+5 to 6 us per PUT in malloc
-/// and free on the request threads). With mimalloc the rule's
-/// cost measured 0.90 of the PUT rate without it, against 0.81 to 0.86 with glibc's malloc,
-/// in the same hour (docs/user/notifications.md, section 7).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
