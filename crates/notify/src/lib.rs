@@ -11,6 +11,7 @@
 pub mod amqp;
 pub mod background;
 mod broker;
+mod bytes;
 pub mod destination;
 pub mod dispatch;
 pub mod event;

@@ -14,6 +14,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use super::Target;
 use super::segment::Entry;
+use crate::bytes::Reader;
 use crate::event::{Event, EventName};
 
 /// The first byte of a version 1 entry.
@@ -82,70 +83,49 @@ fn name_index(name: EventName) -> u8 {
 pub fn decode(payload: &[u8]) -> Option<Entry> {
     match payload.first()? {
         b'{' => serde_json::from_slice(payload).ok(),
-        &VERSION => Reader(&payload[1..]).entry(),
+        &VERSION => entry(Reader(&payload[1..])),
         _ => None,
     }
 }
 
-/// The unread rest of a binary entry.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn bytes(&mut self, len: usize) -> Option<&[u8]> {
-        if self.0.len() < len {
-            return None;
-        }
-        let (taken, rest) = self.0.split_at(len);
-        self.0 = rest;
-        Some(taken)
+/// An optional string: its length (`ABSENT`: none) and its UTF-8.
+fn optional(r: &mut Reader<'_>) -> Option<Option<String>> {
+    match r.u32()? {
+        ABSENT => Some(None),
+        len => Some(Some(r.text(len as usize)?)),
     }
+}
 
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.bytes(8)?.try_into().ok()?))
-    }
+fn string(r: &mut Reader<'_>) -> Option<String> {
+    optional(r)?
+}
 
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.bytes(4)?.try_into().ok()?))
+/// The entry after its version byte.
+fn entry(mut r: Reader<'_>) -> Option<Entry> {
+    let seq = r.u64()?;
+    let queued_ms = r.u64()?;
+    let name = *EventName::ALL.get(usize::from(r.u8()?))?;
+    let size = r.u64()?;
+    let (secs, nanos) = (r.u64()?, r.u32()?);
+    let time = UNIX_EPOCH.checked_add(Duration::new(secs, nanos.min(999_999_999)))?;
+    let bucket = string(&mut r)?;
+    let key = string(&mut r)?;
+    let etag = optional(&mut r)?;
+    let version_id = optional(&mut r)?;
+    let (principal, source_ip, region, bucket_owner) =
+        (string(&mut r)?, string(&mut r)?, string(&mut r)?, string(&mut r)?);
+    let count = r.u16()?;
+    // Each target takes at least 8 bytes: a count past what remains is corruption.
+    if usize::from(count) * 8 > r.0.len() {
+        return None;
     }
-
-    fn optional(&mut self) -> Option<Option<String>> {
-        match self.u32()? {
-            ABSENT => Some(None),
-            len => Some(Some(String::from_utf8(self.bytes(len as usize)?.to_vec()).ok()?)),
-        }
+    let mut targets = Vec::with_capacity(usize::from(count));
+    for _ in 0..count {
+        targets.push(Target { configuration_id: string(&mut r)?, arn: string(&mut r)? });
     }
-
-    fn string(&mut self) -> Option<String> {
-        self.optional()?
+    if !r.is_empty() {
+        return None;
     }
-
-    fn entry(mut self) -> Option<Entry> {
-        let seq = self.u64()?;
-        let queued_ms = self.u64()?;
-        let name = *EventName::ALL.get(usize::from(self.bytes(1)?[0]))?;
-        let size = self.u64()?;
-        let (secs, nanos) = (self.u64()?, self.u32()?);
-        let time = UNIX_EPOCH.checked_add(Duration::new(secs, nanos.min(999_999_999)))?;
-        let bucket = self.string()?;
-        let key = self.string()?;
-        let etag = self.optional()?;
-        let version_id = self.optional()?;
-        let (principal, source_ip, region, bucket_owner) =
-            (self.string()?, self.string()?, self.string()?, self.string()?);
-        let count = u16::from_le_bytes(self.bytes(2)?.try_into().ok()?);
-        // Each target takes at least 8 bytes: a count past what remains is corruption.
-        if usize::from(count) * 8 > self.0.len() {
-            return None;
-        }
-        let mut targets = Vec::with_capacity(usize::from(count));
-        for _ in 0..count {
-            targets.push(Target { configuration_id: self.string()?, arn: self.string()? });
-        }
-        if !self.0.is_empty() {
-            return None;
-        }
-        let event =
-            Event { name, bucket, key, size, etag, version_id, principal, source_ip, time, region, bucket_owner };
-        Some(Entry { seq, queued_ms, event, targets })
-    }
+    let event = Event { name, bucket, key, size, etag, version_id, principal, source_ip, time, region, bucket_owner };
+    Some(Entry { seq, queued_ms, event, targets })
 }

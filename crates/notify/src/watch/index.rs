@@ -3,6 +3,7 @@
 //! pass saw of the directory itself and of each entry. Decoding checks every length against
 //! the bytes there, so a damaged table is refused, never trusted.
 
+use crate::bytes::Reader;
 use sha2::{Digest, Sha256};
 
 use super::tree::Kind;
@@ -87,13 +88,13 @@ impl DirTable {
         }
         let mut entries = Vec::with_capacity(count);
         for _ in 0..count {
-            let kind = match r.take(1)?[0] {
+            let kind = match r.u8()? {
                 b'f' => Kind::File,
                 b'd' => Kind::Dir,
                 _ => return None,
             };
             let (ino, size, mtime, ctime) = (r.u64()?, r.u64()?, r.u64()? as i64, r.u64()? as i64);
-            let len = u16::from_le_bytes(r.take(2)?.try_into().ok()?) as usize;
+            let len = r.u16()? as usize;
             let name = r.text(len)?;
             if name.is_empty() || name.contains('/') {
                 return None;
@@ -104,28 +105,6 @@ impl DirTable {
             return None;
         }
         Some(DirTable { rel, ino, mtime, ctime, listed_at, entries })
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn text(&mut self, n: usize) -> Option<String> {
-        String::from_utf8(self.take(n)?.to_vec()).ok()
     }
 }
 
