@@ -12,10 +12,21 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use serde::{Deserialize, Serialize};
+
 use super::Target;
-use super::segment::Entry;
 use crate::bytes::Reader;
 use crate::event::{Event, EventName};
+
+/// What one frame holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    /// When it was queued (milliseconds since the epoch), for the lag metric.
+    pub queued_ms: u64,
+    pub event: Event,
+    pub targets: Vec<Target>,
+}
 
 /// The first byte of a version 1 entry.
 const VERSION: u8 = 1;

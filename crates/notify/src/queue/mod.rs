@@ -37,8 +37,9 @@ use isthmus_store::state_dir::{StateDir, StateError};
 use serde::{Deserialize, Serialize};
 
 use crate::event::Event;
+pub use frame::Entry;
 use segment::BadFrame;
-pub use segment::{Entry, MAX_FRAME};
+pub use segment::MAX_FRAME;
 
 /// How long a `Block` queue makes `enqueue` wait for room before it gives up (`Full`).
 pub const BLOCK_LIMIT: Duration = Duration::from_secs(30);

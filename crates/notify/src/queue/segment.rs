@@ -11,24 +11,14 @@ use std::sync::Arc;
 
 use isthmus_store::state_dir::{StateDir, StateError};
 use rustix::fs::{FileType, Mode, OFlags};
-use serde::{Deserialize, Serialize};
 
+use super::frame::Entry;
 use super::{NotifyError, Target};
 use crate::event::Event;
 
 /// The largest payload a frame may have: a length beyond it is corruption, never an allocation.
 pub const MAX_FRAME: usize = 1 << 20;
 pub const HEADER: usize = 8;
-
-/// What one frame holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Entry {
-    pub seq: u64,
-    /// When it was queued (milliseconds since the epoch), for the lag metric.
-    pub queued_ms: u64,
-    pub event: Event,
-    pub targets: Vec<Target>,
-}
 
 /// The file name of the segment whose first entry is (at least) `id`.
 pub fn segment_name(id: u64) -> String {
