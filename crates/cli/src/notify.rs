@@ -336,6 +336,7 @@ pub fn watch_files(
     // The gateway's own writes are known by their size and time: the watcher skips them
     // without reading them again (the announcing thread still checks the ETag of the others).
     let recent = context.announcing.recent_writes();
+    recent.watcher_started();
     let created_recent = recent.clone();
     let options = WatchOptions {
         known: Some(Arc::new(move |bucket, key, size, modified| recent.known_file(bucket, key, size, modified))),

@@ -167,12 +167,16 @@ impl Pending {
 
     /// Whether the watcher of the data root may announce what this change leaves at `key`
     /// (`None`: either a file landing or one going): only then must the gateway remember it.
+    /// With no watcher or scanner running, nothing is remembered.
     /// The watcher announces a file landing as `ObjectCreated:Put` and one going as
     /// `ObjectRemoved:Delete`, and drops, before it looks for the gateway's own, whatever no
     /// rule wants; a tagging change shows it nothing. Remembering the others left them
     /// unclaimed until they aged out: a bucket whose rules want only new objects filled the
     /// gateway's memory of its writes with its deletes.
     fn watched(&self, key: &str, leaves: Option<&Expected>) -> bool {
+        if !self.recent.watching() {
+            return false;
+        }
         let wants = |name: &str| self.rules.matching(name, key).next().is_some();
         let (landing, going) = match leaves {
             Some(Expected::Written { .. }) => (true, false),

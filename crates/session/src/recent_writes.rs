@@ -6,12 +6,17 @@
 //! A new key the gateway links into place from an unnamed file shows the watcher no close
 //! under its name (the close is the unnamed file's, `#<inode>`): the watcher settles it when
 //! the name appears (`created`). Bounded by age and by count, oldest first: what is never
-//! settled (a scanner's directories see a change up to their interval later; with the watcher
-//! off, nothing does) ages out, or, under a sustained write rate, makes room for newer ones in
-//! order, one at a time: never all at once under the lock on a request's path.
+//! settled (a scanner's directories see a change up to their interval later) ages out, or,
+//! under a sustained write rate, makes room for newer ones in order, one at a time: never all
+//! at once under the lock on a request's path.
+//!
+//! Nothing is remembered until a watcher or scanner of the data root starts (`watcher_started`):
+//! with `notify_watch = "off"` nothing would ever claim a change, and every write to a bucket
+//! with rules paid for remembering it, then for forgetting the oldest of 100,000.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -65,6 +70,8 @@ fn with_id<R>(bucket: &str, key: &str, f: impl FnOnce(&str) -> R) -> R {
 /// See the module comment.
 pub struct RecentWrites {
     inner: Mutex<Recent>,
+    /// Whether a watcher or scanner claims what is remembered (see the module comment).
+    watching: AtomicBool,
     kept: Duration,
     capacity: usize,
 }
@@ -98,7 +105,18 @@ impl Default for RecentWrites {
 
 impl RecentWrites {
     fn bounded(kept: Duration, capacity: usize) -> Self {
-        Self { inner: Mutex::new(Recent::default()), kept, capacity: capacity.max(1) }
+        Self { inner: Mutex::new(Recent::default()), watching: AtomicBool::new(false), kept, capacity: capacity.max(1) }
+    }
+
+    /// A watcher or scanner of the data root is about to start: from now on the gateway's own
+    /// changes are remembered for it to claim (before it starts, so that none it sees is missed).
+    pub fn watcher_started(&self) {
+        self.watching.store(true, Ordering::Release);
+    }
+
+    /// Whether anything will claim what is remembered (nothing is, until then).
+    pub(crate) fn watching(&self) -> bool {
+        self.watching.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {

@@ -54,6 +54,7 @@ fn only_changes_the_watcher_would_announce_are_remembered() {
     let (_dir, store, kept) = store();
     let cx = RequestContext::process();
     let recent = store.recent_writes();
+    recent.watcher_started();
     for i in 0..10 {
         store.put_bytes(&cx, "created", &format!("k{i}"), b"x", PutRequest::default()).unwrap();
     }
@@ -70,4 +71,24 @@ fn only_changes_the_watcher_would_announce_are_remembered() {
     assert_eq!(recent.len(), 1, "the removal the watcher will see go");
     assert!(recent.take("removed", "k", None));
     assert_eq!(kept.0.lock().unwrap().last().unwrap().0.name, "ObjectRemoved:Delete");
+}
+
+/// Without a watcher or scanner nothing would ever claim what the gateway remembers of its
+/// writes: nothing is remembered (it was, up to 100,000 changes, then every write forgot the
+/// oldest and the gateway warned of the bound), and every write is still announced.
+#[test]
+fn without_a_watcher_nothing_is_remembered_and_everything_announced() {
+    let (_dir, store, kept) = store();
+    let cx = RequestContext::process();
+    let recent = store.recent_writes();
+    for i in 0..10 {
+        store.put_bytes(&cx, "created", &format!("k{i}"), b"x", PutRequest::default()).unwrap();
+    }
+    store.delete_object(&cx, "removed", "k0", &DeleteRequest::default()).unwrap();
+    assert_eq!(recent.len(), 0, "no watcher: nothing remembered");
+    assert_eq!(kept.0.lock().unwrap().len(), 11, "each write and the delete announced");
+
+    recent.watcher_started();
+    store.put_bytes(&cx, "created", "after", b"x", PutRequest::default()).unwrap();
+    assert_eq!(recent.len(), 1, "a watcher started: its writes are remembered from then on");
 }
