@@ -327,7 +327,19 @@ impl Hdf5Chunks {
         (0..filters).all(|i| stored.mask & (1 << i) != 0)
     }
 
+    /// `length` bytes of the file from `offset`, for a chunk: the sizes come from the file's
+    /// chunk index, which anyone who may write the file wrote, so no more is read (or
+    /// allocated) than a chunk of `chunk_bytes` can take stored, filters' overhead included.
     fn read_file(&self, offset: u64, length: u64) -> Result<Vec<u8>, StorageError> {
+        let most = stored_bound(self.chunk_bytes);
+        if length > most {
+            return Err(StorageError::Other(format!(
+                "{}: {} has a chunk stored in {length} bytes, more than a chunk of {} bytes takes (at most {most})",
+                self.name,
+                self.dataset().path,
+                self.chunk_bytes
+            )));
+        }
         self.bytes.read(&self.name, offset, length)
     }
 
@@ -360,6 +372,12 @@ impl Hdf5Chunks {
         let Some(grid) = self.grid_of(key) else { return Ok(None) };
         Ok(self.chunk(&grid)?.map(Bytes::from))
     }
+}
+
+/// The most bytes a chunk of `chunk_bytes` takes stored: deflate and the other filters grow
+/// incompressible data by far less than an eighth, plus a few bytes of their own.
+fn stored_bound(chunk_bytes: u64) -> u64 {
+    chunk_bytes.saturating_add(chunk_bytes / 8).saturating_add(4096)
 }
 
 /// A contiguous dataset's virtual chunks: ones in the leading dimensions, then as many rows of
