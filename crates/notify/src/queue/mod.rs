@@ -154,8 +154,16 @@ struct Inner {
     /// A bit per destination whose thread waits in `wait` (only those are woken: a wake is a
     /// syscall, even for a thread that is not waiting).
     waiting: u64,
+    /// Writers waiting in `room` for the queue to have room (only then is it notified: a
+    /// notify is a syscall, and `release` runs under the lock on a delivery thread).
+    room_waiters: u32,
     /// Slots with their entry kept in memory.
     cached: usize,
+    /// The kept frames of records just released, freed by `unlock` once the lock is let go.
+    /// Freeing a frame takes the allocator's lock of the request thread that made it: under
+    /// the queue's lock, a delivery thread descheduled there (its CPU busy with the broker)
+    /// kept request threads waiting on both.
+    released: Vec<Arc<Vec<u8>>>,
 }
 
 /// Where a queued record's entry is: in memory, in a segment file (at an offset, of a length),
@@ -206,6 +214,28 @@ pub struct Queue {
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Lets `inner` go, then frees what `release` released under it (see `Inner::released`).
+    /// The list's room is kept for the thread's next release.
+    fn unlock(&self, mut inner: MutexGuard<'_, Inner>) {
+        thread_local!(static SPARE: std::cell::Cell<Vec<Arc<Vec<u8>>>> = const { std::cell::Cell::new(Vec::new()) });
+        if inner.released.is_empty() {
+            return;
+        }
+        let mut released = SPARE.take();
+        std::mem::swap(&mut released, &mut inner.released);
+        drop(inner);
+        released.clear();
+        SPARE.set(released);
+    }
+
+    /// Waits on `room` up to `timeout`, counted as a waiter meanwhile.
+    fn wait_for_room_once<'a>(&self, mut inner: MutexGuard<'a, Inner>, timeout: Duration) -> MutexGuard<'a, Inner> {
+        inner.room_waiters += 1;
+        let mut inner = self.room.wait_timeout(inner, timeout).unwrap_or_else(|p| p.into_inner()).0;
+        inner.room_waiters -= 1;
+        inner
     }
 
     /// The destinations' ARNs, in index order.
@@ -267,7 +297,7 @@ impl Queue {
                     if now >= deadline {
                         return Err(NotifyError::Full);
                     }
-                    inner = self.room.wait_timeout(inner, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+                    inner = self.wait_for_room_once(inner, deadline - now);
                 }
             }
         };
@@ -364,14 +394,19 @@ impl Queue {
                 break;
             }
             inner.bytes -= slot.len;
-            inner.cached -= usize::from(slot.cached.is_some());
-            inner.slots.pop_front();
+            let slot = inner.slots.pop_front().expect("checked");
+            if let Some(frame) = slot.cached {
+                inner.cached -= 1;
+                inner.released.push(frame);
+            }
             released = true;
         }
         if released {
             self.bytes_now.store(inner.bytes, Ordering::Relaxed);
             self.delete_passed_segments(inner);
-            self.room.notify_all();
+            if inner.room_waiters > 0 {
+                self.room.notify_all();
+            }
         }
     }
 
@@ -406,7 +441,7 @@ impl Queue {
             if now >= deadline || inner.closed {
                 return false;
             }
-            inner = self.room.wait_timeout(inner, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            inner = self.wait_for_room_once(inner, deadline - now);
         }
     }
 
@@ -422,12 +457,13 @@ impl Queue {
             let Some((seq, segment_id, offset, len, cached)) = location else {
                 inner.cursors[dest].next = inner.next_seq;
                 self.release(&mut inner);
+                self.unlock(inner);
                 return Ok(None);
             };
             inner.cursors[dest].next = seq;
             self.release(&mut inner);
             let file = inner.segments.iter().find(|s| s.id == segment_id).map(|s| s.file.clone());
-            drop(inner);
+            self.unlock(inner);
             let read = match (cached, file) {
                 (Some(frame), _) => segment::decode_frame(&frame),
                 (None, file) => {
@@ -460,25 +496,22 @@ impl Queue {
         if max <= 1 {
             return Ok(batch);
         }
-        // Each record after the first: its entry, or where to read it.
-        let found: Vec<(u64, Found)> = {
+        // Each record after the first: its entry, or where to read it (the list made before
+        // the lock is taken: under it, nothing is allocated).
+        let mut found: Vec<(u64, Found)> = Vec::with_capacity(max - 1);
+        {
             let inner = self.lock();
             let start = inner.slots.partition_point(|s| s.seq <= after);
-            inner
-                .slots
-                .range(start..)
-                .filter(|s| s.targets & (1 << dest) != 0)
-                .take(max - 1)
-                .map(|s| {
-                    let found = match (&s.cached, inner.segments.iter().find(|segment| segment.id == s.segment)) {
-                        (Some(frame), _) => Found::Cached(frame.clone()),
-                        (None, Some(segment)) => Found::At(segment.file.clone(), s.offset, s.len),
-                        (None, None) => Found::Missing,
-                    };
-                    (s.seq, found)
-                })
-                .collect()
-        };
+            let records = inner.slots.range(start..).filter(|s| s.targets & (1 << dest) != 0).take(max - 1).map(|s| {
+                let found = match (&s.cached, inner.segments.iter().find(|segment| segment.id == s.segment)) {
+                    (Some(frame), _) => Found::Cached(frame.clone()),
+                    (None, Some(segment)) => Found::At(segment.file.clone(), s.offset, s.len),
+                    (None, None) => Found::Missing,
+                };
+                (s.seq, found)
+            });
+            found.extend(records);
+        }
         for (seq, found) in found {
             match found {
                 Found::Cached(frame) => match segment::decode_frame(&frame) {
@@ -500,6 +533,7 @@ impl Queue {
         let mut inner = self.lock();
         inner.dropped += 1;
         self.advance(&mut inner, dest, seq);
+        self.unlock(inner);
     }
 
     fn advance(&self, inner: &mut Inner, dest: usize, seq: u64) {
@@ -523,6 +557,7 @@ impl Queue {
         if moved {
             self.release(&mut inner);
         }
+        self.unlock(inner);
     }
 
     /// Waits up to `timeout` for a record past `dest`'s cursor (or the queue closing); whether

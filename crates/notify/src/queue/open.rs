@@ -35,7 +35,9 @@ impl Queue {
             queued: 0,
             dropped: 0,
             waiting: 0,
+            room_waiters: 0,
             cached: 0,
+            released: Vec::new(),
         };
         load_segments(&dir, &arns, &mut inner)?;
         for arn in &arns {
@@ -73,7 +75,11 @@ impl Queue {
             bytes_now,
             flush,
         };
-        queue.release(&mut queue.lock());
+        queue.unlock({
+            let mut inner = queue.lock();
+            queue.release(&mut inner);
+            inner
+        });
         Ok(Arc::new(queue))
     }
 }
