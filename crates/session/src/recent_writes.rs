@@ -10,6 +10,12 @@
 //! under a sustained write rate, makes room for newer ones in order, one at a time: never all
 //! at once under the lock on a request's path.
 //!
+//! What the watcher claims is only marked claimed: the request threads, which made it, free it
+//! when its place in line comes up. Freeing it on the watcher's thread took the allocator's
+//! lock of the request thread that allocated it (glibc frees a chunk into its own thread's
+//! arena), and a watcher descheduled there, its CPU busy with a broker, kept that request
+//! thread waiting for milliseconds.
+//!
 //! Nothing is remembered until a watcher or scanner of the data root starts (`watcher_started`):
 //! with `notify_watch = "off"` nothing would ever claim a change, and every write to a bucket
 //! with rules paid for remembering it, then for forgetting the oldest of 100,000.
@@ -95,6 +101,9 @@ struct Mark {
     at: Instant,
     expected: Expected,
     place: u64,
+    /// Claimed by the watcher: as good as forgotten, freed by a request thread (see the
+    /// module comment).
+    claimed: bool,
 }
 
 impl Default for RecentWrites {
@@ -126,7 +135,7 @@ impl RecentWrites {
     /// How many changes are remembered.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().entries.values().filter(|mark| !mark.claimed).count()
     }
 
     pub(crate) fn mark(&self, bucket: &str, key: &str, expected: Expected) {
@@ -134,12 +143,12 @@ impl RecentWrites {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
             match recent.entries.get_mut(id) {
-                Some(mark) => (mark.at, mark.expected) = (now, expected),
+                Some(mark) => (mark.at, mark.expected, mark.claimed) = (now, expected, false),
                 None => {
                     let (id, place): (Id, u64) = (Arc::from(id), recent.next_place);
                     recent.next_place += 1;
                     recent.order.push_back((id.clone(), place, now));
-                    recent.entries.insert(id, Mark { at: now, expected, place });
+                    recent.entries.insert(id, Mark { at: now, expected, place, claimed: false });
                 }
             }
             self.forget_oldest(&mut recent, now);
@@ -153,7 +162,9 @@ impl RecentWrites {
         let (mut clear_budget, mut aged_budget) = (CLEARED_PER_MARK, AGED_PER_MARK);
         while let Some((id, place, first)) = recent.order.front() {
             let (place, first) = (*place, *first);
-            let latest = recent.entries.get(id).filter(|mark| mark.place == place).map(|mark| mark.at);
+            let mark = recent.entries.get(id).filter(|mark| mark.place == place);
+            let claimed = mark.is_some_and(|mark| mark.claimed);
+            let latest = mark.filter(|mark| !mark.claimed).map(|mark| mark.at);
             let crowded = recent.entries.len() > self.capacity || recent.order.len() > 2 * self.capacity;
             let aged = now.duration_since(first) >= self.kept;
             if latest.is_none() && clear_budget > 0 {
@@ -164,7 +175,12 @@ impl RecentWrites {
                 break;
             }
             let (id, _, _) = recent.order.pop_front().expect("a first key");
-            let Some(latest) = latest else { continue };
+            let Some(latest) = latest else {
+                if claimed {
+                    recent.entries.remove(&id);
+                }
+                continue;
+            };
             if latest != first && now.duration_since(latest) < self.kept && !crowded {
                 // Marked again since: back in line with its newer time.
                 recent.order.push_back((id, place, latest));
@@ -186,7 +202,7 @@ impl RecentWrites {
     pub(crate) fn forget_underway(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            if recent.entries.get(id).is_some_and(|mark| mark.expected == Expected::Underway) {
+            if recent.entries.get(id).is_some_and(|mark| !mark.claimed && mark.expected == Expected::Underway) {
                 recent.entries.remove(id);
             }
         })
@@ -199,14 +215,14 @@ impl RecentWrites {
     pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: SystemTime) -> bool {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            let Some(Mark { at, expected, .. }) = recent.entries.get(id) else { return false };
-            if at.elapsed() >= self.kept {
+            let Some(mark) = recent.entries.get_mut(id).filter(|mark| !mark.claimed) else { return false };
+            if mark.at.elapsed() >= self.kept {
                 return false;
             }
-            match expected {
+            match mark.expected {
                 Expected::Underway => true,
-                Expected::Written { size: s, modified: m, .. } if *s == size && *m == modified => {
-                    recent.entries.remove(id);
+                Expected::Written { size: s, modified: m, .. } if s == size && m == modified => {
+                    mark.claimed = true;
                     true
                 }
                 _ => false,
@@ -222,8 +238,10 @@ impl RecentWrites {
     pub fn created(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            if recent.entries.get(id).is_some_and(|mark| matches!(mark.expected, Expected::Written { .. })) {
-                recent.entries.remove(id);
+            if let Some(mark) = recent.entries.get_mut(id)
+                && matches!(mark.expected, Expected::Written { .. })
+            {
+                mark.claimed = true;
             }
         })
     }
@@ -234,19 +252,17 @@ impl RecentWrites {
     pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            let Some(Mark { at, expected, .. }) = recent.entries.get(id) else { return false };
-            if at.elapsed() >= self.kept {
+            let Some(mark) = recent.entries.get_mut(id).filter(|mark| !mark.claimed) else { return false };
+            if mark.at.elapsed() >= self.kept {
                 return false;
             }
-            let ours = match (expected, seen) {
+            let ours = match (&mark.expected, seen) {
                 (Expected::Underway, _) => return true,
                 (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
                 (Expected::Gone, None) => true,
                 _ => false,
             };
-            if ours {
-                recent.entries.remove(id);
-            }
+            mark.claimed |= ours;
             ours
         })
     }
@@ -283,6 +299,33 @@ mod tests {
         assert!(recent.take("b", "k900", Some("e")));
         assert!(!recent.take("b", "k899", Some("e")), "the oldest were forgotten");
         assert!(recent.lock().crowded);
+    }
+
+    /// What the watcher claims is only marked so (its thread frees nothing a request thread
+    /// allocated); the request threads' next marks free it, a few per mark.
+    #[test]
+    fn claimed_changes_are_freed_by_the_next_marks_not_by_the_watcher() {
+        let recent = RecentWrites::bounded(Duration::from_secs(120), 1000);
+        for i in 0..100 {
+            recent.mark("b", &format!("k{i}"), written("e"));
+        }
+        for i in 0..100 {
+            recent.created("b", &format!("k{i}"));
+        }
+        assert_eq!(recent.len(), 0, "claimed: as good as forgotten");
+        assert!(!recent.take("b", "k7", Some("e")), "a claimed change answers no more");
+        assert_eq!(recent.lock().entries.len(), 100, "kept for a request thread to free");
+        let marks = 100usize.div_ceil(CLEARED_PER_MARK);
+        for i in 0..marks {
+            recent.mark("b", &format!("new{i}"), written("e"));
+        }
+        assert_eq!(recent.lock().entries.len(), marks, "freed by the marks that followed");
+        assert_eq!(recent.lock().order.len(), marks);
+        // A claimed key marked again is remembered again.
+        recent.mark("b", "k0", written("f"));
+        recent.created("b", "k0");
+        recent.mark("b", "k0", written("g"));
+        assert!(recent.take("b", "k0", Some("g")));
     }
 
     #[test]

@@ -36,8 +36,6 @@ impl Queue {
             dropped: 0,
             waiting: 0,
             room_waiters: 0,
-            cached: 0,
-            released: Vec::new(),
         };
         load_segments(&dir, &arns, &mut inner)?;
         for arn in &arns {
@@ -75,11 +73,7 @@ impl Queue {
             bytes_now,
             flush,
         };
-        queue.unlock({
-            let mut inner = queue.lock();
-            queue.release(&mut inner);
-            inner
-        });
+        queue.release(&mut queue.lock());
         Ok(Arc::new(queue))
     }
 }
@@ -145,7 +139,6 @@ fn load_segments(dir: &StateDir, arns: &[String], inner: &mut Inner) -> Result<(
                         len,
                         queued_ms: entry.queued_ms,
                         targets: mask,
-                        cached: None,
                     });
                     inner.bytes += len;
                     inner.next_seq = entry.seq + 1;

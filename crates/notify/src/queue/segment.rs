@@ -51,11 +51,6 @@ impl Body {
         self.0.len() as u64
     }
 
-    /// The frame's bytes (as last numbered).
-    pub fn into_frame(self) -> Vec<u8> {
-        self.0
-    }
-
     /// The frame numbered `seq` (numbered again, if a wait for room changed the number).
     pub fn number(&mut self, seq: u64) -> &[u8] {
         let len = self.0.len() - HEADER;
@@ -88,27 +83,54 @@ pub fn read_frame(file: &File, offset: u64, size: u64) -> Result<(Entry, u64), B
     let mut header = [0u8; HEADER];
     file.read_exact_at(&mut header, offset).map_err(|_| BadFrame::Short)?;
     let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
-    let expected = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
     if len > MAX_FRAME {
         return Err(BadFrame::Corrupt("a frame length past the limit"));
     }
     if size - offset - (HEADER as u64) < len as u64 {
         return Err(BadFrame::Short);
     }
-    let mut payload = vec![0u8; len];
-    file.read_exact_at(&mut payload, offset + HEADER as u64).map_err(|_| BadFrame::Short)?;
-    if crc(&payload) != expected {
-        return Err(BadFrame::Corrupt("a checksum mismatch"));
-    }
-    let entry = super::frame::decode(&payload).ok_or(BadFrame::Corrupt("an entry that does not parse"))?;
-    Ok((entry, (HEADER + len) as u64))
+    let mut frame = vec![0u8; HEADER + len];
+    file.read_exact_at(&mut frame, offset).map_err(|_| BadFrame::Short)?;
+    Ok((check_frame(&frame)?, (HEADER + len) as u64))
 }
 
-/// The entry of a whole frame kept in memory (as `Body::into_frame` gave it) and its length.
-pub fn decode_frame(frame: &[u8]) -> Result<(Entry, u64), BadFrame> {
-    let payload = frame.get(HEADER..).ok_or(BadFrame::Short)?;
-    let entry = super::frame::decode(payload).ok_or(BadFrame::Corrupt("an entry that does not parse"))?;
-    Ok((entry, frame.len() as u64))
+/// The entries of the frames of `lens` bytes each that lie back to back in `file` from
+/// `offset` (as the queue's index has them), read with one `pread` and each checked as
+/// `read_frame` checks it; the entries up to the first that does not read back, and why not.
+pub fn read_run(file: &File, offset: u64, lens: &[u64]) -> (Vec<Entry>, Option<BadFrame>) {
+    let total = lens.iter().try_fold(0u64, |sum, len| sum.checked_add(*len));
+    let Some(total) = total.filter(|total| *total <= (lens.len() * (HEADER + MAX_FRAME)) as u64) else {
+        return (Vec::new(), Some(BadFrame::Corrupt("a run of frames longer than its frames may be")));
+    };
+    let mut bytes = vec![0u8; total as usize];
+    if file.read_exact_at(&mut bytes, offset).is_err() {
+        return (Vec::new(), Some(BadFrame::Short));
+    }
+    let (mut entries, mut rest) = (Vec::with_capacity(lens.len()), bytes.as_slice());
+    for len in lens {
+        let (frame, after) = rest.split_at(*len as usize);
+        rest = after;
+        match check_frame(frame) {
+            Ok(entry) => entries.push(entry),
+            Err(bad) => return (entries, Some(bad)),
+        }
+    }
+    (entries, None)
+}
+
+/// The entry of `frame`, a whole frame (header and payload) of the length the index gave it:
+/// its header must give that length and its payload's checksum.
+fn check_frame(frame: &[u8]) -> Result<Entry, BadFrame> {
+    let (header, payload) = frame.split_at_checked(HEADER).ok_or(BadFrame::Short)?;
+    let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+    let expected = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+    if len != payload.len() {
+        return Err(BadFrame::Corrupt("a frame whose length is not the index's"));
+    }
+    if crc(payload) != expected {
+        return Err(BadFrame::Corrupt("a checksum mismatch"));
+    }
+    super::frame::decode(payload).ok_or(BadFrame::Corrupt("an entry that does not parse"))
 }
 
 /// The segment ids present in `dir`, in order.

@@ -184,6 +184,36 @@ fn a_flipped_byte_cuts_that_record_and_keeps_the_ones_before() {
     assert_eq!(keys(&drain(&queue, 0)), ["k1"]);
 }
 
+/// A frame damaged while queued (after the queue read its segments) is found when delivery
+/// reads its run back: the records before it in the run are delivered, it is counted dropped,
+/// and the ones after it follow.
+#[test]
+fn a_frame_damaged_while_queued_is_skipped_within_its_run() {
+    use std::os::unix::fs::FileExt;
+    let (root, dir) = state();
+    let queue = open(&dir, 1 << 20, WhenFull::Refuse);
+    for i in 0..10 {
+        queue.enqueue(event(&format!("k{i}")), to(&[A])).unwrap();
+    }
+    let frame = queue.stats().bytes / 10;
+    let segment = std::fs::OpenOptions::new().write(true).open(segment_files(&root).pop().unwrap()).unwrap();
+    // A byte in the payload of the fifth record (frames here are all of one length).
+    segment.write_all_at(&[0xff], 4 * frame + frame / 2).unwrap();
+    let mut got = Vec::new();
+    loop {
+        let batch = queue.next_batch(0, 64).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for (seq, entry) in batch {
+            queue.ack(0, seq);
+            got.push(entry.event.key.clone());
+        }
+    }
+    assert_eq!(got, ["k0", "k1", "k2", "k3", "k5", "k6", "k7", "k8", "k9"]);
+    assert_eq!(queue.stats().dropped, 1);
+}
+
 #[test]
 fn refuse_fails_when_full_and_takes_again_once_delivered() {
     let (_root, dir) = state();
@@ -296,33 +326,36 @@ fn a_strict_queue_syncs_each_record_and_reads_it_back() {
     assert_eq!(keys(&drain(&queue, 0)), ["k1"]);
 }
 
+/// Delivery reads records back from their segments in runs (one pread each, at most
+/// `READ_RUN` bytes), across segment boundaries, in order; what it delivered is released.
 #[test]
-fn entries_past_the_memory_bound_are_read_back_and_the_bound_is_freed_by_delivery() {
-    let (_root, dir) = state();
-    let queue = open(&dir, 64 << 20, WhenFull::Refuse);
-    let count = CACHED + 100;
-    for round in 0..2 {
-        for i in 0..count {
-            queue.enqueue(event(&format!("r{round}-{i:05}")), to(&[A])).unwrap();
-        }
-        assert_eq!(queue.lock().cached, CACHED, "at most CACHED entries in memory");
-        // In batches: the first CACHED from memory, the rest read from the segment files.
-        let mut got = Vec::new();
-        loop {
-            let batch = queue.next_batch(0, 64).unwrap();
-            if batch.is_empty() {
-                break;
-            }
-            for (seq, entry) in batch {
-                queue.ack(0, seq);
-                got.push(entry.event.key.clone());
-            }
-        }
-        let want: Vec<String> = (0..count).map(|i| format!("r{round}-{i:05}")).collect();
-        assert_eq!(got, want);
-        // Delivered records are released with their memory: the next round is cached again.
-        assert_eq!(queue.lock().cached, 0);
+fn delivery_reads_runs_back_across_segments_in_order() {
+    let (root, dir) = state();
+    let queue = open(&dir, 2 << 20, WhenFull::Refuse);
+    let count = 5000;
+    for i in 0..count {
+        queue.enqueue(event(&format!("k{i:05}")), to(&[A])).unwrap();
     }
+    let bytes = queue.stats().bytes;
+    assert!(bytes > 2 * READ_RUN, "more than two runs' worth: {bytes}");
+    assert!(segment_files(&root).len() > 2, "over several segments");
+    let mut got = Vec::new();
+    loop {
+        // Batches larger than a run, so that runs end at READ_RUN and at segment ends.
+        let batch = queue.next_batch(0, 4096).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for (seq, entry) in batch {
+            assert_eq!(seq, entry.seq);
+            queue.ack(0, seq);
+            got.push(entry.event.key.clone());
+        }
+    }
+    let want: Vec<String> = (0..count).map(|i| format!("k{i:05}")).collect();
+    assert_eq!(got, want);
+    assert_eq!(queue.stats().bytes, 0, "delivered records are released");
+    assert!(segment_files(&root).len() <= 1, "and the segments they filled deleted");
 }
 
 /// A frame of `payload` as a segment holds it.
