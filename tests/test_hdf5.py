@@ -133,6 +133,30 @@ def test_a_damaged_chunk_is_an_error_not_wrong_data(server, run):
     assert "Fletcher-32" in str(damaged.value)
 
 
+def test_a_chunk_index_that_lies_about_a_chunks_size_is_refused_before_it_is_read(server, run):
+    """The fuzzer's find, made by hand: anyone who may write the file writes its chunk index,
+    and a chunk said to be stored in 4 GB (of a file of a few KB) once had the gateway allocate
+    that much before reading. Now the size is bounded by what a chunk of its dataset can take."""
+    path, values = run
+    gw = gateway(server)
+    with h5py.File(path, "r") as f:
+        info = f["grid/temp"].id.get_chunk_info(0)
+        rank = f["grid/temp"].ndim
+    data = bytearray(path.read_bytes())
+    # The v1 B-tree key before the chunk's address: its stored size (4 bytes), filter mask (4),
+    # and rank + 1 offsets of 8 bytes.
+    address = data.find(info.byte_offset.to_bytes(8, "little"))
+    size_at = address - (8 + 8 * (rank + 1))
+    assert address > 0 and int.from_bytes(data[size_at:size_at + 4], "little") == info.size
+    data[size_at:size_at + 4] = (0xF000_0000).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(isthmus.IsthmusError) as refused:
+        gw.select(BUCKET, "run1.h5", "[0:3]", dataset="/grid/temp")
+    assert "stored in 4026531840 bytes, more than a chunk of 960 bytes takes" in str(refused.value)
+    # The other datasets of the file still read.
+    np.testing.assert_array_equal(gw.select(BUCKET, "run1.h5", "[5]", dataset="/flat"), values["/flat"][5])
+
+
 def test_import_converts_to_zarr_that_zarr_python_reads(server, run, tmp_path):
     import zarr
 

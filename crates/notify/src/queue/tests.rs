@@ -54,6 +54,22 @@ fn drain(queue: &Queue, dest: usize) -> Vec<(u64, String)> {
     got
 }
 
+/// Every key for destination 0, taken `max` at a time as delivery takes them, each acknowledged.
+fn drain_in_batches(queue: &Queue, max: usize) -> Vec<String> {
+    let mut got = Vec::new();
+    loop {
+        let batch = queue.next_batch(0, max).unwrap();
+        if batch.is_empty() {
+            return got;
+        }
+        for (seq, entry) in batch {
+            assert_eq!(seq, entry.seq);
+            queue.ack(0, seq);
+            got.push(entry.event.key.clone());
+        }
+    }
+}
+
 fn keys(records: &[(u64, String)]) -> Vec<&str> {
     records.iter().map(|(_, key)| key.as_str()).collect()
 }
@@ -199,17 +215,7 @@ fn a_frame_damaged_while_queued_is_skipped_within_its_run() {
     let segment = std::fs::OpenOptions::new().write(true).open(segment_files(&root).pop().unwrap()).unwrap();
     // A byte in the payload of the fifth record (frames here are all of one length).
     segment.write_all_at(&[0xff], 4 * frame + frame / 2).unwrap();
-    let mut got = Vec::new();
-    loop {
-        let batch = queue.next_batch(0, 64).unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        for (seq, entry) in batch {
-            queue.ack(0, seq);
-            got.push(entry.event.key.clone());
-        }
-    }
+    let got = drain_in_batches(&queue, 64);
     assert_eq!(got, ["k0", "k1", "k2", "k3", "k5", "k6", "k7", "k8", "k9"]);
     assert_eq!(queue.stats().dropped, 1);
 }
@@ -339,19 +345,8 @@ fn delivery_reads_runs_back_across_segments_in_order() {
     let bytes = queue.stats().bytes;
     assert!(bytes > 2 * READ_RUN, "more than two runs' worth: {bytes}");
     assert!(segment_files(&root).len() > 2, "over several segments");
-    let mut got = Vec::new();
-    loop {
-        // Batches larger than a run, so that runs end at READ_RUN and at segment ends.
-        let batch = queue.next_batch(0, 4096).unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        for (seq, entry) in batch {
-            assert_eq!(seq, entry.seq);
-            queue.ack(0, seq);
-            got.push(entry.event.key.clone());
-        }
-    }
+    // Batches larger than a run, so that runs end at READ_RUN and at segment ends.
+    let got = drain_in_batches(&queue, 4096);
     let want: Vec<String> = (0..count).map(|i| format!("k{i:05}")).collect();
     assert_eq!(got, want);
     assert_eq!(queue.stats().bytes, 0, "delivered records are released");
