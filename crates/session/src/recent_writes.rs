@@ -10,6 +10,12 @@
 //! under a sustained write rate, makes room for newer ones in order, one at a time: never all
 //! at once under the lock on a request's path.
 //!
+//! A change the watcher saw land (or go) while it was still under way is claimed as soon as it
+//! settles: the watcher will see nothing more of it. Before, nothing claimed it, and it stayed
+//! at the front of the line for its whole `kept` time, holding back the clearing of every
+//! claimed change behind it: under sustained writes to a bucket with rules the memory sat at
+//! its bound of 100,000 (with a warning that it outgrew it), and every write paid for it.
+//!
 //! What the watcher claims is only marked claimed: the request threads, which made it, free it
 //! when its place in line comes up. Freeing it on the watcher's thread took the allocator's
 //! lock of the request thread that allocated it (glibc frees a chunk into its own thread's
@@ -104,6 +110,8 @@ struct Mark {
     /// Claimed by the watcher: as good as forgotten, freed by a request thread (see the
     /// module comment).
     claimed: bool,
+    /// The watcher saw this change while it was under way: claimed once it settles.
+    seen: bool,
 }
 
 impl Default for RecentWrites {
@@ -143,12 +151,16 @@ impl RecentWrites {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
             match recent.entries.get_mut(id) {
-                Some(mark) => (mark.at, mark.expected, mark.claimed) = (now, expected, false),
+                Some(mark) => {
+                    // Settled after the watcher saw it: nothing more of it will reach the watcher.
+                    let claimed = mark.seen && expected != Expected::Underway;
+                    (mark.at, mark.expected, mark.claimed, mark.seen) = (now, expected, claimed, false);
+                }
                 None => {
                     let (id, place): (Id, u64) = (Arc::from(id), recent.next_place);
                     recent.next_place += 1;
                     recent.order.push_back((id.clone(), place, now));
-                    recent.entries.insert(id, Mark { at: now, expected, place, claimed: false });
+                    recent.entries.insert(id, Mark { at: now, expected, place, claimed: false, seen: false });
                 }
             }
             self.forget_oldest(&mut recent, now);
@@ -220,7 +232,10 @@ impl RecentWrites {
                 return false;
             }
             match mark.expected {
-                Expected::Underway => true,
+                Expected::Underway => {
+                    mark.seen = true;
+                    true
+                }
                 Expected::Written { size: s, modified: m, .. } if s == size && m == modified => {
                     mark.claimed = true;
                     true
@@ -232,16 +247,18 @@ impl RecentWrites {
 
     /// The watcher saw a file appear at `key`. The gateway's new keys appear so, linked into
     /// place, and nothing else of them reaches the watcher under their name: a settled write
-    /// of the gateway's there is forgotten, one under way is kept. Someone else's file made
+    /// of the gateway's there is forgotten, one under way is forgotten once it settles. Someone else's file made
     /// at a key the gateway wrote a moment before costs at most a second announcement of the
     /// gateway's write, should the gateway's file be seen again; never a missed one.
     pub fn created(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            if let Some(mark) = recent.entries.get_mut(id)
-                && matches!(mark.expected, Expected::Written { .. })
-            {
-                mark.claimed = true;
+            if let Some(mark) = recent.entries.get_mut(id).filter(|mark| !mark.claimed) {
+                match mark.expected {
+                    Expected::Written { .. } => mark.claimed = true,
+                    Expected::Underway => mark.seen = true,
+                    Expected::Gone => {}
+                }
             }
         })
     }
@@ -257,7 +274,10 @@ impl RecentWrites {
                 return false;
             }
             let ours = match (&mark.expected, seen) {
-                (Expected::Underway, _) => return true,
+                (Expected::Underway, _) => {
+                    mark.seen = true;
+                    return true;
+                }
                 (Expected::Written { etag, .. }, Some(seen)) => etag == seen,
                 (Expected::Gone, None) => true,
                 _ => false,
@@ -299,6 +319,42 @@ mod tests {
         assert!(recent.take("b", "k900", Some("e")));
         assert!(!recent.take("b", "k899", Some("e")), "the oldest were forgotten");
         assert!(recent.lock().crowded);
+    }
+
+    /// The watcher often sees a new key appear before the request that linked it settles its
+    /// mark. Nothing claimed such a change afterwards: it stayed first in line for `kept`,
+    /// nothing behind it was cleared, and sustained writes filled the memory to its bound (and
+    /// warned that it outgrew it). Now it is claimed when it settles, and the memory stays as
+    /// small as what the watcher has not seen yet.
+    #[test]
+    fn a_change_seen_under_way_is_claimed_when_it_settles_and_holds_nothing_back() {
+        let recent = RecentWrites::bounded(Duration::from_secs(120), 1000);
+        for i in 0..5000 {
+            let key = format!("k{i}");
+            recent.mark("b", &key, Expected::Underway);
+            if i % 10 == 0 {
+                // Seen while under way: by its name appearing, by its file found, by its going.
+                match i % 30 {
+                    0 => recent.created("b", &key),
+                    10 => assert!(recent.known_file("b", &key, 1, SystemTime::UNIX_EPOCH)),
+                    _ => assert!(recent.take("b", &key, None)),
+                }
+                recent.mark("b", &key, written("e"));
+                assert!(!recent.take("b", &key, Some("e")), "claimed as it settled");
+            } else {
+                recent.mark("b", &key, written("e"));
+                recent.created("b", &key);
+            }
+        }
+        assert_eq!(recent.len(), 0);
+        assert!(recent.lock().entries.len() <= 2 * CLEARED_PER_MARK, "{}", recent.lock().entries.len());
+        assert!(!recent.lock().crowded, "never past its bound");
+        // A change under way that the watcher saw, marked under way again, waits for its own.
+        recent.mark("b", "again", Expected::Underway);
+        recent.created("b", "again");
+        recent.mark("b", "again", Expected::Underway);
+        recent.mark("b", "again", written("f"));
+        assert!(recent.take("b", "again", Some("f")));
     }
 
     /// What the watcher claims is only marked so (its thread frees nothing a request thread
