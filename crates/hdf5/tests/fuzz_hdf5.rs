@@ -7,12 +7,38 @@
 //!
 //! `cargo test --release -p isthmus-hdf5 --test fuzz_hdf5` runs 256 cases (CI);
 //! `scripts/fuzz` runs more.
+//!
+//! The test process's address space is capped (`ADDRESS_SPACE`): a case that makes the reader
+//! allocate what the file asks for aborts this process at once ("memory allocation failed"),
+//! where it once had a CI machine kill the run at 20 GB. Each case is written to
+//! `CARGO_TARGET_TMPDIR/fuzz_hdf5-<test>.h5` before it is served, so after such an abort the
+//! file that caused it is on disk (proptest's own record of failures needs the process alive).
 
 use std::path::{Path, PathBuf};
 
 use isthmus_array::parse_selection;
 use isthmus_hdf5::open_local;
 use proptest::prelude::*;
+
+/// The most address space the test process may take: libhdf5 and the template need little, and
+/// no case may take more than a chunk's worth.
+const ADDRESS_SPACE: u64 = 4 << 30;
+
+/// Caps the process's address space at `ADDRESS_SPACE` (once; see the module comment).
+fn cap_address_space() {
+    static CAPPED: std::sync::Once = std::sync::Once::new();
+    CAPPED.call_once(|| {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let maximum = getrlimit(Resource::As).maximum;
+        let current = maximum.map_or(ADDRESS_SPACE, |max| max.min(ADDRESS_SPACE));
+        setrlimit(Resource::As, Rlimit { current: Some(current), maximum }).expect("cap the address space");
+    });
+}
+
+/// Where a test's current case is kept while it is served (see the module comment).
+fn case_path(test: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_hdf5-{test}.h5"))
+}
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
@@ -63,6 +89,15 @@ fn write_case(dir: &Path, bytes: &[u8]) -> PathBuf {
     path
 }
 
+/// Serves `bytes` as a file, kept meanwhile at `case_path(test)`, within the capped address space.
+fn serve_case(test: &str, bytes: &[u8]) {
+    cap_address_space();
+    let kept = case_path(test);
+    std::fs::write(&kept, bytes).unwrap();
+    serve(&kept);
+    std::fs::remove_file(&kept).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
@@ -74,15 +109,13 @@ proptest! {
         for (at, byte) in flips {
             bytes[at.index(span)] = byte;
         }
-        let dir = tempfile::tempdir().unwrap();
-        serve(&write_case(dir.path(), &bytes));
+        serve_case("mutated", &bytes);
     }
 
     #[test]
     fn fuzz_truncated_hdf5_files(keep in any::<prop::sample::Index>()) {
         let bytes = template();
-        let dir = tempfile::tempdir().unwrap();
-        serve(&write_case(dir.path(), &bytes[..keep.index(bytes.len())]));
+        serve_case("truncated", &bytes[..keep.index(bytes.len())]);
     }
 }
 
@@ -95,4 +128,14 @@ fn the_template_serves_its_datasets() {
         file.index().datasets.iter().filter(|d| d.not_servable.is_none()).map(|d| d.path.clone()).collect();
     assert_eq!(servable, ["/flat", "/grid/temp"]);
     serve(&path);
+}
+
+/// The cap holds: an allocation as large as the one the fuzzer once found a file asking for
+/// (4 GB) fails instead of being granted (this machine overcommits: uncapped, it would be).
+#[test]
+fn the_address_space_is_capped_for_every_case() {
+    cap_address_space();
+    let (mut huge, mut small) = (Vec::<u8>::new(), Vec::<u8>::new());
+    assert!(huge.try_reserve_exact(4 << 30).is_err(), "the address space is not capped");
+    assert!(small.try_reserve_exact(1 << 20).is_ok());
 }
