@@ -526,3 +526,52 @@ def test_a_rename_into_place_is_a_create_and_an_unlink_a_delete(tmp_path, webhoo
         assert len(creates) == len(set(creates)), got
     finally:
         srv.stop()
+
+
+@pytest.mark.posix_only
+def test_every_kind_of_gateway_write_into_a_watched_bucket_is_announced_once(tmp_path, webhook):
+    """The gateway remembers none of its new keys linked into a directory the watcher already
+    watches (the watcher sees only a name appear, which it does not announce); a PUT that
+    makes a directory, an overwrite (a rename over the key) and a write to a versioned bucket
+    (its current file moved aside) show the watcher more, and are remembered first. Each is
+    announced once, by the gateway, never again by the watcher as someone's POSIX write."""
+    srv = gateway(tmp_path, webhook)
+    try:
+        s3 = make_client(srv.endpoint)
+        for bucket in ("plain", "kept"):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket="kept", VersioningConfiguration={"Status": "Enabled"})
+        for bucket in ("plain", "kept"):
+            s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration=rules(webhook, events=["s3:ObjectCreated:*"]))
+        # The watcher looks for buckets that got rules every 2 s: a POSIX file announced
+        # there says it watches it now.
+        for bucket in ("plain", "kept"):
+            write_posix(srv.root / bucket / "ready", b"r")
+            wait_until(lambda: ("ObjectCreated:Put", "ready", 1, md5(b"r")) in [summary(r) for r in records_of(webhook.records()) if r["s3"]["bucket"]["name"] == bucket], timeout=20)
+        expected = []
+
+        def put(bucket, key, body):
+            etag = s3.put_object(Bucket=bucket, Key=key, Body=body)["ETag"].strip('"')
+            expected.append((bucket, "ObjectCreated:Put", key, len(body), etag))
+
+        for bucket in ("plain", "kept"):
+            put(bucket, "dir/new/first", b"a new directory")
+            for i in range(20):
+                put(bucket, f"dir/new/k{i:02}", b"into a directory that exists %d" % i)
+            put(bucket, "dir/new/first", b"an overwrite")
+            put(bucket, "top", b"at the top")
+            put(bucket, "top", b"at the top again")
+        for bucket in ("plain", "kept"):
+            write_posix(srv.root / bucket / "marker", b"m")
+            expected.append((bucket, "ObjectCreated:Put", "marker", 1, md5(b"m")))
+        # Once both markers are announced, whatever the watcher saw before them has been too
+        # (one watcher thread, in order); a second announcement would come after the settle.
+        wait_until(lambda: len(records_of(webhook.records())) >= len(expected) + 2, timeout=30)
+        time.sleep(1.0)
+        got = [r for r in records_of(webhook.records()) if urllib.parse.unquote_plus(r["s3"]["object"]["key"]) != "ready"]
+        summaries = [(r["s3"]["bucket"]["name"], *summary(r)) for r in got]
+        assert sorted(summaries) == sorted(expected), summaries
+        posix = [s for s, r in zip(summaries, got) if r["userIdentity"]["principalId"] == "posix"]
+        assert sorted(posix) == [("kept", "ObjectCreated:Put", "marker", 1, md5(b"m")), ("plain", "ObjectCreated:Put", "marker", 1, md5(b"m"))], posix
+    finally:
+        srv.stop()

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use isthmus_store::byte_size::ByteSize;
 use isthmus_store::{
-    BoxedWriter, Digests, ListRequest, ObjectInfo, ObjectWrite, RequestContext, Store, StoreError, StoreResult,
+    BoxedWriter, Digests, ListRequest, ObjectInfo, ObjectWrite, RequestContext, Shown, Store, StoreError, StoreResult,
 };
 
 /// One `[[quotas]]` entry of the configuration file: a bucket's or a user's limits.
@@ -556,9 +556,13 @@ impl ObjectWrite for QuotaWriter {
         self.inner.digests()
     }
 
-    fn commit(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
+    fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
+        self.commit_seen(&mut |_| {})
+    }
+
+    fn commit_seen(mut self: Box<Self>, before_seen: &mut dyn FnMut(Shown)) -> StoreResult<ObjectInfo> {
         let admitted = self.admitted.take();
-        let info = self.inner.commit()?;
+        let info = self.inner.commit_seen(before_seen)?;
         if let Some(admitted) = admitted
             && self.counts
         {

@@ -347,6 +347,7 @@ pub fn watch_files(
         ..WatchOptions::default()
     };
     let (mut kernel, mut scans) = (Vec::new(), Vec::new());
+    let mut scanned_whole = false;
     for (index, (root, local)) in roots.iter().enumerate() {
         let kernel_sees_all = match settings.watch {
             WatchMode::Inotify => true,
@@ -375,7 +376,17 @@ pub fn watch_files(
             kernel.push(watcher);
         } else {
             scans.push(scan(buckets.clone())?);
+            scanned_whole = true;
         }
+    }
+    if !scanned_whole {
+        // The gateway's new keys linked into buckets watched whole are not remembered (see
+        // `RecentWrites`); a scanner of a whole root would find them by their times.
+        let whole: Vec<_> = kernel.iter().map(|watcher: &Watcher| watcher.watches_whole()).collect();
+        context
+            .announcing
+            .recent_writes()
+            .watchers_watch_whole(Arc::new(move |bucket| whole.iter().any(|w| w(bucket))));
     }
     let announcing = isthmus_store::identity::spawn_gateway_thread("notify-changes", move || {
         // It hashes files written outside the gateway (of any size): beside the requests, never

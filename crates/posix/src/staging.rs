@@ -21,9 +21,9 @@ use rustix::io::Errno;
 
 use crate::file_ops::write_all;
 use crate::writer_names::unique_suffix;
-use isthmus_store::Digests;
 use isthmus_store::checksum::{ChecksumAlgorithm, Hasher};
 use isthmus_store::error::{StoreError, StoreResult};
+use isthmus_store::{Digests, Shown};
 
 pub(crate) struct StagedFile {
     dir: OwnedFd,
@@ -128,6 +128,11 @@ impl StagedFile {
         self
     }
 
+    /// Whether the file is unnamed (`O_TMPFILE`) until linked into place.
+    pub(crate) fn is_unnamed(&self) -> bool {
+        self.unnamed
+    }
+
     /// Whether the MD5 of what is written is computed.
     pub(crate) fn hashes_md5(&self) -> bool {
         self.hash_md5
@@ -229,6 +234,18 @@ impl StagedFile {
     /// `leaf` exists and may be replaced, it is linked to a hidden name that is then renamed
     /// over `leaf` (a link cannot replace).
     pub(crate) fn rename_into(&mut self, parent: BorrowedFd<'_>, leaf: &str, flags: RenameFlags) -> Result<(), Errno> {
+        self.rename_into_seen(parent, leaf, flags, &mut |_| {})
+    }
+
+    /// `rename_into`, calling `before_seen` before a step that shows a watcher of the directory
+    /// more than a new name appearing (a rename; not the link of an unnamed file to a new name).
+    pub(crate) fn rename_into_seen(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        leaf: &str,
+        flags: RenameFlags,
+        before_seen: &mut dyn FnMut(Shown),
+    ) -> Result<(), Errno> {
         if self.unnamed {
             let fd_path = format!("{PROC_FDS}/{}", std::os::fd::AsRawFd::as_raw_fd(&self.file));
             let link = |name: &str| {
@@ -238,6 +255,7 @@ impl StagedFile {
                 Err(Errno::EXIST) if !flags.contains(RenameFlags::NOREPLACE) => {}
                 done => return done,
             }
+            before_seen(Shown::Change);
             let hidden = hidden_name();
             link(&hidden)?;
             let renamed = rustix::fs::renameat_with(parent, hidden.as_str(), parent, leaf, flags);
@@ -247,6 +265,7 @@ impl StagedFile {
             return renamed;
         }
         let name = self.name.as_deref().expect("renamed only once");
+        before_seen(Shown::Change);
         if flags.contains(RenameFlags::NOREPLACE) {
             rename_noreplace(self.dir.as_fd(), name, parent, leaf)?;
         } else {

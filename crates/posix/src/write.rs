@@ -21,7 +21,7 @@ use isthmus_store::conditions::ETagMatch;
 use isthmus_store::error::{StoreError, StoreResult};
 use isthmus_store::key::ObjectPath;
 use isthmus_store::versioning::{NULL_VERSION, Versioning};
-use isthmus_store::{CopyRequest, MetadataMode, ObjectInfo, ObjectWrite, PutRequest, RequestContext};
+use isthmus_store::{CopyRequest, MetadataMode, ObjectInfo, ObjectWrite, PutRequest, RequestContext, Shown};
 
 /// A PUT in progress: bytes go to a temporary file, MD5 is computed as they pass.
 pub struct PosixWriter {
@@ -59,7 +59,7 @@ impl PosixWriter {
     }
 
     /// Installs the temporary file as `path`, honouring the write conditions.
-    fn install(&mut self, path: &ObjectPath<'_>) -> StoreResult<()> {
+    fn install(&mut self, path: &ObjectPath<'_>, before_seen: &mut dyn FnMut(Shown)) -> StoreResult<()> {
         let parent = match path.parent() {
             None => rustix::fs::openat(
                 &*self.bucket.fd,
@@ -68,7 +68,13 @@ impl PosixWriter {
                 Mode::empty(),
             )
             .map_err(|e| StoreError::io_at("open the bucket directory", &self.bucket.name, e))?,
-            Some(parent) => match create_dirs_beneath(self.bucket.fd.as_fd(), &parent, self.strict) {
+            Some(parent) => match open_dir_beneath(self.bucket.fd.as_fd(), &parent).or_else(|err| match err {
+                Errno::NOENT => {
+                    before_seen(Shown::Directories);
+                    create_dirs_beneath(self.bucket.fd.as_fd(), &parent, self.strict)
+                }
+                other => Err(other),
+            }) {
                 Ok(fd) => fd,
                 Err(Errno::NOTDIR | Errno::EXIST) => {
                     return Err(StoreError::ParentIsObject(path.key().to_string()));
@@ -85,7 +91,7 @@ impl PosixWriter {
         let exclusive = matches!(self.request.if_none_match, Some(ETagMatch::Any));
         let flags = if exclusive { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
         let replaced = crate::overflow::before_unlink(&self.bucket.overflow, parent.as_fd(), path.leaf());
-        match self.staged.rename_into(parent.as_fd(), path.leaf(), flags) {
+        match self.staged.rename_into_seen(parent.as_fd(), path.leaf(), flags, before_seen) {
             Ok(()) => {
                 if let Some(ino) = replaced {
                     crate::overflow::forget_ino(self.bucket.fd.as_fd(), ino);
@@ -199,7 +205,15 @@ impl ObjectWrite for PosixWriter {
         self.staged.digests()
     }
 
-    fn commit(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
+    fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
+        self.commit_seen(&mut |_| {})
+    }
+
+    /// Only a new key linked from an unnamed file into a directory that exists shows a watcher
+    /// nothing but the new name: anything else calls `before_seen` before its first step a
+    /// watcher could take for a change (the rename of a named staged file, a directory made, a
+    /// key's file replaced, the current version moved aside).
+    fn commit_seen(mut self: Box<Self>, before_seen: &mut dyn FnMut(Shown)) -> StoreResult<ObjectInfo> {
         let key = std::mem::take(&mut self.key);
         let path = ObjectPath::parse(&key)?;
         // The bucket cannot be deleted between here and the rename (see `BucketLock`).
@@ -214,7 +228,11 @@ impl ObjectWrite for PosixWriter {
         };
         self.check_if_match(&path)?;
         if path.is_dir() {
+            before_seen(Shown::Directories);
             return self.commit_dir_object(&path);
+        }
+        if versioning.is_some() || !self.staged.is_unnamed() {
+            before_seen(Shown::Change);
         }
         let stat =
             rustix::fs::fstat(&self.staged.file).map_err(|e| StoreError::io_at("stat the staged file", &key, e))?;
@@ -243,7 +261,7 @@ impl ObjectWrite for PosixWriter {
         if self.strict {
             rustix::fs::fsync(&self.staged.file).map_err(|e| StoreError::io_at("fsync the staged file", &key, e))?;
         }
-        self.install(&path)?;
+        self.install(&path, before_seen)?;
         let mut info = object_info(&key, &stat, record);
         if versioning.is_some() {
             info.version_id.get_or_insert_with(|| NULL_VERSION.to_string());

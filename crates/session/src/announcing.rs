@@ -19,7 +19,8 @@ use isthmus_store::{
     BoxedWriter, BucketConfig, BucketFacts, BucketInfo, CompletedPart, CopyRequest, CreateBucketRequest, DeleteOutcome,
     DeleteRequest, Digests, GetRequest, GetResponse, HeadRequest, ListPage, ListPartsRequest, ListRequest,
     ListUploadsRequest, ListVersionsRequest, MultipartStore, ObjectChange, ObjectFiles, ObjectInfo, ObjectWrite,
-    PartRequest, PartsPage, Principal, PutRequest, RequestContext, Store, StoreResult, UploadsPage, VersionsPage,
+    PartRequest, PartsPage, Principal, PutRequest, RequestContext, Shown, Store, StoreResult, UploadsPage,
+    VersionsPage,
 };
 
 /// What happened to one object, for the rules that match it.
@@ -137,6 +138,7 @@ impl Announcing {
             bucket_owner: owner,
             principal: principal_name(cx),
             source_ip: cx.source_ip,
+            unseen: false,
         }))
     }
 }
@@ -151,6 +153,9 @@ struct Pending {
     bucket_owner: String,
     principal: String,
     source_ip: Option<IpAddr>,
+    /// The write showed the watcher of the data root nothing it announces (see
+    /// `RecentWrites`): nothing to remember.
+    unseen: bool,
 }
 
 impl Pending {
@@ -174,7 +179,7 @@ impl Pending {
     /// unclaimed until they aged out: a bucket whose rules want only new objects filled the
     /// gateway's memory of its writes with its deletes.
     fn watched(&self, key: &str, leaves: Option<&Expected>) -> bool {
-        if !self.recent.watching() {
+        if self.unseen || !self.recent.watching() {
             return false;
         }
         let wants = |name: &str| self.rules.matching(name, key).next().is_some();
@@ -276,9 +281,31 @@ impl ObjectWrite for AnnouncingWriter {
         self.inner.digests()
     }
 
+    /// In a bucket the kernel watcher watches whole, the write is marked under way only if the
+    /// writer says its commit shows the watcher more than a new name (`commit_seen`).
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
-        let Self { inner, pending, key } = *self;
-        let info = pending.around(&key, || inner.commit())?;
+        let Self { inner, mut pending, key } = *self;
+        if !pending.recent.watched_whole(&pending.bucket) {
+            let info = pending.around(&key, || inner.commit())?;
+            pending.object(&info);
+            return Ok(info);
+        }
+        let mut marked = false;
+        let committed = inner.commit_seen(&mut |shown| {
+            if shown == Shown::Directories {
+                pending.recent.making_dirs(&pending.bucket, &key);
+            }
+            if !std::mem::replace(&mut marked, true) {
+                pending.underway(&key);
+            }
+        });
+        let info = committed.inspect_err(|_| {
+            if marked {
+                pending.failed(&key);
+            }
+        })?;
+        // Linked into a directory the watcher may not have listed yet: remembered once written.
+        pending.unseen = !marked && !pending.recent.in_young_dir(&pending.bucket, &key);
         pending.object(&info);
         Ok(info)
     }

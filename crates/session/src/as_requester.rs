@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use isthmus_store::identity::{UnixIdentity, run_call};
 use isthmus_store::{
-    BoxedWriter, Digests, GetResponse, ObjectFiles, ObjectInfo, ObjectWrite, RequestContext, Store, StoreError,
+    BoxedWriter, Digests, GetResponse, ObjectFiles, ObjectInfo, ObjectWrite, RequestContext, Shown, Store, StoreError,
     StoreResult, UpdateFile,
 };
 
@@ -59,9 +59,13 @@ impl ObjectWrite for RequesterWriter {
         self.inner.as_ref().expect("present until committed or dropped").digests()
     }
 
-    fn commit(mut self: Box<Self>) -> StoreResult<ObjectInfo> {
+    fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
+        self.commit_seen(&mut |_| {})
+    }
+
+    fn commit_seen(mut self: Box<Self>, before_seen: &mut dyn FnMut(Shown)) -> StoreResult<ObjectInfo> {
         let inner = self.inner.take().expect("present until committed");
-        run_as(self.identity.as_ref(), || inner.commit())
+        run_as(self.identity.as_ref(), || inner.commit_seen(before_seen))
     }
 }
 

@@ -246,6 +246,28 @@ pub trait ObjectWrite: Send {
     fn digests(&self) -> Digests;
     /// Makes the object visible atomically and returns what HEAD would now report.
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo>;
+    /// `commit`, calling `before_seen` before any step of it that a watcher of the data root
+    /// could take for a change (a file renamed over another, a directory made, a file moved
+    /// aside for versioning), saying which. A writer that can tell that its commit shows the
+    /// watcher only a new name linked into a directory that existed before (a link, which the
+    /// watcher takes for nobody's write) leaves it uncalled; the default calls it first, with
+    /// `Shown::Directories`. The announcing layer marks the write as the gateway's own there,
+    /// and marks nothing when it is not called.
+    fn commit_seen(self: Box<Self>, before_seen: &mut dyn FnMut(Shown)) -> StoreResult<ObjectInfo> {
+        before_seen(Shown::Directories);
+        self.commit()
+    }
+}
+
+/// What a commit is about to show a watcher of the data root (`ObjectWrite::commit_seen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// A change of the key's file: a rename over it, its current version moved aside, a named
+    /// staged file renamed into place.
+    Change,
+    /// Directories made for the key (a watcher lists a new directory, and finds what was
+    /// linked into it meanwhile); perhaps a change of the key's file as well.
+    Directories,
 }
 
 /// `len` zero bytes handed to `write` a buffer (of at most 1 MiB) at a time.

@@ -92,6 +92,8 @@ struct Counters {
     written: AtomicU64,
     removed: AtomicU64,
     over_limit: Mutex<BTreeSet<String>>,
+    /// Buckets whose directory is watched, added once their files were listed.
+    watched_buckets: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A running kernel watcher; stopped by `stop` or when dropped.
@@ -129,6 +131,16 @@ impl Watcher {
     pub fn over_limit(&self) -> BucketFilter {
         let counters = self.counters.clone();
         Arc::new(move |bucket| counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).contains(bucket))
+    }
+
+    /// Whether a bucket is watched whole, asked as it stands then: its directory watched and
+    /// listed, and none of its directories left unwatched at the limit (so no scanner covers
+    /// it). Then a file linked into one of its watched directories under a new name shows this
+    /// watcher only the name appearing (`WatchOptions::created`), which it does not announce:
+    /// the gateway need not remember such a write of its own. Files modified shortly before an
+    /// overflow are listed again and announced, the gateway's own among them.
+    pub fn watches_whole(&self) -> BucketFilter {
+        watched_whole(self.counters.clone())
     }
 
     pub fn stats(&self) -> WatchStats {
@@ -321,8 +333,11 @@ impl State {
             return;
         }
         if mask.contains(EventMask::IGNORED) {
-            if self.dirs.remove(&wd).is_some() {
+            if let Some(dir) = self.dirs.remove(&wd) {
                 self.counters.watches.fetch_sub(1, Ordering::Relaxed);
+                if dir.rel.is_empty() {
+                    self.counters.watched_buckets.lock().unwrap_or_else(|e| e.into_inner()).remove(&dir.bucket);
+                }
             }
             return;
         }
@@ -436,7 +451,7 @@ impl State {
             tracing::debug!(bucket, depth, "not watching a directory deeper than {MAX_DEPTH} levels");
             return;
         }
-        self.add_watch(fd.as_fd(), bucket, rel, depth);
+        let watched = self.add_watch(fd.as_fd(), bucket, rel, depth);
         let listing = match tree::list(fd.as_fd()) {
             Ok(listing) => listing,
             Err(err) => {
@@ -463,14 +478,18 @@ impl State {
                 }
             }
         }
+        if watched && rel.is_empty() {
+            self.counters.watched_buckets.lock().unwrap_or_else(|e| e.into_inner()).insert(bucket.to_string());
+        }
     }
 
-    fn add_watch(&mut self, fd: BorrowedFd<'_>, bucket: &str, rel: &str, depth: usize) {
+    /// Whether the directory is watched now.
+    fn add_watch(&mut self, fd: BorrowedFd<'_>, bucket: &str, rel: &str, depth: usize) -> bool {
         // Through the descriptor: the very directory opened (without following links) is
         // watched, whatever a user renamed into its path since.
         if self.dirs.len() >= self.max_watches {
             self.at_limit(bucket, "the watcher's limit (notify_watch_max_directories)");
-            return;
+            return false;
         }
         let through_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let added = match self.inotify.watches().add(&through_fd, DIR_MASK) {
@@ -487,11 +506,16 @@ impl State {
                 if self.dirs.insert(wd, watched).is_none() {
                     self.counters.watches.fetch_add(1, Ordering::Relaxed);
                 }
+                true
             }
             Err(err) if err.raw_os_error() == Some(libc_enospc()) => {
                 self.at_limit(bucket, "the kernel's inotify watch limit (sysctl fs.inotify.max_user_watches)");
+                false
             }
-            Err(err) => tracing::debug!(bucket, rel, %err, "cannot watch a directory"),
+            Err(err) => {
+                tracing::debug!(bucket, rel, %err, "cannot watch a directory");
+                false
+            }
         }
     }
 
@@ -527,6 +551,7 @@ impl State {
         }
         if rel.is_empty() {
             self.counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).remove(bucket);
+            self.counters.watched_buckets.lock().unwrap_or_else(|e| e.into_inner()).remove(bucket);
         }
         let prefix = format!("{rel}/");
         self.pending.retain(|(b, k), _| b != bucket || !(rel.is_empty() || k.starts_with(&prefix)));
@@ -592,6 +617,14 @@ impl State {
     }
 }
 
+/// `Watcher::watches_whole` of the watcher counting in `counters`.
+fn watched_whole(counters: Arc<Counters>) -> BucketFilter {
+    Arc::new(move |bucket| {
+        counters.watched_buckets.lock().unwrap_or_else(|e| e.into_inner()).contains(bucket)
+            && !counters.over_limit.lock().unwrap_or_else(|e| e.into_inner()).contains(bucket)
+    })
+}
+
 /// The status of `name` in `dir`, if it is a regular file (looked at without following links).
 fn regular_file_in(dir: BorrowedFd<'_>, name: &str) -> Option<rustix::fs::Stat> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -630,82 +663,4 @@ fn libc_enospc() -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A queue overflow (which cannot be caused here without changing a system-wide limit)
-    /// rescans: files modified since shortly before the last read are announced, older ones
-    /// not, and directories made meanwhile are watched.
-    #[test]
-    fn an_overflow_rescans_and_announces_recent_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        std::fs::write(data.join("old"), b"x").unwrap();
-        let past = SystemTime::now() - Duration::from_secs(60);
-        std::fs::File::options().write(true).open(data.join("old")).unwrap().set_modified(past).unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink_seen = seen.clone();
-        let options = WatchOptions { settle: Duration::from_millis(10), ..WatchOptions::default() };
-        let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
-        let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
-        assert_eq!(state.dirs.len(), 1);
-        let last_read = SystemTime::now();
-        std::fs::create_dir(data.join("sub")).unwrap();
-        std::fs::write(data.join("sub/new"), b"x").unwrap();
-        std::fs::write(data.join("new"), b"x").unwrap();
-        state.overflow(last_read);
-        state.flush(Instant::now() + Duration::from_secs(1));
-        let mut keys: Vec<String> = seen.lock().unwrap().iter().map(|c| c.key().to_string()).collect();
-        keys.sort();
-        assert_eq!(keys, vec!["new", "sub/new"]);
-        assert_eq!(state.dirs.len(), 2, "the directory made during the overflow is watched");
-        assert_eq!(state.counters.overflows.load(Ordering::Relaxed), 1);
-    }
-
-    /// A file linked into place from an unnamed one (as the gateway writes new keys) shows no
-    /// close under its name: the watcher tells `created` of it and announces nothing. A file
-    /// made by open(2) is told of too, and announced at its close.
-    #[test]
-    fn a_linked_file_is_told_as_created_and_an_opened_one_is_also_announced_at_its_close() {
-        use std::io::Write;
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink_seen = seen.clone();
-        let created_seen = Arc::new(Mutex::new(Vec::new()));
-        let told = created_seen.clone();
-        let options = WatchOptions {
-            settle: Duration::from_millis(10),
-            created: Some(Arc::new(move |bucket: &str, key: &str| {
-                told.lock().unwrap().push(format!("{bucket}/{key}"))
-            })),
-            ..WatchOptions::default()
-        };
-        let sink: Sink = Arc::new(move |c| sink_seen.lock().unwrap().push(c));
-        let mut state = State::new(dir.path(), Arc::new(|_: &str| true), options, sink).unwrap();
-        let data_dir = std::fs::File::open(&data).unwrap();
-        let unnamed = rustix::fs::openat(&data_dir, ".", OFlags::TMPFILE | OFlags::WRONLY, Mode::from_raw_mode(0o644))
-            .expect("O_TMPFILE on the test's file system");
-        let mut unnamed = std::fs::File::from(unnamed);
-        unnamed.write_all(b"linked").unwrap();
-        let through_fd = format!("/proc/self/fd/{}", unnamed.as_raw_fd());
-        rustix::fs::linkat(rustix::fs::CWD, through_fd.as_str(), &data_dir, "linked", AtFlags::SYMLINK_FOLLOW).unwrap();
-        drop(unnamed);
-        std::fs::write(data.join("opened"), b"x").unwrap();
-        // A user's file named as the kernel names unnamed ones, created while watched.
-        std::fs::write(data.join("#12"), b"x").unwrap();
-        // The kernel queues inotify events before the calls that cause them return: no wait.
-        let mut buffer = vec![0u8; 64 << 10];
-        state.drain(&mut buffer);
-        let mut closed: Vec<&str> = state.pending.keys().map(|(_, key)| key.as_str()).collect();
-        closed.sort();
-        assert_eq!(closed, ["#12", "opened"], "the unnamed file's close (as #<inode>) is not looked up");
-        state.flush(Instant::now() + Duration::from_secs(1));
-        assert_eq!(*created_seen.lock().unwrap(), ["data/linked", "data/opened", "data/#12"]);
-        let mut written: Vec<String> = seen.lock().unwrap().iter().map(|c| c.key().to_string()).collect();
-        written.sort();
-        assert_eq!(written, ["#12", "opened"]);
-    }
-}
+mod tests;
