@@ -338,6 +338,7 @@ pub fn watch_files(
     let recent = context.announcing.recent_writes();
     recent.watcher_started();
     let created_recent = recent.clone();
+    let progress: Vec<_> = roots.iter().map(|_| recent.watcher_progress()).collect();
     let options = WatchOptions {
         known: Some(Arc::new(move |bucket, key, size, modified| recent.known_file(bucket, key, size, modified))),
         // A new key the gateway linked into place shows the watcher no close under its name:
@@ -366,7 +367,10 @@ pub fn watch_files(
                 .map_err(|e| format!("cannot scan {} for notifications: {e}", root.display()))
         };
         if kernel_sees_all {
-            let watcher = Watcher::start(root, buckets.clone(), options.clone(), sink.clone())
+            let read_to = progress[index].clone();
+            let options =
+                WatchOptions { caught_up: Some(Arc::new(move |at| read_to.caught_up(at))), ..options.clone() };
+            let watcher = Watcher::start(root, buckets.clone(), options, sink.clone())
                 .map_err(|e| format!("cannot watch {} for notifications: {e}", root.display()))?;
             // Buckets with directories past the watch limit are scanned as well: their
             // unwatched directories are seen within a scan interval (a write the watcher also
@@ -383,10 +387,8 @@ pub fn watch_files(
         // The gateway's new keys linked into buckets watched whole are not remembered (see
         // `RecentWrites`); a scanner of a whole root would find them by their times.
         let whole: Vec<_> = kernel.iter().map(|watcher: &Watcher| watcher.watches_whole()).collect();
-        context
-            .announcing
-            .recent_writes()
-            .watchers_watch_whole(Arc::new(move |bucket| whole.iter().any(|w| w(bucket))));
+        let test = Arc::new(move |bucket: &str| whole.iter().any(|w| w(bucket)));
+        context.announcing.recent_writes().watchers_watch_whole(test, &progress);
     }
     let announcing = isthmus_store::identity::spawn_gateway_thread("notify-changes", move || {
         // It hashes files written outside the gateway (of any size): beside the requests, never

@@ -128,11 +128,6 @@ impl StagedFile {
         self
     }
 
-    /// Whether the file is unnamed (`O_TMPFILE`) until linked into place.
-    pub(crate) fn is_unnamed(&self) -> bool {
-        self.unnamed
-    }
-
     /// Whether the MD5 of what is written is computed.
     pub(crate) fn hashes_md5(&self) -> bool {
         self.hash_md5
@@ -255,7 +250,7 @@ impl StagedFile {
                 Err(Errno::EXIST) if !flags.contains(RenameFlags::NOREPLACE) => {}
                 done => return done,
             }
-            before_seen(Shown::Change);
+            before_seen(Shown::Rename);
             let hidden = hidden_name();
             link(&hidden)?;
             let renamed = rustix::fs::renameat_with(parent, hidden.as_str(), parent, leaf, flags);
@@ -265,7 +260,7 @@ impl StagedFile {
             return renamed;
         }
         let name = self.name.as_deref().expect("renamed only once");
-        before_seen(Shown::Change);
+        before_seen(Shown::Rename);
         if flags.contains(RenameFlags::NOREPLACE) {
             rename_noreplace(self.dir.as_fd(), name, parent, leaf)?;
         } else {

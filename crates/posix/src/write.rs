@@ -231,7 +231,7 @@ impl ObjectWrite for PosixWriter {
             before_seen(Shown::Directories);
             return self.commit_dir_object(&path);
         }
-        if versioning.is_some() || !self.staged.is_unnamed() {
+        if versioning.is_some() {
             before_seen(Shown::Change);
         }
         let stat =

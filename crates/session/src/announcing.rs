@@ -193,6 +193,19 @@ impl Pending {
             && ((landing && wants("ObjectCreated:Put")) || (going && wants("ObjectRemoved:Delete")))
     }
 
+    /// Runs `call`, which does not say what it shows the watcher (a copy, a multipart upload's
+    /// completion) and may make `key`'s directories: they are taken as young (see
+    /// `RecentWrites`).
+    fn making_dirs<T>(&self, key: &str, call: impl FnOnce() -> T) -> T {
+        if !self.recent.watching() {
+            return call();
+        }
+        self.recent.making_dirs(&self.bucket, key);
+        let result = call();
+        self.recent.dirs_made(&self.bucket, key);
+        result
+    }
+
     /// Marks a change of `key` under way (before the call that makes it).
     fn underway(&self, key: &str) {
         if self.watched(key, None) {
@@ -282,30 +295,42 @@ impl ObjectWrite for AnnouncingWriter {
     }
 
     /// In a bucket the kernel watcher watches whole, the write is marked under way only if the
-    /// writer says its commit shows the watcher more than a new name (`commit_seen`).
+    /// writer says its commit shows the watcher more than a new name (`commit_seen`); elsewhere
+    /// before the commit, as every change is.
     fn commit(self: Box<Self>) -> StoreResult<ObjectInfo> {
         let Self { inner, mut pending, key } = *self;
-        if !pending.recent.watched_whole(&pending.bucket) {
-            let info = pending.around(&key, || inner.commit())?;
-            pending.object(&info);
-            return Ok(info);
+        let recent = pending.recent.clone();
+        let mut marked = !recent.watched_whole(&pending.bucket);
+        // Before the write: a directory made after this, the watchers may list after it.
+        let read_to = recent.watchers_read_to();
+        if marked {
+            pending.underway(&key);
         }
-        let mut marked = false;
+        let mut making_dirs = false;
         let committed = inner.commit_seen(&mut |shown| {
-            if shown == Shown::Directories {
-                pending.recent.making_dirs(&pending.bucket, &key);
+            if !recent.watching() {
+                return;
+            }
+            if shown == Shown::Directories && !std::mem::replace(&mut making_dirs, true) {
+                recent.making_dirs(&pending.bucket, &key);
             }
             if !std::mem::replace(&mut marked, true) {
                 pending.underway(&key);
             }
+            if shown == Shown::Rename {
+                recent.arrives_by_rename(&pending.bucket, &key);
+            }
         });
+        if making_dirs {
+            recent.dirs_made(&pending.bucket, &key);
+        }
         let info = committed.inspect_err(|_| {
             if marked {
                 pending.failed(&key);
             }
         })?;
-        // Linked into a directory the watcher may not have listed yet: remembered once written.
-        pending.unseen = !marked && !pending.recent.in_young_dir(&pending.bucket, &key);
+        // Linked into a directory the watchers may not have listed yet: remembered once written.
+        pending.unseen = !marked && !recent.in_young_dir(&pending.bucket, &key, read_to);
         pending.object(&info);
         Ok(info)
     }
@@ -422,7 +447,8 @@ impl Store for Announcing {
         let Some(pending) = self.pending(cx, destination.0, "ObjectCreated:Copy")? else {
             return self.inner.copy_object(cx, source, destination, request);
         };
-        let info = pending.around(destination.1, || self.inner.copy_object(cx, source, destination, request))?;
+        let copy = || self.inner.copy_object(cx, source, destination, request);
+        let info = pending.making_dirs(destination.1, || pending.around(destination.1, copy))?;
         pending.object(&info);
         Ok(info)
     }
@@ -515,8 +541,8 @@ impl MultipartStore for Announcing {
         let Some(pending) = self.pending(cx, bucket, "ObjectCreated:CompleteMultipartUpload")? else {
             return self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request);
         };
-        let info =
-            pending.around(key, || self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request))?;
+        let complete = || self.inner.complete_multipart_upload(cx, bucket, key, upload_id, parts, request);
+        let info = pending.making_dirs(key, || pending.around(key, complete))?;
         pending.object(&info);
         Ok(info)
     }

@@ -17,6 +17,7 @@ pub mod runner;
 pub mod stack;
 pub mod tokens;
 pub mod users;
+mod young_dirs;
 
 pub use error::Refusal;
 pub use identities::{Identities, IdentitySpec};
@@ -24,3 +25,4 @@ pub use principals::{Asking, Principals};
 pub use runner::{IoPolicy, Placement, Runner};
 pub use tokens::GridAuth;
 pub use users::{User, UserDirectory};
+pub use young_dirs::WatcherProgress;

@@ -29,12 +29,19 @@
 //! about 4 % of its rate, in every A/B run of stop 60, though its CPU time measured about a
 //! microsecond. Anything else a write shows the watcher (a rename over a key, a directory
 //! made, a version moved aside) is marked first, as before (`ObjectWrite::commit_seen`).
-//! A directory the gateway made is young for `YOUNG_DIR`: the watcher lists it when it reads
-//! that it appeared, and finds what was linked into it meanwhile, so a new key linked into a
-//! young directory is remembered once written (before the watcher's settle time is over).
-//! A directory a user made, written into through the gateway before the watcher listed it,
-//! may have such a write announced a second time (at least once, never lost); so may the
-//! gateway's writes of the second before a lost-events overflow.
+//! A new key linked into a directory the gateway made that the watchers may not have listed
+//! yet is remembered once written (`YoungDirs`). A directory a user made, written into through
+//! the gateway before the watcher listed it, may have such a write announced a second time (at
+//! least once, never lost); so may the gateway's writes that a rescan after a lost-events
+//! overflow finds modified shortly before it.
+//!
+//! The watcher's events are not tagged with the change that caused them, so one change's event
+//! may be read while a later change of the same key is remembered. A name appearing is not
+//! taken for a change that arrives by a rename (an overwrite: `arrives_by_rename`), and a
+//! claimed change still answers for what it left for `CLAIMED_LINGER` after it was marked
+//! (when the watcher read a new key's name appearing only after an overwrite of that key was
+//! marked, the overwrite was claimed by it and its rename then announced as someone's POSIX
+//! write); no longer, so a user's change made later is not taken for it.
 //!
 //! Nothing is remembered until a watcher or scanner of the data root starts (`watcher_started`):
 //! with `notify_watch = "off"` nothing would ever claim a change, and every write to a bucket
@@ -43,6 +50,8 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::young_dirs::{WatcherProgress, YoungDirs};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -56,12 +65,6 @@ const RECENT_CAPACITY: usize = 100_000;
 /// file meanwhile (see `RecentWrites::take`). Longer than the watcher takes to read the events
 /// queued behind the one that claimed it.
 const CLAIMED_LINGER: Duration = Duration::from_secs(2);
-/// How long a directory the gateway made is young (see the module comment): longer than the
-/// watcher takes to read that it appeared and list it.
-const YOUNG_DIR: Duration = Duration::from_secs(2);
-/// Young directories remembered at once; past it the aged ones are forgotten (and, were all
-/// young, all: a write into one is then perhaps announced twice, never lost).
-const YOUNG_DIRS_KEPT: usize = 10_000;
 /// The most places in line of changes already taken that one mark clears (the watcher takes
 /// most changes within milliseconds, oldest first, so the line stays about as long as what
 /// is remembered; a mark adds at most one place).
@@ -87,7 +90,7 @@ pub(crate) enum Expected {
 type Id = Arc<str>;
 
 /// Runs `f` with `bucket/key` in this thread's scratch buffer.
-fn with_id<R>(bucket: &str, key: &str, f: impl FnOnce(&str) -> R) -> R {
+pub(crate) fn with_id<R>(bucket: &str, key: &str, f: impl FnOnce(&str) -> R) -> R {
     thread_local!(static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) });
     SCRATCH.with_borrow_mut(|id| {
         id.clear();
@@ -118,12 +121,8 @@ pub struct RecentWrites {
     capacity: usize,
     /// `CLAIMED_LINGER`, shorter in tests.
     linger: Duration,
-    /// Directories the gateway made, as `bucket/dir`, and when (see the module comment).
-    young_dirs: Mutex<HashMap<Id, Instant>>,
-    /// When the gateway last made a directory, in nanoseconds since `epoch` (0: never): a
-    /// write checks the young directories only within `YOUNG_DIR` of it.
-    dirs_made: std::sync::atomic::AtomicU64,
-    epoch: Instant,
+    /// Directories the gateway made that the watchers may not have listed yet.
+    young: YoungDirs,
 }
 
 #[derive(Default)]
@@ -150,6 +149,8 @@ struct Mark {
     claimed: bool,
     /// The watcher saw this change while it was under way: claimed once it settles.
     seen: bool,
+    /// The change reaches the watcher as a rename over the key (see `arrives_by_rename`).
+    by_rename: bool,
 }
 
 impl Default for RecentWrites {
@@ -167,16 +168,26 @@ impl RecentWrites {
             kept,
             capacity: capacity.max(1),
             linger: CLAIMED_LINGER,
-            young_dirs: Mutex::default(),
-            dirs_made: Default::default(),
-            epoch: Instant::now(),
+            young: YoungDirs::default(),
         }
     }
 
-    /// The kernel watchers started, and they alone see the data root: `test` says whether they
-    /// watch a bucket whole (see the module comment). Set once; later calls change nothing.
-    pub fn watchers_watch_whole(&self, test: BucketTest) {
+    /// How far a new kernel watcher has read its events, for it to say (see `YoungDirs`).
+    pub fn watcher_progress(&self) -> WatcherProgress {
+        self.young.progress()
+    }
+
+    /// The kernel watchers (`progress` of each) started, and they alone see the data root:
+    /// `test` says whether they watch a bucket whole (see the module comment). Set once; later
+    /// calls change nothing.
+    pub fn watchers_watch_whole(&self, test: BucketTest, progress: &[WatcherProgress]) {
+        self.young.watchers_started(progress);
         let _ = self.watched_whole.set(test);
+    }
+
+    /// How far every kernel watcher has read its events (see `YoungDirs`).
+    pub(crate) fn watchers_read_to(&self) -> u64 {
+        self.young.read_to()
     }
 
     /// Whether the kernel watcher watches `bucket` whole, and no scanner covers it.
@@ -184,39 +195,21 @@ impl RecentWrites {
         self.watched_whole.get().is_some_and(|test| test(bucket))
     }
 
-    /// The gateway is about to make the directories of `key` (those that are missing): each is
-    /// young from now (see the module comment).
+    /// A call that may make the missing directories of `key` is about to begin; `dirs_made`
+    /// must follow once it returned (see `YoungDirs`).
     pub(crate) fn making_dirs(&self, bucket: &str, key: &str) {
-        let now = Instant::now();
-        let since_epoch = now.duration_since(self.epoch).as_nanos().max(1) as u64;
-        let mut young = self.young_dirs.lock().unwrap_or_else(|p| p.into_inner());
-        if young.len() >= YOUNG_DIRS_KEPT {
-            young.retain(|_, made| now.duration_since(*made) < YOUNG_DIR);
-            if young.len() >= YOUNG_DIRS_KEPT {
-                young.clear();
-            }
-        }
-        let dirs = key.trim_end_matches('/');
-        for (end, _) in dirs.match_indices('/').chain(key.ends_with('/').then_some((dirs.len(), ""))) {
-            young.insert(Arc::from(format!("{bucket}/{}", &key[..end])), now);
-        }
-        self.dirs_made.store(since_epoch, Ordering::Release);
+        self.young.making(bucket, key);
     }
 
-    /// Whether `key`'s directory is one the gateway made within `YOUNG_DIR`.
-    pub(crate) fn in_young_dir(&self, bucket: &str, key: &str) -> bool {
-        let Some((dir, _)) = key.rsplit_once('/') else { return false };
-        let made = self.dirs_made.load(Ordering::Acquire);
-        let now = Instant::now();
-        if made == 0
-            || now.duration_since(self.epoch).as_nanos() as u64 >= made.saturating_add(YOUNG_DIR.as_nanos() as u64)
-        {
-            return false;
-        }
-        with_id(bucket, dir, |id| {
-            let young = self.young_dirs.lock().unwrap_or_else(|p| p.into_inner());
-            young.get(id).is_some_and(|made| now.duration_since(*made) < YOUNG_DIR)
-        })
+    /// The call `making_dirs` announced returned.
+    pub(crate) fn dirs_made(&self, bucket: &str, key: &str) {
+        self.young.made(bucket, key);
+    }
+
+    /// Whether `key`'s directory was made by the gateway after the watchers had read to
+    /// `read_to` (`watchers_read_to` before the write began).
+    pub(crate) fn in_young_dir(&self, bucket: &str, key: &str, read_to: u64) -> bool {
+        self.young.holds(bucket, key, read_to)
     }
 
     /// A watcher or scanner of the data root is about to start: from now on the gateway's own
@@ -248,13 +241,16 @@ impl RecentWrites {
                 Some(mark) => {
                     // Settled after the watcher saw it: nothing more of it will reach the watcher.
                     let claimed = mark.seen && expected != Expected::Underway;
+                    // A new change starts as arriving however it will.
+                    mark.by_rename &= expected != Expected::Underway;
                     (mark.at, mark.expected, mark.claimed, mark.seen) = (now, expected, claimed, false);
                 }
                 None => {
                     let (id, place): (Id, u64) = (Arc::from(id), recent.next_place);
                     recent.next_place += 1;
                     recent.order.push_back((id.clone(), place, now));
-                    recent.entries.insert(id, Mark { at: now, expected, place, claimed: false, seen: false });
+                    let mark = Mark { at: now, expected, place, claimed: false, seen: false, by_rename: false };
+                    recent.entries.insert(id, mark);
                 }
             }
             self.forget_oldest(&mut recent, now);
@@ -306,6 +302,25 @@ impl RecentWrites {
         }
     }
 
+    /// Whether `mark` still answers for its change: younger than `kept`, and, once claimed,
+    /// than `linger` (see the module comment).
+    fn answers(&self, mark: &Mark) -> bool {
+        let age = mark.at.elapsed();
+        age < self.kept && (!mark.claimed || age < self.linger)
+    }
+
+    /// The change of `key` under way reaches the watcher as a rename over the key (an
+    /// overwrite), never as its name appearing: a name appearing is an earlier change's.
+    pub(crate) fn arrives_by_rename(&self, bucket: &str, key: &str) {
+        with_id(bucket, key, |id| {
+            if let Some(mark) = self.lock().entries.get_mut(id).filter(|mark| !mark.claimed) {
+                mark.by_rename = true;
+                // Nothing of this change was visible before the rename.
+                mark.seen = false;
+            }
+        })
+    }
+
     /// Forgets a change that failed, unless another one marked the key since.
     pub(crate) fn forget_underway(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
@@ -323,10 +338,7 @@ impl RecentWrites {
     pub fn known_file(&self, bucket: &str, key: &str, size: u64, modified: SystemTime) -> bool {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            let Some(mark) = recent.entries.get_mut(id) else { return false };
-            if mark.at.elapsed() >= self.kept {
-                return false;
-            }
+            let Some(mark) = recent.entries.get_mut(id).filter(|mark| self.answers(mark)) else { return false };
             match mark.expected {
                 Expected::Underway => {
                     mark.seen = true;
@@ -349,7 +361,7 @@ impl RecentWrites {
     pub fn created(&self, bucket: &str, key: &str) {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            if let Some(mark) = recent.entries.get_mut(id).filter(|mark| !mark.claimed) {
+            if let Some(mark) = recent.entries.get_mut(id).filter(|mark| !mark.claimed && !mark.by_rename) {
                 match mark.expected {
                     Expected::Written { .. } => mark.claimed = true,
                     Expected::Underway => mark.seen = true,
@@ -369,10 +381,7 @@ impl RecentWrites {
     pub fn take(&self, bucket: &str, key: &str, seen: Option<&str>) -> bool {
         with_id(bucket, key, |id| {
             let mut recent = self.lock();
-            let Some(mark) = recent.entries.get_mut(id) else { return false };
-            if mark.at.elapsed() >= self.kept {
-                return false;
-            }
+            let Some(mark) = recent.entries.get_mut(id).filter(|mark| self.answers(mark)) else { return false };
             let ours = match (&mark.expected, seen) {
                 (Expected::Underway, _) => {
                     mark.seen = true;

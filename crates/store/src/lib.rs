@@ -262,8 +262,10 @@ pub trait ObjectWrite: Send {
 /// What a commit is about to show a watcher of the data root (`ObjectWrite::commit_seen`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shown {
-    /// A change of the key's file: a rename over it, its current version moved aside, a named
-    /// staged file renamed into place.
+    /// The key's file arrives by a rename (over the key, or a named staged file's): the
+    /// watcher sees it arrive, never its name appear.
+    Rename,
+    /// Another change of the key's file: its current version moved aside.
     Change,
     /// Directories made for the key (a watcher lists a new directory, and finds what was
     /// linked into it meanwhile); perhaps a change of the key's file as well.

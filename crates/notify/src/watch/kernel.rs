@@ -48,6 +48,9 @@ pub type Known = Arc<dyn Fn(&str, &str, u64, SystemTime) -> bool + Send + Sync>;
 /// keys land so, from an unnamed file). The caller may settle what it remembers of the key.
 pub type Created = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// Every event queued before this instant has been handled (new directories listed).
+pub type CaughtUp = Arc<dyn Fn(Instant) + Send + Sync>;
+
 /// How the watcher behaves.
 #[derive(Clone)]
 pub struct WatchOptions {
@@ -58,6 +61,8 @@ pub struct WatchOptions {
     pub known: Option<Known>,
     /// Told of every regular file that appears (none by default).
     pub created: Option<Created>,
+    /// Told how far the watcher has read its events, after each read (none by default).
+    pub caught_up: Option<CaughtUp>,
     /// The most directories watched (`None`: as many as the kernel allows, which is
     /// `fs.inotify.max_user_watches`, shared by every process of the user). Directories past
     /// either limit are not watched: `Watcher::over_limit` names their buckets, for a scanner.
@@ -66,7 +71,7 @@ pub struct WatchOptions {
 
 impl Default for WatchOptions {
     fn default() -> Self {
-        Self { settle: Duration::from_millis(200), known: None, created: None, max_watches: None }
+        Self { settle: Duration::from_millis(200), known: None, created: None, caught_up: None, max_watches: None }
     }
 }
 
@@ -237,6 +242,7 @@ struct State {
     settle: Duration,
     known: Option<Known>,
     created: Option<Created>,
+    caught_up: Option<CaughtUp>,
     counters: Arc<Counters>,
     last_read: SystemTime,
     limit_logged: bool,
@@ -263,6 +269,7 @@ impl State {
             settle: options.settle,
             known: options.known,
             created: options.created,
+            caught_up: options.caught_up,
             counters: Arc::new(Counters::default()),
             last_read: SystemTime::now(),
             limit_logged: false,
@@ -288,7 +295,12 @@ impl State {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(err) => tracing::warn!(%err, "polling the inotify descriptor failed"),
             }
-            if self.drain(&mut buffer) {
+            let reading = Instant::now();
+            let any = self.drain(&mut buffer);
+            if let Some(caught_up) = &self.caught_up {
+                caught_up(reading);
+            }
+            if any {
                 // Events arrive one or two per file written: waking for each one (the gateway
                 // writes thousands of files a second) cost more than handling them. What comes
                 // within COALESCE is read at once (the kernel queues it meanwhile).

@@ -84,8 +84,7 @@ fn claimed_changes_are_freed_by_the_next_marks_not_by_the_watcher() {
         recent.created("b", &format!("k{i}"));
     }
     assert_eq!(recent.len(), 0, "claimed: as good as forgotten");
-    assert!(recent.take("b", "k7", Some("e")), "a claimed change answers for its file until freed");
-    assert!(!recent.take("b", "k7", Some("other")));
+    assert!(!recent.take("b", "k7", Some("e")), "claimed, no longer lingering (no linger here)");
     assert_eq!(recent.lock().entries.len(), 100, "kept for a request thread to free");
     let marks = 100usize.div_ceil(CLEARED_PER_MARK);
     for i in 0..marks {
@@ -257,4 +256,41 @@ fn a_claimed_change_lingers_before_it_is_freed() {
     }
     assert!(!recent.take("b", "k", Some("e")), "freed once it lingered");
     assert!(!recent.lock().crowded, "freeing what was claimed is no crowding");
+}
+
+/// A new key's name appearing, read after an overwrite of that key was marked, is an earlier
+/// change's: the overwrite arrives by a rename, and its own rename is what claims it.
+#[test]
+fn a_name_appearing_is_not_taken_for_a_change_that_arrives_by_rename() {
+    let recent = RecentWrites::default();
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(9);
+    recent.mark("b", "k", Expected::Underway);
+    recent.created("b", "k");
+    recent.arrives_by_rename("b", "k");
+    recent.created("b", "k");
+    recent.mark("b", "k", Expected::Written { etag: "e".into(), size: 3, modified: at });
+    recent.created("b", "k");
+    assert_eq!(recent.len(), 1, "not claimed by an earlier change's event");
+    assert!(recent.known_file("b", "k", 3, at), "claimed by its own rename");
+    assert_eq!(recent.len(), 0);
+    // The next change of the key starts as arriving however it will.
+    recent.mark("b", "k", Expected::Underway);
+    recent.created("b", "k");
+    recent.mark("b", "k", written("f"));
+    assert_eq!(recent.len(), 0, "a new key's own name appearing claims it");
+}
+
+/// A claimed change answers for what it left only while it lingers: a user's change made
+/// later (a delete, here) is not taken for the gateway's, though the claimed change is not
+/// freed until the next marks come.
+#[test]
+fn a_claimed_change_answers_only_while_it_lingers() {
+    let recent = RecentWrites { linger: Duration::from_millis(50), ..RecentWrites::default() };
+    recent.mark("b", "k", Expected::Underway);
+    recent.mark("b", "k", Expected::Gone);
+    assert!(recent.take("b", "k", None), "the gateway's delete");
+    assert!(recent.take("b", "k", None), "claimed, lingering");
+    std::thread::sleep(Duration::from_millis(80));
+    assert!(!recent.take("b", "k", None), "a later delete is someone else's");
+    assert_eq!(recent.lock().entries.len(), 1, "not freed yet: no mark came");
 }

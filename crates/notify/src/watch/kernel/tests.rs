@@ -107,3 +107,29 @@ fn a_bucket_is_watched_whole_until_a_directory_is_over_the_limit_or_it_goes() {
     assert!(whole("other"), "made again (its old watch freed room): watched whole once listed");
     assert!(!whole("data"));
 }
+
+/// Once the watcher says it has read to an instant after a directory was made, that directory
+/// is watched (listed): what the gateway links into it from then on shows the watcher only its
+/// name appearing.
+#[test]
+fn once_caught_up_past_a_directorys_making_the_directory_is_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let read_to = Arc::new(Mutex::new(None::<Instant>));
+    let told = read_to.clone();
+    let options = WatchOptions {
+        caught_up: Some(Arc::new(move |at| *told.lock().unwrap() = Some(at))),
+        ..WatchOptions::default()
+    };
+    let watcher = Watcher::start(dir.path(), Arc::new(|_: &str| true), options, Arc::new(|_| {})).unwrap();
+    let watches = watcher.stats().watches;
+    std::fs::create_dir(dir.path().join("data/new")).unwrap();
+    let made = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !read_to.lock().unwrap().is_some_and(|at| at > made) {
+        assert!(Instant::now() < deadline, "the watcher never said it read past the directory");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(watcher.stats().watches, watches + 1, "listed and watched before it said so");
+    watcher.stop();
+}
