@@ -90,7 +90,7 @@ pub(crate) enum Expected {
 type Id = Arc<str>;
 
 /// Runs `f` with `bucket/key` in this thread's scratch buffer.
-pub(crate) fn with_id<R>(bucket: &str, key: &str, f: impl FnOnce(&str) -> R) -> R {
+fn with_id<R>(bucket: &str, key: &str, f: impl FnOnce(&str) -> R) -> R {
     thread_local!(static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) });
     SCRATCH.with_borrow_mut(|id| {
         id.clear();

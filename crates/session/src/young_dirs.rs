@@ -142,7 +142,8 @@ impl YoungDirs {
             return false;
         }
         let made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-        super::recent_writes::with_id(bucket, dir, |id| made.dirs.get(id).is_some_and(|at| *at > read_to))
+        // Only while directories are young: one allocation.
+        made.dirs.get(format!("{bucket}/{dir}").as_str()).is_some_and(|at| *at > read_to)
     }
 }
 
